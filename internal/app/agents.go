@@ -1,0 +1,291 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// VendInput is the body of POST /v1/agents (DESIGN.md §2).
+type VendInput struct {
+	Handle       string   `json:"handle"`
+	Name         string   `json:"name,omitempty"`
+	Queues       []string `json:"queues"`
+	Verbs        []string `json:"verbs"`
+	BillingMode  string   `json:"billing_mode,omitempty"`
+	BillingModes []string `json:"billing_modes,omitempty"`
+	ToolClass    string   `json:"tool_class,omitempty"`
+}
+
+// VendResult is returned once by Vend: the credential is never shown again.
+type VendResult struct {
+	Agent        domain.Agent `json:"agent"`
+	Credential   string       `json:"credential"`
+	MCPURL       string       `json:"mcp_url"`
+	ClaudeMCPAdd string       `json:"claude_mcp_add"`
+}
+
+// MaxNameLen bounds display names (bytes).
+const MaxNameLen = 200
+
+func validCode(field, v string) error {
+	if v != "" && !domain.ValidName(v) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s %q must match ^[a-z0-9][a-z0-9._-]*$ (at most %d bytes)", field, v, domain.MaxHandleLen).At("/" + field)
+	}
+	return nil
+}
+
+func validDisplayName(n string) error {
+	if len(n) > MaxNameLen || !utf8.ValidString(n) || strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return domain.Errorf(domain.CodeInvalidArgument, "name must be at most %d bytes of UTF-8 without control characters", MaxNameLen).At("/name")
+	}
+	return nil
+}
+
+func validBilling(mode string, modes []string, toolClass string) error {
+	if err := validCode("billing_mode", mode); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i, m := range modes {
+		if !domain.ValidName(m) {
+			return domain.Errorf(domain.CodeInvalidArgument, "billing mode %q must match ^[a-z0-9][a-z0-9._-]*$", m).At(fmt.Sprintf("/billing_modes/%d", i))
+		}
+		if seen[m] {
+			return domain.Errorf(domain.CodeInvalidArgument, "billing mode %q is listed twice", m).At(fmt.Sprintf("/billing_modes/%d", i))
+		}
+		seen[m] = true
+	}
+	if mode != "" && len(modes) > 0 && !seen[mode] {
+		return domain.Errorf(domain.CodeInvalidArgument, "billing_mode %q is not among billing_modes %v", mode, modes).At("/billing_mode")
+	}
+	return validCode("tool_class", toolClass)
+}
+
+// Vend registers an agent owned by the person and returns its first
+// credential (shown once), its MCP URL and a ready-to-paste `claude mcp add`
+// line. Audited as agent.vend. Errors: invalid_argument (with pointer),
+// conflict (handle taken).
+func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (VendResult, error) {
+	if !domain.ValidName(in.Handle) {
+		return VendResult{}, domain.Errorf(domain.CodeInvalidArgument, "handle %q must match ^[a-z0-9][a-z0-9._-]*$ (at most %d bytes)", in.Handle, domain.MaxHandleLen).At("/handle")
+	}
+	if err := validDisplayName(in.Name); err != nil {
+		return VendResult{}, err
+	}
+	scope := domain.Scope{Queues: in.Queues, Verbs: in.Verbs}
+	if scope.Verbs == nil {
+		scope.Verbs = []string{}
+	}
+	if err := scope.Validate(); err != nil {
+		return VendResult{}, err
+	}
+	if err := validBilling(in.BillingMode, in.BillingModes, in.ToolClass); err != nil {
+		return VendResult{}, err
+	}
+	now := s.now()
+	name := in.Name
+	if name == "" {
+		name = in.Handle
+	}
+	modes := in.BillingModes
+	if modes == nil {
+		modes = []string{}
+	}
+	a := domain.Agent{
+		ID: newID(), Handle: in.Handle, OwnerID: by.ID, Name: name, Active: true, Scope: scope,
+		BillingMode: in.BillingMode, BillingModes: modes, ToolClass: in.ToolClass,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	token := NewToken(AgentTokenPrefix)
+	credID := newID()
+	err := s.store.CreateAgent(ctx, store.CreateAgentParams{
+		Agent: a, CredentialID: credID, CredentialHash: HashToken(token),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.vend", AgentID: a.ID,
+			Data: map[string]any{"handle": a.Handle, "queues": scope.Queues, "verbs": scope.Verbs, "credential_id": credID}},
+	})
+	if err != nil {
+		return VendResult{}, storeErr(err, "", fmt.Sprintf("handle %q is already taken", in.Handle))
+	}
+	s.log.Info("agent vended", "agent", a.Handle, "agent_id", a.ID, "owner", by.ID)
+	mcpURL := s.publicURL + "/mcp"
+	return VendResult{Agent: a, Credential: token, MCPURL: mcpURL, ClaudeMCPAdd: ClaudeMCPAddLine(a.Handle, mcpURL, token)}, nil
+}
+
+// ClaudeMCPAddLine renders the command that registers the agent's endpoint
+// with Claude Code, bearer header included.
+func ClaudeMCPAddLine(handle, mcpURL, token string) string {
+	return fmt.Sprintf("claude mcp add --transport http rollcall-%s %s --header %s", handle, shellQuote(mcpURL), shellQuote("Authorization: Bearer "+token))
+}
+
+func shellQuote(s string) string {
+	if _, err := url.Parse(s); err == nil && !strings.ContainsAny(s, " '\"$`\\!*?&;|<>(){}[]#~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ParseRef turns a path reference into an AgentRef: a UUID is an id,
+// anything else a handle.
+func ParseRef(ref string) store.AgentRef {
+	if len(ref) == 36 && strings.Count(ref, "-") == 4 {
+		return store.AgentRef{ID: ref}
+	}
+	return store.AgentRef{Handle: ref}
+}
+
+// OwnedAgent loads an agent the person owns. Another person's agent and an
+// unknown ref both answer not_found, so refs do not leak (DESIGN.md §3.5).
+func (s *Service) OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+	a, err := s.store.GetAgent(ctx, ParseRef(ref))
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && a.OwnerID != by.ID) {
+		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
+	}
+	return a, err
+}
+
+// ListAgents lists the person's agents ordered by handle.
+func (s *Service) ListAgents(ctx context.Context, by domain.Person) ([]domain.Agent, error) {
+	return s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: by.ID})
+}
+
+// UpdateInput is the body of PATCH /v1/agents/{ref}; nil = unchanged. The
+// scope is immutable.
+type UpdateInput struct {
+	Name         *string   `json:"name,omitempty"`
+	BillingMode  *string   `json:"billing_mode,omitempty"`
+	BillingModes *[]string `json:"billing_modes,omitempty"`
+	ToolClass    *string   `json:"tool_class,omitempty"`
+	Active       *bool     `json:"active,omitempty"`
+}
+
+// UpdateAgent changes name, billing configuration or the active flag.
+// Audited as agent.update. Errors: not_found, invalid_argument, conflict
+// (revoked).
+func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string, in UpdateInput) (domain.Agent, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return a, err
+	}
+	if a.Revoked() {
+		return domain.Agent{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot be changed", a.Handle)
+	}
+	if in.Name != nil {
+		if err := validDisplayName(*in.Name); err != nil {
+			return domain.Agent{}, err
+		}
+	}
+	mode, modes, class := a.BillingMode, a.BillingModes, a.ToolClass
+	if in.BillingMode != nil {
+		mode = *in.BillingMode
+	}
+	if in.BillingModes != nil {
+		modes = *in.BillingModes
+		if modes == nil {
+			modes = []string{}
+			in.BillingModes = &modes
+		}
+	}
+	if in.ToolClass != nil {
+		class = *in.ToolClass
+	}
+	if err := validBilling(mode, modes, class); err != nil {
+		return domain.Agent{}, err
+	}
+	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{
+		ID: a.ID, Name: in.Name, BillingMode: in.BillingMode, BillingModes: in.BillingModes, ToolClass: in.ToolClass, Active: in.Active,
+		Now:   s.now(),
+		Audit: &domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.update", AgentID: a.ID, Data: in},
+	})
+	if err != nil {
+		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot be changed", a.Handle))
+	}
+	if in.Active != nil && !*in.Active {
+		s.closeSessions(ctx, a.ID, nil)
+	}
+	return updated, nil
+}
+
+// RevokeAgent revokes the agent permanently: credentials revoked, open
+// sessions on every instance closed, later changes answer conflict. Audited
+// as agent.revoke.
+func (s *Service) RevokeAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return a, err
+	}
+	revoked, err := s.store.RevokeAgent(ctx, store.RevokeAgentParams{ID: a.ID, Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.revoke", AgentID: a.ID, Data: map[string]any{"handle": a.Handle}}})
+	if err != nil {
+		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is already revoked", a.Handle))
+	}
+	s.log.Info("agent revoked", "agent", a.Handle, "agent_id", a.ID, "by", by.ID)
+	s.closeSessions(ctx, a.ID, nil)
+	return revoked, nil
+}
+
+// RotateResult is the new credential, shown once.
+type RotateResult struct {
+	Agent        domain.Agent `json:"agent"`
+	Credential   string       `json:"credential"`
+	MCPURL       string       `json:"mcp_url"`
+	ClaudeMCPAdd string       `json:"claude_mcp_add"`
+}
+
+// RotateCredential replaces the agent's credentials with a new one; sessions
+// opened with the old ones are closed. Audited as agent.rotate_credential.
+func (s *Service) RotateCredential(ctx context.Context, by domain.Person, ref string) (RotateResult, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	if a.Revoked() {
+		return RotateResult{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot get a credential", a.Handle)
+	}
+	token := NewToken(AgentTokenPrefix)
+	credID := newID()
+	old, err := s.store.RotateCredential(ctx, store.RotateCredentialParams{AgentID: a.ID, CredentialID: credID, CredentialHash: HashToken(token), Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.rotate_credential", AgentID: a.ID, Data: map[string]any{"credential_id": credID}}})
+	if err != nil {
+		return RotateResult{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot get a credential", a.Handle))
+	}
+	s.log.Info("agent credential rotated", "agent", a.Handle, "agent_id", a.ID, "by", by.ID)
+	if len(old) > 0 {
+		s.closeSessions(ctx, a.ID, old)
+	}
+	mcpURL := s.publicURL + "/mcp"
+	return RotateResult{Agent: a, Credential: token, MCPURL: mcpURL, ClaudeMCPAdd: ClaudeMCPAddLine(a.Handle, mcpURL, token)}, nil
+}
+
+// closeSessions asks every instance to close the agent's sessions (all, or
+// those bound to the given credentials).
+func (s *Service) closeSessions(ctx context.Context, agentID string, creds []string) {
+	payload := agentID
+	if len(creds) > 0 {
+		payload += ":" + strings.Join(creds, ",")
+	}
+	if err := s.bus.Publish(ctx, bus.ChannelAgentSessions, payload); err != nil {
+		s.log.Warn("publishing session close failed; closing local sessions only", "agent_id", agentID, "err", err)
+		s.onAgentSessions(payload)
+	}
+}
+
+func (s *Service) onAgentSessions(payload string) {
+	h := s.sessionHub()
+	if h == nil {
+		return
+	}
+	agentID, credList, _ := strings.Cut(payload, ":")
+	var creds []string
+	if credList != "" {
+		creds = strings.Split(credList, ",")
+	}
+	h.CloseAgentSessions(agentID, creds)
+}

@@ -1,0 +1,202 @@
+// Package app holds Rollcall's use cases: vending and managing agents,
+// pushing and working todos, the audit log, and the doorbell. It orchestrates
+// the ports (store.Store, bus.Bus, SessionHub) and holds no transport code;
+// the MCP, REST and CLI adapters all call the same methods, so every rule
+// exists once. Time comes from an injected clockwork.Clock.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Token prefixes make leaked tokens recognisable (secret scanners) and tell
+// person tokens from agent credentials at a glance.
+const (
+	PersonTokenPrefix = "rcp_"
+	AgentTokenPrefix  = "rca_"
+)
+
+// Options configures a Service.
+type Options struct {
+	Store store.Store
+	Bus   bus.Bus
+	Clock clockwork.Clock // nil = real clock
+	Log   *slog.Logger    // nil = slog.Default()
+	// PublicURL is the base URL agents and operators reach this server at,
+	// e.g. "http://127.0.0.1:7070"; used for mcp_url and the claude mcp add line.
+	PublicURL string
+	// ServerName is the MCP server name used in the claude mcp add line.
+	ServerName string
+}
+
+// Service is the use-case layer. It is safe for concurrent use.
+type Service struct {
+	store     store.Store
+	bus       bus.Bus
+	clock     clockwork.Clock
+	log       *slog.Logger
+	publicURL string
+
+	hubMu sync.RWMutex
+	hub   SessionHub
+
+	Doorbell *Doorbell
+}
+
+// New builds a Service and subscribes its doorbell to the bus.
+func New(o Options) *Service {
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Bus == nil {
+		o.Bus = bus.NewLocal()
+	}
+	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/")}
+	s.Doorbell = newDoorbell(s)
+	return s
+}
+
+// Store returns the store port (for adapters that need read models).
+func (s *Service) Store() store.Store { return s.store }
+
+// Clock returns the injected clock.
+func (s *Service) Clock() clockwork.Clock { return s.clock }
+
+// SetPublicURL sets the base URL once the listener address is known.
+func (s *Service) SetPublicURL(u string) { s.publicURL = strings.TrimRight(u, "/") }
+
+// PublicURL returns the base URL used in vend results.
+func (s *Service) PublicURL() string { return s.publicURL }
+
+// SetSessionHub attaches the MCP session hub of this instance.
+func (s *Service) SetSessionHub(h SessionHub) {
+	s.hubMu.Lock()
+	s.hub = h
+	s.hubMu.Unlock()
+}
+
+func (s *Service) sessionHub() SessionHub {
+	s.hubMu.RLock()
+	defer s.hubMu.RUnlock()
+	return s.hub
+}
+
+// now returns the clock's time in UTC truncated to microseconds, the
+// precision both stores keep.
+func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// HashToken returns the stored form of a token: hex SHA-256. Tokens carry
+// 256 random bits, so a fast hash is enough; the plain token is never stored
+// or logged.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewToken returns prefix + 43 characters of base64url (256 random bits).
+func NewToken(prefix string) string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("rollcall: crypto/rand failed: " + err.Error())
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Bootstrap creates the admin person on an empty store. token "" makes a new
+// random token. It returns the token and created=true only when it created
+// the admin; on later starts it returns "", false.
+func (s *Service) Bootstrap(ctx context.Context, token string) (string, bool, error) {
+	if token == "" {
+		token = NewToken(PersonTokenPrefix)
+	}
+	p := domain.Person{ID: newID(), Name: "admin", Admin: true, CreatedAt: s.now()}
+	created, err := s.store.BootstrapAdmin(ctx, store.BootstrapAdminParams{Person: p, TokenHash: HashToken(token)})
+	if err != nil || !created {
+		return "", false, err
+	}
+	return token, true, nil
+}
+
+var errUnauthenticated = &domain.Error{Code: domain.CodeUnauthenticated, Detail: "missing or invalid bearer token"}
+
+// AuthenticatePerson resolves a personal API token.
+// Errors: unauthenticated.
+func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
+	if !strings.HasPrefix(token, PersonTokenPrefix) {
+		return domain.Person{}, errUnauthenticated
+	}
+	p, err := s.store.PersonByTokenHash(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Person{}, errUnauthenticated
+	}
+	return p, err
+}
+
+// AuthenticateAgent resolves an agent credential into a principal carrying
+// the agent and the credential id. Revoked or inactive agents are refused.
+// Errors: unauthenticated, forbidden (agent inactive).
+func (s *Service) AuthenticateAgent(ctx context.Context, token string) (domain.Principal, error) {
+	if !strings.HasPrefix(token, AgentTokenPrefix) {
+		return domain.Principal{}, errUnauthenticated
+	}
+	a, credID, err := s.store.AgentByCredentialHash(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Principal{}, errUnauthenticated
+	}
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	if a.Revoked() {
+		return domain.Principal{}, errUnauthenticated
+	}
+	if !a.Active {
+		return domain.Principal{}, domain.Errorf(domain.CodeForbidden, "agent %s is inactive; its owner can set active=true", a.Handle)
+	}
+	return domain.Principal{Agent: &a, CredentialID: credID}, nil
+}
+
+// Authenticate resolves a bearer token of either kind.
+func (s *Service) Authenticate(ctx context.Context, token string) (domain.Principal, error) {
+	if strings.HasPrefix(token, AgentTokenPrefix) {
+		return s.AuthenticateAgent(ctx, token)
+	}
+	p, err := s.AuthenticatePerson(ctx, token)
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	return domain.Principal{Person: &p}, nil
+}
+
+// storeErr maps store sentinels onto domain errors with a detail.
+func storeErr(err error, notFound, conflict string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, domain.ErrNotFound):
+		return &domain.Error{Code: domain.CodeNotFound, Detail: notFound}
+	case errors.Is(err, domain.ErrConflict):
+		return &domain.Error{Code: domain.CodeConflict, Detail: conflict}
+	}
+	return err
+}

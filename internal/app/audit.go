@@ -1,0 +1,43 @@
+package app
+
+import (
+	"context"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// AuditFilter pages the audit log.
+type AuditFilter struct {
+	AgentRef string
+	AfterSeq int64
+	Limit    int
+}
+
+// ListAudit returns audit entries in ascending seq. With an agent ref the
+// person must own the agent; without one only an admin may read the whole
+// log (forbidden otherwise).
+func (s *Service) ListAudit(ctx context.Context, by domain.Person, f AuditFilter) ([]domain.AuditEntry, error) {
+	p := store.ListAuditParams{AfterSeq: f.AfterSeq, Limit: f.Limit}
+	if f.Limit < 0 || f.Limit > 1000 {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and 1000").At("/limit")
+	}
+	if p.Limit == 0 {
+		p.Limit = 100
+	}
+	if f.AgentRef != "" {
+		a, err := s.OwnedAgent(ctx, by, f.AgentRef)
+		if err != nil {
+			return nil, err
+		}
+		p.AgentID = a.ID
+	} else if !by.Admin {
+		return nil, domain.Errorf(domain.CodeForbidden, "reading the whole audit log needs an admin; pass agent=<ref> for your own agents")
+	}
+	return s.store.ListAudit(ctx, p)
+}
+
+// VerifyAudit walks the whole hash chain and reports breaks.
+func (s *Service) VerifyAudit(ctx context.Context, _ domain.Person) (domain.AuditVerifyResult, error) {
+	return s.store.VerifyAudit(ctx)
+}

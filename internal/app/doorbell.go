@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// SessionInfo describes one MCP session hosted by this instance.
+type SessionInfo struct {
+	ID           string
+	AgentID      string
+	CredentialID string
+	// Streaming is true while the client holds the session's GET
+	// notification stream open.
+	Streaming bool
+	OpenedAt  time.Time
+}
+
+// SessionHub is the port to this instance's MCP sessions, implemented by
+// the MCP adapter.
+type SessionHub interface {
+	// AgentSessions lists this instance's live sessions of the agent.
+	AgentSessions(agentID string) []SessionInfo
+	// Notify queues a channel notification on one session without blocking;
+	// an error means it was not queued (full buffer, gone, not initialized).
+	Notify(sessionID string, m domain.ChannelMessage) error
+	// CloseAgentSessions closes the agent's sessions: all when creds is nil,
+	// otherwise those bound to one of the credential ids.
+	CloseAgentSessions(agentID string, creds []string)
+}
+
+// DoorbellDedupTTL is how long a todo's doorbell is not sent again by this
+// instance (DESIGN.md §3.8 "dedup … for a short TTL").
+const DoorbellDedupTTL = 30 * time.Second
+
+// Doorbell rings todo doorbells: on each todo-ready signal from the bus it
+// picks exactly one of this instance's sessions of the agent, preferring one
+// with an open stream, and queues the notification without blocking
+// (DESIGN.md §3.8). A ring that was queued is recorded (ring_attempts,
+// last_ringed_at) off the hot path.
+type Doorbell struct {
+	s *Service
+
+	mu     sync.Mutex
+	recent map[string]time.Time // todo id → rung at
+	rr     map[string]int       // agent id → round-robin cursor
+	marks  chan store.MarkRungParams
+
+	// OnRing, when set, observes every doorbell queued (metrics, tests).
+	OnRing func(sessionID string, m domain.ChannelMessage)
+}
+
+func newDoorbell(s *Service) *Doorbell {
+	d := &Doorbell{s: s, recent: map[string]time.Time{}, rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096)}
+	s.bus.Subscribe(bus.ChannelTodoReady, d.onTodoReady)
+	s.bus.Subscribe(bus.ChannelAgentSessions, s.onAgentSessions)
+	return d
+}
+
+func (d *Doorbell) onTodoReady(payload string) {
+	var r domain.TodoReady
+	if err := json.Unmarshal([]byte(payload), &r); err != nil {
+		d.s.log.Warn("malformed todo-ready signal dropped", "err", err)
+		return
+	}
+	d.Ring(r)
+}
+
+// Ring sends the doorbell for r to one local session, if any. It reports
+// whether a notification was queued.
+func (d *Doorbell) Ring(r domain.TodoReady) bool {
+	hub := d.s.sessionHub()
+	if hub == nil {
+		return false
+	}
+	sessions := hub.AgentSessions(r.AgentID)
+	if len(sessions) == 0 {
+		return false
+	}
+	now := d.s.now()
+	d.mu.Lock()
+	if at, ok := d.recent[r.TodoID]; ok && now.Sub(at) < DoorbellDedupTTL {
+		d.mu.Unlock()
+		return false
+	}
+	order := pickOrder(sessions, d.rr[r.AgentID])
+	d.rr[r.AgentID]++
+	d.recent[r.TodoID] = now
+	if len(d.recent) > 10000 {
+		for id, at := range d.recent {
+			if now.Sub(at) >= DoorbellDedupTTL {
+				delete(d.recent, id)
+			}
+		}
+	}
+	d.mu.Unlock()
+
+	msg := domain.TodoDoorbell(r)
+	for _, si := range order {
+		if err := hub.Notify(si.ID, msg); err != nil {
+			continue
+		}
+		if d.OnRing != nil {
+			d.OnRing(si.ID, msg)
+		}
+		select {
+		case d.marks <- store.MarkRungParams{TodoID: r.TodoID, At: now}:
+		default:
+			d.s.log.Warn("ring record dropped: queue full", "todo_id", r.TodoID)
+		}
+		return true
+	}
+	d.mu.Lock()
+	delete(d.recent, r.TodoID)
+	d.mu.Unlock()
+	return false
+}
+
+// pickOrder orders sessions for delivery: streaming ones first, rotating
+// among them by cursor so load spreads, then streamless ones (their push is
+// held by the transport until a stream opens, or dropped).
+func pickOrder(ss []SessionInfo, cursor int) []SessionInfo {
+	out := make([]SessionInfo, len(ss))
+	copy(out, ss)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Streaming != out[j].Streaming {
+			return out[i].Streaming
+		}
+		return out[i].ID < out[j].ID
+	})
+	n := 0
+	for n < len(out) && out[n].Streaming {
+		n++
+	}
+	if n > 1 {
+		k := cursor % n
+		rot := append(append([]SessionInfo{}, out[k:n]...), out[:k]...)
+		copy(out, rot)
+	}
+	return out
+}
+
+// RunRecorder writes ring records until ctx ends; it drains what is queued
+// before returning.
+func (d *Doorbell) RunRecorder(ctx context.Context) {
+	for {
+		select {
+		case m := <-d.marks:
+			d.record(m)
+		case <-ctx.Done():
+			for {
+				select {
+				case m := <-d.marks:
+					d.record(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (d *Doorbell) record(m store.MarkRungParams) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := d.s.store.MarkRung(ctx, m); err != nil {
+		d.s.log.Warn("ring not recorded", "todo_id", m.TodoID, "err", err)
+	}
+}

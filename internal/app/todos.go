@@ -1,0 +1,275 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// PushInput is the body of POST /v1/agents/{ref}/todos (DESIGN.md §2).
+type PushInput struct {
+	Queue          string          `json:"queue"`
+	Title          string          `json:"title"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Kind           string          `json:"kind,omitempty"`
+	Source         string          `json:"source,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	MaxAttempts    int             `json:"max_attempts,omitempty"`
+}
+
+func validText(field, v string, max int, required bool) error {
+	if required && strings.TrimSpace(v) == "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s is required", field).At("/" + field)
+	}
+	if len(v) > max || !utf8.ValidString(v) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s must be valid UTF-8 of at most %d bytes", field, max).At("/" + field)
+	}
+	return nil
+}
+
+func validJSON(field string, raw json.RawMessage, max int) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if len(raw) > max {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s is %d bytes; at most %d are allowed", field, len(raw), max).At("/" + field)
+	}
+	if !json.Valid(raw) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s is not valid JSON", field).At("/" + field)
+	}
+	return nil
+}
+
+// PushTodo creates a todo for an agent the person owns (attributed to the
+// owner and push-eligible, DESIGN.md §1). With an idempotency key that a live
+// todo of the agent already has, it returns that todo and created=false. On
+// creation the todo-ready signal is published after commit (DESIGN.md §3.8).
+// Errors: not_found, conflict (revoked agent), invalid_argument (queue not in
+// the agent's scope, bad fields; with pointer).
+func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in PushInput) (domain.Todo, bool, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	if a.Revoked() {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it takes no todos", a.Handle)
+	}
+	if in.Queue == "" {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue is required").At("/queue")
+	}
+	if !a.Scope.HasQueue(in.Queue) {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in agent %s's scope (queues %v)", in.Queue, a.Handle, a.Scope.Queues).At("/queue")
+	}
+	if err := validText("title", in.Title, domain.MaxTitleLen, true); err != nil {
+		return domain.Todo{}, false, err
+	}
+	if err := validJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
+		return domain.Todo{}, false, err
+	}
+	if err := validCode("kind", in.Kind); err != nil {
+		return domain.Todo{}, false, err
+	}
+	if err := validCode("source", in.Source); err != nil {
+		return domain.Todo{}, false, err
+	}
+	if err := validText("idempotency_key", in.IdempotencyKey, domain.MaxKeyLen, false); err != nil {
+		return domain.Todo{}, false, err
+	}
+	if in.MaxAttempts < 0 || in.MaxAttempts > 100 {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "max_attempts must be between 1 and 100").At("/max_attempts")
+	}
+	if in.MaxAttempts == 0 {
+		in.MaxAttempts = domain.DefaultMaxAttempts
+	}
+	now := s.now()
+	t := domain.Todo{
+		ID: newID(), AgentID: a.ID, Queue: in.Queue, Title: in.Title, Payload: in.Payload, Kind: in.Kind, Source: in.Source,
+		IdempotencyKey: in.IdempotencyKey, PushEligible: true, CreatedBy: "operator:" + by.ID,
+		State: domain.TodoPending, MaxAttempts: in.MaxAttempts, CreatedAt: now, UpdatedAt: now,
+	}
+	got, created, err := s.store.CreateTodo(ctx, store.CreateTodoParams{Todo: t})
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	if created && got.PushEligible {
+		s.publishTodoReady(ctx, got)
+	}
+	return got, created, nil
+}
+
+func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
+	b, _ := json.Marshal(domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source})
+	if err := s.bus.Publish(ctx, bus.ChannelTodoReady, string(b)); err != nil {
+		// Lossy by design (DESIGN.md §4): the sweep re-rings.
+		s.log.Warn("todo-ready signal not published", "todo_id", t.ID, "err", err)
+	}
+}
+
+// TodoFilter filters todo listings.
+type TodoFilter struct {
+	Queue string
+	State string
+	Limit int
+}
+
+func (f *TodoFilter) check() error {
+	switch f.State {
+	case "", domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed:
+	default:
+		return domain.Errorf(domain.CodeInvalidArgument, "state %q must be one of pending, claimed, done, failed", f.State).At("/state")
+	}
+	if f.Limit < 0 || f.Limit > domain.MaxListLimit {
+		return domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d", domain.MaxListLimit).At("/limit")
+	}
+	if f.Limit == 0 {
+		f.Limit = domain.DefaultListLimit
+	}
+	return nil
+}
+
+// ListAgentTodos lists the todos of an agent the person owns.
+func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref string, f TodoFilter) ([]domain.Todo, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	p := store.ListTodosParams{AgentID: a.ID, State: f.State, Limit: f.Limit}
+	if f.Queue != "" {
+		p.Queues = []string{f.Queue}
+	}
+	return s.store.ListTodos(ctx, p)
+}
+
+// GetTodo returns a todo of one of the person's agents; others are not_found.
+func (s *Service) GetTodo(ctx context.Context, by domain.Person, id string) (domain.Todo, error) {
+	t, err := s.store.GetTodo(ctx, id)
+	if err == nil {
+		_, err = s.OwnedAgent(ctx, by, t.AgentID)
+	}
+	if err != nil {
+		if errors.Is(err, domain.ErrNotFound) || domain.CodeOf(err) == domain.CodeNotFound {
+			return domain.Todo{}, domain.Errorf(domain.CodeNotFound, "todo %q not found", id)
+		}
+		return domain.Todo{}, err
+	}
+	return t, nil
+}
+
+// --- agent verbs (MCP scope verbs, DESIGN.md §2) ---
+
+func todoNotFound(id string) error {
+	return domain.Errorf(domain.CodeNotFound, "todo %q not found among this agent's todos", id).At("/todo_id")
+}
+
+func (s *Service) agentQueues(a *domain.Agent, queue string) ([]string, error) {
+	if queue == "" {
+		return a.Scope.Queues, nil
+	}
+	if !a.Scope.HasQueue(queue) {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in this agent's scope (queues %v)", queue, a.Scope.Queues).At("/queue")
+	}
+	return []string{queue}, nil
+}
+
+// AgentListTodos is the list_todos verb: the agent's todos in its scope's
+// queues (or one of them), optionally by state, oldest first.
+func (s *Service) AgentListTodos(ctx context.Context, a *domain.Agent, f TodoFilter) ([]domain.Todo, error) {
+	qs, err := s.agentQueues(a, f.Queue)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return s.store.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Queues: qs, State: f.State, Limit: f.Limit})
+}
+
+// Claim is the claim verb. lease_seconds 0 = 300 s; max 86400.
+// Errors: not_found (unknown or another agent's todo), conflict (not
+// claimable: claimed, done, dead, or waiting for its retry), invalid_argument.
+func (s *Service) Claim(ctx context.Context, a *domain.Agent, todoID string, leaseSeconds int64) (domain.Todo, error) {
+	lease, err := domain.LeaseFor(leaseSeconds)
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	if todoID == "" {
+		return domain.Todo{}, domain.Errorf(domain.CodeInvalidArgument, "todo_id is required").At("/todo_id")
+	}
+	t, err := s.store.ClaimTodo(ctx, store.ClaimTodoParams{AgentID: a.ID, TodoID: todoID, Queues: a.Scope.Queues, Lease: lease, Now: s.now()})
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Todo{}, todoNotFound(todoID)
+	}
+	return t, storeErr(err, "", fmt.Sprintf("todo %q is not claimable (already claimed, finished, or waiting for a retry)", todoID))
+}
+
+// ClaimNext is the claim_next verb: the oldest claimable todo in the queue
+// (or any scope queue). Errors: not_found when nothing is claimable.
+func (s *Service) ClaimNext(ctx context.Context, a *domain.Agent, queue string, leaseSeconds int64) (domain.Todo, error) {
+	lease, err := domain.LeaseFor(leaseSeconds)
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	qs, err := s.agentQueues(a, queue)
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	t, err := s.store.ClaimNext(ctx, store.ClaimNextParams{AgentID: a.ID, Queues: qs, Lease: lease, Now: s.now()})
+	return t, storeErr(err, "no claimable todo in "+strings.Join(qs, ","), "")
+}
+
+// Renew is the renew verb: extends the lease of a todo the agent holds.
+func (s *Service) Renew(ctx context.Context, a *domain.Agent, todoID string, leaseSeconds int64) (domain.Todo, error) {
+	lease, err := domain.LeaseFor(leaseSeconds)
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	t, err := s.store.RenewLease(ctx, store.RenewLeaseParams{AgentID: a.ID, TodoID: todoID, Lease: lease, Now: s.now()})
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Todo{}, todoNotFound(todoID)
+	}
+	return t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID))
+}
+
+// Complete is the complete verb; result is optional JSON (≤ 64 KiB).
+func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, result json.RawMessage) (domain.Todo, error) {
+	if err := validJSON("result", result, domain.MaxResultLen); err != nil {
+		return domain.Todo{}, err
+	}
+	t, err := s.store.CompleteTodo(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: todoID, Result: result, Now: s.now()})
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Todo{}, todoNotFound(todoID)
+	}
+	return t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID))
+}
+
+// Fail is the fail verb: records a failed attempt; retried with backoff
+// until max_attempts, then dead-lettered.
+func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason string) (domain.Todo, error) {
+	if err := validText("reason", reason, 2000, false); err != nil {
+		return domain.Todo{}, err
+	}
+	t, err := s.store.FailTodo(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: s.now()})
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Todo{}, todoNotFound(todoID)
+	}
+	return t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID))
+}
+
+// ReapOnce returns expired leases once (see store.ReapExpiredLeases).
+func (s *Service) ReapOnce(ctx context.Context) (int, error) {
+	ids, err := s.store.ReapExpiredLeases(ctx, store.ReapParams{Now: s.now(), Limit: 1000})
+	if len(ids) > 0 {
+		s.log.Info("expired leases returned", "count", len(ids))
+	}
+	return len(ids), err
+}

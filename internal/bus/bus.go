@@ -1,0 +1,80 @@
+// Package bus defines the bus port for cross-instance signals (DESIGN.md §4)
+// and its in-process adapter. The PostgreSQL adapter (LISTEN/NOTIFY) lives in
+// bus/pgbus. Delivery is at-most-once: a missed signal costs at most one extra
+// ring or one lost digest; the periodic evaluator and sweep are the net.
+package bus
+
+import (
+	"context"
+	"sync"
+)
+
+// Channels used by Rollcall. Payloads are short strings (PostgreSQL NOTIFY
+// limits them to 8000 bytes).
+const (
+	// ChannelTodoReady carries a JSON domain.TodoReady after a todo commit.
+	ChannelTodoReady = "rollcall_todo_ready"
+	// ChannelAgentSessions carries "<agent_id>" (close every session of the
+	// agent) or "<agent_id>:<credential_id>,…" (close the sessions bound to
+	// those credentials) after a revoke or a credential rotation.
+	ChannelAgentSessions = "rollcall_agent_sessions"
+)
+
+// Handler receives one payload. Handlers run on the bus's delivery
+// goroutine and must not block for long.
+type Handler func(payload string)
+
+// Bus publishes signals to every instance, including the publisher's own.
+type Bus interface {
+	// Publish sends payload on channel to every subscriber of every instance.
+	Publish(ctx context.Context, channel, payload string) error
+	// Subscribe registers fn for channel until the returned func is called.
+	Subscribe(channel string, fn Handler) (unsubscribe func())
+	// Close stops delivery.
+	Close() error
+}
+
+// Local is the in-process bus for a single instance (the SQLite default).
+// Publish delivers synchronously to the subscribers of this process.
+type Local struct {
+	mu   sync.RWMutex
+	next int
+	subs map[string]map[int]Handler
+}
+
+// NewLocal returns an empty in-process bus.
+func NewLocal() *Local { return &Local{subs: map[string]map[int]Handler{}} }
+
+// Publish calls every handler of channel in this process, synchronously.
+func (l *Local) Publish(_ context.Context, channel, payload string) error {
+	l.mu.RLock()
+	hs := make([]Handler, 0, len(l.subs[channel]))
+	for _, h := range l.subs[channel] {
+		hs = append(hs, h)
+	}
+	l.mu.RUnlock()
+	for _, h := range hs {
+		h(payload)
+	}
+	return nil
+}
+
+// Subscribe registers fn for channel.
+func (l *Local) Subscribe(channel string, fn Handler) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next++
+	id := l.next
+	if l.subs[channel] == nil {
+		l.subs[channel] = map[int]Handler{}
+	}
+	l.subs[channel][id] = fn
+	return func() {
+		l.mu.Lock()
+		delete(l.subs[channel], id)
+		l.mu.Unlock()
+	}
+}
+
+// Close is a no-op for the in-process bus.
+func (l *Local) Close() error { return nil }

@@ -1,0 +1,146 @@
+package domain
+
+import (
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Handle form of an agent and of queue names: DESIGN.md §1.
+var handleRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// MaxHandleLen bounds handles and queue names (bytes).
+const MaxHandleLen = 64
+
+// ValidName reports whether s has the name form `^[a-z0-9][a-z0-9._-]*$`
+// (at most MaxHandleLen bytes) used by agent handles and queue names.
+func ValidName(s string) bool { return len(s) <= MaxHandleLen && handleRE.MatchString(s) }
+
+// Scope verbs an agent may be granted (DESIGN.md §2, MCP).
+const (
+	VerbListTodos = "list_todos"
+	VerbClaim     = "claim"
+	VerbClaimNext = "claim_next"
+	VerbRenew     = "renew"
+	VerbComplete  = "complete"
+	VerbFail      = "fail"
+)
+
+// ScopeVerbs lists the grantable verbs in the order tools/list shows them.
+var ScopeVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbRenew, VerbComplete, VerbFail}
+
+// Scope is what an agent may do: the queues it may see and the verbs it may
+// call. It is fixed at vend time (DESIGN.md §1).
+type Scope struct {
+	Queues []string `json:"queues"`
+	Verbs  []string `json:"verbs"`
+}
+
+// HasQueue reports whether q is a granted queue.
+func (s Scope) HasQueue(q string) bool { return slices.Contains(s.Queues, q) }
+
+// HasVerb reports whether v is a granted verb.
+func (s Scope) HasVerb(v string) bool { return slices.Contains(s.Verbs, v) }
+
+// Validate checks queue names and verbs: at least one queue, every queue of
+// the name form, every verb a known scope verb, no duplicates. Errors are
+// invalid_argument with pointers /queues/N or /verbs/N.
+func (s Scope) Validate() error {
+	if len(s.Queues) == 0 {
+		return Errorf(CodeInvalidArgument, "at least one queue is required").At("/queues")
+	}
+	seen := map[string]bool{}
+	for i, q := range s.Queues {
+		if !ValidName(q) {
+			return Errorf(CodeInvalidArgument, "queue %q must match ^[a-z0-9][a-z0-9._-]*$ (at most %d bytes)", q, MaxHandleLen).At(ptrIndex("/queues", i))
+		}
+		if seen[q] {
+			return Errorf(CodeInvalidArgument, "queue %q is listed twice", q).At(ptrIndex("/queues", i))
+		}
+		seen[q] = true
+	}
+	seen = map[string]bool{}
+	for i, v := range s.Verbs {
+		if !slices.Contains(ScopeVerbs, v) {
+			return Errorf(CodeInvalidArgument, "verb %q is not a scope verb (one of %v)", v, ScopeVerbs).At(ptrIndex("/verbs", i))
+		}
+		if seen[v] {
+			return Errorf(CodeInvalidArgument, "verb %q is listed twice", v).At(ptrIndex("/verbs", i))
+		}
+		seen[v] = true
+	}
+	return nil
+}
+
+// Agent is one registered agent: one row, one MCP endpoint, one owner
+// (DESIGN.md §1). Times are UTC with microsecond precision.
+type Agent struct {
+	ID           string     `json:"id"`
+	Handle       string     `json:"handle"`
+	OwnerID      string     `json:"owner_id"`
+	Name         string     `json:"name"`
+	Active       bool       `json:"active"`
+	RevokedAt    *time.Time `json:"revoked_at"`
+	Scope        Scope      `json:"scope"`
+	BillingMode  string     `json:"billing_mode,omitempty"`
+	BillingModes []string   `json:"billing_modes"`
+	ToolClass    string     `json:"tool_class,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// Revoked reports whether the agent was revoked (permanent).
+func (a *Agent) Revoked() bool { return a.RevokedAt != nil }
+
+// Person is a human operator who owns agents and authenticates with a
+// personal API token (DESIGN.md §1).
+type Person struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Admin     bool      `json:"admin"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Principal is who made a request: a person (operator) or an agent.
+type Principal struct {
+	Person *Person
+	Agent  *Agent
+	// CredentialID identifies the agent credential used, for session binding.
+	CredentialID string
+}
+
+// Actor renders the principal for audit entries and presence_changed_by:
+// "operator:<person_id>" or "agent:<agent_id>".
+func (p Principal) Actor() string {
+	switch {
+	case p.Person != nil:
+		return "operator:" + p.Person.ID
+	case p.Agent != nil:
+		return "agent:" + p.Agent.ID
+	}
+	return "system"
+}
+
+func ptrIndex(base string, i int) string { return base + "/" + itoa(i) }
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}

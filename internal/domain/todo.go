@@ -1,0 +1,109 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Todo states (DESIGN.md §1): pending → claimed → done | failed.
+const (
+	TodoPending = "pending"
+	TodoClaimed = "claimed"
+	TodoDone    = "done"
+	TodoFailed  = "failed"
+)
+
+// Lease and retry rules (DESIGN.md §1).
+const (
+	DefaultLease       = 300 * time.Second
+	MaxLease           = 24 * time.Hour
+	DefaultMaxAttempts = 5
+	RetryBase          = 30 * time.Second
+	RetryCap           = 15 * time.Minute
+	MaxTitleLen        = 500      // bytes
+	MaxPayloadLen      = 64 << 10 // bytes of JSON
+	MaxResultLen       = 64 << 10 // bytes of JSON
+	MaxKeyLen          = 200      // idempotency key, bytes
+	MaxListLimit       = 500      // list_todos / GET todos
+	DefaultListLimit   = 50
+)
+
+// Todo is one unit of work for one agent in one queue (DESIGN.md §1).
+//
+// A failed todo with RetryAt set is waiting for its retry and becomes
+// claimable at RetryAt; a failed todo with RetryAt nil is dead-lettered.
+type Todo struct {
+	ID             string          `json:"id"`
+	AgentID        string          `json:"agent_id"`
+	Queue          string          `json:"queue"`
+	Title          string          `json:"title"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Kind           string          `json:"kind,omitempty"`
+	Source         string          `json:"source,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// PushEligible is true for todos authored by the agent's owner; only
+	// those ring doorbells (DESIGN.md §1).
+	PushEligible   bool            `json:"push_eligible"`
+	CreatedBy      string          `json:"created_by"`
+	State          string          `json:"state"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at,omitempty"`
+	RetryAt        *time.Time      `json:"retry_at,omitempty"`
+	RingAttempts   int             `json:"ring_attempts"`
+	LastRingedAt   *time.Time      `json:"last_ringed_at,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	ClaimedAt      *time.Time      `json:"claimed_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+}
+
+// DeadLettered reports whether the todo failed with no retry scheduled.
+func (t *Todo) DeadLettered() bool { return t.State == TodoFailed && t.RetryAt == nil }
+
+// Live reports whether the todo still counts for idempotency-key dedup:
+// pending, claimed, or failed with a retry scheduled.
+func (t *Todo) Live() bool {
+	return t.State == TodoPending || t.State == TodoClaimed || (t.State == TodoFailed && t.RetryAt != nil)
+}
+
+// RetryBackoff returns the wait before the retry that follows failed attempt
+// number attempt (1-based): 30 s doubling, capped at 15 min (DESIGN.md §1).
+func RetryBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := RetryBase
+	for i := 1; i < attempt; i++ {
+		d *= 2
+		if d >= RetryCap {
+			return RetryCap
+		}
+	}
+	return d
+}
+
+// NextAfterFailure decides what a failed attempt leads to: a retry at
+// now+RetryBackoff(attempt) while attempt < maxAttempts, else dead letter
+// (nil). Used for both `fail` and expired leases.
+func NextAfterFailure(attempt, maxAttempts int, now time.Time) *time.Time {
+	if attempt >= maxAttempts {
+		return nil
+	}
+	t := now.Add(RetryBackoff(attempt))
+	return &t
+}
+
+// LeaseFor resolves a requested lease in seconds (0 = default) into a
+// duration. Errors: invalid_argument when negative or above MaxLease.
+func LeaseFor(seconds int64) (time.Duration, error) {
+	if seconds == 0 {
+		return DefaultLease, nil
+	}
+	if seconds < 0 || seconds > int64(MaxLease/time.Second) {
+		return 0, Errorf(CodeInvalidArgument, "lease_seconds must be between 1 and %d, got %d", int64(MaxLease/time.Second), seconds).At("/lease_seconds")
+	}
+	return time.Duration(seconds) * time.Second, nil
+}

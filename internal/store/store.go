@@ -1,0 +1,238 @@
+// Package store defines the store port: the one interface through which the
+// use cases read and write durable state. Two adapters implement it, SQLite
+// (store/sqlite, the embedded default) and PostgreSQL (store/postgres), and
+// both must pass the one contract suite in store/storetest (DESIGN.md §4).
+//
+// Conventions every adapter keeps:
+//   - Every method is atomic: it commits as one transaction or changes nothing.
+//   - Times are passed in by the caller (an injected clock), stored in UTC with
+//     microsecond precision, and returned in UTC.
+//   - Missing rows return domain.ErrNotFound (wrapped); a state that forbids the
+//     change returns domain.ErrConflict (wrapped). Use cases turn them into
+//     domain.Error values.
+//   - Audit records passed in a params struct are appended in the same
+//     transaction as the change, extending the hash chain (domain.AuditHash).
+//   - Every method takes a small …Params struct, so adding a field never breaks
+//     a call site (the River driver convention).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// Store is the store port. Implementations are safe for concurrent use.
+type Store interface {
+	// Dialect names the adapter: "sqlite" or "postgres".
+	Dialect() string
+	// Close releases the database handle.
+	Close() error
+
+	// Persons and their API tokens.
+
+	// BootstrapAdmin creates the admin person with the token hash if and only
+	// if there is no person yet; created reports whether it did.
+	BootstrapAdmin(ctx context.Context, p BootstrapAdminParams) (created bool, err error)
+	// PersonByTokenHash returns the person owning the token; ErrNotFound when none.
+	PersonByTokenHash(ctx context.Context, tokenHash string) (domain.Person, error)
+
+	// Agents and credentials.
+
+	// CreateAgent inserts the agent and its first credential and appends the
+	// audit record. A taken handle returns ErrConflict.
+	CreateAgent(ctx context.Context, p CreateAgentParams) error
+	// GetAgent returns an agent by id (Ref.ID) or handle (Ref.Handle).
+	GetAgent(ctx context.Context, ref AgentRef) (domain.Agent, error)
+	// ListAgents lists the owner's agents ordered by handle ("" owner = all).
+	ListAgents(ctx context.Context, p ListAgentsParams) ([]domain.Agent, error)
+	// UpdateAgent changes name, billing configuration and active flag; nil
+	// fields keep their value. A revoked agent returns ErrConflict.
+	UpdateAgent(ctx context.Context, p UpdateAgentParams) (domain.Agent, error)
+	// RevokeAgent marks the agent revoked (permanent) and revokes all its
+	// credentials. An already revoked agent returns ErrConflict.
+	RevokeAgent(ctx context.Context, p RevokeAgentParams) (domain.Agent, error)
+	// RotateCredential revokes every live credential of the agent and inserts
+	// the new one. A revoked agent returns ErrConflict. It returns the ids of
+	// the credentials it revoked.
+	RotateCredential(ctx context.Context, p RotateCredentialParams) (revoked []string, err error)
+	// AgentByCredentialHash returns the agent of a live (unrevoked) credential
+	// and the credential's id; ErrNotFound when none.
+	AgentByCredentialHash(ctx context.Context, hash string) (domain.Agent, string, error)
+
+	// Todos.
+
+	// CreateTodo inserts a todo, or, when IdempotencyKey is set and a live todo
+	// of the agent has that key, returns that todo with created=false.
+	CreateTodo(ctx context.Context, p CreateTodoParams) (t domain.Todo, created bool, err error)
+	// GetTodo returns a todo by id.
+	GetTodo(ctx context.Context, id string) (domain.Todo, error)
+	// ListTodos lists todos matching the filter, oldest first.
+	ListTodos(ctx context.Context, p ListTodosParams) ([]domain.Todo, error)
+	// ClaimTodo claims one todo of the agent if it is claimable at Now
+	// (pending, or failed with RetryAt <= Now) and in one of Queues: state
+	// claimed, attempt+1, lease until Now+Lease. Not claimable → ErrConflict;
+	// no such todo of that agent → ErrNotFound. Exactly one of two racing
+	// claims wins.
+	ClaimTodo(ctx context.Context, p ClaimTodoParams) (domain.Todo, error)
+	// ClaimNext claims the oldest claimable todo of the agent in Queues (the
+	// agent's granted queues, or the one requested). None → ErrNotFound.
+	ClaimNext(ctx context.Context, p ClaimNextParams) (domain.Todo, error)
+	// RenewLease extends the lease of a todo the agent holds (claimed, lease
+	// not expired at Now) to Now+Lease; else ErrConflict.
+	RenewLease(ctx context.Context, p RenewLeaseParams) (domain.Todo, error)
+	// CompleteTodo marks a claimed todo whose lease has not expired done with
+	// its result; else ErrConflict.
+	CompleteTodo(ctx context.Context, p CompleteTodoParams) (domain.Todo, error)
+	// FailTodo records a failed attempt of a claimed, unexpired todo in one
+	// transaction: state failed, LastError = Reason, RetryAt =
+	// domain.NextAfterFailure(attempt, max_attempts, Now) (nil = dead letter).
+	FailTodo(ctx context.Context, p FailTodoParams) (domain.Todo, error)
+	// ReapExpiredLeases returns claimed todos whose lease expired at or before
+	// Now: pending again while attempt < max_attempts, otherwise dead-lettered
+	// (failed, no retry) with LastError "lease expired". At most Limit rows;
+	// it returns the ids reaped.
+	ReapExpiredLeases(ctx context.Context, p ReapParams) ([]string, error)
+	// MarkRung records a doorbell ring: ring_attempts+1, last_ringed_at = At,
+	// only while the todo is pending. It reports whether a row changed.
+	MarkRung(ctx context.Context, p MarkRungParams) (bool, error)
+
+	// Audit log.
+
+	// AppendAudit appends one entry to the chain.
+	AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error)
+	// ListAudit returns entries in ascending seq after AfterSeq, at most Limit,
+	// optionally only for one agent.
+	ListAudit(ctx context.Context, p ListAuditParams) ([]domain.AuditEntry, error)
+	// VerifyAudit walks the whole chain and reports breaks.
+	VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error)
+}
+
+// BootstrapAdminParams creates the first person.
+type BootstrapAdminParams struct {
+	Person    domain.Person
+	TokenHash string
+}
+
+// AgentRef addresses an agent by id or by handle (exactly one set).
+type AgentRef struct {
+	ID     string
+	Handle string
+}
+
+// CreateAgentParams inserts an agent with its first credential.
+type CreateAgentParams struct {
+	Agent          domain.Agent
+	CredentialID   string
+	CredentialHash string
+	Audit          domain.AuditRecord
+}
+
+// ListAgentsParams filters ListAgents.
+type ListAgentsParams struct {
+	OwnerID string // "" = every owner
+}
+
+// UpdateAgentParams changes the mutable agent fields; nil = unchanged.
+type UpdateAgentParams struct {
+	ID           string
+	Name         *string
+	BillingMode  *string
+	BillingModes *[]string
+	ToolClass    *string
+	Active       *bool
+	Now          time.Time
+	Audit        *domain.AuditRecord
+}
+
+// RevokeAgentParams revokes an agent.
+type RevokeAgentParams struct {
+	ID    string
+	Now   time.Time
+	Audit domain.AuditRecord
+}
+
+// RotateCredentialParams replaces an agent's credentials.
+type RotateCredentialParams struct {
+	AgentID        string
+	CredentialID   string
+	CredentialHash string
+	Now            time.Time
+	Audit          domain.AuditRecord
+}
+
+// CreateTodoParams inserts a todo (ID, times and counters already set by the
+// use case; State is pending).
+type CreateTodoParams struct {
+	Todo domain.Todo
+}
+
+// ListTodosParams filters ListTodos. Empty fields do not filter.
+type ListTodosParams struct {
+	AgentID string
+	Queues  []string // any of
+	State   string
+	Limit   int
+}
+
+// ClaimTodoParams claims one todo.
+type ClaimTodoParams struct {
+	AgentID string
+	TodoID  string
+	Queues  []string
+	Lease   time.Duration
+	Now     time.Time
+}
+
+// ClaimNextParams claims the next todo.
+type ClaimNextParams struct {
+	AgentID string
+	Queues  []string
+	Lease   time.Duration
+	Now     time.Time
+}
+
+// RenewLeaseParams extends a lease.
+type RenewLeaseParams struct {
+	AgentID string
+	TodoID  string
+	Lease   time.Duration
+	Now     time.Time
+}
+
+// CompleteTodoParams completes a todo.
+type CompleteTodoParams struct {
+	AgentID string
+	TodoID  string
+	Result  json.RawMessage
+	Now     time.Time
+}
+
+// FailTodoParams fails an attempt.
+type FailTodoParams struct {
+	AgentID string
+	TodoID  string
+	Reason  string
+	Now     time.Time
+}
+
+// ReapParams bounds one reaper pass.
+type ReapParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// MarkRungParams records one doorbell ring.
+type MarkRungParams struct {
+	TodoID string
+	At     time.Time
+}
+
+// ListAuditParams pages the audit log.
+type ListAuditParams struct {
+	AgentID  string
+	AfterSeq int64
+	Limit    int
+}
