@@ -115,6 +115,8 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 		return VendResult{}, storeErr(err, "", fmt.Sprintf("handle %q is already taken", in.Handle))
 	}
 	s.log.Info("agent vended", "agent", a.Handle, "agent_id", a.ID, "owner", by.ID)
+	s.Evaluator.upsert(&a, "")
+	s.signalPresence(ctx, a.ID, "")
 	mcpURL := s.publicURL + "/mcp"
 	return VendResult{Agent: a, Credential: token, MCPURL: mcpURL, ClaudeMCPAdd: ClaudeMCPAddLine(a.Handle, mcpURL, token)}, nil
 }
@@ -210,6 +212,7 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 	if in.Active != nil && !*in.Active {
 		s.closeSessions(ctx, a.ID, nil)
 	}
+	s.signalPresence(ctx, a.ID, "")
 	return updated, nil
 }
 
@@ -228,6 +231,7 @@ func (s *Service) RevokeAgent(ctx context.Context, by domain.Person, ref string)
 	}
 	s.log.Info("agent revoked", "agent", a.Handle, "agent_id", a.ID, "by", by.ID)
 	s.closeSessions(ctx, a.ID, nil)
+	s.signalPresence(ctx, a.ID, "")
 	return revoked, nil
 }
 

@@ -41,22 +41,28 @@ type Options struct {
 	// PublicURL is the base URL agents and operators reach this server at,
 	// e.g. "http://127.0.0.1:7070"; used for mcp_url and the claude mcp add line.
 	PublicURL string
-	// ServerName is the MCP server name used in the claude mcp add line.
-	ServerName string
+	// EvaluateInterval is the presence evaluator period (presence.evaluate_interval, default 30 s).
+	EvaluateInterval time.Duration
+	// SweepInterval is the doorbell sweep period (doorbell.sweep_interval, default 30 s).
+	SweepInterval time.Duration
 }
 
 // Service is the use-case layer. It is safe for concurrent use.
 type Service struct {
-	store     store.Store
-	bus       bus.Bus
-	clock     clockwork.Clock
-	log       *slog.Logger
-	publicURL string
+	store      store.Store
+	bus        bus.Bus
+	clock      clockwork.Clock
+	log        *slog.Logger
+	publicURL  string
+	evalEvery  time.Duration
+	sweepEvery time.Duration
 
 	hubMu sync.RWMutex
 	hub   SessionHub
 
-	Doorbell *Doorbell
+	Doorbell  *Doorbell
+	Evaluator *Evaluator
+	Digests   *Digests
 }
 
 // New builds a Service and subscribes its doorbell to the bus.
@@ -70,8 +76,19 @@ func New(o Options) *Service {
 	if o.Bus == nil {
 		o.Bus = bus.NewLocal()
 	}
-	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/")}
+	if o.EvaluateInterval <= 0 {
+		o.EvaluateInterval = 30 * time.Second
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = 30 * time.Second
+	}
+	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
+		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval}
+	s.Evaluator = newEvaluator(s)
+	s.Digests = newDigests(s)
 	s.Doorbell = newDoorbell(s)
+	s.bus.Subscribe(bus.ChannelPresence, s.Evaluator.onPresenceSignal)
+	s.bus.Subscribe(bus.ChannelPresenceTransition, s.Evaluator.onTransition)
 	return s
 }
 

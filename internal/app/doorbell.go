@@ -34,7 +34,12 @@ type SessionHub interface {
 	// CloseAgentSessions closes the agent's sessions: all when creds is nil,
 	// otherwise those bound to one of the credential ids.
 	CloseAgentSessions(agentID string, creds []string)
+	// AgentsWithSessions lists the agents with at least one session here.
+	AgentsWithSessions() []string
 }
+
+// The hub also calls Service.Digests.StreamOpened(agentID) when an agent
+// gains its first open notification stream on this instance.
 
 // DoorbellDedupTTL is how long a todo's doorbell is not sent again by this
 // instance (DESIGN.md §3.8 "dedup … for a short TTL").
@@ -73,9 +78,20 @@ func (d *Doorbell) onTodoReady(payload string) {
 	d.Ring(r)
 }
 
-// Ring sends the doorbell for r to one local session, if any. It reports
-// whether a notification was queued.
+// Ring sends the todo doorbell for r on create: only while the agent is in
+// (held doorbells, DESIGN.md §3.6) and the queue is not reported not-ready
+// (§5.2), to one local session, deduplicated per todo for DoorbellDedupTTL.
+// A queued ring is recorded (ring_attempts+1). It reports whether a
+// notification was queued.
 func (d *Doorbell) Ring(r domain.TodoReady) bool {
+	return d.deliver(r, true)
+}
+
+// deliver queues the doorbell on one of this instance's sessions of the
+// agent. onCreate=true applies the presence/readiness filter, the dedup and
+// records the ring; the sweep (onCreate=false) has already selected,
+// filtered and counted the todo in one statement.
+func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 	hub := d.s.sessionHub()
 	if hub == nil {
 		return false
@@ -85,21 +101,31 @@ func (d *Doorbell) Ring(r domain.TodoReady) bool {
 		return false
 	}
 	now := d.s.now()
-	d.mu.Lock()
-	if at, ok := d.recent[r.TodoID]; ok && now.Sub(at) < DoorbellDedupTTL {
-		d.mu.Unlock()
-		return false
+	if onCreate {
+		if p, ok := d.s.Evaluator.Presence(r.AgentID, now); !ok || p != "in" {
+			return false
+		}
+		if d.s.Evaluator.NotReady(r.AgentID, r.Queue) {
+			return false
+		}
 	}
-	order := pickOrder(sessions, d.rr[r.AgentID])
-	d.rr[r.AgentID]++
-	d.recent[r.TodoID] = now
-	if len(d.recent) > 10000 {
-		for id, at := range d.recent {
-			if now.Sub(at) >= DoorbellDedupTTL {
-				delete(d.recent, id)
+	d.mu.Lock()
+	if onCreate {
+		if at, ok := d.recent[r.TodoID]; ok && now.Sub(at) < DoorbellDedupTTL {
+			d.mu.Unlock()
+			return false
+		}
+		d.recent[r.TodoID] = now
+		if len(d.recent) > 10000 {
+			for id, at := range d.recent {
+				if now.Sub(at) >= DoorbellDedupTTL {
+					delete(d.recent, id)
+				}
 			}
 		}
 	}
+	order := pickOrder(sessions, d.rr[r.AgentID])
+	d.rr[r.AgentID]++
 	d.mu.Unlock()
 
 	msg := domain.TodoDoorbell(r)
@@ -110,16 +136,20 @@ func (d *Doorbell) Ring(r domain.TodoReady) bool {
 		if d.OnRing != nil {
 			d.OnRing(si.ID, msg)
 		}
-		select {
-		case d.marks <- store.MarkRungParams{TodoID: r.TodoID, At: now}:
-		default:
-			d.s.log.Warn("ring record dropped: queue full", "todo_id", r.TodoID)
+		if onCreate {
+			select {
+			case d.marks <- store.MarkRungParams{TodoID: r.TodoID, At: now}:
+			default:
+				d.s.log.Warn("ring record dropped: queue full", "todo_id", r.TodoID)
+			}
 		}
 		return true
 	}
-	d.mu.Lock()
-	delete(d.recent, r.TodoID)
-	d.mu.Unlock()
+	if onCreate {
+		d.mu.Lock()
+		delete(d.recent, r.TodoID)
+		d.mu.Unlock()
+	}
 	return false
 }
 

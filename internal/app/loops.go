@@ -2,25 +2,44 @@ package app
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // ReapInterval is how often expired leases are returned.
 const ReapInterval = 5 * time.Second
 
-// Run runs the background loops of this instance (the lease reaper and the
-// ring recorder) until ctx ends. Timers come from the injected clock.
+// Run runs this instance's background loops until ctx ends: the presence
+// evaluator (every EvaluateInterval, DESIGN.md §3.7), the doorbell sweep
+// (every SweepInterval, §3.8), the lease reaper (every ReapInterval) and the
+// ring recorder. Timers come from the injected clock. It loads the presence
+// cache first.
 func (s *Service) Run(ctx context.Context) {
-	go s.Doorbell.RunRecorder(ctx)
-	t := s.clock.NewTicker(ReapInterval)
+	if err := s.Evaluator.Load(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("presence cache not loaded; the evaluator retries on its next pass", "err", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Doorbell.RunRecorder(ctx) })
+	wg.Go(func() {
+		s.every(ctx, s.evalEvery, "presence evaluator", func(ctx context.Context) error { _, err := s.Evaluator.Pass(ctx); return err })
+	})
+	wg.Go(func() {
+		s.every(ctx, s.sweepEvery, "doorbell sweep", func(ctx context.Context) error { _, err := s.SweepOnce(ctx); return err })
+	})
+	s.every(ctx, ReapInterval, "lease reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
+	wg.Wait()
+}
+
+func (s *Service) every(ctx context.Context, d time.Duration, name string, f func(context.Context) error) {
+	t := s.clock.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-			if _, err := s.ReapOnce(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("reaper pass failed", "err", err)
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn(name+" pass failed", "err", err)
 			}
 		}
 	}

@@ -18,7 +18,16 @@ const (
 	// agent) or "<agent_id>:<credential_id>,…" (close the sessions bound to
 	// those credentials) after a revoke or a credential rotation.
 	ChannelAgentSessions = "rollcall_agent_sessions"
+	// ChannelPresence carries "<agent_id>:<cause>" after a write that may
+	// change an agent's presence (override, shift, readiness, vend, update).
+	ChannelPresence = "rollcall_presence"
+	// ChannelPresenceTransition carries "<agent_id>:<in|out>:<reason>" from
+	// the one instance that claimed a transition (DESIGN.md §3.7).
+	ChannelPresenceTransition = "rollcall_presence_transition"
 )
+
+// Channels lists every channel, for adapters that LISTEN up front.
+var Channels = []string{ChannelTodoReady, ChannelAgentSessions, ChannelPresence, ChannelPresenceTransition}
 
 // Handler receives one payload. Handlers run on the bus's delivery
 // goroutine and must not block for long.

@@ -87,6 +87,36 @@ type Agent struct {
 	ToolClass    string     `json:"tool_class,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
+
+	// Presence holds the in/out columns of DESIGN.md §3.1.
+	Presence PresenceColumns `json:"-"`
+	// Liveness holds the heartbeat columns of DESIGN.md §5.
+	Liveness LivenessColumns `json:"-"`
+}
+
+// PresenceColumns are the stored in/out presence columns (DESIGN.md §3.1).
+// The zero value (no shift, no override, seen "in" after defaulting) keeps
+// an agent exactly as if presence did not exist.
+type PresenceColumns struct {
+	Shift         string     // "" = no shift; otherwise the grammar of §3.2
+	Override      string     // "", "in" or "out"
+	OverrideUntil *time.Time // nil = no end
+	OverrideSetAt *time.Time
+	OverrideBy    string // "agent" or "operator:<person_id>"
+	Seen          string // last claimed transition: "in" (default) or "out"
+	ChangedAt     *time.Time
+	ChangedBy     string
+}
+
+// LivenessColumns are the stored heartbeat columns (DESIGN.md §5).
+type LivenessColumns struct {
+	State                  string     // unknown (default), online, degraded, offline
+	LastHeartbeatAt        *time.Time // server clock
+	ReportedBillingMode    *string    // nil = not reported
+	ReportedToolClass      *string    // nil = not reported
+	ReportedRuntimeVersion *string
+	ReportedState          []byte // the last full heartbeat body (canonical JSON), nil = none
+	ProjectReadiness       []byte // JSON array of {queue, ready, reason?}, nil = never reported
 }
 
 // Revoked reports whether the agent was revoked (permanent).

@@ -107,3 +107,27 @@ func LeaseFor(seconds int64) (time.Duration, error) {
 	}
 	return time.Duration(seconds) * time.Second, nil
 }
+
+// MaxRings is the ring budget of one todo (DESIGN.md §3.8).
+const MaxRings = 5
+
+// sweepDelays[n] is the wait after creation or the last ring/digest before
+// a pending todo that has been rung n times is rung again: about 5 min, then
+// 20 min, 1 h, 6 h (DESIGN.md §3.8). Ring 1 is usually the doorbell on
+// create, so a todo rung then is re-rung 5 min later; one that could not be
+// rung on create (agent out, no session) gets its first ring 5 min after
+// creation or after the digest that announced it.
+var sweepDelays = [MaxRings]time.Duration{5 * time.Minute, 5 * time.Minute, 20 * time.Minute, time.Hour, 6 * time.Hour}
+
+// NextRingAt returns when a pending todo rung ringAttempts times, last rung
+// (or digested, or created) at `last`, is next due for a sweep ring; ok is
+// false once the ring budget is spent.
+func NextRingAt(ringAttempts int, last time.Time) (time.Time, bool) {
+	if ringAttempts < 0 {
+		ringAttempts = 0
+	}
+	if ringAttempts >= MaxRings {
+		return time.Time{}, false
+	}
+	return last.Add(sweepDelays[ringAttempts]), true
+}

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tsEvent is one line the TypeScript client prints.
+type tsEvent struct {
+	Event        string          `json:"event"`
+	ID           *int            `json:"id"`
+	Session      string          `json:"session"`
+	Protocol     string          `json:"protocol"`
+	Server       json.RawMessage `json:"server"`
+	Capabilities json.RawMessage `json:"capabilities"`
+	Instructions string          `json:"instructions"`
+	Tools        []string        `json:"tools"`
+	Method       string          `json:"method"`
+	Params       struct {
+		Content string            `json:"content"`
+		Meta    map[string]string `json:"meta"`
+	} `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Message string          `json:"message"`
+}
+
+// tsClient drives e2e/tsclient/client.mjs (the official MCP TypeScript SDK).
+type tsClient struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan tsEvent
+	nextID int
+
+	mu            sync.Mutex
+	notifications []tsEvent
+	stderr        []byte
+}
+
+func startTSClient(t *testing.T, mcpURL, token string) (*tsClient, tsEvent) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is required for the TypeScript MCP client test")
+	}
+	script, _ := filepath.Abs("tsclient/client.mjs")
+	if _, err := os.Stat("tsclient/node_modules/@modelcontextprotocol/sdk"); err != nil {
+		t.Fatal("run `npm ci` in e2e/tsclient first (scripts/test.sh does)")
+	}
+	cmd := exec.Command("node", script, mcpURL, token)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	c := &tsClient{t: t, cmd: cmd, stdin: stdin, events: make(chan tsEvent, 100)}
+	cmd.Stderr = writerFunc(func(p []byte) { c.mu.Lock(); c.stderr = append(c.stderr, p...); c.mu.Unlock() })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev tsEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				continue
+			}
+			if ev.Event == "notification" {
+				c.mu.Lock()
+				c.notifications = append(c.notifications, ev)
+				c.mu.Unlock()
+			}
+			c.events <- ev
+		}
+		close(c.events)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			c.mu.Lock()
+			t.Logf("ts client stderr:\n%s", c.stderr)
+			c.mu.Unlock()
+		}
+	})
+	ready := c.next("ready")
+	return c, ready
+}
+
+// next returns the next event of the given kind, skipping others.
+func (c *tsClient) next(kind string) tsEvent {
+	c.t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				c.t.Fatalf("ts client exited while waiting for %q", kind)
+			}
+			if ev.Event == kind {
+				return ev
+			}
+			if ev.Event == "error" && kind != "error" {
+				c.t.Fatalf("ts client error while waiting for %q: %s", kind, ev.Message)
+			}
+		case <-deadline:
+			c.t.Fatalf("no %q event from the ts client within %s", kind, wait)
+		}
+	}
+}
+
+// call calls a tool and returns its result JSON.
+func (c *tsClient) call(name string, args any) json.RawMessage {
+	c.t.Helper()
+	c.nextID++
+	b, _ := json.Marshal(map[string]any{"id": c.nextID, "cmd": "call", "name": name, "args": args})
+	fmt.Fprintf(c.stdin, "%s\n", b)
+	for {
+		ev := c.next("result")
+		if ev.ID != nil && *ev.ID == c.nextID {
+			return ev.Result
+		}
+	}
+}
+
+// close ends the session (DELETE) and waits for the client to exit.
+func (c *tsClient) close() {
+	c.t.Helper()
+	fmt.Fprintln(c.stdin, `{"cmd":"close"}`)
+	c.next("closed")
+}
+
+// channelNotifications returns every notifications/claude/channel seen.
+func (c *tsClient) channelNotifications() []tsEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]tsEvent(nil), c.notifications...)
+}

@@ -1,0 +1,683 @@
+package app
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/presence"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Digest reasons (DESIGN.md §3.7).
+const (
+	ReasonClockIn     = "clock_in"
+	ReasonOperator    = "operator"
+	ReasonShiftStart  = "shift_start"
+	ReasonOverrideEnd = "override_end"
+	ReasonReconnect   = "reconnect"
+)
+
+// PresenceView is what the self verbs and the presence routes return
+// (DESIGN.md §3.4): effective presence, its source, when it next changes
+// (nil = no scheduled change), the shift text (nil = none), and the number
+// of push-eligible pending todos.
+type PresenceView struct {
+	Presence string     `json:"presence"`
+	Source   string     `json:"source"`
+	Until    *time.Time `json:"until"`
+	Shift    *string    `json:"shift"`
+	Pending  int        `json:"pending"`
+}
+
+// inputsOf turns stored presence columns into presence.Inputs. A stored
+// shift that no longer parses (it was validated on write) is ignored and
+// logged rather than making the agent unusable.
+func (s *Service) inputsOf(a *domain.Agent) presence.Inputs {
+	in := presence.Inputs{
+		Override:      a.Presence.Override,
+		OverrideUntil: a.Presence.OverrideUntil,
+		OverrideBy:    a.Presence.OverrideBy,
+	}
+	if a.Presence.OverrideSetAt != nil {
+		in.OverrideSetAt = *a.Presence.OverrideSetAt
+	}
+	if a.Presence.Shift != "" {
+		sh, err := presence.ParseShift(a.Presence.Shift)
+		if err != nil {
+			s.log.Error("stored shift does not parse; ignoring it", "agent", a.Handle, "err", err)
+		} else {
+			in.Shift = sh
+		}
+	}
+	return in
+}
+
+func shiftPtr(a *domain.Agent) *string {
+	if a.Presence.Shift == "" {
+		return nil
+	}
+	sh := a.Presence.Shift
+	return &sh
+}
+
+func (s *Service) presenceStore() store.PresenceStore {
+	ps, _ := s.store.(store.PresenceStore)
+	return ps
+}
+
+// viewOf computes the PresenceView of a freshly read agent row.
+func (s *Service) viewOf(ctx context.Context, a *domain.Agent, now time.Time) (PresenceView, error) {
+	p, src, until := presence.Effective(s.inputsOf(a), now)
+	pend, err := s.presenceStore().PendingDoorbellTodos(ctx, store.PendingParams{AgentID: a.ID, Limit: 100000})
+	if err != nil {
+		return PresenceView{}, err
+	}
+	return PresenceView{Presence: p, Source: src, Until: until, Shift: shiftPtr(a), Pending: len(pend)}, nil
+}
+
+// freshAgent rereads an agent row: the verbs decide on stored state, not on
+// a cache.
+func (s *Service) freshAgent(ctx context.Context, id string) (domain.Agent, error) {
+	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: id})
+	return a, storeErr(err, fmt.Sprintf("agent %q not found", id), "")
+}
+
+// --- self verbs (DESIGN.md §3.4) ---
+
+// PresenceOf is the `presence {}` self verb.
+func (s *Service) PresenceOf(ctx context.Context, a *domain.Agent) (PresenceView, error) {
+	cur, err := s.freshAgent(ctx, a.ID)
+	if err != nil {
+		return PresenceView{}, err
+	}
+	return s.viewOf(ctx, &cur, s.now())
+}
+
+// ClockOut is the `clock_out {}` self verb: an out override by the agent
+// until the next shift start (no end without a shift). Idempotent: a repeat
+// writes nothing and rings nothing.
+func (s *Service) ClockOut(ctx context.Context, a *domain.Agent) (PresenceView, error) {
+	return s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+		return presence.ClockOut(cur, now), nil
+	})
+}
+
+// ClockIn is the `clock_in {for?}` self verb; forArg "" = 1h, max 8h.
+// Errors: invalid_argument (pointer /for), nothing changes.
+func (s *Service) ClockIn(ctx context.Context, a *domain.Agent, forArg *string) (PresenceView, error) {
+	d := presence.DefaultClockIn
+	if forArg != nil {
+		var err error
+		if d, err = presence.ParseFor(*forArg); err != nil {
+			return PresenceView{}, err
+		}
+	}
+	return s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+		return presence.ClockIn(cur, d, now)
+	})
+}
+
+// --- operator controls (DESIGN.md §3.5) ---
+
+// PresenceInput is the body of PUT /v1/agents/{ref}/presence.
+type PresenceInput struct {
+	Presence string     `json:"presence"`
+	Until    *time.Time `json:"until"`
+}
+
+// AgentPresence is GET /v1/agents/{ref}/presence: the view plus the todos
+// held while the agent is out (and until when they are held).
+type AgentPresence struct {
+	PresenceView
+	Agent     string     `json:"agent"`
+	Held      []HeldTodo `json:"held"`
+	HeldUntil *time.Time `json:"held_until"`
+}
+
+// HeldTodo is a push-eligible pending todo whose doorbell is held.
+type HeldTodo struct {
+	ID        string    `json:"id"`
+	Queue     string    `json:"queue"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// GetPresence returns the owner's view of an agent's presence.
+func (s *Service) GetPresence(ctx context.Context, by domain.Person, ref string) (AgentPresence, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	return s.agentPresence(ctx, &a)
+}
+
+func (s *Service) agentPresence(ctx context.Context, a *domain.Agent) (AgentPresence, error) {
+	now := s.now()
+	p, src, until := presence.Effective(s.inputsOf(a), now)
+	pend, err := s.presenceStore().PendingDoorbellTodos(ctx, store.PendingParams{AgentID: a.ID, Limit: 100000})
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	out := AgentPresence{PresenceView: PresenceView{Presence: p, Source: src, Until: until, Shift: shiftPtr(a), Pending: len(pend)}, Agent: a.Handle, Held: []HeldTodo{}}
+	if p == presence.Out {
+		for i, t := range pend {
+			if i == 100 {
+				break
+			}
+			out.Held = append(out.Held, HeldTodo{ID: t.ID, Queue: t.Queue, CreatedAt: t.CreatedAt})
+		}
+		out.HeldUntil = until
+	}
+	return out, nil
+}
+
+// SetPresence is PUT /v1/agents/{ref}/presence: an operator override with
+// no cap, still ended by the next shift boundary. Errors: not_found (not the
+// owner), conflict (revoked), invalid_argument (/presence, /until).
+func (s *Service) SetPresence(ctx context.Context, by domain.Person, ref string, in PresenceInput) (AgentPresence, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	_, err = s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+		return presence.OperatorOverride(cur, by.ID, in.Presence, in.Until, now)
+	})
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	return s.GetPresence(ctx, by, ref)
+}
+
+// ClearPresence is DELETE /v1/agents/{ref}/presence: clears any override.
+func (s *Service) ClearPresence(ctx context.Context, by domain.Person, ref string) (AgentPresence, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	_, err = s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, _ time.Time) (presence.Change, error) {
+		if cur.Override == "" {
+			return presence.Change{Action: presence.Keep}, nil
+		}
+		return presence.Change{Action: presence.Clear}, nil
+	})
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	return s.GetPresence(ctx, by, ref)
+}
+
+// SetShift is PUT /v1/agents/{ref}/shift {"shift": string|null}. The shift
+// is validated with the grammar of DESIGN.md §3.2 (invalid_argument naming
+// `shift`, pointer /shift). Audited as agent.shift.
+func (s *Service) SetShift(ctx context.Context, by domain.Person, ref string, shift *string) (AgentPresence, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return AgentPresence{}, err
+	}
+	if a.Revoked() {
+		return AgentPresence{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; its presence cannot change", a.Handle)
+	}
+	text := ""
+	if shift != nil {
+		sh, err := presence.ParseShift(*shift)
+		if err != nil {
+			return AgentPresence{}, err
+		}
+		text = sh.Text()
+	}
+	if text != a.Presence.Shift {
+		now := s.now()
+		oldP, _, _ := presence.Effective(s.inputsOf(&a), now)
+		updated, err := s.presenceStore().UpdatePresence(ctx, store.UpdatePresenceParams{
+			AgentID: a.ID, Now: now, SetShift: true, Shift: text,
+			Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.shift", AgentID: a.ID, Data: map[string]any{"shift": shift}},
+		})
+		if err != nil {
+			return AgentPresence{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
+		}
+		s.afterPresenceWrite(ctx, &updated, oldP, now, ReasonOperator)
+	}
+	return s.GetPresence(ctx, by, ref)
+}
+
+// applyPresence reads the agent row, lets decide compute the override
+// change, writes it with an audit entry (unless Keep), logs one line,
+// signals every instance and evaluates the transition right away
+// (DESIGN.md §3.7 "right after every presence write").
+func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (PresenceView, error) {
+	a, err := s.freshAgent(ctx, agentID)
+	if err != nil {
+		return PresenceView{}, err
+	}
+	if a.Revoked() {
+		return PresenceView{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; its presence cannot change", a.Handle)
+	}
+	now := s.now()
+	cur := s.inputsOf(&a)
+	ch, err := decide(cur, now)
+	if err != nil {
+		return PresenceView{}, err
+	}
+	if ch.Action == presence.Keep {
+		return s.viewOf(ctx, &a, now)
+	}
+	oldP, _, _ := presence.Effective(cur, now)
+	p := store.UpdatePresenceParams{AgentID: a.ID, Now: now, SetOverride: true}
+	data := map[string]any{"override": nil}
+	if ch.Action == presence.Set {
+		o := ch.Override
+		setAt := o.SetAt
+		p.Override, p.OverrideUntil, p.OverrideSetAt, p.OverrideBy = o.Presence, o.Until, &setAt, o.By
+		data = map[string]any{"override": o.Presence, "until": o.Until}
+	}
+	p.Audit = domain.AuditRecord{Actor: actor, Action: "agent.presence", AgentID: a.ID, Data: data}
+	updated, err := s.presenceStore().UpdatePresence(ctx, p)
+	if err != nil {
+		return PresenceView{}, storeErr(err, fmt.Sprintf("agent %q not found", agentID), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
+	}
+	if cause == ReasonClockIn && ch.Action == presence.Set && ch.Override.Presence == presence.Out {
+		cause = "clock_out"
+	}
+	s.afterPresenceWrite(ctx, &updated, oldP, now, cause)
+	return s.viewOf(ctx, &updated, now)
+}
+
+// afterPresenceWrite logs the change, tells every instance to refresh the
+// agent, and evaluates the transition here at once.
+func (s *Service) afterPresenceWrite(ctx context.Context, a *domain.Agent, oldP string, now time.Time, cause string) {
+	p, src, until := presence.Effective(s.inputsOf(a), now)
+	s.log.Info("presence changed", "agent", a.Handle, "agent_id", a.ID, "old", oldP, "new", p, "source", src, "until", until, "cause", cause)
+	s.Evaluator.upsert(a, cause)
+	s.signalPresence(ctx, a.ID, cause)
+	s.Evaluator.evaluateOne(ctx, a.ID, now)
+}
+
+// signalPresence tells every instance that an agent's presence inputs
+// changed (payload "<agent_id>:<cause>").
+func (s *Service) signalPresence(ctx context.Context, agentID, cause string) {
+	if err := s.bus.Publish(ctx, bus.ChannelPresence, agentID+":"+cause); err != nil {
+		s.log.Warn("presence signal not published; other instances catch up within one evaluator pass", "agent_id", agentID, "err", err)
+	}
+}
+
+// --- the evaluator (DESIGN.md §3.7) ---
+
+// Evaluator keeps this instance's presence cache — every agent's presence
+// inputs, last seen transition and not-ready queues — and claims
+// transitions when an agent's effective presence changes. A pass costs
+// O(agents whose presence changes · log n) plus one indexed "changed since"
+// query: agents are kept in a min-heap by the instant their presence next
+// changes (presence.Effective's until), so agents with nothing due are not
+// touched.
+type Evaluator struct {
+	s *Service
+
+	mu       sync.Mutex
+	entries  map[string]*presenceEntry
+	due      dueHeap
+	lastSync time.Time
+	loaded   bool
+}
+
+type presenceEntry struct {
+	agentID  string
+	handle   string
+	active   bool
+	inputs   presence.Inputs
+	seen     string
+	notReady map[string]bool // queues last reported ready:false
+	cause    string          // cause of the last presence write, for the digest reason
+	due      time.Time       // zero = nothing scheduled
+	idx      int             // heap index, -1 when not in the heap
+}
+
+// SyncSlack re-reads rows changed slightly before the last sync so clock
+// skew between instances cannot hide a write from the safety net.
+const SyncSlack = time.Minute
+
+func newEvaluator(s *Service) *Evaluator {
+	return &Evaluator{s: s, entries: map[string]*presenceEntry{}}
+}
+
+func (e *Evaluator) entryFor(a *domain.Agent) *presenceEntry {
+	en := &presenceEntry{agentID: a.ID, handle: a.Handle, active: a.Active && !a.Revoked(), inputs: e.s.inputsOf(a), seen: a.Presence.Seen, idx: -1}
+	if en.seen == "" {
+		en.seen = presence.In
+	}
+	if len(a.Liveness.ProjectReadiness) > 0 {
+		var rs []struct {
+			Queue string `json:"queue"`
+			Ready bool   `json:"ready"`
+		}
+		if json.Unmarshal(a.Liveness.ProjectReadiness, &rs) == nil {
+			for _, r := range rs {
+				if !r.Ready {
+					if en.notReady == nil {
+						en.notReady = map[string]bool{}
+					}
+					en.notReady[r.Queue] = true
+				}
+			}
+		}
+	}
+	return en
+}
+
+// upsert replaces the cached entry of a freshly read agent and schedules it
+// for evaluation now. Caller must not hold e.mu.
+func (e *Evaluator) upsert(a *domain.Agent, cause string) {
+	en := e.entryFor(a)
+	en.cause = cause
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.putLocked(en, e.s.now())
+}
+
+func (e *Evaluator) putLocked(en *presenceEntry, due time.Time) {
+	if old, ok := e.entries[en.agentID]; ok {
+		if old.idx >= 0 {
+			heap.Remove(&e.due, old.idx)
+		}
+		if en.cause == "" {
+			en.cause = old.cause
+		}
+	}
+	e.entries[en.agentID] = en
+	if !en.active {
+		return
+	}
+	en.due = due
+	heap.Push(&e.due, en)
+}
+
+// Load fills the cache from the store (all unrevoked agents).
+func (e *Evaluator) Load(ctx context.Context) error {
+	now := e.s.now()
+	if err := e.syncSince(ctx, time.Time{}); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.lastSync, e.loaded = now, true
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *Evaluator) syncSince(ctx context.Context, since time.Time) error {
+	ps := e.s.presenceStore()
+	if ps == nil {
+		return nil
+	}
+	after := ""
+	for {
+		agents, err := ps.ListAgentsChangedSince(ctx, store.ListChangedParams{Since: since, AfterID: after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		now := e.s.now()
+		e.mu.Lock()
+		for i := range agents {
+			en := e.entryFor(&agents[i])
+			e.putLocked(en, now)
+		}
+		e.mu.Unlock()
+		if len(agents) < 1000 {
+			return nil
+		}
+		after = agents[len(agents)-1].ID
+	}
+}
+
+// Pass runs one evaluator pass at the clock's now: it re-reads agents
+// changed since the last pass (the net under missed bus signals) and
+// evaluates every agent whose presence is due to change. It returns how
+// many transitions this instance claimed.
+func (e *Evaluator) Pass(ctx context.Context) (int, error) {
+	now := e.s.now()
+	e.mu.Lock()
+	since, loaded := e.lastSync, e.loaded
+	e.mu.Unlock()
+	if !loaded {
+		if err := e.Load(ctx); err != nil {
+			return 0, err
+		}
+	} else {
+		if err := e.syncSince(ctx, since.Add(-SyncSlack)); err != nil {
+			return 0, err
+		}
+		e.mu.Lock()
+		e.lastSync = now
+		e.mu.Unlock()
+	}
+	var due []string
+	e.mu.Lock()
+	for e.due.Len() > 0 && !e.due[0].due.After(now) {
+		en := heap.Pop(&e.due).(*presenceEntry)
+		due = append(due, en.agentID)
+	}
+	e.mu.Unlock()
+	claimed := 0
+	for _, id := range due {
+		ok, err := e.evaluateOne(ctx, id, now)
+		if err != nil {
+			return claimed, err
+		}
+		if ok {
+			claimed++
+		}
+	}
+	return claimed, nil
+}
+
+// evaluateOne compares the agent's effective presence with the last seen
+// transition and, when they differ, claims the transition (only one
+// instance wins) and broadcasts "<agent_id>:<new>:<reason>". It reschedules
+// the agent at its next change.
+func (e *Evaluator) evaluateOne(ctx context.Context, agentID string, now time.Time) (bool, error) {
+	e.mu.Lock()
+	en, ok := e.entries[agentID]
+	if !ok || !en.active {
+		e.mu.Unlock()
+		return false, nil
+	}
+	if en.idx >= 0 {
+		heap.Remove(&e.due, en.idx)
+	}
+	p, src, until := presence.Effective(en.inputs, now)
+	seen, cause, inputs := en.seen, en.cause, en.inputs
+	if until != nil {
+		en.due = *until
+		heap.Push(&e.due, en)
+	}
+	e.mu.Unlock()
+	if p == seen {
+		return false, nil
+	}
+	claimed, err := e.s.presenceStore().ClaimTransition(ctx, store.ClaimTransitionParams{AgentID: agentID, New: p, At: now, By: src})
+	if err != nil {
+		return false, err
+	}
+	e.mu.Lock()
+	if cur, ok := e.entries[agentID]; ok {
+		cur.seen = p
+		cur.cause = ""
+	}
+	e.mu.Unlock()
+	if !claimed {
+		return false, nil
+	}
+	reason := transitionReason(inputs, cause, now)
+	e.s.log.Info("presence transition", "agent_id", agentID, "new", p, "source", src, "reason", reason)
+	if err := e.s.bus.Publish(ctx, bus.ChannelPresenceTransition, agentID+":"+p+":"+reason); err != nil {
+		e.s.log.Warn("presence transition not broadcast; the digest is lost (at-most-once)", "agent_id", agentID, "err", err)
+	}
+	return true, nil
+}
+
+// transitionReason names why presence changed: the cause of the write that
+// triggered it, else override_end when an override stopped deciding at
+// now, else shift_start.
+func transitionReason(in presence.Inputs, cause string, now time.Time) string {
+	switch cause {
+	case ReasonClockIn, ReasonOperator, "clock_out":
+		return cause
+	}
+	if in.Override != "" {
+		if live, _ := presence.OverrideLive(in, now.Add(-time.Microsecond)); live {
+			if stillLive, _ := presence.OverrideLive(in, now); !stillLive {
+				return ReasonOverrideEnd
+			}
+		}
+		if live, _ := presence.OverrideLive(in, now); !live && in.Shift == nil {
+			return ReasonOverrideEnd
+		}
+	}
+	return ReasonShiftStart
+}
+
+// onPresenceSignal refreshes a cached agent after a presence write on any
+// instance (payload "<agent_id>:<cause>").
+func (e *Evaluator) onPresenceSignal(payload string) {
+	agentID, cause, _ := strings.Cut(payload, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := e.s.store.GetAgent(ctx, store.AgentRef{ID: agentID})
+	if errors.Is(err, domain.ErrNotFound) {
+		e.mu.Lock()
+		if en, ok := e.entries[agentID]; ok {
+			if en.idx >= 0 {
+				heap.Remove(&e.due, en.idx)
+			}
+			delete(e.entries, agentID)
+		}
+		e.mu.Unlock()
+		return
+	}
+	if err != nil {
+		e.s.log.Warn("presence refresh failed; the next evaluator pass retries", "agent_id", agentID, "err", err)
+		return
+	}
+	// Evaluate at the next pass, not now: the writing instance evaluates
+	// at once and knows the cause; this avoids racing it for the claim.
+	en := e.entryFor(&a)
+	en.cause = cause
+	e.mu.Lock()
+	e.putLocked(en, e.s.now().Add(time.Second))
+	e.mu.Unlock()
+}
+
+// onTransition handles a claimed transition broadcast by any instance
+// (payload "<agent_id>:<new>:<reason>"): it updates the cache and, on "in",
+// sends one digest to one of this instance's open-stream sessions.
+func (e *Evaluator) onTransition(payload string) {
+	parts := strings.SplitN(payload, ":", 3)
+	if len(parts) != 3 {
+		return
+	}
+	agentID, p, reason := parts[0], parts[1], parts[2]
+	e.mu.Lock()
+	if en, ok := e.entries[agentID]; ok {
+		en.seen = p
+	}
+	e.mu.Unlock()
+	if p == presence.In {
+		e.s.Digests.Send(context.Background(), agentID, reason)
+	}
+}
+
+// Presence returns the cached effective presence of an agent at now, and
+// whether the agent is known and active. An agent not cached yet (vended on
+// another instance a moment ago) is read from the store once.
+func (e *Evaluator) Presence(agentID string, now time.Time) (p string, ok bool) {
+	e.mu.Lock()
+	en, ok := e.entries[agentID]
+	e.mu.Unlock()
+	if !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a, err := e.s.store.GetAgent(ctx, store.AgentRef{ID: agentID})
+		cancel()
+		if err != nil {
+			return "", false
+		}
+		en = e.entryFor(&a)
+		e.mu.Lock()
+		if cur, ok := e.entries[agentID]; ok {
+			en = cur
+		} else {
+			e.putLocked(en, now)
+		}
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !en.active {
+		return "", false
+	}
+	p, _, _ = presence.Effective(en.inputs, now)
+	return p, true
+}
+
+// NotReady reports whether the agent last reported queue not ready.
+func (e *Evaluator) NotReady(agentID, queue string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	en, ok := e.entries[agentID]
+	return ok && en.notReady[queue]
+}
+
+// excluded returns "<agent_id>:<queue>" for each not-ready queue of agents.
+func (e *Evaluator) excluded(agents []string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, id := range agents {
+		if en, ok := e.entries[id]; ok {
+			for q := range en.notReady {
+				out = append(out, id+":"+q)
+			}
+		}
+	}
+	return out
+}
+
+func (e *Evaluator) notReadyQueues(agentID string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	if en, ok := e.entries[agentID]; ok {
+		for q := range en.notReady {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// dueHeap orders entries by due time.
+type dueHeap []*presenceEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *dueHeap) Push(x any) {
+	en := x.(*presenceEntry)
+	en.idx = len(*h)
+	*h = append(*h, en)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	n := len(old)
+	en := old[n-1]
+	old[n-1] = nil
+	en.idx = -1
+	*h = old[:n-1]
+	return en
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rollcall/rollcall/internal/config"
+	"github.com/rollcall/rollcall/internal/server"
+)
+
+func newServeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Rollcall server (SQLite file rollcall.db by default)",
+		Long: `Run the Rollcall server: MCP at /mcp, REST at /v1, /healthz, /readyz.
+
+On the first start against an empty store it creates an admin person and prints
+its token once (or uses ROLLCALL_BOOTSTRAP_TOKEN, which is never printed).
+Every flag is also an environment variable (ROLLCALL_<KEY>, dots as
+underscores) and a key of the YAML file given with --config.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags(), config.Environ())
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg, cmd.ErrOrStderr())
+			srv, err := server.Open(cmd.Context(), cfg, server.Options{Log: log, Stdout: cmd.OutOrStdout()})
+			if err != nil {
+				return err
+			}
+			return srv.Serve(cmd.Context())
+		},
+	}
+	config.RegisterFlags(cmd.Flags())
+	return cmd
+}
+
+func newMigrateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the store's migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags(), config.Environ())
+			if err != nil {
+				return err
+			}
+			st, err := server.OpenStore(cmd.Context(), cfg.Store)
+			if err != nil {
+				return fmt.Errorf("store %s: %w", cfg.Store, err)
+			}
+			defer st.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "migrations applied (%s)\n", st.Dialect())
+			return nil
+		},
+	}
+	config.RegisterFlags(cmd.Flags())
+	return cmd
+}
+
+func newLogger(cfg config.Config, w interface{ Write([]byte) (int, error) }) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if w == nil {
+		w = os.Stderr
+	}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

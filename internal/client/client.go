@@ -1,0 +1,324 @@
+// Package client is a small typed Go client for Rollcall's operator REST API
+// (DESIGN.md §2, REST; api/openapi.yaml). The CLI's agent, todo and audit
+// commands are built on it.
+//
+//	c := client.New("http://127.0.0.1:7070", os.Getenv("ROLLCALL_TOKEN"))
+//	res, err := c.VendAgent(ctx, app.VendInput{Handle: "builder", Queues: []string{"build"}})
+//	var de *domain.Error
+//	if errors.As(err, &de) { … de.Code, de.Detail, de.Pointer … }
+//
+// Every method returns domain types. A response with an error status is
+// returned as *Error, which carries the HTTP status and unwraps to the
+// *domain.Error decoded from the RFC 9457 problem document (code, detail,
+// pointer, reason); errors.As(err, &*domain.Error) works on it. Transport
+// failures are returned as they are, wrapped with the method and URL.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// Client calls one Rollcall server with one person's token. It is safe for
+// concurrent use.
+type Client struct {
+	base  string
+	token string
+	// HTTPClient sends the requests; New sets one with a 30 s timeout.
+	HTTPClient *http.Client
+	// UserAgent is sent with every request.
+	UserAgent string
+}
+
+// New returns a client for the server at baseURL (e.g.
+// "http://127.0.0.1:7070"; a trailing slash is ignored) that authenticates
+// with the person token (sent as `Authorization: Bearer <token>`; "" sends
+// no header).
+func New(baseURL, token string) *Client {
+	return &Client{
+		base:       strings.TrimRight(baseURL, "/"),
+		token:      token,
+		HTTPClient: &http.Client{Timeout: 30 * time.Second},
+		UserAgent:  "rollcall-client",
+	}
+}
+
+// Error is an error response of the API: the HTTP status and the problem
+// document's code, detail, pointer and reason as a *domain.Error (returned
+// by Unwrap). Its message is the domain error's: "<code>: <detail> (at
+// <pointer>)".
+type Error struct {
+	Status   int    // HTTP status, e.g. 404
+	Type     string // the problem type URI
+	Title    string
+	Instance string
+	Err      *domain.Error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap returns the *domain.Error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// StatusOf returns the HTTP status of an *Error in err's chain, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// --- agents ---
+
+// VendAgent vends an agent (POST /v1/agents). The result holds the
+// credential, shown only this once.
+// Errors: invalid_argument / unknown_member (400, with pointer), conflict
+// (409, handle taken), unauthenticated (401), forbidden (403).
+func (c *Client) VendAgent(ctx context.Context, in app.VendInput) (app.VendResult, error) {
+	var out app.VendResult
+	_, err := c.do(ctx, http.MethodPost, "/v1/agents", nil, in, &out)
+	return out, err
+}
+
+// ListAgents lists the caller's agents ordered by handle (GET /v1/agents).
+func (c *Client) ListAgents(ctx context.Context) ([]domain.Agent, error) {
+	var out listOf[domain.Agent]
+	_, err := c.do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out)
+	return out.Items, err
+}
+
+// GetAgent returns one agent by id or handle (GET /v1/agents/{ref}).
+// Errors: not_found (404; also another person's agent).
+func (c *Client) GetAgent(ctx context.Context, ref string) (domain.Agent, error) {
+	var out domain.Agent
+	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
+	return out, err
+}
+
+// UpdateAgent changes name, billing configuration or the active flag
+// (PATCH /v1/agents/{ref}); nil fields are unchanged.
+// Errors: not_found, invalid_argument, conflict (revoked).
+func (c *Client) UpdateAgent(ctx context.Context, ref string, in app.UpdateInput) (domain.Agent, error) {
+	var out domain.Agent
+	_, err := c.do(ctx, http.MethodPatch, "/v1/agents/"+url.PathEscape(ref), nil, in, &out)
+	return out, err
+}
+
+// RevokeAgent revokes the agent permanently (DELETE /v1/agents/{ref}) and
+// returns it with RevokedAt set. Errors: not_found, conflict (already
+// revoked).
+func (c *Client) RevokeAgent(ctx context.Context, ref string) (domain.Agent, error) {
+	var out domain.Agent
+	_, err := c.do(ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
+	return out, err
+}
+
+// RotateCredential replaces the agent's credentials with a new one
+// (POST /v1/agents/{ref}/credentials), shown only this once.
+// Errors: not_found, conflict (revoked).
+func (c *Client) RotateCredential(ctx context.Context, ref string) (app.RotateResult, error) {
+	var out app.RotateResult
+	_, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/credentials", nil, nil, &out)
+	return out, err
+}
+
+// --- todos ---
+
+// PushTodo pushes a todo to the agent (POST /v1/agents/{ref}/todos).
+// created is false when a live todo with the same idempotency key already
+// existed and was returned instead (HTTP 200 rather than 201).
+// Errors: invalid_argument (e.g. queue outside the scope, at /queue),
+// unknown_member, not_found, conflict (revoked agent).
+func (c *Client) PushTodo(ctx context.Context, ref string, in app.PushInput) (t domain.Todo, created bool, err error) {
+	status, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/todos", nil, in, &t)
+	return t, status == http.StatusCreated, err
+}
+
+// ListTodos lists the agent's todos oldest first
+// (GET /v1/agents/{ref}/todos); zero filter fields do not filter (limit 0 =
+// the server's default, 50).
+func (c *Client) ListTodos(ctx context.Context, ref string, f app.TodoFilter) ([]domain.Todo, error) {
+	q := url.Values{}
+	if f.Queue != "" {
+		q.Set("queue", f.Queue)
+	}
+	if f.State != "" {
+		q.Set("state", f.State)
+	}
+	if f.Limit != 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out listOf[domain.Todo]
+	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/todos", q, nil, &out)
+	return out.Items, err
+}
+
+// GetTodo returns one todo of one of the caller's agents (GET /v1/todos/{id}).
+// Errors: not_found.
+func (c *Client) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
+	var out domain.Todo
+	_, err := c.do(ctx, http.MethodGet, "/v1/todos/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// --- audit ---
+
+// ListAudit reads audit entries in ascending seq (GET /v1/audit). Without
+// AgentRef the whole log is read, which needs an admin (forbidden
+// otherwise).
+func (c *Client) ListAudit(ctx context.Context, f app.AuditFilter) ([]domain.AuditEntry, error) {
+	q := url.Values{}
+	if f.AgentRef != "" {
+		q.Set("agent", f.AgentRef)
+	}
+	if f.AfterSeq != 0 {
+		q.Set("after", strconv.FormatInt(f.AfterSeq, 10))
+	}
+	if f.Limit != 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out listOf[domain.AuditEntry]
+	_, err := c.do(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
+	return out.Items, err
+}
+
+// VerifyAudit verifies the audit hash chain (GET /v1/audit/verify). A broken
+// chain is not an error: it is a result with OK false.
+func (c *Client) VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error) {
+	var out domain.AuditVerifyResult
+	_, err := c.do(ctx, http.MethodGet, "/v1/audit/verify", nil, nil, &out)
+	return out, err
+}
+
+// Ready reports whether the server is ready (GET /readyz): nil when it is.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	return err
+}
+
+// --- plumbing ---
+
+type listOf[T any] struct {
+	Items []T `json:"items"`
+}
+
+// problem mirrors the server's RFC 9457 problem document.
+type problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance"`
+	Code     string `json:"code"`
+	Pointer  string `json:"pointer"`
+	Reason   string `json:"reason"`
+}
+
+// maxResponse bounds how much of a response is read (the API's largest
+// answers are lists of at most 1000 entries).
+const maxResponse = 64 << 20
+
+// do sends one request: body (if not nil) as JSON, the response decoded
+// into out (if not nil) on a 2xx status. It returns the status.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) (int, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: encoding the request: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
+	resp, err := c.HTTPClient.Do(req)
+	if err != nil {
+		return 0, err // *url.Error names the method and URL
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: reading the response: %w", method, u, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, decodeProblem(resp, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decoding the response: %w", method, u, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// decodeProblem turns an error response into *Error. A body that is not a
+// problem document (a proxy's HTML page, say) still gives an *Error whose
+// code follows the status.
+func decodeProblem(resp *http.Response, data []byte) error {
+	e := &Error{Status: resp.StatusCode}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var p problem
+	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(data, &p) == nil && p.Code != "" {
+		e.Type, e.Title, e.Instance = p.Type, p.Title, p.Instance
+		e.Err = &domain.Error{Code: domain.Code(p.Code), Detail: p.Detail, Pointer: p.Pointer, Reason: p.Reason}
+		return e
+	}
+	snippet := strings.TrimSpace(string(data))
+	if len(snippet) > 200 {
+		snippet = snippet[:200] + "…"
+	}
+	detail := fmt.Sprintf("HTTP %d %s from %s", resp.StatusCode, http.StatusText(resp.StatusCode), resp.Request.URL.Redacted())
+	if snippet != "" {
+		detail += ": " + snippet
+	}
+	e.Err = &domain.Error{Code: codeForStatus(resp.StatusCode), Detail: detail}
+	return e
+}
+
+func codeForStatus(s int) domain.Code {
+	switch {
+	case s == http.StatusUnauthorized:
+		return domain.CodeUnauthenticated
+	case s == http.StatusForbidden:
+		return domain.CodeForbidden
+	case s == http.StatusNotFound:
+		return domain.CodeNotFound
+	case s == http.StatusConflict:
+		return domain.CodeConflict
+	case s == http.StatusTooManyRequests:
+		return domain.CodeRateLimited
+	case s >= 400 && s < 500:
+		return domain.CodeInvalidArgument
+	}
+	return domain.CodeInternal
+}

@@ -1,0 +1,292 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// list is the envelope of every list response.
+type list[T any] struct {
+	Items []T `json:"items"`
+}
+
+func items[T any](s []T) list[T] {
+	if s == nil {
+		s = []T{}
+	}
+	return list[T]{Items: s}
+}
+
+// writeJSON writes v as a JSON response with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding the response: %w", err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// --- probes and the document ---
+
+type health struct {
+	Status string `json:"status"`
+}
+
+func (a *api) getHealth(w http.ResponseWriter, _ *http.Request, _ domain.Person) error {
+	return writeJSON(w, http.StatusOK, health{Status: "ok"})
+}
+
+func (a *api) getReady(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
+	if err := a.ready(r.Context()); err != nil {
+		a.log.Warn("not ready", "err", err)
+		return &statusError{http.StatusServiceUnavailable, &domain.Error{Code: domain.CodeInternal, Detail: "not ready: the store is not reachable"}}
+	}
+	return writeJSON(w, http.StatusOK, health{Status: "ready"})
+}
+
+func (a *api) getOpenAPI(w http.ResponseWriter, _ *http.Request, _ domain.Person) error {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(OpenAPI())
+	return nil
+}
+
+// --- agents ---
+
+func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var in app.VendInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	res, err := a.svc.Vend(r.Context(), by, in)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/agents/"+res.Agent.ID)
+	return writeJSON(w, http.StatusCreated, res)
+}
+
+func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	agents, err := a.svc.ListAgents(r.Context(), by)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, items(agents))
+}
+
+func (a *api) getAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	ag, err := a.svc.OwnedAgent(r.Context(), by, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ag)
+}
+
+// updateBody is the PATCH body: the mutable members (app.UpdateInput) plus
+// the immutable ones, decoded only to be refused with a clear error.
+type updateBody struct {
+	app.UpdateInput
+	Handle json.RawMessage `json:"handle"`
+	Queues json.RawMessage `json:"queues"`
+	Verbs  json.RawMessage `json:"verbs"`
+	Scope  json.RawMessage `json:"scope"`
+}
+
+func (a *api) updateAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var in updateBody
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"handle", in.Handle}, {"queues", in.Queues}, {"verbs", in.Verbs}, {"scope", in.Scope}} {
+		if f.raw != nil {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s cannot be changed: the handle and the scope (queues, verbs) are fixed at vend time; vend a new agent instead", f.name).At("/" + f.name)
+		}
+	}
+	ag, err := a.svc.UpdateAgent(r.Context(), by, r.PathValue("ref"), in.UpdateInput)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ag)
+}
+
+func (a *api) revokeAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	ag, err := a.svc.RevokeAgent(r.Context(), by, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ag)
+}
+
+func (a *api) rotateCredential(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	res, err := a.svc.RotateCredential(r.Context(), by, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, res)
+}
+
+// --- todos ---
+
+func (a *api) pushTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var in app.PushInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	if bytes.Equal(in.Payload, []byte("null")) {
+		in.Payload = nil // null is the same as absent
+	}
+	t, created, err := a.svc.PushTodo(r.Context(), by, r.PathValue("ref"), in)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/todos/"+t.ID)
+	}
+	return writeJSON(w, status, t)
+}
+
+func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	q, err := queryParams(r, "queue", "state", "limit")
+	if err != nil {
+		return err
+	}
+	f := app.TodoFilter{Queue: q.Get("queue"), State: q.Get("state")}
+	if f.Limit, err = positiveInt(q, "limit"); err != nil {
+		return err
+	}
+	todos, err := a.svc.ListAgentTodos(r.Context(), by, r.PathValue("ref"), f)
+	if err != nil {
+		return asQueryError(err, "queue", "state", "limit")
+	}
+	return writeJSON(w, http.StatusOK, items(todos))
+}
+
+func (a *api) getTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	t, err := a.svc.GetTodo(r.Context(), by, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, t)
+}
+
+// --- audit ---
+
+func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	q, err := queryParams(r, "agent", "after", "limit")
+	if err != nil {
+		return err
+	}
+	f := app.AuditFilter{AgentRef: q.Get("agent")}
+	if q.Has("after") {
+		v := q.Get("after")
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || n < 0 {
+			return domain.Errorf(domain.CodeInvalidArgument, "query parameter after must be a sequence number ≥ 0, got %q", v)
+		}
+		f.AfterSeq = n
+	}
+	if f.Limit, err = positiveInt(q, "limit"); err != nil {
+		return err
+	}
+	entries, err := a.svc.ListAudit(r.Context(), by, f)
+	if err != nil {
+		return asQueryError(err, "agent", "after", "limit")
+	}
+	return writeJSON(w, http.StatusOK, items(entries))
+}
+
+func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	res, err := a.svc.VerifyAudit(r.Context(), by)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, res)
+}
+
+// --- query parameters ---
+
+// queryParams parses the query string and refuses unknown and repeated
+// parameters (invalid_argument naming the parameter), so a typo such as
+// ?stat=pending is an error rather than an unfiltered answer.
+func queryParams(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "malformed query string: %v", err)
+	}
+	names := make([]string, 0, len(q))
+	for k := range q {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if !slices.Contains(allowed, k) {
+			if len(allowed) == 0 {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "unknown query parameter %q; this route takes none", k)
+			}
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "unknown query parameter %q; known: %s", k, strings.Join(allowed, ", "))
+		}
+		if len(q[k]) > 1 {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "query parameter %s is given more than once", k)
+		}
+	}
+	return q, nil
+}
+
+// positiveInt reads an optional integer ≥ 1; absent = 0 (the use case's
+// default).
+func positiveInt(q url.Values, name string) (int, error) {
+	if !q.Has(name) {
+		return 0, nil
+	}
+	v := q.Get(name)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, domain.Errorf(domain.CodeInvalidArgument, "query parameter %s must be an integer ≥ 1, got %q", name, v)
+	}
+	return n, nil
+}
+
+// asQueryError rewrites a use-case error that points at one of the query
+// parameters (the use cases point at /state, /limit …) into one whose
+// detail names the parameter and that has no body pointer.
+func asQueryError(err error, params ...string) error {
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Pointer == "" {
+		return err
+	}
+	name := strings.TrimPrefix(de.Pointer, "/")
+	if !slices.Contains(params, name) {
+		return err
+	}
+	c := *de
+	c.Pointer = ""
+	c.Detail = "query parameter " + name + ": " + de.Detail
+	return &c
+}

@@ -1,0 +1,285 @@
+// Package httpapi is Rollcall's REST adapter: the operator API under /v1,
+// described by the OpenAPI 3.1 document api/openapi.yaml (served at
+// GET /v1/openapi.yaml), plus the probes /healthz and /readyz
+// (DESIGN.md §2, REST and Operations). It holds no rules: every route
+// decodes its input, calls one use case of app.Service and renders the
+// result.
+//
+//	h := httpapi.New(svc, httpapi.Options{Log: logger})
+//	http.ListenAndServe("127.0.0.1:7070", h)
+//
+// Conventions:
+//   - Authentication: `Authorization: Bearer <person token>`. A missing or
+//     unknown token answers 401 with `WWW-Authenticate: Bearer`. A valid
+//     agent credential on an operator route answers 403 forbidden with
+//     reason subject_kind_not_allowed: the caller is known, but is the wrong
+//     kind of principal (the mirror of DESIGN.md §5.2, where the owner on the
+//     agent-only heartbeat route gets the same 403).
+//   - Another person's agent or todo answers 404, exactly like an unknown
+//     one, so references do not leak (DESIGN.md §3.5).
+//   - Bodies: one strict decoder (decodeJSON) — application/json only (415),
+//     at most 1 MiB (413), malformed JSON and trailing data → 400
+//     invalid_argument naming the byte offset, unknown members anywhere →
+//     400 unknown_member with the member's RFC 6901 pointer, wrong types →
+//     400 invalid_argument with a pointer. Bad input is refused before any
+//     use case runs, so it changes nothing.
+//   - PATCH /v1/agents/{ref}: `handle`, `queues`, `verbs` and `scope` are
+//     known members of an agent that cannot change; sending one answers 400
+//     invalid_argument with its pointer (not unknown_member: the member is
+//     not a typo, the scope is immutable by design).
+//   - Query parameters: unknown or repeated parameters and bad values answer
+//     400 invalid_argument with a detail naming the parameter (no pointer).
+//   - Responses: single objects as themselves, lists as {"items": [...]}.
+//     Errors are RFC 9457 problem documents (see Problem and StatusOf).
+//   - Unknown paths answer a 404 problem, a known path with another method a
+//     405 problem (code invalid_argument) with an Allow header.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	apidoc "github.com/rollcall/rollcall/api"
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Options configures the handler.
+type Options struct {
+	// Log receives one record per request (method, path, status, duration;
+	// never the Authorization header) and the cause of every 500.
+	// nil = slog.Default().
+	Log *slog.Logger
+	// Ready reports whether the server can serve (GET /readyz). nil = a
+	// cheap store query that must succeed.
+	Ready func(ctx context.Context) error
+}
+
+// Route describes one route of the API: what registration and the
+// OpenAPI consistency test both read.
+type Route struct {
+	Method      string // "GET", "POST", …
+	Path        string // ServeMux path pattern, e.g. "/v1/agents/{ref}"
+	OperationID string // the operationId in api/openapi.yaml
+	Auth        bool   // needs a person's bearer token
+}
+
+type handlerFunc func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error
+
+type route struct {
+	Route
+	handle handlerFunc
+}
+
+// routes is the one table of the API's routes. New registers exactly these;
+// the OpenAPI test checks the document against exactly these.
+var routes = []route{
+	{Route{"GET", "/healthz", "getHealth", false}, (*api).getHealth},
+	{Route{"GET", "/readyz", "getReady", false}, (*api).getReady},
+	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false}, (*api).getOpenAPI},
+	{Route{"POST", "/v1/agents", "vendAgent", true}, (*api).vendAgent},
+	{Route{"GET", "/v1/agents", "listAgents", true}, (*api).listAgents},
+	{Route{"GET", "/v1/agents/{ref}", "getAgent", true}, (*api).getAgent},
+	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true}, (*api).updateAgent},
+	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true}, (*api).revokeAgent},
+	{Route{"POST", "/v1/agents/{ref}/credentials", "rotateCredential", true}, (*api).rotateCredential},
+	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true}, (*api).pushTodo},
+	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true}, (*api).listAgentTodos},
+	{Route{"GET", "/v1/todos/{id}", "getTodo", true}, (*api).getTodo},
+	{Route{"GET", "/v1/audit", "listAudit", true}, (*api).listAudit},
+	{Route{"GET", "/v1/audit/verify", "verifyAudit", true}, (*api).verifyAudit},
+}
+
+// Routes returns the routes New registers, in table order.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		out[i] = r.Route
+	}
+	return out
+}
+
+// OpenAPI returns the embedded OpenAPI 3.1 document (YAML) that
+// GET /v1/openapi.yaml serves.
+func OpenAPI() []byte { return apidoc.OpenAPI }
+
+type api struct {
+	svc   *app.Service
+	log   *slog.Logger
+	ready func(ctx context.Context) error
+	mux   *http.ServeMux
+}
+
+// New returns the handler of the REST API (all routes of Routes) wrapped in
+// request logging and panic recovery. It is safe for concurrent use.
+func New(svc *app.Service, opts Options) http.Handler {
+	a := &api{svc: svc, log: opts.Log, ready: opts.Ready, mux: http.NewServeMux()}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.ready == nil {
+		a.ready = a.storeReachable
+	}
+	for _, rt := range routes {
+		a.mux.Handle(rt.Method+" "+rt.Path, a.wrap(rt))
+	}
+	return a.logRequests(http.HandlerFunc(a.serve))
+}
+
+// serve routes through the mux, answering unknown paths and methods with
+// problem documents instead of the mux's plain-text 404/405.
+func (a *api) serve(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := a.mux.Handler(r); pattern != "" {
+		a.mux.ServeHTTP(w, r)
+		return
+	}
+	// Let the mux decide between 404, 405 (with Allow) and a redirect to
+	// the cleaned path, then render its verdict as a problem.
+	probe := &probeWriter{h: http.Header{}}
+	h, _ := a.mux.Handler(r)
+	h.ServeHTTP(probe, r)
+	switch probe.status {
+	case http.StatusMethodNotAllowed:
+		allow := probe.h.Get("Allow")
+		w.Header().Set("Allow", allow)
+		writeProblem(w, r, http.StatusMethodNotAllowed, domain.Errorf(domain.CodeInvalidArgument,
+			"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+	case http.StatusNotFound:
+		writeProblem(w, r, http.StatusNotFound, domain.Errorf(domain.CodeNotFound, "no route %s %s; see GET /v1/openapi.yaml", r.Method, r.URL.Path))
+	default: // redirects
+		for k, v := range probe.h {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(probe.status)
+	}
+}
+
+// probeWriter records the status and headers of the mux's own handlers.
+type probeWriter struct {
+	h      http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.h }
+func (p *probeWriter) WriteHeader(s int) {
+	if p.status == 0 {
+		p.status = s
+	}
+}
+func (p *probeWriter) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// wrap authenticates (for Auth routes), runs the handler and renders its
+// error as a problem.
+func (a *api) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var by domain.Person
+		if rt.Auth {
+			p, err := a.authenticate(r)
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			by = p
+		}
+		if err := rt.handle(a, w, r, by); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+}
+
+// authenticate resolves the bearer token of an operator route into a person.
+// Errors: unauthenticated (missing, malformed or unknown token; revoked
+// agent credential), forbidden with reason subject_kind_not_allowed (a
+// valid agent credential, active or not).
+func (a *api) authenticate(r *http.Request) (domain.Person, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return domain.Person{}, domain.Errorf(domain.CodeUnauthenticated, "missing Authorization header; send Authorization: Bearer <person token>")
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return domain.Person{}, domain.Errorf(domain.CodeUnauthenticated, "the Authorization header must be Bearer <person token>")
+	}
+	if strings.HasPrefix(tok, app.AgentTokenPrefix) {
+		_, err := a.svc.AuthenticateAgent(r.Context(), tok)
+		if err != nil && domain.CodeOf(err) != domain.CodeForbidden {
+			return domain.Person{}, err
+		}
+		return domain.Person{}, &domain.Error{Code: domain.CodeForbidden, Reason: "subject_kind_not_allowed",
+			Detail: "this route is for persons; an agent credential was presented (agents use /mcp and their heartbeat)"}
+	}
+	return a.svc.AuthenticatePerson(r.Context(), tok)
+}
+
+// storeReachable is the default readiness check: one indexed query for the
+// agents of an owner that cannot exist.
+func (a *api) storeReachable(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := a.svc.Store().ListAgents(ctx, store.ListAgentsParams{OwnerID: "00000000-0000-0000-0000-000000000000"})
+	return err
+}
+
+// logRequests logs one record per request and turns a panic into a 500
+// problem (the stack goes to the log).
+func (a *api) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeProblem(rec, r, http.StatusInternalServerError, &domain.Error{Code: domain.CodeInternal, Detail: "internal error; the server log has the cause"})
+				}
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			a.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Int("status", status), slog.Duration("duration", time.Since(start)),
+				slog.Int64("bytes", rec.bytes))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// statusRecorder remembers the status and size of a response. Unwrap lets
+// http.ResponseController reach the underlying writer (flush for SSE).
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,201 @@
+package liveness
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Canonical encodes h as compact JSON with the members in the order of the
+// table of DESIGN.md §5.1: state, billing_mode, billing_modes_supported,
+// tool_class, runtime_version, billing_evidence {key_type, method}, details
+// {capabilities {followups, components, voice_input, title, files_out},
+// active_runs, degraded_reasons, adapter {name, version}, runtime {name},
+// protocol_version}, project_readiness [{queue, ready, reason}].
+//
+// Nil members are left out; a non-nil empty list is written as []; details
+// is left out when it has no members; project_readiness is written exactly
+// when ProjectReadinessPresent is true. For an h returned by
+// DecodeHeartbeat the result decodes to a value equal to h, and encoding
+// that again yields the same bytes. Canonical does not check h: a value
+// built by hand is encoded as it is (strings escaped as JSON needs).
+func (h Heartbeat) Canonical() []byte {
+	b := make([]byte, 0, 512)
+	b = append(b, `{"state":`...)
+	b = appendString(b, h.State)
+	if h.BillingMode != nil {
+		b = append(b, `,"billing_mode":`...)
+		b = appendString(b, *h.BillingMode)
+	}
+	if h.BillingModesSupported != nil {
+		b = append(b, `,"billing_modes_supported":`...)
+		b = appendStrings(b, h.BillingModesSupported)
+	}
+	if h.ToolClass != nil {
+		b = append(b, `,"tool_class":`...)
+		b = appendString(b, *h.ToolClass)
+	}
+	if h.RuntimeVersion != nil {
+		b = append(b, `,"runtime_version":`...)
+		b = appendString(b, *h.RuntimeVersion)
+	}
+	if ev := h.BillingEvidence; ev != nil {
+		b = append(b, `,"billing_evidence":{"key_type":`...)
+		b = appendString(b, ev.KeyType)
+		b = append(b, `,"method":`...)
+		b = appendString(b, ev.Method)
+		b = append(b, '}')
+	}
+	if !h.Details.empty() {
+		b = append(b, `,"details":`...)
+		b = h.Details.appendJSON(b)
+	}
+	if h.ProjectReadinessPresent {
+		b = append(b, `,"project_readiness":[`...)
+		for i, e := range h.ProjectReadiness {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"queue":`...)
+			b = appendString(b, e.Queue)
+			b = append(b, `,"ready":`...)
+			b = strconv.AppendBool(b, e.Ready)
+			if e.Reason != "" {
+				b = append(b, `,"reason":`...)
+				b = appendString(b, e.Reason)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func (d Details) empty() bool {
+	return d.Capabilities == nil && d.ActiveRuns == nil && d.DegradedReasons == nil &&
+		d.Adapter == nil && d.Runtime == nil && d.ProtocolVersion == nil
+}
+
+func (d Details) appendJSON(b []byte) []byte {
+	o := object{b: append(b, '{')}
+	if c := d.Capabilities; c != nil {
+		o.key("capabilities")
+		c2 := object{b: append(o.b, '{')}
+		if c.Followups != nil {
+			c2.key("followups")
+			c2.b = appendString(c2.b, *c.Followups)
+		}
+		c2.boolean("components", c.Components)
+		c2.boolean("voice_input", c.VoiceInput)
+		c2.boolean("title", c.Title)
+		c2.boolean("files_out", c.FilesOut)
+		o.b = append(c2.b, '}')
+	}
+	if d.ActiveRuns != nil {
+		o.key("active_runs")
+		o.b = appendStrings(o.b, d.ActiveRuns)
+	}
+	if d.DegradedReasons != nil {
+		o.key("degraded_reasons")
+		o.b = appendStrings(o.b, d.DegradedReasons)
+	}
+	if a := d.Adapter; a != nil {
+		o.key("adapter")
+		o.b = append(o.b, `{"name":`...)
+		o.b = appendString(o.b, a.Name)
+		if a.Version != nil {
+			o.b = append(o.b, `,"version":`...)
+			o.b = appendString(o.b, *a.Version)
+		}
+		o.b = append(o.b, '}')
+	}
+	if r := d.Runtime; r != nil {
+		o.key("runtime")
+		o.b = append(o.b, `{"name":`...)
+		o.b = appendString(o.b, r.Name)
+		o.b = append(o.b, '}')
+	}
+	if d.ProtocolVersion != nil {
+		o.key("protocol_version")
+		o.b = strconv.AppendInt(o.b, int64(*d.ProtocolVersion), 10)
+	}
+	return append(o.b, '}')
+}
+
+// object writes the members of one JSON object, placing the commas.
+type object struct {
+	b    []byte
+	more bool
+}
+
+func (o *object) key(k string) {
+	if o.more {
+		o.b = append(o.b, ',')
+	}
+	o.more = true
+	o.b = append(o.b, '"')
+	o.b = append(o.b, k...)
+	o.b = append(o.b, `":`...)
+}
+
+func (o *object) boolean(k string, v *bool) {
+	if v != nil {
+		o.key(k)
+		o.b = strconv.AppendBool(o.b, *v)
+	}
+}
+
+func appendStrings(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendString appends s as a JSON string. Checked values are plain ASCII;
+// anything else is escaped so the output is always valid JSON (invalid
+// UTF-8 becomes U+FFFD, as encoding/json does).
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += n
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,37 @@
+// Package mcpserver is Rollcall's MCP adapter: the Streamable HTTP endpoint
+// an agent connects to at /mcp with its credential as bearer token
+// (DESIGN.md §2, MCP), and this instance's app.SessionHub, through which the
+// doorbell reaches the agent's sessions (DESIGN.md §3.8).
+//
+// It is built on github.com/mark3labs/mcp-go (see DEPENDENCIES.md) and holds
+// no rules: tools call the app.Service verbs, errors are the domain's.
+//
+//	srv := mcpserver.New(svc, mcpserver.Options{Log: log})
+//	defer srv.Close()
+//	mux.Handle("/mcp", srv)
+//
+// What the adapter adds around mcp-go's StreamableHTTPServer, in the order a
+// request meets it:
+//
+//   - Host and Origin checks (DNS rebinding), then bearer authentication with
+//     app.Service.AuthenticateAgent: 401 with WWW-Authenticate: Bearer, or
+//     403 for an inactive agent, as RFC 9457 problem documents with a code.
+//   - A body limit (413) and the protocol version: 2025-11-25 and
+//     2025-06-18 are served with sessions; requests of the stateless
+//     2026-07-28 revision are refused by mcp-go with the JSON-RPC
+//     unsupported-version error that lists the versions above, so a client
+//     negotiates down to a session.
+//   - Sessions: the id mcp-go mints on initialize is bound to the credential
+//     that opened it before the response leaves; every later request must
+//     carry that id (400 without, 404 when unknown or closed) and the same
+//     credential (403 otherwise, nothing changes).
+//   - GET notification streams are tracked per session (SessionInfo.Streaming);
+//     a newer GET replaces an older one; SSE comment keepalives are written
+//     from one goroutine for all streams; sessions without a stream expire
+//     after Options.IdleTimeout.
+//   - Tools: the scope verbs granted to the agent, in domain.ScopeVerbs order,
+//     then the self verbs (DESIGN.md §3.4) in every session. A tool outside
+//     the scope is neither listed nor callable (JSON-RPC invalid params,
+//     like an unknown tool); argument and use-case errors are tool results
+//     with isError and a JSON text {"code","detail","pointer"}.
+package mcpserver

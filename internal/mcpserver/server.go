@@ -1,0 +1,402 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// ServerName is the initialize result's serverInfo.name (DESIGN.md §2).
+const ServerName = "rollcall"
+
+// Version is the initialize result's serverInfo.version; release builds set
+// it with -ldflags "-X github.com/rollcall/rollcall/internal/mcpserver.Version=v1.2.3".
+var Version = "dev"
+
+// ChannelCapability is the experimental capability Claude Code looks for
+// before it accepts channel notifications (DESIGN.md §2).
+const ChannelCapability = "claude/channel"
+
+// ProtocolVersions are the MCP revisions served, newest first: both use
+// initialize and session-based Streamable HTTP (DESIGN.md §2). A client
+// asking initialize for any other version is answered with the newest.
+var ProtocolVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618}
+
+// Defaults of Options.
+const (
+	DefaultKeepAlive    = 25 * time.Second
+	DefaultIdleTimeout  = 30 * time.Minute
+	DefaultMaxBodyBytes = 1 << 20 // 1 MiB
+	DefaultWriteTimeout = 10 * time.Second
+)
+
+// Options configures a Server. The zero value is usable.
+type Options struct {
+	// Log receives session lifecycle and failures; nil = slog.Default().
+	// Credentials are never logged.
+	Log *slog.Logger
+	// AllowedHosts are extra Host header values (host names, port ignored,
+	// case-insensitive) accepted on a loopback listener. Without them a
+	// request that arrives over loopback must name a loopback host
+	// (localhost, 127.0.0.1, [::1]): DNS rebinding protection. Requests
+	// arriving over other interfaces are not checked.
+	AllowedHosts []string
+	// AllowedOrigins are the Origin header values accepted besides the
+	// server's own origin (scheme://host[:port]). A request with any other
+	// Origin answers 403. Requests without Origin (non-browser clients) pass.
+	AllowedOrigins []string
+	// KeepAlive is the interval of the SSE comment written on every open GET
+	// stream, so proxies keep it and a dead client is noticed by a failing
+	// write. 0 = DefaultKeepAlive; negative disables.
+	KeepAlive time.Duration
+	// IdleTimeout closes a session that has had no request in flight and no
+	// open GET stream for this long. 0 = DefaultIdleTimeout; negative
+	// disables.
+	IdleTimeout time.Duration
+	// MaxBodyBytes bounds a POST body; larger answers 413 invalid_argument.
+	// 0 = DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// WriteTimeout bounds one keepalive write on a stream; a client that
+	// does not read for that long loses the stream. 0 = DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Clock drives keepalive and idle expiry; nil = real clock.
+	Clock clockwork.Clock
+	// OnStream, when set, is called after a session's GET stream opened
+	// (open=true, the 200 header is written) and after it ended. It runs on
+	// the request goroutine and must not block.
+	OnStream func(sessionID string, open bool)
+}
+
+// Server is the MCP endpoint (an http.Handler for /mcp) and this instance's
+// app.SessionHub. It is safe for concurrent use.
+type Server struct {
+	svc  *app.Service
+	log  *slog.Logger
+	opts Options
+
+	mcp  *server.MCPServer
+	http *server.StreamableHTTPServer
+
+	mu       sync.RWMutex
+	sessions map[string]*session            // id → session
+	byAgent  map[string]map[string]*session // agent id → id → session
+	closing  bool
+
+	stop      chan struct{}
+	loops     sync.WaitGroup // keepalive and expiry loops
+	bg        sync.WaitGroup // stream-opened notifications to the use cases
+	closeOnce sync.Once
+}
+
+var (
+	_ http.Handler   = (*Server)(nil)
+	_ app.SessionHub = (*Server)(nil)
+)
+
+// New builds the MCP endpoint for svc and attaches it as svc's session hub
+// (svc.SetSessionHub). Call Close when done: it stops the keepalive and
+// expiry loops and closes every session.
+func New(svc *app.Service, opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = DefaultKeepAlive
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
+	}
+	s := &Server{
+		svc: svc, log: opts.Log, opts: opts,
+		sessions: map[string]*session{}, byAgent: map[string]map[string]*session{},
+		stop: make(chan struct{}),
+	}
+
+	hooks := &server.Hooks{}
+	hooks.AddOnRegisterSession(func(_ context.Context, cs server.ClientSession) { s.registered(cs.SessionID()) })
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) { s.forget(cs.SessionID(), "ended by the transport") })
+	hooks.AddBeforeInitialize(func(_ context.Context, _ any, req *mcp.InitializeRequest) {
+		// Answer an unsupported version with the newest one we serve
+		// (MCP lifecycle: the client then decides whether to go on).
+		if !slices.Contains(ProtocolVersions, req.Params.ProtocolVersion) {
+			req.Params.ProtocolVersion = ProtocolVersions[0]
+		}
+	})
+	s.mcp = server.NewMCPServer(ServerName, Version,
+		server.WithToolCapabilities(false),
+		server.WithExperimental(map[string]any{ChannelCapability: map[string]any{}}),
+		server.WithInstructions(Instructions),
+		server.WithHooks(hooks),
+		server.WithToolFilter(s.filterTools),
+	)
+	for _, v := range allVerbs() {
+		s.mcp.AddTool(v.mcpTool(), s.toolHandler(v))
+	}
+	s.http = server.NewStreamableHTTPServer(s.mcp,
+		server.WithSessionIdManager(sessionIDs{s}),
+		server.WithStreamableHTTPProtocolVersions(ProtocolVersions...),
+		// Host checks happen in ServeHTTP (with Options.AllowedHosts).
+		server.WithDisableLocalhostProtection(true),
+		server.WithStreamableHTTPLogger(opts.Log),
+	)
+	svc.SetSessionHub(s)
+
+	if opts.KeepAlive > 0 {
+		s.loops.Add(1)
+		go s.keepAliveLoop()
+	}
+	if opts.IdleTimeout > 0 {
+		s.loops.Add(1)
+		go s.expireLoop()
+	}
+	return s
+}
+
+// Close stops the background loops and closes every session: their open GET
+// streams end, and later requests with their ids answer 404. New requests
+// answer 503. Close is idempotent.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		ids := make([]string, 0, len(s.sessions))
+		for id := range s.sessions {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+		close(s.stop)
+		s.loops.Wait()
+		for _, id := range ids {
+			s.closeSession(id, "server closing")
+		}
+		s.bg.Wait()
+	})
+}
+
+type principalKey struct{}
+
+// principalFrom returns the authenticated principal ServeHTTP put on the
+// request context, or nil.
+func principalFrom(ctx context.Context) *domain.Principal {
+	p, _ := ctx.Value(principalKey{}).(*domain.Principal)
+	return p
+}
+
+// ServeHTTP serves the MCP endpoint: POST (JSON-RPC messages), GET (the
+// session's notification stream) and DELETE (end the session). See the
+// package documentation for the checks it applies before mcp-go sees a
+// request. HTTP-level refusals are RFC 9457 problem documents.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost, http.MethodGet, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeProblem(w, http.StatusMethodNotAllowed, domain.CodeInvalidArgument, "the MCP endpoint accepts POST, GET and DELETE")
+		return
+	}
+	if detail := s.checkHostOrigin(r); detail != "" {
+		writeProblem(w, http.StatusForbidden, domain.CodeForbidden, detail)
+		return
+	}
+	s.mu.RLock()
+	closing := s.closing
+	s.mu.RUnlock()
+	if closing {
+		writeProblem(w, http.StatusServiceUnavailable, domain.CodeInternal, "the server is shutting down; reconnect")
+		return
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	ctx := context.WithValue(r.Context(), principalKey{}, &p)
+
+	var body []byte
+	var msg jsonrpcPeek
+	if r.Method == http.MethodPost {
+		if body, ok = s.readBody(w, r); !ok {
+			return
+		}
+		_ = json.Unmarshal(body, &msg) // a malformed body is mcp-go's to answer
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+	r = r.WithContext(ctx)
+
+	version := r.Header.Get(mcp.HeaderProtocolVersion)
+	if mcp.IsModernProtocol(version) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
+		// The stateless revision: mcp-go refuses it (it is not among
+		// ProtocolVersions) with an error naming the versions we serve.
+		s.http.ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) {
+		s.serveInitialize(w, r, &p)
+		return
+	}
+	if version != "" && !slices.Contains(ProtocolVersions, version) {
+		writeProblem(w, http.StatusBadRequest, domain.CodeInvalidArgument,
+			"unsupported "+mcp.HeaderProtocolVersion+" "+quote(version)+"; this server speaks "+strings.Join(ProtocolVersions, " and "))
+		return
+	}
+	id := r.Header.Get(server.HeaderKeySessionID)
+	if id == "" {
+		writeProblem(w, http.StatusBadRequest, domain.CodeInvalidArgument,
+			"the "+server.HeaderKeySessionID+" header is required: send initialize first and repeat the id it returned")
+		return
+	}
+	sess, ok := s.enter(w, r, id, &p)
+	if !ok {
+		return
+	}
+	defer s.leave(sess)
+	switch {
+	case r.Method == http.MethodGet:
+		s.serveStream(w, r, sess)
+	default:
+		if msg.Method == string(mcp.MethodNotificationInitialized) {
+			s.markInitialized(sess)
+		}
+		s.http.ServeHTTP(w, r)
+	}
+}
+
+// jsonrpcPeek is what ServeHTTP reads of a POSTed message.
+type jsonrpcPeek struct {
+	Method string `json:"method"`
+	Params struct {
+		Meta *mcp.Meta `json:"_meta"`
+	} `json:"params"`
+}
+
+// authenticate resolves the bearer credential. It writes the refusal and
+// returns false on failure: 401 (missing or wrong, with WWW-Authenticate),
+// 403 (inactive agent), 500.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (domain.Principal, bool) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rollcall"`)
+		writeProblem(w, http.StatusUnauthorized, domain.CodeUnauthenticated,
+			"an agent credential is required: Authorization: Bearer <credential>")
+		return domain.Principal{}, false
+	}
+	p, err := s.svc.AuthenticateAgent(r.Context(), token)
+	if err == nil {
+		return p, true
+	}
+	de, known := asDomainError(err)
+	switch {
+	case !known:
+		s.log.Error("mcp authentication failed", "err", err, "remote", r.RemoteAddr)
+		writeProblemErr(w, http.StatusInternalServerError, de)
+	case de.Code == domain.CodeUnauthenticated:
+		s.log.Debug("mcp request with an invalid credential refused", "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rollcall", error="invalid_token"`)
+		writeProblemErr(w, http.StatusUnauthorized, de)
+	default:
+		writeProblemErr(w, statusOf(de.Code), de)
+	}
+	return domain.Principal{}, false
+}
+
+// readBody reads a POST body of at most Options.MaxBodyBytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	max := s.opts.MaxBodyBytes
+	tooLarge := func() ([]byte, bool) {
+		writeProblem(w, http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument,
+			"the request body exceeds the limit of "+itoa(max)+" bytes")
+		return nil, false
+	}
+	if r.ContentLength > max {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge()
+		}
+		writeProblem(w, http.StatusBadRequest, domain.CodeInvalidArgument, "reading the request body failed")
+		return nil, false
+	}
+	return body, true
+}
+
+// checkHostOrigin returns why the request is refused, or "". On a loopback
+// listener the Host must be a loopback name or one of AllowedHosts (DNS
+// rebinding); an Origin, when sent, must be the server's own or one of
+// AllowedOrigins.
+func (s *Server) checkHostOrigin(r *http.Request) string {
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
+		isLoopback(local.String()) && !isLoopback(r.Host) && !s.hostAllowed(r.Host) {
+		return "Host " + quote(r.Host) + " is not allowed on this listener"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || slices.Contains(s.opts.AllowedOrigins, origin) {
+		return ""
+	}
+	if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Host, r.Host) {
+		return ""
+	}
+	return "Origin " + quote(origin) + " is not allowed"
+}
+
+func (s *Server) hostAllowed(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return slices.ContainsFunc(s.opts.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

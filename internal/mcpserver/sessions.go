@@ -1,0 +1,553 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// Errors of Notify. Neither means the caller should wait: the doorbell
+// tries another session, and the sweep re-rings (DESIGN.md §3.8).
+var (
+	// ErrNoSession: the session is unknown here, closed, or not yet
+	// registered by the transport.
+	ErrNoSession = errors.New("mcpserver: no such session on this instance")
+	// ErrBufferFull: the session's notification buffer (mcp-go's, 100
+	// messages) is full because its client is not reading; the push is
+	// dropped.
+	ErrBufferFull = errors.New("mcpserver: session notification buffer is full")
+)
+
+// session is this instance's record of one MCP session: who opened it and
+// what is happening on it. Fields below ready are guarded by Server.mu.
+type session struct {
+	id, agentID, credID string
+	openedAt            time.Time
+	// ready is closed once the initialize request that created the session
+	// has finished (mcp-go registers the session after writing the
+	// response); later requests of the session wait for it.
+	ready chan struct{}
+
+	registered  bool      // mcp-go registered it (notifications can be queued)
+	initialized bool      // the client sent notifications/initialized
+	gone        bool      // closed; its id answers 404
+	inflight    int       // requests in flight, GET streams included
+	lastSeen    time.Time // end of the last request
+	streams     []*stream // open GET streams; a newer GET replaces the older
+}
+
+func (x *session) streaming() bool {
+	return slices.ContainsFunc(x.streams, func(st *stream) bool { return st.open.Load() })
+}
+
+// AgentSessions lists this instance's initialized sessions of the agent
+// (the client sent notifications/initialized), oldest first. Streaming is
+// true while a GET stream of the session is open. Implements app.SessionHub.
+func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
+	s.mu.RLock()
+	out := make([]app.SessionInfo, 0, len(s.byAgent[agentID]))
+	for _, x := range s.byAgent[agentID] {
+		if x.registered && x.initialized && !x.gone {
+			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming(), OpenedAt: x.openedAt})
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].OpenedAt.Equal(out[j].OpenedAt) {
+			return out[i].OpenedAt.Before(out[j].OpenedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Notify queues a notifications/claude/channel with params {content, meta}
+// on the session (DESIGN.md §2). It never blocks: mcp-go's
+// SendNotificationToSpecificClient does a non-blocking send on the
+// session's buffered channel, from which the open GET stream (or a POST in
+// flight on the session) writes it out; without a stream it waits in the
+// buffer for the next one. Errors: ErrNoSession, ErrBufferFull.
+// Implements app.SessionHub.
+func (s *Server) Notify(sessionID string, m domain.ChannelMessage) error {
+	s.mu.RLock()
+	x := s.sessions[sessionID]
+	ok := x != nil && x.registered && !x.gone
+	s.mu.RUnlock()
+	if !ok {
+		return ErrNoSession
+	}
+	meta := m.Meta
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	err := s.mcp.SendNotificationToSpecificClient(sessionID, domain.ChannelMethod, map[string]any{"content": m.Content, "meta": meta})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, server.ErrNotificationChannelBlocked):
+		s.log.Warn("doorbell dropped: session buffer full", "session", sessionID)
+		return ErrBufferFull
+	default:
+		return fmt.Errorf("%w (%v)", ErrNoSession, err)
+	}
+}
+
+// CloseAgentSessions closes this instance's sessions of the agent: all when
+// creds is nil, otherwise those opened with one of the credential ids (after
+// a revoke, a deactivation or a rotation). Their GET streams end at once,
+// later requests with their ids answer 404, and they leave AgentSessions
+// before it returns. Implements app.SessionHub.
+func (s *Server) CloseAgentSessions(agentID string, creds []string) {
+	s.mu.RLock()
+	var ids []string
+	for id, x := range s.byAgent[agentID] {
+		if creds == nil || slices.Contains(creds, x.credID) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.RUnlock()
+	reason := "agent revoked or deactivated"
+	if creds != nil {
+		reason = "credential revoked"
+	}
+	for _, id := range ids {
+		s.closeSession(id, reason)
+	}
+}
+
+// serveInitialize passes an initialize request to mcp-go and binds the
+// session id it mints to the request's credential before the response (and
+// so the id) reaches the client.
+func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *domain.Principal) {
+	iw := &initWriter{ResponseWriter: w}
+	iw.bind = func() {
+		if id := w.Header().Get(server.HeaderKeySessionID); id != "" {
+			iw.sess = s.bind(id, p)
+		}
+	}
+	s.http.ServeHTTP(iw, r)
+	x := iw.sess
+	if x == nil {
+		return
+	}
+	close(x.ready)
+	s.mu.RLock()
+	registered := x.registered
+	s.mu.RUnlock()
+	if !registered {
+		s.closeSession(x.id, "not registered by the transport")
+		return
+	}
+	s.leave(x)
+	s.log.Info("mcp session opened", "session", x.id, "agent", p.Agent.Handle, "agent_id", x.agentID, "credential_id", x.credID)
+}
+
+func (s *Server) bind(id string, p *domain.Principal) *session {
+	now := s.opts.Clock.Now()
+	x := &session{id: id, agentID: p.Agent.ID, credID: p.CredentialID, openedAt: now, lastSeen: now, ready: make(chan struct{}), inflight: 1}
+	s.mu.Lock()
+	s.sessions[id] = x
+	m := s.byAgent[x.agentID]
+	if m == nil {
+		m = map[string]*session{}
+		s.byAgent[x.agentID] = m
+	}
+	m[id] = x
+	s.mu.Unlock()
+	return x
+}
+
+// initWriter calls bind before the first byte of the response.
+type initWriter struct {
+	http.ResponseWriter
+	bind  func()
+	bound bool
+	sess  *session
+}
+
+func (w *initWriter) before() {
+	if !w.bound {
+		w.bound = true
+		w.bind()
+	}
+}
+
+func (w *initWriter) WriteHeader(code int) { w.before(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *initWriter) Write(b []byte) (int, error) { w.before(); return w.ResponseWriter.Write(b) }
+
+func (w *initWriter) Flush() { w.before(); _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *initWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// enter admits a request to an existing session: 404 when the id is
+// unknown or closed, 403 when the request's credential is not the one that
+// opened the session (nothing about the session changes). It waits until
+// the session's initialize has finished.
+func (s *Server) enter(w http.ResponseWriter, r *http.Request, id string, p *domain.Principal) (*session, bool) {
+	s.mu.Lock()
+	x := s.sessions[id]
+	if x == nil {
+		s.mu.Unlock()
+		writeProblem(w, http.StatusNotFound, domain.CodeNotFound,
+			"session not found: it ended, expired or never existed here; send initialize to open a new one")
+		return nil, false
+	}
+	if x.credID != p.CredentialID || x.agentID != p.Agent.ID {
+		s.mu.Unlock()
+		s.log.Warn("mcp session used with another credential refused", "session", id, "agent_id", p.Agent.ID, "credential_id", p.CredentialID)
+		writeProblem(w, http.StatusForbidden, domain.CodeForbidden,
+			"this session was opened with another credential; initialize a session of your own")
+		return nil, false
+	}
+	x.inflight++
+	s.mu.Unlock()
+	select {
+	case <-x.ready:
+	case <-r.Context().Done():
+		s.leave(x)
+		return nil, false
+	}
+	s.mu.RLock()
+	ok := x.registered && !x.gone
+	s.mu.RUnlock()
+	if !ok {
+		s.leave(x)
+		writeProblem(w, http.StatusNotFound, domain.CodeNotFound, "session not found: it has ended; send initialize to open a new one")
+		return nil, false
+	}
+	return x, true
+}
+
+// leave ends a request admitted by enter.
+func (s *Server) leave(x *session) {
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	x.inflight--
+	x.lastSeen = now
+	s.mu.Unlock()
+}
+
+func (s *Server) registered(id string) {
+	s.mu.Lock()
+	if x := s.sessions[id]; x != nil {
+		x.registered = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) markInitialized(x *session) {
+	s.mu.Lock()
+	first := !x.initialized && !x.gone && x.streaming() && !s.otherStreamingLocked(x)
+	x.initialized = true
+	s.mu.Unlock()
+	if first {
+		s.streamOpened(x.agentID)
+	}
+}
+
+// otherStreamingLocked reports whether another initialized session of x's
+// agent has an open stream here. Callers hold s.mu.
+func (s *Server) otherStreamingLocked(x *session) bool {
+	for _, y := range s.byAgent[x.agentID] {
+		if y != x && y.initialized && y.streaming() {
+			return true
+		}
+	}
+	return false
+}
+
+// streamOpened tells the use cases that the agent gained its first open
+// notification stream on this instance (initialized session, stream open),
+// which may send a reconnect digest (DESIGN.md §3.7). It runs off the
+// request goroutine; Close waits for it.
+func (s *Server) streamOpened(agentID string) {
+	if s.svc.Digests == nil {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.svc.Digests.StreamOpened(agentID)
+	}()
+}
+
+// AgentsWithSessions lists, sorted, the agents with at least one
+// initialized session on this instance, streaming or momentarily
+// streamless: the sweep's candidate receivers (DESIGN.md §3.8). Implements
+// app.SessionHub.
+func (s *Server) AgentsWithSessions() []string {
+	s.mu.RLock()
+	out := make([]string, 0, len(s.byAgent))
+	for agentID, m := range s.byAgent {
+		for _, x := range m {
+			if x.registered && x.initialized && !x.gone {
+				out = append(out, agentID)
+				break
+			}
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(out)
+	return out
+}
+
+// forget removes the session from this instance's records and ends its GET
+// streams. It reports whether the session was there.
+func (s *Server) forget(id, reason string) bool {
+	s.mu.Lock()
+	x := s.sessions[id]
+	if x == nil {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.sessions, id)
+	if m := s.byAgent[x.agentID]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(s.byAgent, x.agentID)
+		}
+	}
+	x.gone = true
+	streams := x.streams
+	x.streams = nil
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.cancel()
+	}
+	s.log.Info("mcp session closed", "session", id, "agent_id", x.agentID, "reason", reason)
+	return true
+}
+
+// closeSession forgets the session and has mcp-go drop its state for it
+// (the registered session, its buffers) through mcp-go's DELETE path, the
+// public way to terminate one session.
+func (s *Server) closeSession(id, reason string) {
+	if !s.forget(id, reason) {
+		return
+	}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, "/mcp", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(server.HeaderKeySessionID, id)
+	req.Header.Set(mcp.HeaderProtocolVersion, ProtocolVersions[0])
+	s.http.ServeHTTP(discard{h: http.Header{}}, req)
+}
+
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header         { return d.h }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
+
+// sessionIDs is mcp-go's SessionIdManager: ids are 192 random bits, and
+// only sessions this instance holds are valid.
+type sessionIDs struct{ s *Server }
+
+func (m sessionIDs) Generate() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "rcs_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (m sessionIDs) Validate(id string) (bool, error) {
+	m.s.mu.RLock()
+	x := m.s.sessions[id]
+	m.s.mu.RUnlock()
+	if x == nil || x.gone {
+		return false, ErrNoSession
+	}
+	return false, nil
+}
+
+func (m sessionIDs) Terminate(id string) (bool, error) {
+	m.s.forget(id, "deleted by the client")
+	return false, nil
+}
+
+// --- GET streams ---
+
+// stream wraps the ResponseWriter of one GET notification stream so the
+// keepalive goroutine can write SSE comments between mcp-go's events: every
+// write and flush holds mu, and mcp-go writes each event with one Write.
+type stream struct {
+	s      *Server
+	sess   *session
+	cancel context.CancelFunc
+	open   atomic.Bool // the 200 and SSE headers are written
+
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	done bool // the handler returned or a write failed: w is off limits
+}
+
+// serveStream serves a GET: it replaces any older stream of the session,
+// gives mcp-go a cancellable context (closing the session ends the stream
+// at once) and tracks the stream for Streaming and keepalive.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, x *session) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := &stream{s: s, sess: x, cancel: cancel, w: w, rc: http.NewResponseController(w)}
+	s.mu.Lock()
+	if x.gone {
+		s.mu.Unlock()
+		writeProblem(w, http.StatusNotFound, domain.CodeNotFound, "session not found: it has ended; send initialize to open a new one")
+		return
+	}
+	older := x.streams
+	x.streams = []*stream{st}
+	s.mu.Unlock()
+	for _, o := range older {
+		o.cancel()
+	}
+
+	s.http.ServeHTTP(st, r.WithContext(ctx))
+
+	st.mu.Lock()
+	st.done = true
+	st.mu.Unlock()
+	s.mu.Lock()
+	x.streams = slices.DeleteFunc(x.streams, func(o *stream) bool { return o == st })
+	s.mu.Unlock()
+	if st.open.Load() && s.opts.OnStream != nil {
+		s.opts.OnStream(x.id, false)
+	}
+}
+
+func (st *stream) Header() http.Header { return st.w.Header() }
+
+func (st *stream) WriteHeader(code int) {
+	st.mu.Lock()
+	st.w.WriteHeader(code)
+	st.mu.Unlock()
+	if code == http.StatusOK && strings.HasPrefix(st.w.Header().Get("Content-Type"), "text/event-stream") {
+		s, x := st.s, st.sess
+		s.mu.Lock()
+		st.open.Store(true)
+		first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
+		s.mu.Unlock()
+		if s.opts.OnStream != nil {
+			s.opts.OnStream(x.id, true)
+		}
+		if first {
+			s.streamOpened(x.agentID)
+		}
+	}
+}
+
+func (st *stream) Write(b []byte) (int, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n, err := st.w.Write(b)
+	if err != nil {
+		st.done = true
+		st.cancel()
+	}
+	return n, err
+}
+
+func (st *stream) Flush() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.rc.Flush(); err != nil {
+		st.cancel()
+	}
+}
+
+// ping writes one SSE comment, bounded by Options.WriteTimeout. A stream
+// busy writing is skipped (it is alive); a failed write ends the stream.
+func (st *stream) ping() {
+	if !st.mu.TryLock() {
+		return
+	}
+	defer st.mu.Unlock()
+	if st.done {
+		return
+	}
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
+	_, err := io.WriteString(st.w, ": keepalive\n\n")
+	if err == nil {
+		err = st.rc.Flush()
+	}
+	_ = st.rc.SetWriteDeadline(time.Time{})
+	if err != nil {
+		st.done = true
+		st.cancel()
+	}
+}
+
+// keepAliveLoop pings every open stream each Options.KeepAlive, from this
+// one goroutine (no per-stream timer or goroutine).
+func (s *Server) keepAliveLoop() {
+	defer s.loops.Done()
+	t := s.opts.Clock.NewTicker(s.opts.KeepAlive)
+	defer t.Stop()
+	var batch []*stream
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.Chan():
+		}
+		batch = batch[:0]
+		s.mu.RLock()
+		for _, x := range s.sessions {
+			for _, st := range x.streams {
+				if st.open.Load() {
+					batch = append(batch, st)
+				}
+			}
+		}
+		s.mu.RUnlock()
+		for _, st := range batch {
+			st.ping()
+		}
+		clear(batch)
+	}
+}
+
+// expireLoop closes sessions idle for Options.IdleTimeout: no request in
+// flight (GET streams count) since then.
+func (s *Server) expireLoop() {
+	defer s.loops.Done()
+	every := min(s.opts.IdleTimeout/2, time.Minute)
+	t := s.opts.Clock.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.Chan():
+		}
+		now := s.opts.Clock.Now()
+		var idle []string
+		s.mu.RLock()
+		for id, x := range s.sessions {
+			if x.inflight == 0 && now.Sub(x.lastSeen) >= s.opts.IdleTimeout {
+				idle = append(idle, id)
+			}
+		}
+		s.mu.RUnlock()
+		for _, id := range idle {
+			s.closeSession(id, "idle")
+		}
+	}
+}

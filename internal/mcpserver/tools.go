@@ -1,0 +1,388 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"slices"
+	"strconv"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// argKind is the JSON type a tool argument must have.
+type argKind int
+
+const (
+	kindString  argKind = iota // a JSON string
+	kindInteger                // a JSON number with an integral value (int64)
+	kindAny                    // any JSON value
+)
+
+// field is one argument of a tool. The input schema, the strict decoder and
+// the error pointers all come from this one description.
+type field struct {
+	name     string
+	kind     argKind
+	required bool
+	desc     string
+	enum     []string // strings only; informative, the use case checks
+	min, max int64    // integers only, when max > 0; informative
+}
+
+// verb is one tool of the registry: a scope verb (granted per agent) or a
+// self verb (listed in every session after the scope verbs, DESIGN.md §3.4).
+type verb struct {
+	name     string
+	title    string
+	desc     string
+	readOnly bool
+	fields   []field
+	// call runs the verb for the authenticated agent with decoded,
+	// type-checked arguments and returns the value to report.
+	call func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error)
+}
+
+// todoList is the result of list_todos (structuredContent must be an object).
+type todoList struct {
+	Todos []domain.Todo `json:"todos"`
+}
+
+var (
+	fTodoID = field{name: "todo_id", kind: kindString, required: true, desc: "Id of the todo (meta.todo_id of its doorbell)."}
+	fLease  = field{name: "lease_seconds", kind: kindInteger, min: 1, max: int64(domain.MaxLease.Seconds()),
+		desc: "Lease length in seconds; default 300, at most 86400."}
+	fQueue = field{name: "queue", kind: kindString, desc: "One of your queues; default all of them."}
+)
+
+// scopeVerbs are the grantable verbs, in domain.ScopeVerbs order (DESIGN.md §2).
+var scopeVerbs = []verb{
+	{
+		name: domain.VerbListTodos, title: "List todos", readOnly: true,
+		desc: "List your todos in your queues (or one of them), oldest first. Returns {\"todos\": [...]}.",
+		fields: []field{
+			fQueue,
+			{name: "state", kind: kindString, enum: []string{domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed}, desc: "Only todos in this state."},
+			{name: "limit", kind: kindInteger, min: 1, max: domain.MaxListLimit, desc: "At most this many todos; default 50, at most 500."},
+		},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			ts, err := svc.AgentListTodos(ctx, a, app.TodoFilter{Queue: in.str("queue"), State: in.str("state"), Limit: int(in.int("limit"))})
+			if ts == nil {
+				ts = []domain.Todo{}
+			}
+			return todoList{Todos: ts}, err
+		},
+	},
+	{
+		name: domain.VerbClaim, title: "Claim a todo",
+		desc:   "Claim the todo a doorbell named (meta.todo_id) and hold it under a lease. Errors: not_found (not yours), conflict (already claimed, finished or waiting for a retry).",
+		fields: []field{fTodoID, fLease},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			return svc.Claim(ctx, a, in.str("todo_id"), in.int("lease_seconds"))
+		},
+	},
+	{
+		name: domain.VerbClaimNext, title: "Claim the next todo",
+		desc:   "Claim the oldest claimable todo in the queue (or any of your queues). Errors: not_found when nothing is claimable; use it to drain a digest doorbell.",
+		fields: []field{fQueue, fLease},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			return svc.ClaimNext(ctx, a, in.str("queue"), in.int("lease_seconds"))
+		},
+	},
+	{
+		name: domain.VerbRenew, title: "Renew a lease",
+		desc:   "Extend the lease of a todo you hold, from now. Errors: conflict when you no longer hold it under a live lease.",
+		fields: []field{fTodoID, fLease},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			return svc.Renew(ctx, a, in.str("todo_id"), in.int("lease_seconds"))
+		},
+	},
+	{
+		name: domain.VerbComplete, title: "Complete a todo",
+		desc: "Mark a todo you hold done, with an optional result.",
+		fields: []field{fTodoID,
+			{name: "result", kind: kindAny, desc: "Any JSON value reporting the outcome (at most 64 KiB)."}},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			return svc.Complete(ctx, a, in.str("todo_id"), in.raw("result"))
+		},
+	},
+	{
+		name: domain.VerbFail, title: "Fail a todo",
+		desc: "Give up on a todo you hold: it is retried later with backoff, and dead-lettered after its last attempt.",
+		fields: []field{fTodoID,
+			{name: "reason", kind: kindString, desc: "Why it failed (at most 2000 bytes)."}},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			return svc.Fail(ctx, a, in.str("todo_id"), in.str("reason"))
+		},
+	},
+}
+
+// selfVerbs are listed after the scope verbs in every session and callable
+// whatever the scope (DESIGN.md §3.4: clock_in, clock_out, presence). They
+// take no agent, queue or todo argument. The presence feature fills this
+// slice; nothing else needs to change.
+var selfVerbs = []verb{}
+
+// allVerbs returns the registry in tools/list order.
+func allVerbs() []verb { return slices.Concat(scopeVerbs, selfVerbs) }
+
+// isSelf reports whether name is a self verb.
+func isSelf(name string) bool {
+	return slices.ContainsFunc(selfVerbs, func(v verb) bool { return v.name == name })
+}
+
+// inputSchema renders the verb's JSON Schema: an object with exactly the
+// verb's properties (additionalProperties false).
+func (v *verb) inputSchema() json.RawMessage {
+	props := map[string]any{}
+	required := []string{}
+	for _, f := range v.fields {
+		p := map[string]any{"description": f.desc}
+		switch f.kind {
+		case kindString:
+			p["type"] = "string"
+			if len(f.enum) > 0 {
+				p["enum"] = f.enum
+			}
+		case kindInteger:
+			p["type"] = "integer"
+			if f.max > 0 {
+				p["minimum"], p["maximum"] = f.min, f.max
+			}
+		}
+		props[f.name] = p
+		if f.required {
+			required = append(required, f.name)
+		}
+	}
+	b, err := json.Marshal(map[string]any{
+		"type": "object", "properties": props, "required": required, "additionalProperties": false,
+	})
+	if err != nil {
+		panic("mcpserver: schema of " + v.name + ": " + err.Error())
+	}
+	return b
+}
+
+// mcpTool renders the verb as an MCP tool definition.
+func (v *verb) mcpTool() mcp.Tool {
+	f := false
+	t := mcp.Tool{
+		Name: v.name, Title: v.title, Description: v.desc, RawInputSchema: v.inputSchema(),
+		Annotations: mcp.ToolAnnotation{Title: v.title, ReadOnlyHint: &v.readOnly, OpenWorldHint: &f},
+	}
+	if !v.readOnly {
+		t.Annotations.DestructiveHint = &f
+	}
+	return t
+}
+
+// args are a tool call's arguments after decodeArgs checked every member's
+// name and JSON type. Absent and null members read as zero values.
+type args map[string]json.RawMessage
+
+func (a args) str(name string) string {
+	var s string
+	_ = json.Unmarshal(a[name], &s)
+	return s
+}
+
+func (a args) int(name string) int64 {
+	n, _ := parseInteger(a[name])
+	return n
+}
+
+func (a args) raw(name string) json.RawMessage { return a[name] }
+
+// decodeArgs checks raw tool arguments against the verb's fields: they must
+// be a JSON object (or absent) whose members are all known, of the declared
+// type, with required ones present. Errors are invalid_argument with the
+// member's pointer.
+func (v *verb) decodeArgs(raw json.RawMessage) (args, error) {
+	raw = bytes.TrimSpace(raw)
+	in := args{}
+	if len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		if raw[0] != '{' {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s must be a JSON object", v.name)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s are not valid JSON: %v", v.name, err)
+		}
+		known := make([]string, 0, len(v.fields))
+		for _, f := range v.fields {
+			known = append(known, f.name)
+		}
+		// Report the first unknown member in a stable order.
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			if !slices.Contains(known, k) {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s takes no argument %q (it takes %v)", v.name, k, known).At("/" + jsonPointerEscape(k))
+			}
+			if !bytes.Equal(m[k], []byte("null")) {
+				in[k] = m[k]
+			}
+		}
+	}
+	for _, f := range v.fields {
+		val, ok := in[f.name]
+		if !ok {
+			if f.required {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s is required", f.name).At("/" + f.name)
+			}
+			continue
+		}
+		switch f.kind {
+		case kindString:
+			if val[0] != '"' || json.Unmarshal(val, new(string)) != nil {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s must be a string", f.name).At("/" + f.name)
+			}
+		case kindInteger:
+			if _, ok := parseInteger(val); !ok {
+				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s must be an integer", f.name).At("/" + f.name)
+			}
+		}
+	}
+	return in, nil
+}
+
+// parseInteger accepts a JSON number with an integral value that fits in an
+// int64 (so 300 and 300.0, not 1.5, "300" or 1e30).
+func parseInteger(raw json.RawMessage) (int64, bool) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// jsonPointerEscape escapes a member name for an RFC 6901 pointer.
+func jsonPointerEscape(s string) string {
+	var b bytes.Buffer
+	for _, r := range s {
+		switch r {
+		case '~':
+			b.WriteString("~0")
+		case '/':
+			b.WriteString("~1")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// toolHandler adapts a verb to mcp-go: the agent comes from the request
+// context (set by ServeHTTP after authentication), arguments are decoded
+// strictly, and every failure is a tool result with isError (MCP: tool
+// execution errors are results, so the model can read and correct them).
+func (s *Server) toolHandler(v verb) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("mcp tool panicked", "tool", v.name, "panic", r, "stack", string(debug.Stack()))
+				res, err = errorResult(&domain.Error{Code: domain.CodeInternal, Detail: "internal error"}), nil
+			}
+		}()
+		p := principalFrom(ctx)
+		if p == nil || p.Agent == nil {
+			return errorResult(&domain.Error{Code: domain.CodeUnauthenticated, Detail: "no authenticated agent"}), nil
+		}
+		if !isSelf(v.name) && !p.Agent.Scope.HasVerb(v.name) {
+			// Unreachable through mcp-go (the tool filter hides it), kept so
+			// the scope holds even if the filter is bypassed.
+			return errorResult(domain.Errorf(domain.CodeForbidden, "verb %s is not in this agent's scope", v.name)), nil
+		}
+		raw := req.Params.RawArguments
+		if len(raw) == 0 && req.Params.Arguments != nil {
+			if raw, err = json.Marshal(req.Params.Arguments); err != nil {
+				return errorResult(domain.Errorf(domain.CodeInvalidArgument, "arguments are not JSON")), nil
+			}
+		}
+		in, err := v.decodeArgs(raw)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		out, err := v.call(ctx, s.svc, p.Agent, in)
+		if err != nil {
+			de, ok := asDomainError(err)
+			if !ok {
+				s.log.Error("mcp tool failed", "tool", v.name, "agent_id", p.Agent.ID, "err", err)
+			}
+			return errorResult(de), nil
+		}
+		return okResult(out)
+	}
+}
+
+// toolError is the JSON text of an isError tool result: domain.Error's fields.
+type toolError struct {
+	Code    domain.Code `json:"code"`
+	Detail  string      `json:"detail"`
+	Pointer string      `json:"pointer,omitempty"`
+	Reason  string      `json:"reason,omitempty"`
+}
+
+func errorResult(err error) *mcp.CallToolResult {
+	de, _ := asDomainError(err)
+	b, _ := json.Marshal(toolError{Code: de.Code, Detail: de.Detail, Pointer: de.Pointer, Reason: de.Reason})
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(string(b))},
+		StructuredContent: json.RawMessage(b),
+		IsError:           true,
+	}
+}
+
+func okResult(v any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: encoding tool result: %w", err)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(string(b))},
+		StructuredContent: json.RawMessage(b),
+	}, nil
+}
+
+// filterTools is mcp-go's tool filter, applied to tools/list and to every
+// tools/call: it keeps the scope verbs the agent was granted, in
+// domain.ScopeVerbs order, then the self verbs. mcp-go sorts tools by name
+// before filtering; the filter restores the registry order.
+func (s *Server) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	p := principalFrom(ctx)
+	if p == nil || p.Agent == nil {
+		return nil
+	}
+	byName := make(map[string]mcp.Tool, len(tools))
+	for _, t := range tools {
+		byName[t.Name] = t
+	}
+	out := make([]mcp.Tool, 0, len(tools))
+	for _, v := range allVerbs() {
+		t, ok := byName[v.name]
+		if !ok {
+			continue
+		}
+		if isSelf(v.name) || p.Agent.Scope.HasVerb(v.name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+package presence
+
+import (
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// Limits of clock_in's `for` (DESIGN.md §3.4). The cap exists so a prompt
+// injection cannot keep an agent awake against its owner's shift.
+const (
+	DefaultClockIn = time.Hour     // `for` when the agent gives none
+	MaxClockIn     = 8 * time.Hour // largest `for` accepted
+)
+
+// Action says what a Change does to the override columns.
+type Action int
+
+const (
+	// Keep: write nothing; the columns already say this.
+	Keep Action = iota
+	// Set: write Change.Override into the override columns.
+	Set
+	// Clear: set presence_override, override_until, override_set_at and
+	// override_by to null.
+	Clear
+)
+
+func (a Action) String() string {
+	switch a {
+	case Keep:
+		return "keep"
+	case Set:
+		return "set"
+	case Clear:
+		return "clear"
+	}
+	return "action(?)"
+}
+
+// Override is the content of the override columns (DESIGN.md §3.1).
+type Override struct {
+	Presence string     // "in" or "out"
+	Until    *time.Time // its own end, exclusive; nil for none (the next shift boundary still ends it)
+	SetAt    time.Time  // when it was set; the first shift boundary after it ends it
+	By       string     // "agent" or "operator:<person_id>"
+}
+
+// Change is what a presence verb asks the caller to store. It never changes
+// the shift.
+type Change struct {
+	Action   Action
+	Override Override // meaningful only when Action == Set
+}
+
+// Apply returns in with the change applied to its override fields.
+func (c Change) Apply(in Inputs) Inputs {
+	switch c.Action {
+	case Set:
+		in.Override = c.Override.Presence
+		in.OverrideUntil = c.Override.Until
+		in.OverrideSetAt = c.Override.SetAt
+		in.OverrideBy = c.Override.By
+	case Clear:
+		in.Override, in.OverrideUntil, in.OverrideSetAt, in.OverrideBy = "", nil, time.Time{}, ""
+	}
+	return in
+}
+
+// ClockOut is the `clock_out {}` self verb (DESIGN.md §3.4) at now: an "out"
+// override by the agent. With a shift it lasts until the shift's next start
+// (and, like every override, ends at the first shift boundary after now);
+// with no shift, or a shift that never starts (always in), it has no end.
+// It returns Keep when a live "out" override by the agent with the same end
+// is already in place, so a repeated clock_out changes nothing.
+func ClockOut(cur Inputs, now time.Time) Change {
+	var until *time.Time
+	if start, ok := cur.Shift.NextStart(now); ok {
+		until = &start
+	}
+	return setOrKeep(cur, now, Override{Presence: Out, Until: until, SetAt: now, By: ByAgent})
+}
+
+// ClockIn is the `clock_in {for}` self verb (DESIGN.md §3.4) at now; d is
+// `for` (DefaultClockIn when the agent gave none). d must be in
+// (0, MaxClockIn]; otherwise the error is a *domain.Error with code
+// invalid_argument and pointer "/for", and nothing changes.
+//
+// If the shift puts the agent out at now, the change is an "in" override by
+// the agent until the earlier of now+d and the shift's next start (Keep when
+// exactly that override is already live). Otherwise (no shift, or inside the
+// shift) it clears an "out" override, live or not, and keeps anything else;
+// an "in" override set by an operator stays.
+func ClockIn(cur Inputs, d time.Duration, now time.Time) (Change, error) {
+	if err := checkFor(d); err != nil {
+		return Change{}, err
+	}
+	if cur.Shift != nil {
+		if in, next, ok := cur.Shift.In(now); !in {
+			until := now.Add(d)
+			if ok && next.Before(until) {
+				until = next
+			}
+			return setOrKeep(cur, now, Override{Presence: In, Until: &until, SetAt: now, By: ByAgent}), nil
+		}
+	}
+	if cur.Override == Out {
+		return Change{Action: Clear}, nil
+	}
+	return Change{Action: Keep}, nil
+}
+
+// ParseFor parses clock_in's `for` argument in Go duration syntax ("2h",
+// "90m", "1h30m") and checks it is in (0, MaxClockIn]. Errors are
+// *domain.Error with code invalid_argument and pointer "/for". An absent
+// argument is the caller's to replace with DefaultClockIn; "" is an error.
+func ParseFor(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, forErr("%q is not a duration (want e.g. \"2h\" or \"90m\")", s)
+	}
+	if err := checkFor(d); err != nil {
+		return 0, err
+	}
+	return d, nil
+}
+
+func checkFor(d time.Duration) error {
+	if d <= 0 {
+		return forErr("must be positive, got %s", d)
+	}
+	if d > MaxClockIn {
+		return forErr("must be at most %s, got %s", fmtDuration(MaxClockIn), fmtDuration(d))
+	}
+	return nil
+}
+
+func forErr(format string, args ...any) error {
+	return domain.Errorf(domain.CodeInvalidArgument, "for: "+format, args...).At("/for")
+}
+
+// fmtDuration writes 8h0m0s as 8h and 1h30m0s as 1h30m.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// OperatorOverride is `PUT /v1/agents/{ref}/presence` (DESIGN.md §3.5) by
+// person personID at now: an override with presence "in" or "out" and an
+// optional end, with no cap. Like every override it still ends at the first
+// shift boundary after now. Errors are *domain.Error invalid_argument with
+// pointer "/presence" (not "in" or "out") or "/until" (not after now).
+// `DELETE …/presence` is Change{Action: Clear}.
+func OperatorOverride(cur Inputs, personID, presence string, until *time.Time, now time.Time) (Change, error) {
+	if presence != In && presence != Out {
+		return Change{}, domain.Errorf(domain.CodeInvalidArgument,
+			`presence: must be "in" or "out", got %q`, presence).At("/presence")
+	}
+	if until != nil && !until.After(now) {
+		return Change{}, domain.Errorf(domain.CodeInvalidArgument,
+			"until: must be after now").At("/until")
+	}
+	return setOrKeep(cur, now, Override{Presence: presence, Until: until, SetAt: now, By: ByOperator(personID)}), nil
+}
+
+// setOrKeep returns Keep when cur already holds a live override with the
+// same presence, author and end as o, and Set otherwise.
+func setOrKeep(cur Inputs, now time.Time, o Override) Change {
+	if _, live := overrideLive(cur, now); live &&
+		cur.Override == o.Presence && cur.OverrideBy == o.By && sameTime(cur.OverrideUntil, o.Until) {
+		return Change{Action: Keep}
+	}
+	return Change{Action: Set, Override: o}
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}

@@ -1,0 +1,198 @@
+// Package server is Rollcall's composition root: it opens the store named by
+// the configuration, picks the bus, builds the use cases and mounts the
+// adapters (MCP at /mcp, REST at /v1, operations endpoints) on one listener.
+// It holds no rules of its own.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/config"
+	"github.com/rollcall/rollcall/internal/httpapi"
+	"github.com/rollcall/rollcall/internal/mcpserver"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/postgres"
+	"github.com/rollcall/rollcall/internal/store/sqlite"
+)
+
+// Options are the parts of a server that tests inject.
+type Options struct {
+	Clock  clockwork.Clock // nil = real clock
+	Log    *slog.Logger    // nil = slog.Default()
+	Stdout io.Writer       // where the URL and the bootstrap token are printed; nil = discard
+}
+
+// Server is one running Rollcall instance.
+type Server struct {
+	Config  config.Config
+	Log     *slog.Logger
+	Store   store.Store
+	Bus     bus.Bus
+	Service *app.Service
+	MCP     *mcpserver.Server
+	// URL is the base URL the server is reachable at once Listen returned.
+	URL string
+
+	ln      net.Listener
+	httpSrv *http.Server
+}
+
+// OpenStore opens (and migrates) the store named by a store URL.
+func OpenStore(ctx context.Context, storeURL string) (store.Store, error) {
+	dialect, target, err := config.ParseStore(storeURL)
+	if err != nil {
+		return nil, err
+	}
+	switch dialect {
+	case "postgres":
+		return postgres.Open(ctx, target)
+	default:
+		return sqlite.Open(ctx, target)
+	}
+}
+
+// Open opens the store, builds the service, creates the bootstrap admin on
+// an empty store and binds the listener. Errors name what failed: the store
+// (unreachable, locked by another server, migration failure) or the listen
+// address.
+func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	st, err := OpenStore(ctx, cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", redact(cfg.Store), err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	url := cfg.PublicURL
+	if url == "" {
+		url = "http://" + ln.Addr().String()
+	}
+	b := bus.Bus(bus.NewLocal())
+	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url})
+	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, URL: url, ln: ln}
+
+	token, created, err := svc.Bootstrap(ctx, cfg.BootstrapToken)
+	if err != nil {
+		s.closeAll()
+		return nil, fmt.Errorf("bootstrap admin: %w", err)
+	}
+	if created && cfg.BootstrapToken == "" {
+		fmt.Fprintf(o.Stdout, "Bootstrap admin token (shown once, store it safely):\n  %s\n  export ROLLCALL_TOKEN=%s\n", token, token)
+	}
+
+	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", s.MCP)
+	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log}))
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(o.Stdout, "rollcall listening on %s (store %s)\n", url, redact(cfg.Store))
+	return s, nil
+}
+
+// Serve serves until ctx ends, then shuts down gracefully within
+// shutdown.total_timeout: stops accepting, closes MCP sessions, drains
+// background work and closes the store.
+func (s *Server) Serve(ctx context.Context) error {
+	bg, stopBG := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Service.Run(bg) }()
+
+	errc := make(chan error, 1)
+	go func() { errc <- s.httpSrv.Serve(s.ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	s.Log.Info("shutting down", "budget", s.Config.Shutdown.TotalTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.Config.Shutdown.TotalTimeout)
+	defer cancel()
+	s.MCP.Close()
+	if e := s.httpSrv.Shutdown(sctx); e != nil && !errors.Is(e, http.ErrServerClosed) {
+		s.Log.Warn("http shutdown", "err", e)
+	}
+	stopBG()
+	select {
+	case <-done:
+	case <-sctx.Done():
+	}
+	s.closeAll()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (s *Server) closeAll() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.Bus != nil {
+		s.Bus.Close()
+	}
+	if s.Store != nil {
+		s.Store.Close()
+	}
+}
+
+// redact hides a password in a postgres URL for logs and messages.
+func redact(u string) string {
+	if i := indexPassword(u); i >= 0 {
+		j := i
+		for j < len(u) && u[j] != '@' {
+			j++
+		}
+		return u[:i] + "***" + u[j:]
+	}
+	return u
+}
+
+// indexPassword returns the index of the password in scheme://user:pass@host,
+// or -1.
+func indexPassword(u string) int {
+	const sep = "://"
+	p := 0
+	for p+len(sep) <= len(u) && u[p:p+len(sep)] != sep {
+		p++
+	}
+	if p+len(sep) > len(u) {
+		return -1
+	}
+	rest := u[p+len(sep):]
+	at, colon := -1, -1
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '@' {
+			at = i
+			break
+		}
+		if rest[i] == ':' && colon < 0 {
+			colon = i
+		}
+		if rest[i] == '/' {
+			break
+		}
+	}
+	if at < 0 || colon < 0 || colon > at {
+		return -1
+	}
+	return p + len(sep) + colon + 1
+}

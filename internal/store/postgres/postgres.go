@@ -1,0 +1,164 @@
+// Package postgres is the PostgreSQL store adapter (DESIGN.md §4): the store
+// port on pgx/v5 (pgxpool), for one or several Rollcall instances sharing a
+// database.
+//
+//	s, err := postgres.Open(ctx, "postgres://rollcall@db/rollcall") // migrates
+//	if err != nil { … }
+//	defer s.Close()
+//
+// Concurrency rules: claims are single conditional UPDATEs (claim_next picks
+// its row with FOR UPDATE SKIP LOCKED), so two instances never claim one
+// todo; every audit append takes a transaction-scoped advisory lock before
+// reading the chain tail, so concurrent appends never fork the chain;
+// migrations run under goose's session advisory lock, so instances starting
+// together migrate once.
+//
+// Times are timestamptz (µs), lists text[], and JSON documents text kept
+// byte for byte.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Advisory lock keys (pg_advisory_xact_lock), distinct from goose's.
+const (
+	lockAudit     int64 = 0x726f6c6c63616c01 // "rollcal" + 1: the audit chain tail
+	lockBootstrap int64 = 0x726f6c6c63616c02 // the first person
+)
+
+// Store is the PostgreSQL adapter of store.Store. It is safe for concurrent
+// use, also by several processes on one database.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a libpq URL or key=value string),
+// applies pending migrations and returns the adapter. Errors: an invalid
+// url, an unreachable server, a failed migration.
+func Open(ctx context.Context, url string) (*Store, error) {
+	pool, err := connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Migrate applies pending migrations to the database at url and
+// disconnects; it is what `rollcall migrate` runs (DESIGN.md §4). It is safe
+// to run while servers use the database.
+func Migrate(ctx context.Context, url string) error {
+	pool, err := connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return migrate(ctx, pool)
+}
+
+// Migrations returns the embedded migration files (migrations/NNNNN_name.sql).
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the directory
+	}
+	return sub
+}
+
+func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: invalid url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres store: connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return pool, nil
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() // does not close the pool
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("postgres store: migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations(), goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("postgres store: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("postgres store: migrate: %w", err)
+	}
+	return nil
+}
+
+// Dialect returns "postgres".
+func (s *Store) Dialect() string { return "postgres" }
+
+// Close closes every pooled connection, waiting for acquired ones to be
+// released.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Pool returns the connection pool, e.g. for a LISTEN/NOTIFY bus on the same
+// database. The Store keeps owning it.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// tx runs fn in one READ COMMITTED transaction: committed when fn returns
+// nil, rolled back otherwise.
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// mapErr turns constraint violations and missing rows into the port's
+// sentinel errors: unique → domain.ErrConflict, foreign key and no rows →
+// domain.ErrNotFound. what names the operation for the message.
+func mapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, domain.ErrNotFound)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%s: %w (%s)", what, domain.ErrConflict, pe.ConstraintName)
+		case "23503": // foreign_key_violation
+			return fmt.Errorf("%s: %w (%s)", what, domain.ErrNotFound, pe.ConstraintName)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

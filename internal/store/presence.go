@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// PresenceStore is the part of the store port that serves in/out presence,
+// digests and the sweep (DESIGN.md §3). Both adapters implement it and the
+// contract suite covers it.
+type PresenceStore interface {
+	// UpdatePresence writes the shift and/or the override columns of an
+	// agent, bumps updated_at, and appends the audit record, in one
+	// transaction. A revoked agent returns ErrConflict; unknown ErrNotFound.
+	UpdatePresence(ctx context.Context, p UpdatePresenceParams) (domain.Agent, error)
+	// ClaimTransition claims a presence transition with the conditional
+	// update of DESIGN.md §3.7:
+	//   UPDATE agents SET presence_seen=$new, presence_changed_at=$at,
+	//     presence_changed_by=$by WHERE id=$id AND presence_seen <> $new
+	// It reports whether this caller claimed it (exactly one of several
+	// racing callers does).
+	ClaimTransition(ctx context.Context, p ClaimTransitionParams) (bool, error)
+	// ListAgentsChangedSince returns unrevoked agents whose updated_at is at
+	// or after Since (zero = all), ascending by id after AfterID, at most
+	// Limit: the evaluator's initial load and its safety net for missed bus
+	// signals.
+	ListAgentsChangedSince(ctx context.Context, p ListChangedParams) ([]domain.Agent, error)
+	// PendingDoorbellTodos returns the agent's push-eligible pending todos,
+	// excluding ExcludeQueues, oldest first, at most Limit: what a digest
+	// counts (DESIGN.md §3.7) and what presence.pending counts.
+	PendingDoorbellTodos(ctx context.Context, p PendingParams) ([]PendingTodo, error)
+	// MarkDigestRung sets last_ringed_at = At (and next_ring_at per
+	// domain.NextRingAt with the unchanged ring_attempts) on exactly the
+	// listed todos of the agent that are still pending; ring_attempts is
+	// unchanged. It returns how many rows changed.
+	MarkDigestRung(ctx context.Context, p MarkDigestParams) (int, error)
+	// SweepRing selects and rings, in ONE statement, the todos due for a
+	// sweep ring (DESIGN.md §3.8): pending, push-eligible, of one of the
+	// Receivers, queue not excluded for that agent, ring_attempts <
+	// domain.MaxRings, next_ring_at <= Now; at most PerAgent per agent
+	// (oldest due first) and at most Limit in all, round-robin over agents
+	// (each agent's first before any agent's second). Each selected row gets
+	// ring_attempts+1, last_ringed_at = Now and next_ring_at per
+	// domain.NextRingAt; the rows are returned. Empty Receivers → no query.
+	SweepRing(ctx context.Context, p SweepParams) ([]domain.Todo, error)
+}
+
+// UpdatePresenceParams changes presence columns. SetShift/SetOverride say
+// which groups to write; a written override with Override "" clears it.
+type UpdatePresenceParams struct {
+	AgentID string
+	Now     time.Time
+
+	SetShift bool
+	Shift    string // "" = no shift
+
+	SetOverride   bool
+	Override      string // "", "in", "out"
+	OverrideUntil *time.Time
+	OverrideSetAt *time.Time
+	OverrideBy    string
+
+	Audit domain.AuditRecord
+}
+
+// ClaimTransitionParams claims presence_seen = New.
+type ClaimTransitionParams struct {
+	AgentID string
+	New     string // "in" or "out"
+	At      time.Time
+	By      string // agent, operator, shift, default (the Effective source)
+}
+
+// ListChangedParams pages ListAgentsChangedSince.
+type ListChangedParams struct {
+	Since   time.Time
+	AfterID string
+	Limit   int
+}
+
+// PendingParams selects push-eligible pending todos of one agent.
+type PendingParams struct {
+	AgentID       string
+	ExcludeQueues []string
+	Limit         int
+}
+
+// PendingTodo is the digest's view of a pending todo: no title, no payload.
+type PendingTodo struct {
+	ID        string
+	Queue     string
+	CreatedAt time.Time
+}
+
+// MarkDigestParams records a digest on the todos it counted.
+type MarkDigestParams struct {
+	AgentID string
+	IDs     []string
+	At      time.Time
+}
+
+// SweepParams bounds one sweep pass.
+type SweepParams struct {
+	Receivers []string // agent ids
+	// Excluded lists "<agent_id>:<queue>" pairs that get no rings (queues
+	// the agent last reported not ready, DESIGN.md §5.2).
+	Excluded []string
+	Now      time.Time
+	PerAgent int // DESIGN.md §3.8: 3
+	Limit    int
+}

@@ -1,0 +1,692 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+)
+
+// All SQL of the SQLite adapter lives in this file. Writes run in write();
+// reads outside a transaction use the read-only pool s.r.
+
+type scanner interface{ Scan(dest ...any) error }
+
+// ---- persons ----------------------------------------------------------------
+
+// BootstrapAdmin implements store.Store (DESIGN.md §2, first start).
+func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams) (bool, error) {
+	created := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM persons`).Scan(&n); err != nil {
+			return mapErr("bootstrap admin", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 1, ?, ?)`,
+			p.Person.ID, p.Person.Name, p.TokenHash, micros(p.Person.CreatedAt))
+		if err != nil {
+			return mapErr("bootstrap admin", err)
+		}
+		created = true
+		return nil
+	})
+	return created, err
+}
+
+// PersonByTokenHash implements store.Store.
+func (s *Store) PersonByTokenHash(ctx context.Context, tokenHash string) (domain.Person, error) {
+	var p domain.Person
+	var created int64
+	err := s.r.QueryRowContext(ctx,
+		`SELECT id, name, admin, created_at FROM persons WHERE token_hash = ?`, tokenHash).
+		Scan(&p.ID, &p.Name, &p.Admin, &created)
+	if err != nil {
+		return domain.Person{}, mapErr("person by token", err)
+	}
+	p.CreatedAt = fromMicros(created)
+	return p, nil
+}
+
+// ---- agents -----------------------------------------------------------------
+
+const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
+	billing_mode, billing_modes, tool_class, created_at, updated_at`
+
+func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
+	var a domain.Agent
+	var revoked sql.NullInt64
+	var queues, verbs, modes string
+	var created, updated int64
+	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &revoked,
+		&queues, &verbs, &a.BillingMode, &modes, &a.ToolClass, &created, &updated}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return domain.Agent{}, err
+	}
+	a.RevokedAt = fromNullMicros(revoked)
+	a.CreatedAt, a.UpdatedAt = fromMicros(created), fromMicros(updated)
+	var err error
+	if a.Scope.Queues, err = decodeList(queues); err != nil {
+		return domain.Agent{}, err
+	}
+	if a.Scope.Verbs, err = decodeList(verbs); err != nil {
+		return domain.Agent{}, err
+	}
+	if a.BillingModes, err = decodeList(modes); err != nil {
+		return domain.Agent{}, err
+	}
+	return a, nil
+}
+
+func encodeList(l []string) string {
+	b, _ := json.Marshal(storeutil.Strings(l)) // []string always marshals
+	return string(b)
+}
+
+func decodeList(s string) ([]string, error) {
+	var l []string
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		return nil, fmt.Errorf("sqlite store: corrupt list %q: %w", s, err)
+	}
+	return storeutil.Strings(l), nil
+}
+
+// CreateAgent implements store.Store (DESIGN.md §1, vend).
+func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
+	a := p.Agent
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO agents (`+agentCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.ID, a.Handle, a.OwnerID, a.Name, a.Active, microsPtr(a.RevokedAt),
+			encodeList(a.Scope.Queues), encodeList(a.Scope.Verbs), a.BillingMode,
+			encodeList(a.BillingModes), a.ToolClass, micros(a.CreatedAt), micros(a.UpdatedAt))
+		if err != nil {
+			return mapErr("create agent", err)
+		}
+		_, err = tx.ExecContext(ctx,
+			`INSERT INTO credentials (id, agent_id, hash, created_at) VALUES (?, ?, ?, ?)`,
+			p.CredentialID, a.ID, p.CredentialHash, micros(a.CreatedAt))
+		if err != nil {
+			return mapErr("create agent credential", err)
+		}
+		_, err = appendAudit(ctx, tx, a.CreatedAt, p.Audit)
+		return err
+	})
+}
+
+// GetAgent implements store.Store: by Ref.ID when set, else by Ref.Handle.
+func (s *Store) GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error) {
+	var row *sql.Row
+	switch {
+	case ref.ID != "":
+		row = s.r.QueryRowContext(ctx, `SELECT `+agentCols+` FROM agents WHERE id = ?`, ref.ID)
+	case ref.Handle != "":
+		row = s.r.QueryRowContext(ctx, `SELECT `+agentCols+` FROM agents WHERE handle = ?`, ref.Handle)
+	default:
+		return domain.Agent{}, fmt.Errorf("get agent: empty ref: %w", domain.ErrNotFound)
+	}
+	a, err := scanAgent(row)
+	if err != nil {
+		return domain.Agent{}, mapErr("get agent", err)
+	}
+	return a, nil
+}
+
+// ListAgents implements store.Store.
+func (s *Store) ListAgents(ctx context.Context, p store.ListAgentsParams) ([]domain.Agent, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+agentCols+` FROM agents
+		WHERE ?1 = '' OR owner_id = ?1 ORDER BY handle`, p.OwnerID)
+	if err != nil {
+		return nil, mapErr("list agents", err)
+	}
+	defer rows.Close()
+	out := []domain.Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, mapErr("list agents", err)
+		}
+		out = append(out, a)
+	}
+	return out, mapErr("list agents", rows.Err())
+}
+
+// agentGate reports why a change to agent id cannot proceed: ErrNotFound
+// when there is no such agent, ErrConflict when it is revoked, nil otherwise.
+func agentGate(ctx context.Context, tx *sql.Tx, what, id string) error {
+	var revoked sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM agents WHERE id = ?`, id).Scan(&revoked)
+	if err != nil {
+		return mapErr(what, err)
+	}
+	if revoked.Valid {
+		return fmt.Errorf("%s: agent revoked: %w", what, domain.ErrConflict)
+	}
+	return nil
+}
+
+// UpdateAgent implements store.Store.
+func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (domain.Agent, error) {
+	var a domain.Agent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := agentGate(ctx, tx, "update agent", p.ID); err != nil {
+			return err
+		}
+		var modes any
+		if p.BillingModes != nil {
+			modes = encodeList(*p.BillingModes)
+		}
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET
+				name = coalesce(?2, name),
+				billing_mode = coalesce(?3, billing_mode),
+				billing_modes = coalesce(?4, billing_modes),
+				tool_class = coalesce(?5, tool_class),
+				active = coalesce(?6, active),
+				updated_at = ?7
+			WHERE id = ?1 RETURNING `+agentCols,
+			p.ID, p.Name, p.BillingMode, modes, p.ToolClass, p.Active, micros(p.Now)))
+		if err != nil {
+			return mapErr("update agent", err)
+		}
+		if p.Audit != nil {
+			_, err = appendAudit(ctx, tx, p.Now, *p.Audit)
+		}
+		return err
+	})
+	return a, err
+}
+
+// RevokeAgent implements store.Store (DESIGN.md §2, DELETE /v1/agents/{ref}):
+// revoked_at = Now, active = false, every live credential revoked.
+func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (domain.Agent, error) {
+	var a domain.Agent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := agentGate(ctx, tx, "revoke agent", p.ID); err != nil {
+			return err
+		}
+		now := micros(p.Now)
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents
+			SET revoked_at = ?2, active = 0, updated_at = ?2 WHERE id = ?1 RETURNING `+agentCols,
+			p.ID, now))
+		if err != nil {
+			return mapErr("revoke agent", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = ?2
+			WHERE agent_id = ?1 AND revoked_at IS NULL`, p.ID, now); err != nil {
+			return mapErr("revoke agent credentials", err)
+		}
+		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		return err
+	})
+	return a, err
+}
+
+// RotateCredential implements store.Store (DESIGN.md §2, rotate).
+func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialParams) ([]string, error) {
+	var revoked []string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := agentGate(ctx, tx, "rotate credential", p.AgentID); err != nil {
+			return err
+		}
+		now := micros(p.Now)
+		rows, err := tx.QueryContext(ctx, `UPDATE credentials SET revoked_at = ?2
+			WHERE agent_id = ?1 AND revoked_at IS NULL RETURNING id`, p.AgentID, now)
+		if err != nil {
+			return mapErr("rotate credential", err)
+		}
+		revoked = []string{}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return mapErr("rotate credential", err)
+			}
+			revoked = append(revoked, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return mapErr("rotate credential", err)
+		}
+		slices.Sort(revoked)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO credentials (id, agent_id, hash, created_at)
+			VALUES (?, ?, ?, ?)`, p.CredentialID, p.AgentID, p.CredentialHash, now); err != nil {
+			return mapErr("rotate credential", err)
+		}
+		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return revoked, nil
+}
+
+// AgentByCredentialHash implements store.Store.
+func (s *Store) AgentByCredentialHash(ctx context.Context, hash string) (domain.Agent, string, error) {
+	var credID string
+	a, err := scanAgent(s.r.QueryRowContext(ctx, `SELECT `+agentColsA+`, c.id
+		FROM credentials c JOIN agents a ON a.id = c.agent_id
+		WHERE c.hash = ? AND c.revoked_at IS NULL`, hash), &credID)
+	if err != nil {
+		return domain.Agent{}, "", mapErr("agent by credential", err)
+	}
+	return a, credID, nil
+}
+
+const agentColsA = `a.id, a.handle, a.owner_id, a.name, a.active, a.revoked_at, a.queues,
+	a.verbs, a.billing_mode, a.billing_modes, a.tool_class, a.created_at, a.updated_at`
+
+// ---- todos ------------------------------------------------------------------
+
+const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
+	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
+	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
+	finished_at`
+
+// claimable is the SQL condition of a todo claim and claim_next may take at
+// ?now: pending, or failed with a retry due.
+const claimable = `(state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL AND retry_at <= ?3))`
+
+// inQueues matches a queue against the JSON array bound as ?2.
+const inQueues = `queue IN (SELECT value FROM json_each(?2))`
+
+func scanTodo(sc scanner) (domain.Todo, error) {
+	var t domain.Todo
+	var payload, result sql.NullString
+	var lease, retry, rung, claimed, finished sql.NullInt64
+	var created, updated int64
+	err := sc.Scan(&t.ID, &t.AgentID, &t.Queue, &t.Title, &payload, &t.Kind, &t.Source,
+		&t.IdempotencyKey, &t.PushEligible, &t.CreatedBy, &t.State, &t.Attempt, &t.MaxAttempts,
+		&lease, &retry, &t.RingAttempts, &rung, &result, &t.LastError, &created, &updated,
+		&claimed, &finished)
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	if payload.Valid {
+		t.Payload = json.RawMessage(payload.String)
+	}
+	if result.Valid {
+		t.Result = json.RawMessage(result.String)
+	}
+	t.LeaseExpiresAt, t.RetryAt = fromNullMicros(lease), fromNullMicros(retry)
+	t.LastRingedAt = fromNullMicros(rung)
+	t.ClaimedAt, t.FinishedAt = fromNullMicros(claimed), fromNullMicros(finished)
+	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return t, nil
+}
+
+func nullJSON(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// CreateTodo implements store.Store (DESIGN.md §1, idempotency key dedup
+// among live todos).
+func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
+	t := p.Todo
+	var out domain.Todo
+	created := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if t.IdempotencyKey != "" {
+			existing, err := scanTodo(tx.QueryRowContext(ctx, `SELECT `+todoCols+` FROM todos
+				WHERE agent_id = ? AND idempotency_key = ?
+				  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))`,
+				t.AgentID, t.IdempotencyKey))
+			if err == nil {
+				out = existing
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return mapErr("create todo", err)
+			}
+		}
+		var err error
+		out, err = scanTodo(tx.QueryRowContext(ctx, `INSERT INTO todos (`+todoCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			RETURNING `+todoCols,
+			t.ID, t.AgentID, t.Queue, t.Title, nullJSON(t.Payload), t.Kind, t.Source,
+			t.IdempotencyKey, t.PushEligible, t.CreatedBy, t.State, t.Attempt, t.MaxAttempts,
+			microsPtr(t.LeaseExpiresAt), microsPtr(t.RetryAt), t.RingAttempts,
+			microsPtr(t.LastRingedAt), nullJSON(t.Result), t.LastError, micros(t.CreatedAt),
+			micros(t.UpdatedAt), microsPtr(t.ClaimedAt), microsPtr(t.FinishedAt)))
+		if err != nil {
+			return mapErr("create todo", err)
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	return out, created, nil
+}
+
+// GetTodo implements store.Store.
+func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
+	t, err := scanTodo(s.r.QueryRowContext(ctx, `SELECT `+todoCols+` FROM todos WHERE id = ?`, id))
+	if err != nil {
+		return domain.Todo{}, mapErr("get todo", err)
+	}
+	return t, nil
+}
+
+// ListTodos implements store.Store: oldest first (created_at, then id);
+// Limit <= 0 means no limit.
+func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+todoCols+` FROM todos
+		WHERE (?1 = '' OR agent_id = ?1)
+		  AND (json_array_length(?2) = 0 OR `+inQueues+`)
+		  AND (?3 = '' OR state = ?3)
+		ORDER BY created_at, id LIMIT ?4`,
+		p.AgentID, encodeList(p.Queues), p.State, limit)
+	if err != nil {
+		return nil, mapErr("list todos", err)
+	}
+	defer rows.Close()
+	out := []domain.Todo{}
+	for rows.Next() {
+		t, err := scanTodo(rows)
+		if err != nil {
+			return nil, mapErr("list todos", err)
+		}
+		out = append(out, t)
+	}
+	return out, mapErr("list todos", rows.Err())
+}
+
+// claimSet is the SET clause of a claim; ?3 = now, ?4 = lease expiry.
+const claimSet = `SET state = 'claimed', attempt = attempt + 1, lease_expires_at = ?4,
+	retry_at = NULL, claimed_at = ?3, updated_at = ?3`
+
+// ClaimTodo implements store.Store (DESIGN.md §2, claim): ErrNotFound when
+// the todo is not the agent's or not in Queues, ErrConflict when it is not
+// claimable at Now.
+func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos `+claimSet+`
+			WHERE id = ?1 AND agent_id = ?5 AND `+inQueues+` AND `+claimable+`
+			RETURNING `+todoCols,
+			p.TodoID, encodeList(p.Queues), micros(p.Now),
+			micros(p.Now.Add(storeutil.Lease(p.Lease))), p.AgentID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return todoGate(ctx, tx, "claim todo", p.TodoID, p.AgentID, &p.Queues)
+		}
+		return mapErr("claim todo", err)
+	})
+	return t, err
+}
+
+// todoGate explains a conditional update that matched nothing: ErrNotFound
+// when the todo is not the agent's (or not in queues, when non-nil), else
+// ErrConflict.
+func todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID string, queues *[]string) error {
+	q := `SELECT 1 FROM todos WHERE id = ?1 AND agent_id = ?3`
+	args := []any{id, nil, agentID}
+	if queues != nil {
+		q += ` AND ` + inQueues
+		args[1] = encodeList(*queues)
+	}
+	var one int
+	err := tx.QueryRowContext(ctx, q, args...).Scan(&one)
+	if err != nil {
+		return mapErr(what, err)
+	}
+	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
+}
+
+// ClaimNext implements store.Store (DESIGN.md §2, claim_next): the oldest
+// claimable todo (created_at, then id) of the agent in Queues.
+func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos `+claimSet+`
+			WHERE id = (SELECT id FROM todos
+				WHERE agent_id = ?1 AND `+inQueues+` AND `+claimable+`
+				ORDER BY created_at, id LIMIT 1)
+			RETURNING `+todoCols,
+			p.AgentID, encodeList(p.Queues), micros(p.Now), micros(p.Now.Add(storeutil.Lease(p.Lease)))))
+		return mapErr("claim next", err)
+	})
+	return t, err
+}
+
+// held is the condition of a todo the agent ?2 holds at ?3: claimed, lease
+// not expired.
+const held = `agent_id = ?2 AND state = 'claimed' AND lease_expires_at > ?3`
+
+// RenewLease implements store.Store (DESIGN.md §2, renew).
+func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos
+			SET lease_expires_at = ?4, updated_at = ?3
+			WHERE id = ?1 AND `+held+` RETURNING `+todoCols,
+			p.TodoID, p.AgentID, micros(p.Now), micros(p.Now.Add(storeutil.Lease(p.Lease)))))
+		if errors.Is(err, sql.ErrNoRows) {
+			return todoGate(ctx, tx, "renew lease", p.TodoID, p.AgentID, nil)
+		}
+		return mapErr("renew lease", err)
+	})
+	return t, err
+}
+
+// CompleteTodo implements store.Store (DESIGN.md §2, complete).
+func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos
+			SET state = 'done', result = ?4, lease_expires_at = NULL, updated_at = ?3, finished_at = ?3
+			WHERE id = ?1 AND `+held+` RETURNING `+todoCols,
+			p.TodoID, p.AgentID, micros(p.Now), nullJSON(p.Result)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return todoGate(ctx, tx, "complete todo", p.TodoID, p.AgentID, nil)
+		}
+		return mapErr("complete todo", err)
+	})
+	return t, err
+}
+
+// FailTodo implements store.Store (DESIGN.md §1, retries and dead letter).
+// A dead-lettered todo also gets finished_at = Now.
+func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var attempt, maxAttempts int
+		err := tx.QueryRowContext(ctx, `SELECT attempt, max_attempts FROM todos
+			WHERE id = ?1 AND `+held, p.TodoID, p.AgentID, micros(p.Now)).Scan(&attempt, &maxAttempts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, nil)
+		}
+		if err != nil {
+			return mapErr("fail todo", err)
+		}
+		retry := domain.NextAfterFailure(attempt, maxAttempts, p.Now)
+		var finished any
+		if retry == nil {
+			finished = micros(p.Now)
+		}
+		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos
+			SET state = 'failed', last_error = ?2, retry_at = ?3, lease_expires_at = NULL,
+			    updated_at = ?4, finished_at = ?5
+			WHERE id = ?1 RETURNING `+todoCols,
+			p.TodoID, p.Reason, microsPtr(retry), micros(p.Now), finished))
+		return mapErr("fail todo", err)
+	})
+	return t, err
+}
+
+// ReapExpiredLeases implements store.Store (DESIGN.md §1, leases): expired
+// claims go back to pending (last_error "lease expired") or, at
+// max_attempts, to dead letter with finished_at = Now. The oldest leases go
+// first; Limit <= 0 means no limit. The ids come back in no particular order.
+func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	ids := []string{}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE todos SET
+				state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
+				finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE ?1 END,
+				lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired',
+				updated_at = ?1
+			WHERE id IN (SELECT id FROM todos WHERE state = 'claimed' AND lease_expires_at <= ?1
+				ORDER BY lease_expires_at, id LIMIT ?2)
+			RETURNING id`, micros(p.Now), limit)
+		if err != nil {
+			return mapErr("reap leases", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return mapErr("reap leases", err)
+			}
+			ids = append(ids, id)
+		}
+		return mapErr("reap leases", rows.Err())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// MarkRung implements store.Store (DESIGN.md §3.8): it changes only a
+// pending todo; false when the todo is missing or not pending.
+func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
+	changed := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE todos
+			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2
+			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
+		if err != nil {
+			return mapErr("mark rung", err)
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return mapErr("mark rung", err)
+	})
+	return changed, err
+}
+
+// ---- audit ------------------------------------------------------------------
+
+const auditCols = `seq, at, actor, action, agent_id, decision, data, prev_hash, hash`
+
+func scanAudit(sc scanner) (domain.AuditEntry, error) {
+	var e domain.AuditEntry
+	var at int64
+	var data sql.NullString
+	if err := sc.Scan(&e.Seq, &at, &e.Actor, &e.Action, &e.AgentID, &e.Decision, &data,
+		&e.PrevHash, &e.Hash); err != nil {
+		return domain.AuditEntry{}, err
+	}
+	e.At = fromMicros(at)
+	if data.Valid {
+		e.Data = json.RawMessage(data.String)
+	}
+	return e, nil
+}
+
+// appendAudit extends the chain inside tx. The single write connection and
+// BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
+func appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
+	var seq int64
+	var prev string
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return domain.AuditEntry{}, mapErr("append audit", err)
+	}
+	e, err := storeutil.AuditEntry(seq+1, prev, at, r)
+	if err != nil {
+		return domain.AuditEntry{}, err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO audit (`+auditCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Seq, micros(e.At), e.Actor, e.Action, e.AgentID, e.Decision, nullJSON(e.Data), e.PrevHash, e.Hash)
+	if err != nil {
+		return domain.AuditEntry{}, mapErr("append audit", err)
+	}
+	return e, nil
+}
+
+// AppendAudit implements store.Store (DESIGN.md §1, audit log).
+func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
+	var e domain.AuditEntry
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		e, err = appendAudit(ctx, tx, at, r)
+		return err
+	})
+	return e, err
+}
+
+// ListAudit implements store.Store. Limit <= 0 means no limit.
+func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+auditCols+` FROM audit
+		WHERE seq > ?1 AND (?2 = '' OR agent_id = ?2) ORDER BY seq LIMIT ?3`,
+		p.AfterSeq, p.AgentID, limit)
+	if err != nil {
+		return nil, mapErr("list audit", err)
+	}
+	defer rows.Close()
+	out := []domain.AuditEntry{}
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return nil, mapErr("list audit", err)
+		}
+		out = append(out, e)
+	}
+	return out, mapErr("list audit", rows.Err())
+}
+
+// VerifyAudit implements store.Store (DESIGN.md §1, verify): it streams the
+// whole chain, in one read snapshot, through domain.AuditVerifier.
+func (s *Store) VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+auditCols+` FROM audit ORDER BY seq`)
+	if err != nil {
+		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
+	}
+	defer rows.Close()
+	var v domain.AuditVerifier
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
+		}
+		v.Add(e)
+	}
+	if err := rows.Err(); err != nil {
+		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
+	}
+	return v.Result(), nil
+}

@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/storetest"
+)
+
+func openT(tb testing.TB, path string) *Store {
+	tb.Helper()
+	s, err := Open(tb.Context(), path)
+	if err != nil {
+		tb.Fatalf("Open(%s): %v", path, err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func harness(path func(t *testing.T) string) storetest.Harness {
+	return storetest.Harness{New: func(t *testing.T) storetest.Instance {
+		s := openT(t, path(t))
+		return storetest.Instance{Store: s, Tamper: func(t *testing.T, seq int64) {
+			t.Helper()
+			res, err := s.w.ExecContext(t.Context(), `UPDATE audit SET data = '{"tampered":true}' WHERE seq = ?`, seq)
+			if err != nil {
+				t.Fatalf("tamper: %v", err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("tamper: no audit entry %d", seq)
+			}
+		}}
+	}}
+}
+
+// TestContract runs the store contract suite on a database file (WAL, one
+// writer, concurrent readers).
+func TestContract(t *testing.T) {
+	storetest.Run(t, harness(func(t *testing.T) string { return filepath.Join(t.TempDir(), "rollcall.db") }))
+}
+
+// TestContractMemory runs the suite on a private in-memory database.
+func TestContractMemory(t *testing.T) {
+	storetest.Run(t, harness(func(*testing.T) string { return Memory }))
+}
+
+func TestSecondOpenRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollcall.db")
+	first := openT(t, path)
+	_, err := Open(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "another rollcall server is using "+path) {
+		t.Fatalf("second Open = %v, want the other-server error", err)
+	}
+	if err := Migrate(t.Context(), path); err == nil {
+		t.Fatal("Migrate succeeded while a server holds the file")
+	}
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	openT(t, path) // the lock is released on Close
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollcall.db")
+	if err := Migrate(t.Context(), path); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if s.Dialect() != "sqlite" {
+		t.Errorf("Dialect() = %q", s.Dialect())
+	}
+	p := domain.Person{ID: "p1", Name: "admin", Admin: true, CreatedAt: storetest.Base}
+	if _, err := s.BootstrapAdmin(t.Context(), store.BootstrapAdminParams{Person: p, TokenHash: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	s = openT(t, path)
+	got, err := s.PersonByTokenHash(t.Context(), "h")
+	if err != nil || got.ID != "p1" {
+		t.Fatalf("after reopen: %+v, %v", got, err)
+	}
+	created, err := s.BootstrapAdmin(t.Context(), store.BootstrapAdminParams{Person: domain.Person{ID: "p2"}, TokenHash: "h2"})
+	if err != nil || created {
+		t.Fatalf("BootstrapAdmin after reopen = %v, %v; want not created", created, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	_, err := Open(t.Context(), filepath.Join(t.TempDir(), "missing-dir", "rollcall.db"))
+	if err == nil || errors.Is(err, os.ErrExist) {
+		t.Fatalf("Open in a missing directory = %v, want an error", err)
+	}
+	if _, err := Open(t.Context(), ""); err == nil {
+		t.Fatal("Open(\"\") succeeded")
+	}
+}
+
+func BenchmarkPushClaimComplete(b *testing.B) {
+	s := openT(b, filepath.Join(b.TempDir(), "bench.db"))
+	b.Run("serial", func(b *testing.B) { storetest.BenchPushClaimComplete(b, s) })
+	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
+}
+
+func TestPragmas(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "rollcall.db"))
+	var mode string
+	if err := s.w.QueryRowContext(t.Context(), `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
+	}
+	for name, db := range map[string]interface {
+		QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	}{"writer": s.w, "reader": s.r} {
+		var fk int
+		if err := db.QueryRowContext(t.Context(), `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
+			t.Errorf("%s: foreign_keys = %d, %v; want 1", name, fk, err)
+		}
+	}
+	if _, err := s.r.ExecContext(t.Context(), `DELETE FROM audit`); err == nil {
+		t.Error("a write through the read pool succeeded")
+	}
+}

@@ -1,0 +1,290 @@
+// Package storetest is the one behavioural contract suite of the store port
+// (DESIGN.md §4): every adapter runs Run, and an adapter is done when the
+// suite passes. A bug fixed in one adapter gets a test here, so every
+// adapter runs it (the River riverdrivertest pattern).
+//
+//	func TestContract(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{New: func(t *testing.T) storetest.Instance {
+//			s := openFreshStore(t) // empty, migrated; closed by t.Cleanup
+//			return storetest.Instance{Store: s, Tamper: func(t *testing.T, seq int64) { … }}
+//		}})
+//	}
+//
+// Every time the suite passes is derived from Base; nothing reads the clock.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Base is the fixed instant the suite's times are derived from.
+var Base = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// Instance is one fresh store under test.
+type Instance struct {
+	// Store is empty and migrated; the harness closes it in t.Cleanup.
+	Store store.Store
+	// Tamper overwrites the data of the audit entry seq with raw SQL,
+	// bypassing the chain, so VerifyAudit must report the entry.
+	Tamper func(t *testing.T, seq int64)
+}
+
+// Harness adapts one store adapter to the suite.
+type Harness struct {
+	// New returns a fresh Instance for one subtest.
+	New func(t *testing.T) Instance
+}
+
+type contractTest struct {
+	name string
+	fn   func(t *testing.T, in Instance)
+}
+
+// Run runs the whole contract suite against the adapter, one subtest per
+// behaviour, each on a fresh store.
+func Run(t *testing.T, h Harness) {
+	var tests []contractTest
+	tests = append(tests, personTests...)
+	tests = append(tests, agentTests...)
+	tests = append(tests, todoTests...)
+	tests = append(tests, auditTests...)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.New(t)) })
+	}
+}
+
+// ---- fixtures -----------------------------------------------------------------
+
+const ownerID = "0b6f7a44-0000-4000-8000-000000000001"
+
+func at(d time.Duration) time.Time { return Base.Add(d) }
+
+func newAgent(handle, owner string, queues ...string) domain.Agent {
+	return domain.Agent{
+		ID:           uuid.NewString(),
+		Handle:       handle,
+		OwnerID:      owner,
+		Name:         "Agent " + handle,
+		Active:       true,
+		Scope:        domain.Scope{Queues: queues, Verbs: domain.ScopeVerbs},
+		BillingMode:  "subscription",
+		BillingModes: []string{"subscription", "api"},
+		ToolClass:    "claude-code",
+		CreatedAt:    Base,
+		UpdatedAt:    Base,
+	}
+}
+
+// vended is an agent created through CreateAgent with its credential.
+type vended struct {
+	domain.Agent
+	CredID, CredHash string
+}
+
+func vendParams(a domain.Agent) (store.CreateAgentParams, vended) {
+	v := vended{Agent: a, CredID: uuid.NewString(), CredHash: "cred-" + uuid.NewString()}
+	return store.CreateAgentParams{
+		Agent:          a,
+		CredentialID:   v.CredID,
+		CredentialHash: v.CredHash,
+		Audit: domain.AuditRecord{
+			Actor: "operator:" + a.OwnerID, Action: "agent.vend", AgentID: a.ID,
+			Data: map[string]any{"handle": a.Handle},
+		},
+	}, v
+}
+
+func vend(t *testing.T, s store.Store, a domain.Agent) vended {
+	t.Helper()
+	p, v := vendParams(a)
+	if err := s.CreateAgent(t.Context(), p); err != nil {
+		t.Fatalf("CreateAgent(%s): %v", a.Handle, err)
+	}
+	return v
+}
+
+func newTodo(agentID, queue string, created time.Time) domain.Todo {
+	return domain.Todo{
+		ID:           uuid.NewString(),
+		AgentID:      agentID,
+		Queue:        queue,
+		Title:        "todo in " + queue,
+		PushEligible: true,
+		CreatedBy:    "operator:" + ownerID,
+		State:        domain.TodoPending,
+		MaxAttempts:  domain.DefaultMaxAttempts,
+		CreatedAt:    created,
+		UpdatedAt:    created,
+	}
+}
+
+func push(t *testing.T, s store.Store, td domain.Todo) domain.Todo {
+	t.Helper()
+	got, created, err := s.CreateTodo(t.Context(), store.CreateTodoParams{Todo: td})
+	if err != nil || !created {
+		t.Fatalf("CreateTodo(%s) = created %v, %v; want created", td.ID, created, err)
+	}
+	return got
+}
+
+func claim(t *testing.T, s store.Store, agent vended, todoID string, lease time.Duration, now time.Time) domain.Todo {
+	t.Helper()
+	got, err := s.ClaimTodo(t.Context(), store.ClaimTodoParams{
+		AgentID: agent.ID, TodoID: todoID, Queues: agent.Scope.Queues, Lease: lease, Now: now,
+	})
+	if err != nil {
+		t.Fatalf("ClaimTodo(%s) at %s: %v", todoID, now.Format(time.RFC3339Nano), err)
+	}
+	return got
+}
+
+func getTodo(t *testing.T, s store.Store, id string) domain.Todo {
+	t.Helper()
+	got, err := s.GetTodo(t.Context(), id)
+	if err != nil {
+		t.Fatalf("GetTodo(%s): %v", id, err)
+	}
+	return got
+}
+
+func auditCount(t *testing.T, s store.Store) int {
+	t.Helper()
+	es, err := s.ListAudit(t.Context(), store.ListAuditParams{})
+	if err != nil {
+		t.Fatalf("ListAudit: %v", err)
+	}
+	return len(es)
+}
+
+// ---- assertions ---------------------------------------------------------------
+
+func ptr[T any](v T) *T { return &v }
+
+// micro is what a store returns for t: UTC, truncated to the microsecond.
+func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func microPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	return ptr(micro(*t))
+}
+
+// wantAgent is a as a store returns it: times in µs UTC, lists non-nil.
+func wantAgent(a domain.Agent) domain.Agent {
+	a.CreatedAt, a.UpdatedAt, a.RevokedAt = micro(a.CreatedAt), micro(a.UpdatedAt), microPtr(a.RevokedAt)
+	a.Scope.Queues, a.Scope.Verbs, a.BillingModes = nonNil(a.Scope.Queues), nonNil(a.Scope.Verbs), nonNil(a.BillingModes)
+	return a
+}
+
+func wantTodo(td domain.Todo) domain.Todo {
+	td.CreatedAt, td.UpdatedAt = micro(td.CreatedAt), micro(td.UpdatedAt)
+	td.LeaseExpiresAt, td.RetryAt, td.LastRingedAt = microPtr(td.LeaseExpiresAt), microPtr(td.RetryAt), microPtr(td.LastRingedAt)
+	td.ClaimedAt, td.FinishedAt = microPtr(td.ClaimedAt), microPtr(td.FinishedAt)
+	return td
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// checkUTC fails when a returned time is not in UTC.
+var utcOption = cmp.Comparer(func(a, b time.Time) bool {
+	return a.Equal(b) && a.Location() == time.UTC && b.Location() == time.UTC
+})
+
+func diff(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if d := cmp.Diff(want, got, utcOption); d != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: error = %v, want %v", what, err, target)
+	}
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func sameTime(t *testing.T, what string, got *time.Time, want time.Time) {
+	t.Helper()
+	if got == nil || !got.Equal(micro(want)) || got.Location() != time.UTC {
+		t.Errorf("%s = %v, want %v (UTC)", what, got, micro(want))
+	}
+}
+
+func isNil(t *testing.T, what string, got *time.Time) {
+	t.Helper()
+	if got != nil {
+		t.Errorf("%s = %v, want nil", what, got)
+	}
+}
+
+// sameJSON checks that got is valid JSON with exactly the bytes of want.
+func sameJSON(t *testing.T, what string, got, want json.RawMessage) {
+	t.Helper()
+	if want == nil {
+		if got != nil {
+			t.Errorf("%s = %s, want none", what, got)
+		}
+		return
+	}
+	if !json.Valid(got) || string(got) != string(want) {
+		t.Errorf("%s = %q, want %q", what, got, want)
+	}
+}
+
+// parallel runs fn(i) for i in [0,n) on n goroutines released together and
+// returns their errors.
+func parallel(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	done := make(chan struct{})
+	for i := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			<-start
+			errs[i] = fn(i)
+		}()
+	}
+	close(start)
+	for range n {
+		<-done
+	}
+	return errs
+}
+
+func ctxOf(t *testing.T) context.Context { return t.Context() }
+
+func seqs(es []domain.AuditEntry) string {
+	s := "["
+	for i, e := range es {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprint(e.Seq)
+	}
+	return s + "]"
+}
