@@ -47,7 +47,9 @@ func newClientParent(use, short string) (*cobra.Command, *clientFlags) {
 		Use:   use,
 		Short: short,
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usageError{fmt.Errorf("%s needs a subcommand; see rollcall %s --help", use, use)} },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError{fmt.Errorf("%s needs a subcommand; see rollcall %s --help", use, use)}
+		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&cf.server, "server", DefaultServer, "Rollcall server URL (env ROLLCALL_SERVER)")

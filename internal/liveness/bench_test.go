@@ -1,6 +1,7 @@
 package liveness
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -47,6 +48,19 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeHeartbeatReject measures the error path: a typical body
+// with one unknown member at the end (the whole body is then checked for
+// well-formedness by encoding/json).
+func BenchmarkDecodeHeartbeatReject(b *testing.B) {
+	body := []byte(fullBody[:len(fullBody)-1] + `,"extra":1}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeHeartbeat(body); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}
+
 func BenchmarkCanonical(b *testing.B) {
 	h, err := DecodeHeartbeat([]byte(fullBody))
 	if err != nil {
@@ -64,7 +78,7 @@ func BenchmarkTokenStream(b *testing.B) {
 	body := []byte(fullBody)
 	b.ReportAllocs()
 	for b.Loop() {
-		dec := json.NewDecoder(bytesReader(body))
+		dec := json.NewDecoder(bytes.NewReader(body))
 		for {
 			if _, err := dec.Token(); err != nil {
 				break

@@ -19,7 +19,7 @@ import (
 // that again yields the same bytes. Canonical does not check h: a value
 // built by hand is encoded as it is (strings escaped as JSON needs).
 func (h Heartbeat) Canonical() []byte {
-	b := make([]byte, 0, 512)
+	b := make([]byte, 0, h.sizeHint())
 	b = append(b, `{"state":`...)
 	b = appendString(b, h.State)
 	if h.BillingMode != nil {
@@ -68,6 +68,48 @@ func (h Heartbeat) Canonical() []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// sizeHint estimates the length of Canonical: the strings plus a generous
+// allowance per member, so the buffer rarely grows.
+func (h Heartbeat) sizeHint() int {
+	n := 32 + len(h.State)
+	str := func(p *string) {
+		if p != nil {
+			n += 24 + len(*p)
+		}
+	}
+	strs := func(l []string) {
+		n += 32
+		for _, s := range l {
+			n += 3 + len(s)
+		}
+	}
+	str(h.BillingMode)
+	str(h.ToolClass)
+	str(h.RuntimeVersion)
+	strs(h.BillingModesSupported)
+	if ev := h.BillingEvidence; ev != nil {
+		n += 48 + len(ev.KeyType) + len(ev.Method)
+	}
+	d := h.Details
+	if d.Capabilities != nil {
+		n += 128
+	}
+	strs(d.ActiveRuns)
+	strs(d.DegradedReasons)
+	if d.Adapter != nil {
+		n += 48 + len(d.Adapter.Name)
+		str(d.Adapter.Version)
+	}
+	if d.Runtime != nil {
+		n += 32 + len(d.Runtime.Name)
+	}
+	n += 64 // details, protocol_version
+	for _, e := range h.ProjectReadiness {
+		n += 48 + len(e.Queue) + len(e.Reason)
+	}
+	return n + 32
 }
 
 func (d Details) empty() bool {

@@ -127,10 +127,16 @@ func escapeToken(s string) string {
 
 func elemPtr(base string, i int) string { return base + "/" + strconv.Itoa(i) }
 
+// unknownMember reports key as unknown_member at base/key. The detail
+// quotes at most the first 64 bytes of the key; the pointer has all of it.
 func unknownMember(base string, key []byte) *domain.Error {
 	k := validUTF8(key)
+	shown := k
+	if len(shown) > 64 {
+		shown = strings.ToValidUTF8(shown[:64], "") + "…"
+	}
 	return domain.Errorf(domain.CodeUnknownMember,
-		"member %q is not part of agent_heartbeat.v1 here", k).At(base + "/" + escapeToken(k))
+		"member %q is not part of agent_heartbeat.v1 here", shown).At(base + "/" + escapeToken(k))
 }
 
 func duplicateKey(ptr, key string) *domain.Error {
@@ -375,7 +381,13 @@ func validUTF8(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
 	}
-	return string(unescape(b)) // b has no backslashes: only the UTF-8 repair applies
+	out := make([]byte, 0, len(b)+8)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		out = utf8.AppendRune(out, r)
+		b = b[n:]
+	}
+	return string(out)
 }
 
 // ---- values ----
@@ -556,36 +568,50 @@ func (d *decoder) stringList(base string, elem func() (string, *domain.Error)) (
 		if err != nil {
 			return nil, err.At(elemPtr(base, n))
 		}
-		if set.seen(out, v) {
-			return nil, invalid("%q is listed twice (first at index %d)", v, indexOf(out, v)).At(elemPtr(base, n))
+		if seenIn(&set, out, self, v) {
+			return nil, invalid("%q is listed twice (first at index %d)", v, indexOf(out, self, v)).At(elemPtr(base, n))
 		}
-		out = append(out, v)
+		out = append(grow(out), v)
 	}
 }
 
-func indexOf(list []string, v string) int {
+// listCap is the capacity a list gets at its first element: most lists
+// of a heartbeat are short, so one allocation usually suffices.
+const listCap = 4
+
+func grow[E any](list []E) []E {
+	if cap(list) == 0 {
+		return make([]E, 0, listCap)
+	}
+	return list
+}
+
+func self(s string) string            { return s }
+func queueOf(e ReadinessEntry) string { return e.Queue }
+
+func indexOf[E any](list []E, key func(E) string, v string) int {
 	for k, x := range list {
-		if x == v {
+		if key(x) == v {
 			return k
 		}
 	}
 	return -1
 }
 
-// distinct answers "is v already in list" in linear time for short lists
-// and through a set for long ones (a 64 KiB body holds thousands).
+// distinct answers "is v already a key in list" by a linear scan for short
+// lists and through a set for long ones (a 64 KiB body holds thousands).
 type distinct struct{ m map[string]struct{} }
 
 const distinctLinear = 32
 
-func (s *distinct) seen(list []string, v string) bool {
+func seenIn[E any](s *distinct, list []E, key func(E) string, v string) bool {
 	if s.m == nil && len(list) < distinctLinear {
-		return indexOf(list, v) >= 0
+		return indexOf(list, key, v) >= 0
 	}
 	if s.m == nil {
 		s.m = make(map[string]struct{}, 2*len(list))
 		for _, x := range list {
-			s.m[x] = struct{}{}
+			s.m[key(x)] = struct{}{}
 		}
 	}
 	if _, ok := s.m[v]; ok {
@@ -1013,10 +1039,7 @@ func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
 	}
 	d.i++
 	out := []ReadinessEntry{}
-	var (
-		queues []string // for distinctness
-		set    distinct
-	)
+	var set distinct
 	first := true
 	for n := 0; ; n++ {
 		more, err := d.next(&first, ']')
@@ -1030,12 +1053,11 @@ func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
 		if err != nil {
 			return nil, err
 		}
-		if set.seen(queues, e.Queue) {
+		if seenIn(&set, out, queueOf, e.Queue) {
 			return nil, invalid("queue %q is listed twice (entries %d and %d)",
-				e.Queue, indexOf(queues, e.Queue), n).At(base)
+				e.Queue, indexOf(out, queueOf, e.Queue), n).At(base)
 		}
-		queues = append(queues, e.Queue)
-		out = append(out, e)
+		out = append(grow(out), e)
 	}
 }
 

@@ -67,6 +67,9 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		if !json.Valid(body) && (de.Code != domain.CodeInvalidArgument || de.Pointer != "" || !strings.Contains(de.Detail, "byte offset")) {
 			t.Fatalf("malformed %q reported as %v", body, de)
 		}
+		if json.Valid(body) && strings.HasPrefix(de.Detail, "malformed JSON") {
+			t.Fatalf("well-formed %q reported as malformed: %v", body, de)
+		}
 		if !reflect.DeepEqual(h, Heartbeat{}) {
 			t.Fatalf("rejected body returned a value")
 		}

@@ -24,8 +24,8 @@ const (
 	MaxProtocolVersion = 1<<31 - 1
 )
 
-// Values of Heartbeat.State (the reported state) and of
-// Capabilities.Followups.
+// Values of Capabilities.Followups. Heartbeat.State takes StateOnline or
+// StateDegraded.
 const (
 	FollowupsSteer = "steer"
 	FollowupsQueue = "queue"

@@ -166,6 +166,8 @@ func TestDecodeUnknownMembers(t *testing.T) {
 		{"top unicode key", on(`"zoë":null`), unk, "/zoë", ""},
 		{"top invalid utf8 key", on("\"a\xffb\":1"), unk, "/a\uFFFDb", ""},
 		{"top rate_limit", on(`"rate_limit":{}`), unk, "/rate_limit", ""},
+		{"long key is cut in the detail only", on(`"` + strings.Repeat("k", 100) + `":1`), unk, "/" + strings.Repeat("k", 100),
+			`member "` + strings.Repeat("k", 64) + `…"`},
 		{"evidence", on(`"billing_evidence":{"key_type":"oauth","method":"m","source":"x"}`), unk, "/billing_evidence/source", ""},
 		{"evidence first", on(`"billing_evidence":{"x":1}`), unk, "/billing_evidence/x", ""},
 		{"details", on(`"details":{"foo":[1,2]}`), unk, "/details/foo", ""},

@@ -39,7 +39,9 @@ type Inputs struct {
 	// nil for none.
 	OverrideUntil *time.Time
 	// OverrideSetAt is override_set_at: when the override was written. The
-	// first shift boundary after it ends the override.
+	// first shift boundary after it ends the override. Left zero while an
+	// override is present, it counts as set at the beginning of time: with a
+	// shift the override has long been ended; without one it is live.
 	OverrideSetAt time.Time
 	// OverrideBy is override_by: "agent" (ByAgent) or "operator:<person_id>"
 	// (ByOperator). "agent" and "agent:…" give source agent; anything else

@@ -193,3 +193,39 @@ func assertForErr(t *testing.T, err error) {
 		t.Errorf("code %q pointer %q, want invalid_argument /for", de.Code, de.Pointer)
 	}
 }
+
+func TestEffectiveEdges(t *testing.T) {
+	sh := mustShift(t, weekdayMornings)
+	t.Run("override with zero set_at and a shift counts as ended", func(t *testing.T) {
+		in := Inputs{Shift: sh, Override: Out, OverrideBy: ByAgent}
+		checkEffective(t, in, utc("2026-01-05T10:00:00Z"), In, SourceShift, "2026-01-05T13:00:00Z")
+	})
+	t.Run("clock_out across a DST change keeps wall-clock shift times", func(t *testing.T) {
+		la := mustShift(t, "TZ=America/Los_Angeles Mon-Fri 09:00-13:00")
+		now := utc("2026-03-06T18:00:00Z") // Fri 10:00 PST
+		cur := Inputs{Shift: la}
+		ch := ClockOut(cur, now)
+		if ch.Override.Until == nil || !ch.Override.Until.Equal(utc("2026-03-09T16:00:00Z")) {
+			t.Fatalf("until %v, want Mon 09:00 PDT", ch.Override.Until)
+		}
+		in := ch.Apply(cur)
+		checkEffective(t, in, now, Out, SourceAgent, "2026-03-09T16:00:00Z")
+		checkEffective(t, in, utc("2026-03-06T21:00:00Z"), Out, SourceShift, "2026-03-09T16:00:00Z")
+		checkEffective(t, in, utc("2026-03-09T16:00:00Z"), In, SourceShift, "2026-03-09T20:00:00Z")
+	})
+	t.Run("until is a fresh pointer", func(t *testing.T) {
+		now := utc("2026-01-05T10:00:00Z")
+		_, _, u1 := Effective(Inputs{Shift: sh}, now)
+		*u1 = time.Time{}
+		_, _, u2 := Effective(Inputs{Shift: sh}, now)
+		if !u2.Equal(utc("2026-01-05T13:00:00Z")) {
+			t.Errorf("until %v", u2)
+		}
+		end := utc("2026-01-05T11:00:00Z")
+		in := Inputs{Override: Out, OverrideUntil: &end, OverrideSetAt: now, OverrideBy: ByAgent}
+		_, _, u3 := Effective(in, now)
+		if u3 == &end {
+			t.Error("until aliases OverrideUntil")
+		}
+	})
+}

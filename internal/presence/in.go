@@ -129,7 +129,7 @@ func (s *Shift) resolve(E int64) (T, wallT int64) {
 		if b.IsZero() || b.Unix()+o > E {
 			T = E - o
 			if !a.IsZero() && a.Unix() > T {
-				// T = a.Unix() // E lies in the gap before this period
+				T = a.Unix() // E lies in the gap before this period
 			}
 			return T, T + o
 		}

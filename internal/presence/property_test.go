@@ -345,3 +345,50 @@ func TestPropEffective(t *testing.T) {
 		}
 	})
 }
+
+// TestPropVerbs: after clock_in the agent is in and after clock_out it is
+// out; a clock_in that overrides the shift ends by now+for and the next shift
+// start; repeating either verb at the same instant keeps.
+func TestPropVerbs(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cur, now := genInputs(t)
+		d := time.Duration(rapid.Int64Range(1, int64(MaxClockIn/time.Minute)).Draw(t, "forMin")) * time.Minute
+
+		ch, err := ClockIn(cur, d, now)
+		if err != nil {
+			t.Fatalf("ClockIn: %v", err)
+		}
+		after := ch.Apply(cur)
+		p, _, until := Effective(after, now)
+		if p != In {
+			t.Fatalf("after clock_in: %s (change %+v)", p, ch)
+		}
+		if cur.Shift != nil {
+			if sIn, next, ok := cur.Shift.In(now); !sIn {
+				limit := now.Add(d)
+				if ok && next.Before(limit) {
+					limit = next
+				}
+				live, end := OverrideLive(after, now)
+				if !live || end == nil || end.After(limit) {
+					t.Fatalf("clock_in for %s at %s: override live %v until %v, beyond %s", d, now, live, end, limit)
+				}
+				if until == nil || until.Before(*end) {
+					t.Fatalf("clock_in: presence in until %v, before the override ends at %s", until, end)
+				}
+			}
+		}
+		if again, _ := ClockIn(after, d, now); again.Action != Keep {
+			t.Fatalf("repeated clock_in: %v", again.Action)
+		}
+
+		out := ClockOut(cur, now)
+		afterOut := out.Apply(cur)
+		if p, src, _ := Effective(afterOut, now); p != Out || src != SourceAgent {
+			t.Fatalf("after clock_out: (%s, %s)", p, src)
+		}
+		if again := ClockOut(afterOut, now); again.Action != Keep {
+			t.Fatalf("repeated clock_out: %v", again.Action)
+		}
+	})
+}

@@ -67,18 +67,24 @@ func New(t testing.TB) *Env {
 // this writes the row straight into the SQLite file.
 func (e *Env) AddPerson(t testing.TB, name string) string {
 	t.Helper()
+	token := app.NewToken(app.PersonTokenPrefix)
+	e.Exec(t, `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 0, ?, ?)`,
+		uuid.Must(uuid.NewV7()).String(), name, app.HashToken(token), e.Clock.Now().UnixMicro())
+	return token
+}
+
+// Exec runs one SQL statement on the database file behind the store's back
+// (to break it on purpose, or to create what the port cannot).
+func (e *Env) Exec(t testing.TB, query string, args ...any) {
+	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+e.DBPath+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatalf("open %s: %v", e.DBPath, err)
 	}
 	defer func() { _ = db.Close() }()
-	token := app.NewToken(app.PersonTokenPrefix)
-	_, err = db.ExecContext(t.Context(), `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 0, ?, ?)`,
-		uuid.Must(uuid.NewV7()).String(), name, app.HashToken(token), e.Clock.Now().UnixMicro())
-	if err != nil {
-		t.Fatalf("insert person %s: %v", name, err)
+	if _, err := db.ExecContext(t.Context(), query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
 	}
-	return token
 }
 
 type testWriter struct{ t testing.TB }
