@@ -24,10 +24,19 @@ const (
 	// ChannelPresenceTransition carries "<agent_id>:<in|out>:<reason>" from
 	// the one instance that claimed a transition (DESIGN.md §3.7).
 	ChannelPresenceTransition = "rollcall_presence_transition"
+	// ChannelLiveness carries heartbeat ownership (DESIGN.md §5.2, several
+	// instances): claims "<agent_id>:<instance_id>:<unix_micro>" (the
+	// claimer's heartbeat time; several claims are joined by newlines) and
+	// sync requests "?:<instance_id>" sent by a starting instance, which
+	// every owner answers with claims.
+	ChannelLiveness = "rollcall_liveness"
+	// ChannelEvents carries one JSON event (app.Event wire form) for the SSE
+	// event hubs of every instance (GET /v1/events).
+	ChannelEvents = "rollcall_events"
 )
 
 // Channels lists every channel, for adapters that LISTEN up front.
-var Channels = []string{ChannelTodoReady, ChannelAgentSessions, ChannelPresence, ChannelPresenceTransition}
+var Channels = []string{ChannelTodoReady, ChannelAgentSessions, ChannelPresence, ChannelPresenceTransition, ChannelLiveness, ChannelEvents}
 
 // Handler receives one payload. Handlers run on the bus's delivery
 // goroutine and must not block for long.
