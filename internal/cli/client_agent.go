@@ -15,6 +15,7 @@ import (
 func newAgentCommand() *cobra.Command {
 	cmd, cf := newClientParent("agent", "Vend and manage agents (REST /v1/agents)")
 	cmd.AddCommand(agentVend(cf), agentList(cf), agentShow(cf), agentUpdate(cf), agentRevoke(cf), agentRotate(cf))
+	cmd.AddCommand(presenceCommands(cf)...)
 	return cmd
 }
 

@@ -91,6 +91,10 @@ var routes = []route{
 	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true}, (*api).pushTodo},
 	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true}, (*api).listAgentTodos},
 	{Route{"GET", "/v1/todos/{id}", "getTodo", true}, (*api).getTodo},
+	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true}, (*api).getPresence},
+	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true}, (*api).setPresence},
+	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true}, (*api).clearPresence},
+	{Route{"PUT", "/v1/agents/{ref}/shift", "setShift", true}, (*api).setShift},
 	{Route{"GET", "/v1/audit", "listAudit", true}, (*api).listAudit},
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true}, (*api).verifyAudit},
 }

@@ -10,7 +10,7 @@
 // its row with FOR UPDATE SKIP LOCKED), so two instances never claim one
 // todo; every audit append takes a transaction-scoped advisory lock before
 // reading the chain tail, so concurrent appends never fork the chain;
-// migrations run under goose's session advisory lock, so instances starting
+// migrations run under a session advisory lock, so instances starting
 // together migrate once.
 //
 // Times are timestamptz (µs), lists text[], and JSON documents text kept
@@ -19,6 +19,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -38,10 +39,11 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Advisory lock keys (pg_advisory_xact_lock), distinct from goose's.
+// Advisory lock keys, distinct from goose's default.
 const (
-	lockAudit     int64 = 0x726f6c6c63616c01 // "rollcal" + 1: the audit chain tail
-	lockBootstrap int64 = 0x726f6c6c63616c02 // the first person
+	lockAudit     int64 = 0x726f6c6c63616c01 // "rollcal" + 1: the audit chain tail (xact)
+	lockBootstrap int64 = 0x726f6c6c63616c02 // the first person (xact)
+	lockMigrate   int64 = 0x726f6c6c63616c03 // migrations (session)
 )
 
 // Store is the PostgreSQL adapter of store.Store. It is safe for concurrent
@@ -107,11 +109,7 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() // does not close the pool
-	locker, err := lock.NewPostgresSessionLocker()
-	if err != nil {
-		return fmt.Errorf("postgres store: migrations: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations(), goose.WithSessionLocker(locker))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations(), goose.WithSessionLocker(migrationLock{}))
 	if err != nil {
 		return fmt.Errorf("postgres store: migrations: %w", err)
 	}
@@ -119,6 +117,23 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("postgres store: migrate: %w", err)
 	}
 	return nil
+}
+
+// migrationLock serialises migrations of instances starting together. Unlike
+// goose's polling locker (5 s steps) it waits in pg_advisory_lock, so the
+// second instance proceeds as soon as the first is done; ctx bounds the wait.
+type migrationLock struct{}
+
+var _ lock.SessionLocker = migrationLock{}
+
+func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate)
+	return err
+}
+
+func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, lockMigrate)
+	return err
 }
 
 // Dialect returns "postgres".

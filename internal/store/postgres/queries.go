@@ -304,8 +304,10 @@ const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency
 const live = `idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))`
 
 // claimable is the condition of a todo claim and claim_next may take at $3:
-// pending, or failed with a retry due.
-const claimable = `(state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL AND retry_at <= $3))`
+// pending, or failed with a retry due. Its first term is the todos_ready
+// index predicate, verbatim, so the planner uses that index.
+const claimable = `((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
+	AND (state = 'pending' OR retry_at <= $3))`
 
 func scanTodo(row pgx.Row) (domain.Todo, error) {
 	var t domain.Todo

@@ -296,8 +296,10 @@ const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency
 	finished_at`
 
 // claimable is the SQL condition of a todo claim and claim_next may take at
-// ?now: pending, or failed with a retry due.
-const claimable = `(state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL AND retry_at <= ?3))`
+// ?3 (now): pending, or failed with a retry due. Its first term is the
+// todos_ready index predicate, verbatim, so the planner uses that index.
+const claimable = `((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
+	AND (state = 'pending' OR retry_at <= ?3))`
 
 // inQueues matches a queue against the JSON array bound as ?2.
 const inQueues = `queue IN (SELECT value FROM json_each(?2))`
@@ -342,7 +344,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 	created := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if t.IdempotencyKey != "" {
-			existing, err := scanTodo(tx.QueryRowContext(ctx, `SELECT `+todoCols+` FROM todos
+			existing, err := scanTodo(s.txRow(ctx, tx, `SELECT `+todoCols+` FROM todos
 				WHERE agent_id = ? AND idempotency_key = ?
 				  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))`,
 				t.AgentID, t.IdempotencyKey))
@@ -355,7 +357,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 			}
 		}
 		var err error
-		out, err = scanTodo(tx.QueryRowContext(ctx, `INSERT INTO todos (`+todoCols+`)
+		out, err = scanTodo(s.txRow(ctx, tx, `INSERT INTO todos (`+todoCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			RETURNING `+todoCols,
 			t.ID, t.AgentID, t.Queue, t.Title, nullJSON(t.Payload), t.Kind, t.Source,
@@ -377,7 +379,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 
 // GetTodo implements store.Store.
 func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
-	t, err := scanTodo(s.r.QueryRowContext(ctx, `SELECT `+todoCols+` FROM todos WHERE id = ?`, id))
+	t, err := scanTodo(s.readRow(ctx, `SELECT `+todoCols+` FROM todos WHERE id = ?`, id))
 	if err != nil {
 		return domain.Todo{}, mapErr("get todo", err)
 	}
@@ -423,7 +425,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos `+claimSet+`
+		t, err = scanTodo(s.txRow(ctx, tx, `UPDATE todos `+claimSet+`
 			WHERE id = ?1 AND agent_id = ?5 AND `+inQueues+` AND `+claimable+`
 			RETURNING `+todoCols,
 			p.TodoID, encodeList(p.Queues), micros(p.Now),
@@ -460,7 +462,7 @@ func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos `+claimSet+`
+		t, err = scanTodo(s.txRow(ctx, tx, `UPDATE todos `+claimSet+`
 			WHERE id = (SELECT id FROM todos
 				WHERE agent_id = ?1 AND `+inQueues+` AND `+claimable+`
 				ORDER BY created_at, id LIMIT 1)
@@ -480,7 +482,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos
+		t, err = scanTodo(s.txRow(ctx, tx, `UPDATE todos
 			SET lease_expires_at = ?4, updated_at = ?3
 			WHERE id = ?1 AND `+held+` RETURNING `+todoCols,
 			p.TodoID, p.AgentID, micros(p.Now), micros(p.Now.Add(storeutil.Lease(p.Lease)))))
@@ -497,7 +499,7 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos
+		t, err = scanTodo(s.txRow(ctx, tx, `UPDATE todos
 			SET state = 'done', result = ?4, lease_expires_at = NULL, updated_at = ?3, finished_at = ?3
 			WHERE id = ?1 AND `+held+` RETURNING `+todoCols,
 			p.TodoID, p.AgentID, micros(p.Now), nullJSON(p.Result)))
@@ -515,7 +517,7 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var attempt, maxAttempts int
-		err := tx.QueryRowContext(ctx, `SELECT attempt, max_attempts FROM todos
+		err := s.txRow(ctx, tx, `SELECT attempt, max_attempts FROM todos
 			WHERE id = ?1 AND `+held, p.TodoID, p.AgentID, micros(p.Now)).Scan(&attempt, &maxAttempts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, nil)
@@ -528,7 +530,7 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 		if retry == nil {
 			finished = micros(p.Now)
 		}
-		t, err = scanTodo(tx.QueryRowContext(ctx, `UPDATE todos
+		t, err = scanTodo(s.txRow(ctx, tx, `UPDATE todos
 			SET state = 'failed', last_error = ?2, retry_at = ?3, lease_expires_at = NULL,
 			    updated_at = ?4, finished_at = ?5
 			WHERE id = ?1 RETURNING `+todoCols,
@@ -581,7 +583,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
 	changed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE todos
+		res, err := s.txExec(ctx, tx, `UPDATE todos
 			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2
 			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
 		if err != nil {

@@ -9,7 +9,8 @@
 // instead of failing with SQLITE_BUSY) and a small pool of read-only
 // connections that read concurrently thanks to WAL. A second process — or a
 // second Open in the same process — on the same file is refused while the
-// first holds the file lock: Rollcall on SQLite is a single instance.
+// first holds the file lock: Rollcall on SQLite is a single instance. Hot
+// queries run as statements prepared once per connection (stmts.go).
 //
 // Times are stored as INTEGER unix microseconds (UTC), lists as JSON arrays,
 // and JSON documents as TEXT kept byte for byte.
@@ -44,9 +45,11 @@ const Memory = ":memory:"
 // Store is the SQLite adapter of store.Store. It is safe for concurrent use.
 type Store struct {
 	path string
-	w    *sql.DB  // the one write connection (also reads for :memory:)
-	r    *sql.DB  // read-only connections
-	lock *os.File // <path>.lock, flocked until Close; nil for :memory:
+	w    *sql.DB   // the one write connection (also reads for :memory:)
+	r    *sql.DB   // read-only connections
+	lock *os.File  // <path>.lock, flocked until Close; nil for :memory:
+	ws   stmtCache // statements prepared on w
+	rs   stmtCache // statements prepared on r
 }
 
 var _ store.Store = (*Store)(nil)
@@ -166,7 +169,7 @@ func (s *Store) Dialect() string { return "sqlite" }
 // Close closes the database and releases the instance lock. It is safe to
 // call more than once.
 func (s *Store) Close() error {
-	var errs []error
+	errs := []error{s.rs.close(), s.ws.close()}
 	if s.r != nil && s.r != s.w {
 		errs = append(errs, s.r.Close())
 	}
@@ -182,20 +185,21 @@ func (s *Store) Close() error {
 }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection:
-// committed when fn returns nil, rolled back otherwise.
+// committed when fn returns nil, rolled back otherwise. Afterwards it
+// prepares the queries txRow/txExec met for the first time.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite store: begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	err = fn(tx)
+	if err != nil {
 		_ = tx.Rollback()
-		return err
+	} else if err = tx.Commit(); err != nil {
+		err = fmt.Errorf("sqlite store: commit: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite store: commit: %w", err)
-	}
-	return nil
+	s.ws.prepareMissing(ctx, s.w)
+	return err
 }
 
 // mapErr turns constraint violations into the port's sentinel errors:

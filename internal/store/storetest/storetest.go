@@ -44,6 +44,9 @@ type Instance struct {
 type Harness struct {
 	// New returns a fresh Instance for one subtest.
 	New func(t *testing.T) Instance
+	// Parallel runs the subtests in parallel (t.Parallel); each still gets
+	// its own store.
+	Parallel bool
 }
 
 type contractTest struct {
@@ -60,7 +63,12 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, todoTests...)
 	tests = append(tests, auditTests...)
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.New(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
+			tc.fn(t, h.New(t))
+		})
 	}
 }
 
@@ -202,7 +210,7 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// checkUTC fails when a returned time is not in UTC.
+// utcOption compares times by instant and requires both to be in UTC.
 var utcOption = cmp.Comparer(func(a, b time.Time) bool {
 	return a.Equal(b) && a.Location() == time.UTC && b.Location() == time.UTC
 })

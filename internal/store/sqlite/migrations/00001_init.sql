@@ -68,8 +68,13 @@ CREATE TABLE todos (
 CREATE UNIQUE INDEX todos_live_key ON todos (agent_id, idempotency_key)
     WHERE idempotency_key <> ''
       AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
--- claim_next: oldest claimable todo of an agent in its queues.
+-- Listing an agent's todos by queue and state.
 CREATE INDEX todos_claim ON todos (agent_id, queue, state, created_at);
+-- claim and claim_next: only the rows that can become claimable (pending, or
+-- waiting for a retry), so done and dead-lettered history costs nothing.
+-- The claim queries repeat this predicate verbatim so the planner uses it.
+CREATE INDEX todos_ready ON todos (agent_id, queue, created_at)
+    WHERE state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL);
 -- The reaper: claimed todos by lease expiry.
 CREATE INDEX todos_lease ON todos (lease_expires_at) WHERE state = 'claimed';
 

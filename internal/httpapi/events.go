@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// GET /v1/events: the operator event stream (Server-Sent Events; issue 4
+// item 10, DESIGN.md §2 console "live over SSE"). A person receives the
+// events of their own agents only: agent.presence_changed (the liveness
+// pair of §5.2) and agent.presence_transition (in/out of §3.7). Every
+// event has an id; a client that reconnects with Last-Event-ID resumes
+// after that event while it is among the last app.EventBufferSize events,
+// and otherwise first receives a stream.missed event (re-read the state you
+// show). A comment line is sent every SSEKeepAlive so proxies keep the
+// stream open. The stream ends at server shutdown and when the client
+// falls too far behind (reconnect with Last-Event-ID).
+
+// SSEKeepAlive is the period of the keep-alive comment.
+const SSEKeepAlive = 15 * time.Second
+
+func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	sub, err := a.svc.Events.Subscribe(by.ID, last)
+	if err != nil {
+		return &statusError{http.StatusServiceUnavailable, &domain.Error{Code: domain.CodeInternal, Detail: err.Error()}}
+	}
+	defer sub.Close()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if sub.Missed {
+		data, _ := json.Marshal(app.StreamMissedData{LastEventID: last, Buffer: app.EventBufferSize})
+		if err := writeSSE(w, "", app.EventStreamMissed, data); err != nil {
+			return nil
+		}
+	}
+	for _, ev := range sub.Backlog {
+		if err := writeEvent(w, ev); err != nil {
+			return nil
+		}
+	}
+	if _, err := w.Write([]byte(": stream open\n\n")); err != nil {
+		return nil
+	}
+	_ = rc.Flush()
+	keep := time.NewTicker(SSEKeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case ev, ok := <-sub.C():
+			if !ok {
+				return nil // lagged or shutting down: the client reconnects
+			}
+			if err := writeEvent(w, ev); err != nil {
+				return nil
+			}
+		case <-keep.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return nil
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}
+
+// writeEvent writes one event; its data is the Event as JSON: {id, kind,
+// at, agent_id, data} (the owner is not sent).
+func writeEvent(w http.ResponseWriter, ev app.Event) error {
+	data, _ := json.Marshal(ev) // strings, a time and raw JSON
+	return writeSSE(w, ev.ID, ev.Kind, data)
+}
+
+func writeSSE(w http.ResponseWriter, id, kind string, data []byte) error {
+	var b strings.Builder
+	if id != "" {
+		b.WriteString("id: " + id + "\n")
+	}
+	b.WriteString("event: " + kind + "\ndata: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	_, err := w.Write([]byte(b.String()))
+	return err
+}
