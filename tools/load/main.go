@@ -1,0 +1,66 @@
+// Command load drives a running (or spawned) Rollcall server over loopback
+// and reports latency, throughput and memory figures for docs/benchmarks.md.
+// Every mode is bounded in count and time and stops by itself; it only ever
+// talks to the URL it is given (loopback by default).
+//
+//	go run ./tools/load doorbell  -spawn ./rollcall -n 2000
+//	go run ./tools/load sessions  -spawn ./rollcall -n 5000
+//	go run ./tools/load heartbeat …   (see heartbeat.go)
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"time"
+)
+
+type mode struct {
+	name string
+	help string
+	run  func(ctx context.Context, args []string) error
+}
+
+var modes []mode
+
+func register(m mode) { modes = append(modes, m) }
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	for _, m := range modes {
+		if m.name == os.Args[1] {
+			if err := m.run(ctx, os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "load:", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	usage()
+	os.Exit(2)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: load <mode> [flags]; modes:")
+	sort.Slice(modes, func(i, j int) bool { return modes[i].name < modes[j].name })
+	for _, m := range modes {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", m.name, m.help)
+	}
+}
+
+// percentiles returns p50, p99 and max of ds (sorted in place).
+func percentiles(ds []time.Duration) (p50, p99, max time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
+	return at(0.50), at(0.99), ds[len(ds)-1]
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// session is one MCP client session (mcp-go, protocol 2025-11-25) with its
+// GET notification stream open.
+type session struct {
+	c *mcpclient.Client
+}
+
+func openSession(ctx context.Context, mcpURL, token string, onChannel func(meta map[string]any)) (*session, error) {
+	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}), transport.WithContinuousListening())
+	if err != nil {
+		return nil, err
+	}
+	c := mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
+	if onChannel != nil {
+		c.OnNotification(func(n mcp.JSONRPCNotification) {
+			if n.Method == "notifications/claude/channel" {
+				meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
+				onChannel(meta)
+			}
+		})
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION, ClientInfo: mcp.Implementation{Name: "rollcall-load", Version: "1"}}}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &session{c: c}, nil
+}
+
+func init() {
+	register(mode{name: "doorbell", help: "latency from todo push (REST) to the doorbell read by a connected MCP client", run: runDoorbell})
+	register(mode{name: "sessions", help: "server memory per idle MCP session with an open notification stream", run: runSessions})
+}
+
+func runDoorbell(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("doorbell", flag.ExitOnError)
+	bin := fs.String("spawn", "", "rollcall binary to start (fresh store)")
+	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
+	url := fs.String("server", "", "server URL when not spawning")
+	token := fs.String("token", "", "admin token when not spawning")
+	agents := fs.Int("agents", 20, "agents, one connected session each")
+	n := fs.Int("n", 2000, "todos to push (sequentially)")
+	fs.Parse(args)
+
+	t, err := spawnOrAttach(ctx, *bin, *storeURL, *url, *token)
+	if err != nil {
+		return err
+	}
+	defer t.stop()
+	run := time.Now().UnixNano()
+	type agent struct {
+		handle string
+		got    chan string
+		s      *session
+	}
+	as := make([]*agent, *agents)
+	for i := range as {
+		v, err := t.vend(ctx, fmt.Sprintf("load-%d-%d", run, i), []string{"q"})
+		if err != nil {
+			return err
+		}
+		a := &agent{handle: v.Agent.Handle, got: make(chan string, 16)}
+		a.s, err = openSession(ctx, v.MCPURL, v.Credential, func(meta map[string]any) {
+			id, _ := meta["todo_id"].(string)
+			a.got <- id
+		})
+		if err != nil {
+			return err
+		}
+		defer a.s.c.Close()
+		as[i] = a
+	}
+	lat := make([]time.Duration, 0, *n)
+	deadline := time.Now().Add(10 * time.Minute)
+	for i := 0; i < *n && time.Now().Before(deadline); i++ {
+		a := as[i%len(as)]
+		var td struct {
+			ID string `json:"id"`
+		}
+		start := time.Now()
+		if err := t.rest(ctx, "POST", "/v1/agents/"+a.handle+"/todos", map[string]any{"queue": "q", "title": fmt.Sprintf("load %d", i)}, &td); err != nil {
+			return err
+		}
+		select {
+		case id := <-a.got:
+			if id != td.ID {
+				return fmt.Errorf("doorbell for %s, pushed %s", id, td.ID)
+			}
+			lat = append(lat, time.Since(start))
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("no doorbell for todo %s within 10 s", td.ID)
+		}
+	}
+	p50, p99, mx := percentiles(lat)
+	fmt.Printf("doorbell: %d todos over %d agents: push→notification p50 %s p99 %s max %s\n", len(lat), len(as), p50, p99, mx)
+	return nil
+}
+
+func runSessions(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sessions", flag.ExitOnError)
+	bin := fs.String("spawn", "", "rollcall binary to start (required: memory is read from /proc)")
+	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
+	n := fs.Int("n", 5000, "sessions to open")
+	agents := fs.Int("agents", 100, "agents to spread the sessions over")
+	fs.Parse(args)
+	if *bin == "" {
+		return fmt.Errorf("-spawn is required")
+	}
+	t, err := spawnOrAttach(ctx, *bin, *storeURL, "", "")
+	if err != nil {
+		return err
+	}
+	defer t.stop()
+	run := time.Now().UnixNano()
+	type cred struct{ url, token string }
+	creds := make([]cred, *agents)
+	for i := range creds {
+		v, err := t.vend(ctx, fmt.Sprintf("mem-%d-%d", run, i), []string{"q"})
+		if err != nil {
+			return err
+		}
+		creds[i] = cred{v.MCPURL, v.Credential}
+	}
+	// Warm up: one session, then measure the baseline.
+	warm, err := openSession(ctx, creds[0].url, creds[0].token, nil)
+	if err != nil {
+		return err
+	}
+	defer warm.c.Close()
+	runtime.GC()
+	time.Sleep(500 * time.Millisecond) // let the server settle before the baseline (measurement, not correctness)
+	before, err := rssKB(t.PID)
+	if err != nil {
+		return err
+	}
+	var opened atomic.Int64
+	sessions := make([]*session, *n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	var firstErr atomic.Value
+	for i := 0; i < *n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c := creds[i%len(creds)]
+			s, err := openSession(ctx, c.url, c.token, nil)
+			if err != nil {
+				firstErr.CompareAndSwap(nil, err)
+				return
+			}
+			sessions[i] = s
+			opened.Add(1)
+		}(i)
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return fmt.Errorf("opening sessions: %v (opened %d)", e, opened.Load())
+	}
+	time.Sleep(2 * time.Second) // let streams attach and buffers settle (measurement, not correctness)
+	after, err := rssKB(t.PID)
+	if err != nil {
+		return err
+	}
+	per := float64(after-before) * 1024 / float64(opened.Load())
+	fmt.Printf("sessions: %d idle sessions with open streams: server RSS %d KiB → %d KiB, %.1f KiB per session\n", opened.Load(), before, after, per/1024)
+	for _, s := range sessions {
+		if s != nil {
+			s.c.Close()
+		}
+	}
+	return nil
+}
