@@ -59,6 +59,12 @@ type Config struct {
 	Doorbell struct {
 		SweepInterval time.Duration `koanf:"sweep_interval"`
 	} `koanf:"doorbell"`
+	Console struct {
+		// SessionKey seals console session cookies; every instance behind
+		// one load balancer needs the same value. Empty = a random key per
+		// process (sessions end at restart).
+		SessionKey string `koanf:"session_key"`
+	} `koanf:"console"`
 }
 
 // Key describes one configuration key: its default and its help text.
@@ -83,6 +89,7 @@ var Keys = []Key{
 	{"shutdown.total_timeout", 30 * time.Second, "graceful shutdown budget"},
 	{"presence.evaluate_interval", 30 * time.Second, "presence evaluator period"},
 	{"doorbell.sweep_interval", 30 * time.Second, "doorbell sweep period"},
+	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
 }
 
 // EnvName returns the environment variable of a key.

@@ -12,13 +12,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/config"
+	"github.com/rollcall/rollcall/internal/console"
 	"github.com/rollcall/rollcall/internal/httpapi"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 	"github.com/rollcall/rollcall/internal/store"
@@ -86,8 +90,29 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	if url == "" {
 		url = "http://" + ln.Addr().String()
 	}
-	b := bus.Bus(bus.NewLocal())
-	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url})
+	var b bus.Bus = bus.NewLocal()
+	var svcRef atomic.Pointer[app.Service] // set below; read by the reconnect hook
+	if dialect, target, _ := config.ParseStore(cfg.Store); dialect == "postgres" {
+		pb, err := pgbus.Open(ctx, pgbus.Options{URL: target, Log: o.Log, OnReconnect: func() {
+			// Signals sent while the listener was down are lost: resync.
+			if svc := svcRef.Load(); svc != nil {
+				if err := svc.Evaluator.Load(context.Background()); err != nil {
+					o.Log.Warn("presence resync after bus reconnect failed", "err", err)
+				}
+			}
+		}})
+		if err != nil {
+			ln.Close()
+			st.Close()
+			return nil, fmt.Errorf("bus: %w", err)
+		}
+		b = pb
+	}
+	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url,
+		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval,
+		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
+			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout}})
+	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, URL: url, ln: ln}
 
 	token, created, err := svc.Bootstrap(ctx, cfg.BootstrapToken)
@@ -103,7 +128,16 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP)
 	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log}))
+	con, err := console.New(svc, console.Options{Log: o.Log, Sessions: s.MCP,
+		SessionKey: []byte(cfg.Console.SessionKey), SecureCookies: strings.HasPrefix(url, "https://")})
+	if err != nil {
+		s.closeAll()
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	mux.Handle(console.Prefix, con)
+	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	s.httpSrv.RegisterOnShutdown(svc.Events.Close) // ends open SSE streams so they do not hold the shutdown
 	fmt.Fprintf(o.Stdout, "rollcall listening on %s (store %s)\n", url, redact(cfg.Store))
 	return s, nil
 }

@@ -1,0 +1,68 @@
+// Package console is Rollcall's operator web console (DESIGN.md §2 "Web
+// console"): a person signs in with a personal API token and sees their
+// fleet — every agent's liveness state (§5.2), in/out presence with its
+// source and next change (§3.3), warnings, held todos — and steers it:
+// clock in or out, clear an override, edit the shift (§3.5), vend and revoke
+// agents, push todos. Cards update live over server-sent events.
+//
+//	h, err := console.New(svc, console.Options{Sessions: mcpServer, SessionKey: key})
+//	mux.Handle(console.Prefix, h)                  // "/console/"
+//	mux.HandleFunc("GET /{$}", console.RedirectRoot)
+//
+// It is an adapter: every page calls use cases of app.Service and holds no
+// rule of its own (presence labels come from presence.Effective's source,
+// shift errors are presence.ParseShift's messages, exactly as the API sends
+// them).
+//
+// # Rendering
+//
+// Server-rendered with html/template; the templates are parsed once in New.
+// Assets (one stylesheet, one ~100-line script, no library) are embedded
+// and served under /console/static/ with a content-hash query for caching.
+// Every page works without the script; the script adds live updates, local
+// time display and copy buttons. A strict Content-Security-Policy allows
+// only same-origin scripts, styles and connections.
+//
+// # Sessions
+//
+// Signing in (POST /console/signin) checks the token with
+// app.Service.AuthenticatePerson and sets the cookie rollcall_session:
+// HttpOnly, SameSite=Strict, Path=/, Secure over https (TLS, an https
+// X-Forwarded-Proto, or an https public_url). Its value is the session
+// sealed with AES-256-GCM under console.session_key: the person id, the
+// hash of the personal token, the session's CSRF token and the expiry
+// (DefaultSessionTTL, absolute). Nothing is stored on the server, so any
+// instance that has the same key serves any session; with no key each
+// process draws a random one (sessions end at restart, one instance only).
+// Each request re-resolves the token hash with one indexed read, so
+// revoking the personal token ends its console sessions at once. Signing
+// out clears the cookie; a copy of the cookie taken before stays valid
+// until it expires or the token is revoked (the price of stateless
+// sessions).
+//
+// # CSRF
+//
+// Every state-changing form carries the session's synchronizer token in the
+// field "csrf"; a POST without the matching token answers 403 with an
+// explanation and changes nothing. The sign-in form, which has no session
+// yet, uses a double-submit token (cookie rollcall_signin plus field).
+// SameSite=Strict is a second line of defence.
+//
+// # Live updates
+//
+// GET /console/events is an SSE stream of the signed-in person's agent
+// events from app.Service.Events (agent.presence_changed from the liveness
+// tracker, agent.presence_transition from the presence evaluator). On an
+// event the page fetches GET /console/agents/{id}/card and swaps the card's
+// status part (controls keep focus and typed input) and announces the new
+// state in an aria-live region. Reconnects resume with Last-Event-ID; when
+// events were missed the page refreshes every card.
+//
+// # Time zones
+//
+// Times are rendered as <time> elements in UTC and shown relative ("12s
+// ago", "in 3h"); the script re-renders them every 10 s with the local time
+// as tooltip. The "until" field is a datetime-local input: the script puts
+// the browser's IANA zone into the hidden field "tz" and the server reads
+// the wall time in that zone (UTC without the script).
+package console

@@ -1,0 +1,78 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+)
+
+// keepAlive is how often an idle event stream sends a comment line, so
+// proxies do not close it.
+const keepAlive = 25 * time.Second
+
+// consoleEvent is the data of the console's SSE events: which agent
+// changed and why. The page then fetches that agent's card fragment.
+type consoleEvent struct {
+	AgentID string `json:"agent_id"`
+	Kind    string `json:"kind"`
+}
+
+// eventStream is GET /console/events: a text/event-stream of the signed-in
+// person's agent events (app.Events filters by owner). Event "agent" carries
+// consoleEvent; event "missed" tells the page to refresh every card (the
+// Last-Event-ID it resumed from is no longer buffered). At shutdown the
+// hub closes the subscription and the stream ends.
+func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) {
+	sub, err := h.svc.Events.Subscribe(v.person.ID, r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		http.Error(w, "live updates are unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer sub.Close()
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 3000\n\n")
+	if sub.Missed {
+		fmt.Fprint(w, "event: missed\ndata: {}\n\n")
+	}
+	for _, ev := range sub.Backlog {
+		writeEvent(w, ev)
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-sub.C():
+			if !ok {
+				return // fell behind or shutting down: the client reconnects and resumes
+			}
+			writeEvent(w, ev)
+		case <-tick.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+func writeEvent(w http.ResponseWriter, ev app.Event) {
+	if ev.AgentID == "" {
+		return
+	}
+	data, _ := json.Marshal(consoleEvent{AgentID: ev.AgentID, Kind: ev.Kind})
+	id := strings.NewReplacer("\n", "", "\r", "").Replace(ev.ID)
+	fmt.Fprintf(w, "id: %s\nevent: agent\ndata: %s\n\n", id, data)
+}

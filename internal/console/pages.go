@@ -1,0 +1,387 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/presence"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// --- fleet page ---
+
+type fleetView struct {
+	Cards []cardView
+	Vend  vendForm
+}
+
+// vendForm is the vend form with the values and errors of a refused
+// submission. Errors is keyed by field: handle, name, queues, verbs, form.
+type vendForm struct {
+	Handle, Name, Queues string
+	Verbs                map[string]bool
+	Errors               map[string]string
+}
+
+func (h *Handler) fleetPage(w http.ResponseWriter, r *http.Request, v *visit) {
+	h.renderFleet(w, r, v, http.StatusOK, vendForm{Verbs: allVerbs()}, cardView{})
+}
+
+func allVerbs() map[string]bool {
+	m := map[string]bool{}
+	for _, vb := range domain.ScopeVerbs {
+		m[vb] = true
+	}
+	return m
+}
+
+// renderFleet renders the fleet page; override replaces the card of the
+// same agent (a presence form that was refused, with its error).
+func (h *Handler) renderFleet(w http.ResponseWriter, r *http.Request, v *visit, status int, vf vendForm, override cardView) {
+	agents, err := h.svc.ListAgents(r.Context(), v.person)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	view := fleetView{Vend: vf}
+	for i := range agents {
+		c, err := h.buildCard(r.Context(), v, &agents[i])
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		if c.ID == override.ID {
+			c.UntilValue, c.UntilError, c.PresenceError = override.UntilValue, override.UntilError, override.PresenceError
+		}
+		view.Cards = append(view.Cards, c)
+	}
+	// Revoked agents last; they have no controls.
+	slices.SortStableFunc(view.Cards, func(a, b cardView) int {
+		switch {
+		case a.Revoked == b.Revoked:
+			return 0
+		case a.Revoked:
+			return 1
+		}
+		return -1
+	})
+	h.render(w, r, status, "fleet", v, "Fleet", view)
+}
+
+// cardFragment serves one card's HTML for the live updates.
+func (h *Handler) cardFragment(w http.ResponseWriter, r *http.Request, v *visit) {
+	a, err := h.svc.OwnedAgent(r.Context(), v.person, r.PathValue("ref"))
+	if err != nil {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	c, err := h.buildCard(r.Context(), v, &a)
+	if err != nil {
+		h.log.Error("console card failed", "agent", a.Handle, "err", err)
+		http.Error(w, "card unavailable", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := h.pages["card"].ExecuteTemplate(w, "card", c); err != nil {
+		h.log.Error("console card template failed", "err", err)
+	}
+}
+
+// --- agent page ---
+
+type agentView struct {
+	Card           cardView
+	Queues         []string
+	ShiftValue     string
+	ShiftError     string
+	Todos          []todoView
+	TodosCapped    bool
+	Audit          []domain.AuditEntry
+	AuditTruncated bool
+	Push           pushForm
+}
+
+type todoView struct {
+	domain.Todo
+	Held      bool
+	HeldUntil *time.Time
+}
+
+// pushForm is the push-todo form; Errors keyed by queue, title, kind,
+// payload, idempotency_key, form.
+type pushForm struct {
+	Queue, Title, Kind, Payload, Key string
+	Errors                           map[string]string
+}
+
+// agentListLimit bounds each todo state listed on the agent page.
+const agentListLimit = 100
+
+// auditShown is how many of the agent's most recent audit entries the page
+// shows.
+const auditShown = 50
+
+func (h *Handler) agentPage(w http.ResponseWriter, r *http.Request, v *visit) {
+	h.renderAgent(w, r, v, http.StatusOK, agentView{})
+}
+
+// renderAgent renders the agent page; form carries a refused form's state
+// (shift value and error, push form, presence error on the card).
+func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, status int, form agentView) {
+	ctx := r.Context()
+	a, err := h.svc.OwnedAgent(ctx, v.person, r.PathValue("ref"))
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	card, err := h.buildCard(ctx, v, &a)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	card.Back = "agent"
+	card.UntilValue, card.UntilError, card.PresenceError = form.Card.UntilValue, form.Card.UntilError, form.Card.PresenceError
+	view := agentView{Card: card, Queues: a.Scope.Queues, ShiftValue: a.Presence.Shift, Push: form.Push}
+	if form.ShiftError != "" {
+		view.ShiftValue, view.ShiftError = form.ShiftValue, form.ShiftError
+	}
+	for _, state := range []string{domain.TodoClaimed, domain.TodoPending, domain.TodoFailed} {
+		ts, err := h.svc.Store().ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: state, Limit: agentListLimit})
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		view.TodosCapped = view.TodosCapped || len(ts) == agentListLimit
+		for _, t := range ts {
+			tv := todoView{Todo: t}
+			if card.heldIDs[t.ID] {
+				tv.Held, tv.HeldUntil = true, card.HeldUntil
+			}
+			view.Todos = append(view.Todos, tv)
+		}
+	}
+	audit, err := h.svc.ListAudit(ctx, v.person, app.AuditFilter{AgentRef: a.ID, Limit: 1000})
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	view.AuditTruncated = len(audit) == 1000
+	if len(audit) > auditShown {
+		audit = audit[len(audit)-auditShown:]
+	}
+	slices.Reverse(audit)
+	view.Audit = audit
+	h.render(w, r, status, "agent", v, a.Handle, view)
+}
+
+// --- forms ---
+
+// fieldOf names the form field an invalid_argument error points at
+// ("/queues/2" → "queues"), or "form" when it points at none. Other errors
+// (not found, conflict, internal) are not about a field: ok is false and
+// they get an error page.
+func fieldOf(err error) (field, msg string, ok bool) {
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.CodeInvalidArgument {
+		return "", "", false
+	}
+	f := strings.TrimPrefix(de.Pointer, "/")
+	if i := strings.IndexByte(f, '/'); i >= 0 {
+		f = f[:i]
+	}
+	if f == "" {
+		f = "form"
+	}
+	return f, de.Detail, true
+}
+
+// backTo is where a card form returns: the agent page or the fleet page.
+func backTo(r *http.Request, a *domain.Agent) string {
+	if r.PostFormValue("back") == "agent" {
+		return Prefix + "agents/" + a.Handle
+	}
+	return Prefix
+}
+
+// setPresence handles the card's clock in / clock out / clear override
+// buttons. until is a datetime-local value read in the zone tz (the
+// browser's IANA zone, filled in by the script; UTC without it).
+func (h *Handler) setPresence(w http.ResponseWriter, r *http.Request, v *visit) {
+	ctx := r.Context()
+	a, err := h.svc.OwnedAgent(ctx, v.person, r.PathValue("ref"))
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	action, untilText := r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("until"))
+	refuse := func(field, msg string) {
+		c := cardView{ID: a.ID, UntilValue: untilText}
+		if field == "until" {
+			c.UntilError = msg
+		} else {
+			c.PresenceError = msg
+		}
+		if r.PostFormValue("back") == "agent" {
+			r.SetPathValue("ref", a.Handle)
+			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{Card: c})
+			return
+		}
+		h.renderFleet(w, r, v, http.StatusUnprocessableEntity, vendForm{Verbs: allVerbs()}, c)
+	}
+	switch action {
+	case "clear":
+		_, err = h.svc.ClearPresence(ctx, v.person, a.ID)
+	case presence.In, presence.Out:
+		var until *time.Time
+		if untilText != "" {
+			t, msg := parseLocal(untilText, r.PostFormValue("tz"))
+			if msg != "" {
+				refuse("until", msg)
+				return
+			}
+			until = &t
+		}
+		_, err = h.svc.SetPresence(ctx, v.person, a.ID, app.PresenceInput{Presence: action, Until: until})
+	default:
+		refuse("form", "Choose clock in, clock out or clear override.")
+		return
+	}
+	if err != nil {
+		if f, msg, ok := fieldOf(err); ok {
+			refuse(f, msg)
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	redirectDone(w, r, backTo(r, &a), action)
+}
+
+// parseLocal reads a datetime-local value ("2006-01-02T15:04", seconds
+// optional) as wall time in the IANA zone tz ("" = UTC). It returns a
+// message for the field when either does not parse.
+func parseLocal(value, tz string) (time.Time, string) {
+	loc := time.UTC
+	if tz != "" && tz != "UTC" {
+		l, err := time.LoadLocation(tz)
+		if err != nil || tz == "Local" {
+			return time.Time{}, "until: unknown time zone " + tz
+		}
+		loc = l
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, value, loc); err == nil {
+			return t.UTC(), ""
+		}
+	}
+	return time.Time{}, "until: enter a date and time like 2026-12-01T17:30"
+}
+
+// setShift saves (op=save) or removes (op=remove) the shift. A shift that
+// does not parse re-renders the agent page with presence.ParseShift's
+// message next to the field (the API's message, DESIGN.md §3.2).
+func (h *Handler) setShift(w http.ResponseWriter, r *http.Request, v *visit) {
+	ref := r.PathValue("ref")
+	text := r.PostFormValue("shift")
+	var shift *string
+	done := "noshift"
+	if r.PostFormValue("op") != "remove" {
+		shift, done = &text, "shift"
+	}
+	a, err := h.svc.SetShift(r.Context(), v.person, ref, shift)
+	if err != nil {
+		if _, msg, ok := fieldOf(err); ok {
+			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{ShiftValue: text, ShiftError: msg})
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	redirectDone(w, r, Prefix+"agents/"+a.Agent, done)
+}
+
+// pushTodo pushes a todo from the agent page form.
+func (h *Handler) pushTodo(w http.ResponseWriter, r *http.Request, v *visit) {
+	f := pushForm{Queue: r.PostFormValue("queue"), Title: r.PostFormValue("title"), Kind: strings.TrimSpace(r.PostFormValue("kind")),
+		Payload: strings.TrimSpace(r.PostFormValue("payload")), Key: strings.TrimSpace(r.PostFormValue("idempotency_key"))}
+	in := app.PushInput{Queue: f.Queue, Title: f.Title, Kind: f.Kind, IdempotencyKey: f.Key}
+	if f.Payload != "" {
+		in.Payload = json.RawMessage(f.Payload)
+	}
+	t, created, err := h.svc.PushTodo(r.Context(), v.person, r.PathValue("ref"), in)
+	if err != nil {
+		if field, msg, ok := fieldOf(err); ok {
+			f.Errors = map[string]string{field: msg}
+			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{Push: f})
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	a, err := h.svc.OwnedAgent(r.Context(), v.person, t.AgentID)
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	done := "pushed"
+	if !created {
+		done = "exists"
+	}
+	redirectDone(w, r, Prefix+"agents/"+a.Handle, done)
+}
+
+// vend registers an agent. On success the response itself shows the
+// credential (never stored, never shown again; Cache-Control: no-store).
+func (h *Handler) vend(w http.ResponseWriter, r *http.Request, v *visit) {
+	_ = r.ParseForm()
+	f := vendForm{Handle: strings.TrimSpace(r.PostFormValue("handle")), Name: strings.TrimSpace(r.PostFormValue("name")),
+		Queues: r.PostFormValue("queues"), Verbs: map[string]bool{}}
+	for _, vb := range r.PostForm["verbs"] {
+		f.Verbs[vb] = true
+	}
+	in := app.VendInput{Handle: f.Handle, Name: f.Name, Queues: splitList(f.Queues), Verbs: r.PostForm["verbs"]}
+	res, err := h.svc.Vend(r.Context(), v.person, in)
+	if err != nil {
+		field, msg, ok := fieldOf(err)
+		if de := (*domain.Error)(nil); errors.As(err, &de) && de.Code == domain.CodeConflict {
+			field, msg, ok = "handle", de.Detail, true // the handle is taken
+		}
+		if ok {
+			f.Errors = map[string]string{field: msg}
+			h.renderFleet(w, r, v, http.StatusUnprocessableEntity, f, cardView{})
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	h.render(w, r, http.StatusCreated, "vended", v, "Agent "+res.Agent.Handle+" vended", res)
+}
+
+// splitList splits a queue list typed with commas, spaces or newlines.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
+}
+
+// revokePage asks for confirmation; revoking is permanent.
+func (h *Handler) revokePage(w http.ResponseWriter, r *http.Request, v *visit) {
+	a, err := h.svc.OwnedAgent(r.Context(), v.person, r.PathValue("ref"))
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "revoke", v, "Revoke "+a.Handle, a)
+}
+
+func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, v *visit) {
+	if _, err := h.svc.RevokeAgent(r.Context(), v.person, r.PathValue("ref")); err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	redirectDone(w, r, Prefix, "revoked")
+}
