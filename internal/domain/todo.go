@@ -43,21 +43,26 @@ type Todo struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	// PushEligible is true for todos authored by the agent's owner; only
 	// those ring doorbells (DESIGN.md §1).
-	PushEligible   bool            `json:"push_eligible"`
-	CreatedBy      string          `json:"created_by"`
-	State          string          `json:"state"`
-	Attempt        int             `json:"attempt"`
-	MaxAttempts    int             `json:"max_attempts"`
-	LeaseExpiresAt *time.Time      `json:"lease_expires_at,omitempty"`
-	RetryAt        *time.Time      `json:"retry_at,omitempty"`
-	RingAttempts   int             `json:"ring_attempts"`
-	LastRingedAt   *time.Time      `json:"last_ringed_at,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	LastError      string          `json:"last_error,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	ClaimedAt      *time.Time      `json:"claimed_at,omitempty"`
-	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	PushEligible   bool       `json:"push_eligible"`
+	CreatedBy      string     `json:"created_by"`
+	State          string     `json:"state"`
+	Attempt        int        `json:"attempt"`
+	MaxAttempts    int        `json:"max_attempts"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	RetryAt        *time.Time `json:"retry_at,omitempty"`
+	RingAttempts   int        `json:"ring_attempts"`
+	LastRingedAt   *time.Time `json:"last_ringed_at,omitempty"`
+	// NextRingAt is when the sweep next re-rings the todo while it is
+	// pending (NextRingAt of its ring count and its last ring, digest or
+	// creation); nil once the ring budget is spent (DESIGN.md §3.8). The
+	// store computes it; a value passed to CreateTodo is ignored.
+	NextRingAt *time.Time      `json:"next_ring_at,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	LastError  string          `json:"last_error,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	ClaimedAt  *time.Time      `json:"claimed_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
 // DeadLettered reports whether the todo failed with no retry scheduled.
@@ -118,6 +123,12 @@ const MaxRings = 5
 // rung on create (agent out, no session) gets its first ring 5 min after
 // creation or after the digest that announced it.
 var sweepDelays = [MaxRings]time.Duration{5 * time.Minute, 5 * time.Minute, 20 * time.Minute, time.Hour, 6 * time.Hour}
+
+// SweepDelays returns the sweep backoff: element n is the wait before a
+// pending todo rung n times is rung again (5 min, 5 min, 20 min, 1 h, 6 h;
+// DESIGN.md §3.8). It is the one source both NextRingAt and the stores'
+// SQL (which computes next_ring_at inside the sweep statement) use.
+func SweepDelays() [MaxRings]time.Duration { return sweepDelays }
 
 // NextRingAt returns when a pending todo rung ringAttempts times, last rung
 // (or digested, or created) at `last`, is next due for a sweep ring; ok is

@@ -20,7 +20,7 @@ type PresenceStore interface {
 	//   UPDATE agents SET presence_seen=$new, presence_changed_at=$at,
 	//     presence_changed_by=$by WHERE id=$id AND presence_seen <> $new
 	// It reports whether this caller claimed it (exactly one of several
-	// racing callers does).
+	// racing callers does); an unknown agent claims nothing (false, nil).
 	ClaimTransition(ctx context.Context, p ClaimTransitionParams) (bool, error)
 	// ListAgentsChangedSince returns unrevoked agents whose updated_at is at
 	// or after Since (zero = all), ascending by id after AfterID, at most
@@ -43,7 +43,8 @@ type PresenceStore interface {
 	// (oldest due first) and at most Limit in all, round-robin over agents
 	// (each agent's first before any agent's second). Each selected row gets
 	// ring_attempts+1, last_ringed_at = Now and next_ring_at per
-	// domain.NextRingAt; the rows are returned. Empty Receivers → no query.
+	// domain.NextRingAt; the rows are returned, in no particular order. A
+	// receiver listed twice counts once. Empty Receivers → no query.
 	SweepRing(ctx context.Context, p SweepParams) ([]domain.Todo, error)
 }
 
@@ -75,16 +76,16 @@ type ClaimTransitionParams struct {
 
 // ListChangedParams pages ListAgentsChangedSince.
 type ListChangedParams struct {
-	Since   time.Time
-	AfterID string
-	Limit   int
+	Since   time.Time // zero = every unrevoked agent
+	AfterID string    // "" = from the first id
+	Limit   int       // <= 0 = no limit
 }
 
 // PendingParams selects push-eligible pending todos of one agent.
 type PendingParams struct {
 	AgentID       string
 	ExcludeQueues []string
-	Limit         int
+	Limit         int // <= 0 = no limit
 }
 
 // PendingTodo is the digest's view of a pending todo: no title, no payload.
@@ -108,6 +109,6 @@ type SweepParams struct {
 	// the agent last reported not ready, DESIGN.md §5.2).
 	Excluded []string
 	Now      time.Time
-	PerAgent int // DESIGN.md §3.8: 3
-	Limit    int
+	PerAgent int // DESIGN.md §3.8: 3; <= 0 = no bound
+	Limit    int // <= 0 = no bound
 }

@@ -65,7 +65,9 @@ type Store interface {
 	// Todos.
 
 	// CreateTodo inserts a todo, or, when IdempotencyKey is set and a live todo
-	// of the agent has that key, returns that todo with created=false.
+	// of the agent has that key, returns that todo with created=false. The
+	// store sets next_ring_at = domain.NextRingAt(RingAttempts, LastRingedAt
+	// or CreatedAt) (DESIGN.md §3.8).
 	CreateTodo(ctx context.Context, p CreateTodoParams) (t domain.Todo, created bool, err error)
 	// GetTodo returns a todo by id.
 	GetTodo(ctx context.Context, id string) (domain.Todo, error)
@@ -95,8 +97,10 @@ type Store interface {
 	// (failed, no retry) with LastError "lease expired". At most Limit rows;
 	// it returns the ids reaped.
 	ReapExpiredLeases(ctx context.Context, p ReapParams) ([]string, error)
-	// MarkRung records a doorbell ring: ring_attempts+1, last_ringed_at = At,
-	// only while the todo is pending. It reports whether a row changed.
+	// MarkRung records a doorbell ring: ring_attempts+1, last_ringed_at = At
+	// and next_ring_at = domain.NextRingAt(new ring_attempts, At) (none once
+	// the budget is spent, DESIGN.md §3.8), only while the todo is pending.
+	// It reports whether a row changed.
 	MarkRung(ctx context.Context, p MarkRungParams) (bool, error)
 
 	// Audit log.

@@ -46,6 +46,22 @@ func nullJSON(b json.RawMessage) *string {
 	return &s
 }
 
+// deref reads a nullable text column whose NULL means "".
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// rawBytes reads a nullable text column kept byte for byte; NULL → nil.
+func rawBytes(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return []byte(*s)
+}
+
 func rawJSON(s *string) json.RawMessage {
 	if s == nil {
 		return nil
@@ -95,22 +111,43 @@ func (s *Store) PersonByTokenHash(ctx context.Context, tokenHash string) (domain
 
 // ---- agents -----------------------------------------------------------------
 
-const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
+// agentCoreCols are the columns CreateAgent writes; the presence columns
+// (DESIGN.md §3.1) and the liveness columns (§5) of a new agent take their
+// defaults: no shift, no override, seen "in", state "unknown".
+const agentCoreCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
 	billing_mode, billing_modes, tool_class, created_at, updated_at`
 
-const agentColsA = `a.id, a.handle, a.owner_id, a.name, a.active, a.revoked_at, a.queues,
-	a.verbs, a.billing_mode, a.billing_modes, a.tool_class, a.created_at, a.updated_at`
+// agentCols is what every agent read selects and scanAgent scans.
+const agentCols = agentCoreCols + `,
+	shift, presence_override, override_until, override_set_at, override_by,
+	presence_seen, presence_changed_at, presence_changed_by,
+	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
+	reported_runtime_version, reported_state, project_readiness`
 
+// agentColsA is agentCols qualified with the alias a.
+var agentColsA = storeutil.Qualify("a", agentCols)
+
+// scanAgent scans agentCols, then extra, into an agent with its Presence
+// and Liveness columns filled.
 func scanAgent(row pgx.Row, extra ...any) (domain.Agent, error) {
 	var a domain.Agent
+	var shift, override, overrideBy, changedBy, repState, readiness *string
+	pr, lv := &a.Presence, &a.Liveness
 	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &a.RevokedAt,
 		&a.Scope.Queues, &a.Scope.Verbs, &a.BillingMode, &a.BillingModes, &a.ToolClass,
-		&a.CreatedAt, &a.UpdatedAt}, extra...)
+		&a.CreatedAt, &a.UpdatedAt,
+		&shift, &override, &pr.OverrideUntil, &pr.OverrideSetAt, &overrideBy, &pr.Seen, &pr.ChangedAt, &changedBy,
+		&lv.State, &lv.LastHeartbeatAt, &lv.ReportedBillingMode, &lv.ReportedToolClass,
+		&lv.ReportedRuntimeVersion, &repState, &readiness}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return domain.Agent{}, err
 	}
 	a.RevokedAt = utcPtr(a.RevokedAt)
 	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	pr.Shift, pr.Override, pr.OverrideBy, pr.ChangedBy = deref(shift), deref(override), deref(overrideBy), deref(changedBy)
+	pr.OverrideUntil, pr.OverrideSetAt, pr.ChangedAt = utcPtr(pr.OverrideUntil), utcPtr(pr.OverrideSetAt), utcPtr(pr.ChangedAt)
+	lv.LastHeartbeatAt = utcPtr(lv.LastHeartbeatAt)
+	lv.ReportedState, lv.ProjectReadiness = rawBytes(repState), rawBytes(readiness)
 	a.Scope.Queues = storeutil.Strings(a.Scope.Queues)
 	a.Scope.Verbs = storeutil.Strings(a.Scope.Verbs)
 	a.BillingModes = storeutil.Strings(a.BillingModes)
@@ -121,7 +158,7 @@ func scanAgent(row pgx.Row, extra ...any) (domain.Agent, error) {
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO agents (`+agentCols+`)
+		_, err := tx.Exec(ctx, `INSERT INTO agents (`+agentCoreCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 			a.ID, a.Handle, a.OwnerID, a.Name, a.Active, storeutil.MicroPtr(a.RevokedAt),
 			storeutil.Strings(a.Scope.Queues), storeutil.Strings(a.Scope.Verbs), a.BillingMode,
@@ -297,7 +334,7 @@ func (s *Store) AgentByCredentialHash(ctx context.Context, hash string) (domain.
 const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
 	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
 	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-	finished_at`
+	finished_at, next_ring_at`
 
 // live is the predicate of todos_live_key, repeated verbatim so ON CONFLICT
 // can infer that index.
@@ -315,13 +352,13 @@ func scanTodo(row pgx.Row) (domain.Todo, error) {
 	err := row.Scan(&t.ID, &t.AgentID, &t.Queue, &t.Title, &payload, &t.Kind, &t.Source,
 		&t.IdempotencyKey, &t.PushEligible, &t.CreatedBy, &t.State, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseExpiresAt, &t.RetryAt, &t.RingAttempts, &t.LastRingedAt, &result, &t.LastError,
-		&t.CreatedAt, &t.UpdatedAt, &t.ClaimedAt, &t.FinishedAt)
+		&t.CreatedAt, &t.UpdatedAt, &t.ClaimedAt, &t.FinishedAt, &t.NextRingAt)
 	if err != nil {
 		return domain.Todo{}, err
 	}
 	t.Payload, t.Result = rawJSON(payload), rawJSON(result)
 	t.LeaseExpiresAt, t.RetryAt, t.LastRingedAt = utcPtr(t.LeaseExpiresAt), utcPtr(t.RetryAt), utcPtr(t.LastRingedAt)
-	t.ClaimedAt, t.FinishedAt = utcPtr(t.ClaimedAt), utcPtr(t.FinishedAt)
+	t.ClaimedAt, t.FinishedAt, t.NextRingAt = utcPtr(t.ClaimedAt), utcPtr(t.FinishedAt), utcPtr(t.NextRingAt)
 	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
 	return t, nil
 }
@@ -342,19 +379,22 @@ func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 // CreateTodo implements store.Store (DESIGN.md §1, idempotency key dedup
 // among live todos). Concurrent creates with one key insert once: the
 // loser's ON CONFLICT waits for the winner and then reads its row.
+// next_ring_at = storeutil.NextRingAt(todo): creation + 5 min for a todo not
+// rung yet (DESIGN.md §3.8).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
 	t := p.Todo
 	for range 3 {
 		got, err := scanTodo(s.pool.QueryRow(ctx, `INSERT INTO todos (`+todoCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-			        $18, $19, $20, $21, $22, $23)
+			        $18, $19, $20, $21, $22, $23, $24)
 			ON CONFLICT (agent_id, idempotency_key) WHERE `+live+` DO NOTHING
 			RETURNING `+todoCols,
 			t.ID, t.AgentID, t.Queue, t.Title, nullJSON(t.Payload), t.Kind, t.Source,
 			t.IdempotencyKey, t.PushEligible, t.CreatedBy, t.State, t.Attempt, t.MaxAttempts,
 			storeutil.MicroPtr(t.LeaseExpiresAt), storeutil.MicroPtr(t.RetryAt), t.RingAttempts,
 			storeutil.MicroPtr(t.LastRingedAt), nullJSON(t.Result), t.LastError, micro(t.CreatedAt),
-			micro(t.UpdatedAt), storeutil.MicroPtr(t.ClaimedAt), storeutil.MicroPtr(t.FinishedAt)))
+			micro(t.UpdatedAt), storeutil.MicroPtr(t.ClaimedAt), storeutil.MicroPtr(t.FinishedAt),
+			storeutil.NextRingAt(t)))
 		if err == nil {
 			return got, true, nil
 		}
@@ -528,7 +568,8 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // claims go back to pending (last_error "lease expired") or, at
 // max_attempts, to dead letter with finished_at = Now. The oldest leases go
 // first; rows locked by another reaper are skipped; Limit <= 0 means no
-// limit. The ids come back in no particular order.
+// limit. The ids come back in no particular order. The ring columns
+// (ring_attempts, last_ringed_at, next_ring_at) are left as they are.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `UPDATE todos SET
 			state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
@@ -549,10 +590,13 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 }
 
 // MarkRung implements store.Store (DESIGN.md §3.8): it changes only a
-// pending todo; false when the todo is missing or not pending.
+// pending todo; false when the todo is missing or not pending. It also sets
+// next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
+// budget is spent.
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE todos
-		SET ring_attempts = ring_attempts + 1, last_ringed_at = $2
+		SET ring_attempts = ring_attempts + 1, last_ringed_at = $2,
+		    next_ring_at = $2::timestamptz + `+ringDelayAfterRing+`
 		WHERE id = $1 AND state = 'pending'`, p.TodoID, micro(p.At))
 	if err != nil {
 		return false, mapErr("mark rung", err)

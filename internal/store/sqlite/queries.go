@@ -60,21 +60,46 @@ func (s *Store) PersonByTokenHash(ctx context.Context, tokenHash string) (domain
 
 // ---- agents -----------------------------------------------------------------
 
-const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
+// agentCoreCols are the columns CreateAgent writes; the presence columns
+// (DESIGN.md §3.1) and the liveness columns (§5) of a new agent take their
+// defaults: no shift, no override, seen "in", state "unknown".
+const agentCoreCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
 	billing_mode, billing_modes, tool_class, created_at, updated_at`
 
+// agentCols is what every agent read selects and scanAgent scans.
+const agentCols = agentCoreCols + `,
+	shift, presence_override, override_until, override_set_at, override_by,
+	presence_seen, presence_changed_at, presence_changed_by,
+	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
+	reported_runtime_version, reported_state, project_readiness`
+
+// agentColsA is agentCols qualified with the alias a.
+var agentColsA = storeutil.Qualify("a", agentCols)
+
+// scanAgent scans agentCols, then extra, into an agent with its Presence
+// and Liveness columns filled.
 func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 	var a domain.Agent
-	var revoked sql.NullInt64
+	var revoked, until, setAt, changedAt, heartbeat sql.NullInt64
 	var queues, verbs, modes string
 	var created, updated int64
+	var shift, override, overrideBy, changedBy sql.NullString
+	var repMode, repClass, repVersion, repState, readiness sql.NullString
+	pr, lv := &a.Presence, &a.Liveness
 	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &revoked,
-		&queues, &verbs, &a.BillingMode, &modes, &a.ToolClass, &created, &updated}, extra...)
+		&queues, &verbs, &a.BillingMode, &modes, &a.ToolClass, &created, &updated,
+		&shift, &override, &until, &setAt, &overrideBy, &pr.Seen, &changedAt, &changedBy,
+		&lv.State, &heartbeat, &repMode, &repClass, &repVersion, &repState, &readiness}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return domain.Agent{}, err
 	}
 	a.RevokedAt = fromNullMicros(revoked)
 	a.CreatedAt, a.UpdatedAt = fromMicros(created), fromMicros(updated)
+	pr.Shift, pr.Override, pr.OverrideBy, pr.ChangedBy = shift.String, override.String, overrideBy.String, changedBy.String
+	pr.OverrideUntil, pr.OverrideSetAt, pr.ChangedAt = fromNullMicros(until), fromNullMicros(setAt), fromNullMicros(changedAt)
+	lv.LastHeartbeatAt = fromNullMicros(heartbeat)
+	lv.ReportedBillingMode, lv.ReportedToolClass, lv.ReportedRuntimeVersion = nullStr(repMode), nullStr(repClass), nullStr(repVersion)
+	lv.ReportedState, lv.ProjectReadiness = nullBytes(repState), nullBytes(readiness)
 	var err error
 	if a.Scope.Queues, err = decodeList(queues); err != nil {
 		return domain.Agent{}, err
@@ -86,6 +111,20 @@ func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 		return domain.Agent{}, err
 	}
 	return a, nil
+}
+
+func nullStr(v sql.NullString) *string {
+	if !v.Valid {
+		return nil
+	}
+	return &v.String
+}
+
+func nullBytes(v sql.NullString) []byte {
+	if !v.Valid {
+		return nil
+	}
+	return []byte(v.String)
 }
 
 func encodeList(l []string) string {
@@ -105,7 +144,7 @@ func decodeList(s string) ([]string, error) {
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
 	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO agents (`+agentCols+`)
+		_, err := tx.ExecContext(ctx, `INSERT INTO agents (`+agentCoreCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.ID, a.Handle, a.OwnerID, a.Name, a.Active, microsPtr(a.RevokedAt),
 			encodeList(a.Scope.Queues), encodeList(a.Scope.Verbs), a.BillingMode,
@@ -285,15 +324,12 @@ func (s *Store) AgentByCredentialHash(ctx context.Context, hash string) (domain.
 	return a, credID, nil
 }
 
-const agentColsA = `a.id, a.handle, a.owner_id, a.name, a.active, a.revoked_at, a.queues,
-	a.verbs, a.billing_mode, a.billing_modes, a.tool_class, a.created_at, a.updated_at`
-
 // ---- todos ------------------------------------------------------------------
 
 const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
 	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
 	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-	finished_at`
+	finished_at, next_ring_at`
 
 // claimable is the SQL condition of a todo claim and claim_next may take at
 // ?3 (now): pending, or failed with a retry due. Its first term is the
@@ -307,12 +343,12 @@ const inQueues = `queue IN (SELECT value FROM json_each(?2))`
 func scanTodo(sc scanner) (domain.Todo, error) {
 	var t domain.Todo
 	var payload, result sql.NullString
-	var lease, retry, rung, claimed, finished sql.NullInt64
+	var lease, retry, rung, claimed, finished, next sql.NullInt64
 	var created, updated int64
 	err := sc.Scan(&t.ID, &t.AgentID, &t.Queue, &t.Title, &payload, &t.Kind, &t.Source,
 		&t.IdempotencyKey, &t.PushEligible, &t.CreatedBy, &t.State, &t.Attempt, &t.MaxAttempts,
 		&lease, &retry, &t.RingAttempts, &rung, &result, &t.LastError, &created, &updated,
-		&claimed, &finished)
+		&claimed, &finished, &next)
 	if err != nil {
 		return domain.Todo{}, err
 	}
@@ -323,7 +359,7 @@ func scanTodo(sc scanner) (domain.Todo, error) {
 		t.Result = json.RawMessage(result.String)
 	}
 	t.LeaseExpiresAt, t.RetryAt = fromNullMicros(lease), fromNullMicros(retry)
-	t.LastRingedAt = fromNullMicros(rung)
+	t.LastRingedAt, t.NextRingAt = fromNullMicros(rung), fromNullMicros(next)
 	t.ClaimedAt, t.FinishedAt = fromNullMicros(claimed), fromNullMicros(finished)
 	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return t, nil
@@ -337,7 +373,8 @@ func nullJSON(b json.RawMessage) any {
 }
 
 // CreateTodo implements store.Store (DESIGN.md §1, idempotency key dedup
-// among live todos).
+// among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
+// 5 min for a todo not rung yet (DESIGN.md §3.8).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
 	t := p.Todo
 	var out domain.Todo
@@ -358,13 +395,14 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 		}
 		var err error
 		out, err = scanTodo(s.txRow(ctx, tx, `INSERT INTO todos (`+todoCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			RETURNING `+todoCols,
 			t.ID, t.AgentID, t.Queue, t.Title, nullJSON(t.Payload), t.Kind, t.Source,
 			t.IdempotencyKey, t.PushEligible, t.CreatedBy, t.State, t.Attempt, t.MaxAttempts,
 			microsPtr(t.LeaseExpiresAt), microsPtr(t.RetryAt), t.RingAttempts,
 			microsPtr(t.LastRingedAt), nullJSON(t.Result), t.LastError, micros(t.CreatedAt),
-			micros(t.UpdatedAt), microsPtr(t.ClaimedAt), microsPtr(t.FinishedAt)))
+			micros(t.UpdatedAt), microsPtr(t.ClaimedAt), microsPtr(t.FinishedAt),
+			microsPtr(storeutil.NextRingAt(t))))
 		if err != nil {
 			return mapErr("create todo", err)
 		}
@@ -544,6 +582,8 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // claims go back to pending (last_error "lease expired") or, at
 // max_attempts, to dead letter with finished_at = Now. The oldest leases go
 // first; Limit <= 0 means no limit. The ids come back in no particular order.
+// The ring columns (ring_attempts, last_ringed_at, next_ring_at) are left as
+// they are.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -579,12 +619,15 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 }
 
 // MarkRung implements store.Store (DESIGN.md §3.8): it changes only a
-// pending todo; false when the todo is missing or not pending.
+// pending todo; false when the todo is missing or not pending. It also sets
+// next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
+// budget is spent.
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
 	changed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := s.txExec(ctx, tx, `UPDATE todos
-			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2
+			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
+			    next_ring_at = ?2 + `+ringDelayAfterRing+`
 			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
 		if err != nil {
 			return mapErr("mark rung", err)

@@ -108,3 +108,23 @@ func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row
 	}
 	return st.QueryRowContext(ctx, args...)
 }
+
+// txQuery is txRow for statements returning several rows.
+func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if st := s.ws.get(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
+// readQuery is readRow for queries returning several rows.
+func (s *Store) readQuery(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st := s.rs.get(query)
+	if st == nil {
+		s.rs.prepareMissing(ctx, s.r)
+		if st = s.rs.get(query); st == nil {
+			return s.r.QueryContext(ctx, query, args...)
+		}
+	}
+	return st.QueryContext(ctx, args...)
+}

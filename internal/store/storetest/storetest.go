@@ -189,17 +189,36 @@ func microPtr(t *time.Time) *time.Time {
 	return ptr(micro(*t))
 }
 
-// wantAgent is a as a store returns it: times in µs UTC, lists non-nil.
+// wantAgent is a as a store returns it: times in µs UTC, lists non-nil,
+// and unset presence and liveness columns at their defaults (presence_seen
+// "in", DESIGN.md §3.1; state "unknown", §5).
 func wantAgent(a domain.Agent) domain.Agent {
 	a.CreatedAt, a.UpdatedAt, a.RevokedAt = micro(a.CreatedAt), micro(a.UpdatedAt), microPtr(a.RevokedAt)
 	a.Scope.Queues, a.Scope.Verbs, a.BillingModes = nonNil(a.Scope.Queues), nonNil(a.Scope.Verbs), nonNil(a.BillingModes)
+	if a.Presence.Seen == "" {
+		a.Presence.Seen = "in"
+	}
+	if a.Liveness.State == "" {
+		a.Liveness.State = "unknown"
+	}
 	return a
 }
 
+// wantTodo is td as a store returns it: times in µs UTC, and, when td has
+// none, next_ring_at as a store computes it on insert (DESIGN.md §3.8).
 func wantTodo(td domain.Todo) domain.Todo {
+	if td.NextRingAt == nil {
+		last := td.CreatedAt
+		if td.LastRingedAt != nil {
+			last = *td.LastRingedAt
+		}
+		if next, ok := domain.NextRingAt(td.RingAttempts, last); ok {
+			td.NextRingAt = &next
+		}
+	}
 	td.CreatedAt, td.UpdatedAt = micro(td.CreatedAt), micro(td.UpdatedAt)
 	td.LeaseExpiresAt, td.RetryAt, td.LastRingedAt = microPtr(td.LeaseExpiresAt), microPtr(td.RetryAt), microPtr(td.LastRingedAt)
-	td.ClaimedAt, td.FinishedAt = microPtr(td.ClaimedAt), microPtr(td.FinishedAt)
+	td.ClaimedAt, td.FinishedAt, td.NextRingAt = microPtr(td.ClaimedAt), microPtr(td.FinishedAt), microPtr(td.NextRingAt)
 	return td
 }
 

@@ -1,11 +1,14 @@
 // Package storeutil holds the few pure helpers both store adapters share:
-// time normalisation, slice normalisation and building a chained audit entry
-// (DESIGN.md §1, audit log). It does no I/O.
+// time normalisation, slice normalisation, building a chained audit entry
+// (DESIGN.md §1, audit log) and the sweep backoff as SQL (DESIGN.md §3.8).
+// It does no I/O.
 package storeutil
 
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -66,4 +69,59 @@ func AuditEntry(seq int64, prevHash string, at time.Time, r domain.AuditRecord) 
 	}
 	e.Hash = domain.AuditHash(e)
 	return e, nil
+}
+
+// NextRingAt is the next_ring_at a store writes for t on insert:
+// domain.NextRingAt(t.RingAttempts, t.LastRingedAt, or t.CreatedAt when
+// never rung), in µs UTC; nil once the ring budget is spent (DESIGN.md §3.8).
+func NextRingAt(t domain.Todo) *time.Time {
+	last := t.CreatedAt
+	if t.LastRingedAt != nil {
+		last = *t.LastRingedAt
+	}
+	next, ok := domain.NextRingAt(t.RingAttempts, last)
+	if !ok {
+		return nil
+	}
+	next = Micro(next)
+	return &next
+}
+
+// RingDelayCase renders domain.SweepDelays as a SQL CASE over the ring
+// count expression count, each delay written by the dialect's render:
+//
+//	CASE <count> WHEN 0 THEN <render(5m)> … WHEN 4 THEN <render(6h)> END
+//
+// The CASE is NULL for a count at or over domain.MaxRings, so
+// `<now> + RingDelayCase(…)` is NULL once the ring budget is spent: the SQL
+// form of domain.NextRingAt, generated from the one Go source (DESIGN.md
+// §3.8).
+func RingDelayCase(count string, render func(time.Duration) string) string {
+	var b strings.Builder
+	b.WriteString("CASE ")
+	b.WriteString(count)
+	for n, d := range domain.SweepDelays() {
+		fmt.Fprintf(&b, " WHEN %d THEN %s", n, render(d))
+	}
+	b.WriteString(" END")
+	return b.String()
+}
+
+// SortedUnique returns the distinct values of ids in ascending order (a
+// copy), e.g. the sweep's receivers, so a duplicate never takes a second
+// share of a pass.
+func SortedUnique(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return Strings(slices.Compact(out))
+}
+
+// Qualify prefixes every column of the comma-separated list cols with
+// alias and a dot: Qualify("a", "id, handle") = "a.id, a.handle".
+func Qualify(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }

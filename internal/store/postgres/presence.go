@@ -1,0 +1,246 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+)
+
+// The presence part of the store port (DESIGN.md §3): store.PresenceStore.
+// Several instances share the rows: the transition claim and the sweep are
+// single conditional UPDATEs, so of two racing instances the second
+// re-checks the row after the first commits and matches nothing.
+
+var _ store.PresenceStore = (*Store)(nil)
+
+// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
+// as intervals: added to a time it gives next_ring_at, and NULL once the
+// ring budget is spent.
+var (
+	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlInterval)
+	// ringDelayNow is the delay for the current count (MarkDigestRung).
+	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlInterval)
+)
+
+// sqlInterval renders d as an exact interval literal.
+func sqlInterval(d time.Duration) string {
+	if d%time.Second == 0 {
+		return "interval '" + strconv.FormatInt(int64(d/time.Second), 10) + " seconds'"
+	}
+	return "interval '" + strconv.FormatInt(d.Microseconds(), 10) + " microseconds'"
+}
+
+// sweepable is the todos_sweep index predicate, verbatim, so the planner
+// can prove the partial index applies: pending, push-eligible, ring budget
+// left.
+var sweepable = fmt.Sprintf(`state = 'pending' AND push_eligible AND ring_attempts < %d`, domain.MaxRings)
+
+// UpdatePresence implements store.PresenceStore (DESIGN.md §3.1, §3.4,
+// §3.5): the shift and/or override columns, updated_at = Now and the audit
+// entry in one transaction, under the agent's row lock. A written override
+// with Override "" clears all four override columns; a set override
+// without OverrideSetAt is set at Now.
+func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
+	var a domain.Agent
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
+			return err
+		}
+		var override, by *string
+		var until, setAt *time.Time
+		if p.Override != "" {
+			override, by, until = &p.Override, textPtr(p.OverrideBy), storeutil.MicroPtr(p.OverrideUntil)
+			setAt = storeutil.MicroPtr(p.OverrideSetAt)
+			if setAt == nil {
+				now := micro(p.Now)
+				setAt = &now
+			}
+		}
+		var err error
+		a, err = scanAgent(tx.QueryRow(ctx, `UPDATE agents SET
+				shift = CASE WHEN $2::boolean THEN $3::text ELSE shift END,
+				presence_override = CASE WHEN $4::boolean THEN $5::text ELSE presence_override END,
+				override_until = CASE WHEN $4 THEN $6::timestamptz ELSE override_until END,
+				override_set_at = CASE WHEN $4 THEN $7::timestamptz ELSE override_set_at END,
+				override_by = CASE WHEN $4 THEN $8::text ELSE override_by END,
+				updated_at = $9
+			WHERE id = $1 RETURNING `+agentCols,
+			p.AgentID, p.SetShift, textPtr(p.Shift), p.SetOverride, override, until, setAt, by, micro(p.Now)))
+		if err != nil {
+			return mapErr("update presence", err)
+		}
+		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		return err
+	})
+	return a, err
+}
+
+// textPtr maps "" to NULL for the optional text columns.
+func textPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// ClaimTransition implements store.PresenceStore (DESIGN.md §3.7): one
+// conditional UPDATE of presence_seen. A racing claimer of another
+// instance waits for the winner's row lock, re-checks presence_seen <> $2
+// against the committed row and matches nothing, so exactly one claims.
+// updated_at is left alone (a claimed transition is not a configuration
+// change). An unknown agent claims nothing.
+func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE agents
+		SET presence_seen = $2, presence_changed_at = $3, presence_changed_by = $4
+		WHERE id = $1 AND presence_seen <> $2`, p.AgentID, p.New, micro(p.At), textPtr(p.By))
+	if err != nil {
+		return false, mapErr("claim transition", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// The two queries of ListAgentsChangedSince: every unrevoked agent by id
+// ($1 after id, $2 limit), and those changed since $1 ($2 after id, $3
+// limit), which the agents_updated index serves.
+const (
+	unrevokedAgentsSQL = `SELECT ` + agentCols + ` FROM agents
+		WHERE revoked_at IS NULL AND id > $1 ORDER BY id LIMIT $2`
+	changedSinceSQL = `SELECT ` + agentCols + ` FROM agents
+		WHERE updated_at >= $1 AND revoked_at IS NULL AND id > $2 ORDER BY id LIMIT $3`
+)
+
+// ListAgentsChangedSince implements store.PresenceStore (DESIGN.md §3.7).
+// With Since set the agents_updated index finds the few changed rows; with
+// Since zero it pages by id over the primary key. Limit <= 0 means no limit.
+func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedParams) ([]domain.Agent, error) {
+	var rows pgx.Rows
+	var err error
+	if p.Since.IsZero() {
+		rows, err = s.pool.Query(ctx, unrevokedAgentsSQL, p.AfterID, limitArg(p.Limit))
+	} else {
+		rows, err = s.pool.Query(ctx, changedSinceSQL, micro(p.Since), p.AfterID, limitArg(p.Limit))
+	}
+	if err != nil {
+		return nil, mapErr("list changed agents", err)
+	}
+	defer rows.Close()
+	out := []domain.Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, mapErr("list changed agents", err)
+		}
+		out = append(out, a)
+	}
+	return out, mapErr("list changed agents", rows.Err())
+}
+
+// PendingDoorbellTodos implements store.PresenceStore (DESIGN.md §3.7):
+// oldest first (created_at, then id); Limit <= 0 means no limit.
+func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams) ([]store.PendingTodo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, queue, created_at FROM todos
+		WHERE agent_id = $1 AND state = 'pending' AND push_eligible AND queue <> ALL ($2::text[])
+		ORDER BY created_at, id LIMIT $3`, p.AgentID, storeutil.Strings(p.ExcludeQueues), limitArg(p.Limit))
+	if err != nil {
+		return nil, mapErr("pending doorbell todos", err)
+	}
+	defer rows.Close()
+	out := []store.PendingTodo{}
+	for rows.Next() {
+		var t store.PendingTodo
+		if err := rows.Scan(&t.ID, &t.Queue, &t.CreatedAt); err != nil {
+			return nil, mapErr("pending doorbell todos", err)
+		}
+		t.CreatedAt = t.CreatedAt.UTC()
+		out = append(out, t)
+	}
+	return out, mapErr("pending doorbell todos", rows.Err())
+}
+
+// MarkDigestRung implements store.PresenceStore (DESIGN.md §3.7):
+// last_ringed_at = At and next_ring_at = domain.NextRingAt(ring_attempts,
+// At) on the listed todos of the agent that are still pending.
+func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	// Every hosting instance marks the same todos after its own digest
+	// (DESIGN.md §3.7); locking the rows in id order first keeps two such
+	// updates from deadlocking.
+	tag, err := s.pool.Exec(ctx, `UPDATE todos
+		SET last_ringed_at = $3, next_ring_at = $3::timestamptz + `+ringDelayNow+`
+		WHERE id IN (SELECT id FROM todos
+			WHERE agent_id = $1 AND id = ANY ($2::text[]) AND state = 'pending'
+			ORDER BY id FOR UPDATE)
+		AND state = 'pending'`,
+		p.AgentID, p.IDs, micro(p.At))
+	if err != nil {
+		return 0, mapErr("mark digest rung", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// sweepRingSQL is the sweep (DESIGN.md §3.8) as one statement that selects
+// and rings. $1 receivers (agent ids), $2 excluded "<agent_id>:<queue>"
+// pairs, $3 now, $4 per agent, $5 limit (NULL: none).
+//
+// For each receiver (unnest) a LATERAL subquery is one range scan of the
+// todos_sweep index — (agent_id, next_ring_at) over pending, push-eligible
+// todos with ring budget left — taking that agent's due todos oldest due
+// first, at most $4. row_number() numbers each agent's picks, and ordering
+// by that turn takes every agent's first before anyone's second, at most $5
+// in all. Rows another instance's sweep (a receiver of both) or a claim is
+// writing are skipped (FOR UPDATE SKIP LOCKED): a sweep never waits on a
+// row lock, so racing sweeps cannot deadlock, and the rows it locks are
+// re-checked against their committed versions, so none is rung twice. The
+// outer UPDATE repeats the due condition as a second guard.
+var sweepRingSQL = `UPDATE todos
+	SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
+	    next_ring_at = $3::timestamptz + ` + ringDelayAfterRing + `
+	WHERE id IN (
+		SELECT pick.id FROM (
+			SELECT due.id, due.next_ring_at,
+			       row_number() OVER (PARTITION BY r.agent ORDER BY due.next_ring_at, due.id) AS turn
+			FROM unnest($1::text[]) AS r(agent)
+			CROSS JOIN LATERAL (
+				SELECT id, next_ring_at FROM todos
+				WHERE agent_id = r.agent AND ` + sweepable + `
+				  AND next_ring_at <= $3 AND r.agent || ':' || queue <> ALL ($2::text[])
+				ORDER BY next_ring_at
+				LIMIT $4
+				FOR UPDATE SKIP LOCKED
+			) AS due
+		) AS pick
+		ORDER BY pick.turn, pick.next_ring_at, pick.id
+		LIMIT $5)
+	  AND ` + sweepable + ` AND next_ring_at <= $3
+	RETURNING ` + todoCols
+
+// SweepRing implements store.PresenceStore (DESIGN.md §3.8) with
+// sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
+// mean no bound. The rows come back in no particular order.
+func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
+	if len(p.Receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	rows, err := s.pool.Query(ctx, sweepRingSQL, storeutil.SortedUnique(p.Receivers),
+		storeutil.Strings(p.Excluded), micro(p.Now), limitArg(p.PerAgent), limitArg(p.Limit))
+	if err != nil {
+		return nil, mapErr("sweep ring", err)
+	}
+	out, err := collectTodos(rows)
+	if err != nil {
+		return nil, mapErr("sweep ring", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,259 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+)
+
+// The presence part of the store port (DESIGN.md §3): store.PresenceStore.
+// Writes run on the one write connection (BEGIN IMMEDIATE), so a
+// conditional update here is already exclusive; the hot statements (the
+// transition claim, the digest mark, the sweep) are prepared once.
+
+var _ store.PresenceStore = (*Store)(nil)
+
+// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
+// in microseconds: added to a time it gives next_ring_at, and NULL once the
+// ring budget is spent.
+var (
+	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlMicros)
+	// ringDelayNow is the delay for the current count (MarkDigestRung).
+	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
+)
+
+func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+
+// sweepable is the todos_sweep index predicate, verbatim (alias d), so the
+// planner can use the index: pending, push-eligible, ring budget left.
+var sweepable = fmt.Sprintf(`d.state = 'pending' AND d.push_eligible AND d.ring_attempts < %d`, domain.MaxRings)
+
+// UpdatePresence implements store.PresenceStore (DESIGN.md §3.1, §3.4,
+// §3.5): the shift and/or override columns, updated_at = Now and the audit
+// entry in one transaction. A written override with Override "" clears all
+// four override columns; a set override without OverrideSetAt is set at Now.
+func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
+	var a domain.Agent
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
+			return err
+		}
+		var override, until, setAt, by any
+		if p.Override != "" {
+			override, until, by = p.Override, microsPtr(p.OverrideUntil), nullText(p.OverrideBy)
+			setAt = micros(p.Now)
+			if p.OverrideSetAt != nil {
+				setAt = micros(*p.OverrideSetAt)
+			}
+		}
+		var err error
+		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET
+				shift = CASE WHEN ?2 THEN ?3 ELSE shift END,
+				presence_override = CASE WHEN ?4 THEN ?5 ELSE presence_override END,
+				override_until = CASE WHEN ?4 THEN ?6 ELSE override_until END,
+				override_set_at = CASE WHEN ?4 THEN ?7 ELSE override_set_at END,
+				override_by = CASE WHEN ?4 THEN ?8 ELSE override_by END,
+				updated_at = ?9
+			WHERE id = ?1 RETURNING `+agentCols,
+			p.AgentID, p.SetShift, nullText(p.Shift), p.SetOverride, override, until, setAt, by, micros(p.Now)))
+		if err != nil {
+			return mapErr("update presence", err)
+		}
+		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		return err
+	})
+	return a, err
+}
+
+// nullText maps "" to NULL for the optional text columns.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ClaimTransition implements store.PresenceStore (DESIGN.md §3.7): the
+// conditional update of presence_seen; updated_at is left alone (a claimed
+// transition is not a configuration change). An unknown agent claims
+// nothing.
+func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
+	claimed := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.txExec(ctx, tx, `UPDATE agents
+			SET presence_seen = ?2, presence_changed_at = ?3, presence_changed_by = ?4
+			WHERE id = ?1 AND presence_seen <> ?2`, p.AgentID, p.New, micros(p.At), nullText(p.By))
+		if err != nil {
+			return mapErr("claim transition", err)
+		}
+		n, err := res.RowsAffected()
+		claimed = n > 0
+		return mapErr("claim transition", err)
+	})
+	return claimed, err
+}
+
+// The two queries of ListAgentsChangedSince: every unrevoked agent by id
+// (?1 after id, ?2 limit), and those changed since ?1 (?2 after id, ?3
+// limit) through the agents_updated index.
+const (
+	unrevokedAgentsSQL = `SELECT ` + agentCols + ` FROM agents
+		WHERE revoked_at IS NULL AND id > ?1 ORDER BY id LIMIT ?2`
+	changedSinceSQL = `SELECT ` + agentCols + ` FROM agents INDEXED BY agents_updated
+		WHERE updated_at >= ?1 AND revoked_at IS NULL AND id > ?2 ORDER BY id LIMIT ?3`
+)
+
+// ListAgentsChangedSince implements store.PresenceStore (DESIGN.md §3.7).
+// With Since set the agents_updated index finds the few changed rows (the
+// INDEXED BY keeps the planner, which has no statistics, from walking the
+// primary key in id order instead); with Since zero it pages by id. Limit
+// <= 0 means no limit.
+func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedParams) ([]domain.Agent, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	var rows *sql.Rows
+	var err error
+	if p.Since.IsZero() {
+		rows, err = s.readQuery(ctx, unrevokedAgentsSQL, p.AfterID, limit)
+	} else {
+		rows, err = s.readQuery(ctx, changedSinceSQL, micros(p.Since), p.AfterID, limit)
+	}
+	if err != nil {
+		return nil, mapErr("list changed agents", err)
+	}
+	defer rows.Close()
+	out := []domain.Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, mapErr("list changed agents", err)
+		}
+		out = append(out, a)
+	}
+	return out, mapErr("list changed agents", rows.Err())
+}
+
+// PendingDoorbellTodos implements store.PresenceStore (DESIGN.md §3.7):
+// oldest first (created_at, then id); Limit <= 0 means no limit.
+func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams) ([]store.PendingTodo, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.readQuery(ctx, `SELECT id, queue, created_at FROM todos
+		WHERE agent_id = ?1 AND state = 'pending' AND push_eligible
+		  AND queue NOT IN (SELECT value FROM json_each(?2))
+		ORDER BY created_at, id LIMIT ?3`, p.AgentID, encodeList(p.ExcludeQueues), limit)
+	if err != nil {
+		return nil, mapErr("pending doorbell todos", err)
+	}
+	defer rows.Close()
+	out := []store.PendingTodo{}
+	for rows.Next() {
+		var t store.PendingTodo
+		var created int64
+		if err := rows.Scan(&t.ID, &t.Queue, &created); err != nil {
+			return nil, mapErr("pending doorbell todos", err)
+		}
+		t.CreatedAt = fromMicros(created)
+		out = append(out, t)
+	}
+	return out, mapErr("pending doorbell todos", rows.Err())
+}
+
+// MarkDigestRung implements store.PresenceStore (DESIGN.md §3.7):
+// last_ringed_at = At and next_ring_at = domain.NextRingAt(ring_attempts,
+// At) on the listed todos of the agent that are still pending.
+func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	changed := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.txExec(ctx, tx, `UPDATE todos
+			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ringDelayNow+`
+			WHERE agent_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
+			p.AgentID, encodeList(p.IDs), micros(p.At))
+		if err != nil {
+			return mapErr("mark digest rung", err)
+		}
+		n, err := res.RowsAffected()
+		changed = int(n)
+		return mapErr("mark digest rung", err)
+	})
+	return changed, err
+}
+
+// sweepRingSQL is the sweep (DESIGN.md §3.8) as one statement that selects
+// and rings. ?1 receivers (JSON array of agent ids), ?2 excluded
+// "<agent_id>:<queue>" pairs (JSON array), ?3 now, ?4 per agent, ?5 limit
+// (-1: none). For each receiver (json_each) a correlated subquery walks the
+// todos_sweep index over that agent's due todos, oldest due first, at most
+// ?4; row_number() numbers each agent's picks, and ordering by that turn
+// takes every agent's first before anyone's second, at most ?5 in all.
+var sweepRingSQL = `UPDATE todos
+	SET ring_attempts = ring_attempts + 1, last_ringed_at = ?3,
+	    next_ring_at = ?3 + ` + ringDelayAfterRing + `
+	WHERE rowid IN (
+		SELECT rid FROM (
+			SELECT t.rowid AS rid, t.next_ring_at AS due, t.id AS id,
+			       row_number() OVER (PARTITION BY t.agent_id ORDER BY t.next_ring_at, t.id) AS turn
+			FROM json_each(?1) AS r
+			JOIN todos AS t ON t.rowid IN (
+				SELECT d.rowid FROM todos AS d
+				WHERE d.agent_id = r.value AND ` + sweepable + `
+				  AND d.next_ring_at <= ?3
+				  AND d.agent_id || ':' || d.queue NOT IN (SELECT value FROM json_each(?2))
+				ORDER BY d.next_ring_at, d.id LIMIT ?4)
+		)
+		ORDER BY turn, due, id LIMIT ?5)
+	RETURNING ` + todoCols
+
+// SweepRing implements store.PresenceStore (DESIGN.md §3.8) with
+// sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
+// mean no bound. The rows come back in no particular order.
+func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
+	if len(p.Receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	perAgent, limit := p.PerAgent, p.Limit
+	if perAgent <= 0 {
+		perAgent = -1
+	}
+	if limit <= 0 {
+		limit = -1
+	}
+	out := []domain.Todo{}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := s.txQuery(ctx, tx, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+			encodeList(p.Excluded), micros(p.Now), perAgent, limit)
+		if err != nil {
+			return mapErr("sweep ring", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanTodo(rows)
+			if err != nil {
+				return mapErr("sweep ring", err)
+			}
+			out = append(out, t)
+		}
+		return mapErr("sweep ring", rows.Err())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

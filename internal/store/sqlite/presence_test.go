@@ -1,0 +1,203 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/storetest"
+)
+
+// TestPresenceContract runs the presence part of the store contract
+// (DESIGN.md §3) on a database file. A second handle on the file is
+// refused by the instance lock, so the races drive one Store from many
+// goroutines.
+func TestPresenceContract(t *testing.T) {
+	storetest.RunPresence(t, harness(func(t *testing.T) string { return filepath.Join(t.TempDir(), "rollcall.db") }))
+}
+
+// TestPresencePlans checks that the presence queries use their indexes:
+// the sweep walks todos_sweep per receiver (its predicate, repeated from
+// the migration with domain.MaxRings, must match the index's verbatim), and
+// "changed since" walks agents_updated. SQLite plans without statistics
+// here, as it does in production.
+func TestPresencePlans(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "rollcall.db"))
+	for _, tc := range []struct {
+		name, query, want string
+		args              []any
+	}{
+		{"sweep", sweepRingSQL, "SEARCH d USING INDEX todos_sweep (agent_id=? AND next_ring_at<?)", []any{`["a"]`, `[]`, 0, 3, 10}},
+		{"changed since", changedSinceSQL, "USING INDEX agents_updated (updated_at>?)", []any{0, "", 10}},
+	} {
+		plan := queryPlan(t, s, tc.query, tc.args...)
+		if !strings.Contains(plan, tc.want) {
+			t.Errorf("%s: plan does not contain %q:\n%s", tc.name, tc.want, plan)
+		}
+	}
+}
+
+func queryPlan(tb testing.TB, s *Store, query string, args ...any) string {
+	tb.Helper()
+	rows, err := s.w.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		tb.Fatalf("explain: %v", err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			tb.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// benchLoad bulk-loads the presence benchmark data sets with one recursive
+// CTE INSERT … SELECT each. No ANALYZE: production SQLite plans without
+// statistics too.
+func benchLoad(s *Store) storetest.BenchLoad {
+	return storetest.BenchLoad{
+		Agents: func(ctx context.Context, spec storetest.BenchAgentsSpec) error {
+			_, err := s.w.ExecContext(ctx, `WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?1)
+				INSERT INTO agents (id, handle, owner_id, name, queues, verbs, created_at, updated_at)
+				SELECT printf('bench-agent-%07d', i), 'bench-' || i, 'bench-owner', 'bench ' || i,
+				       '["build","reviews"]', ?2, ?3 + i * ?4, ?3 + i * ?4
+				FROM g`, spec.N, encodeList(domain.ScopeVerbs), micros(spec.UpdatedFrom), spec.Step.Microseconds())
+			return err
+		},
+		Todos: func(ctx context.Context, spec storetest.BenchTodosSpec) error {
+			created := micros(spec.DueFrom) - 24*3600*1_000_000
+			_, err := s.w.ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n + 1 < ?1)
+				INSERT INTO todos (id, agent_id, queue, title, push_eligible, created_by, state,
+					max_attempts, ring_attempts, created_at, updated_at, next_ring_at)
+				SELECT printf('bench-todo-%08d', n), printf('bench-agent-%07d', n % ?2),
+				       CASE WHEN n % 10 = 0 THEN 'reviews' ELSE 'build' END, 'bench todo', 1, 'operator:bench-owner',
+				       'pending', 5, n % 5, ?3, ?3, ?4 + ((n * 7919) % ?5) * 1000000
+				FROM g`, spec.N, spec.Agents, created, micros(spec.DueFrom), spec.SpreadSeconds())
+			return err
+		},
+		Explain: func(b *testing.B, p any) {
+			switch p := p.(type) {
+			case store.SweepParams:
+				b.Logf("EXPLAIN QUERY PLAN:\n%s", queryPlan(b, s, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+					encodeList(p.Excluded), micros(p.Now), p.PerAgent, p.Limit))
+			case store.ListChangedParams:
+				b.Logf("EXPLAIN QUERY PLAN:\n%s", queryPlan(b, s, changedSinceSQL, micros(p.Since), p.AfterID, p.Limit))
+			}
+		},
+	}
+}
+
+// BenchmarkSweep1M is storetest.BenchSweep1M on SQLite, for comparison
+// with PostgreSQL; it needs ROLLCALL_BENCH_LARGE=1.
+func BenchmarkSweep1M(b *testing.B) {
+	s := openT(b, filepath.Join(b.TempDir(), "bench.db"))
+	storetest.BenchSweep1M(b, s, benchLoad(s))
+}
+
+// BenchmarkChangedSince is storetest.BenchChangedSince on SQLite.
+func BenchmarkChangedSince(b *testing.B) {
+	s := openT(b, filepath.Join(b.TempDir(), "bench.db"))
+	storetest.BenchChangedSince(b, s, benchLoad(s))
+}
+
+// TestMigrationBackfillsNextRing applies 00002 to a database holding todos
+// from before it: every todo that is or may again be pending gets
+// next_ring_at = domain.NextRingAt(ring_attempts, last ring or creation);
+// finished ones and spent budgets get none. The migration also goes down
+// and up again.
+func TestMigrationBackfillsNextRing(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatalf("up to 1: %v", err)
+	}
+	base := storetest.Base
+	last := base.Add(10 * time.Minute)
+	retry := base.Add(time.Hour)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO agents (id, handle, owner_id, created_at, updated_at) VALUES ('a', 'a', 'o', ?1, ?1)`, micros(base))
+	cases := []struct {
+		id, state string
+		rings     int
+		last      *time.Time
+		retry     *time.Time
+		backfill  bool
+	}{
+		{"fresh", domain.TodoPending, 0, nil, nil, true},
+		{"rung-twice", domain.TodoPending, 2, &last, nil, true},
+		{"spent", domain.TodoPending, domain.MaxRings, &last, nil, true},
+		{"claimed", domain.TodoClaimed, 1, &last, nil, true},
+		{"retrying", domain.TodoFailed, 0, nil, &retry, true},
+		{"done", domain.TodoDone, 1, &last, nil, false},
+		{"dead", domain.TodoFailed, 0, nil, nil, false},
+	}
+	for _, c := range cases {
+		exec(`INSERT INTO todos (id, agent_id, queue, title, state, max_attempts, ring_attempts, last_ringed_at,
+			retry_at, created_at, updated_at) VALUES (?1, 'a', 'q', 't', ?2, 5, ?3, ?4, ?5, ?6, ?6)`,
+			c.id, c.state, c.rings, microsPtr(c.last), microsPtr(c.retry), micros(base))
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if _, err := p.DownTo(ctx, 1); err != nil {
+		t.Fatalf("down to 1: %v", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	_ = db.Close()
+	s := openT(t, path)
+	for _, c := range cases {
+		got, err := s.GetTodo(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want *time.Time
+		if c.backfill {
+			from := base
+			if c.last != nil {
+				from = *c.last
+			}
+			if next, ok := domain.NextRingAt(c.rings, from); ok {
+				want = &next
+			}
+		}
+		if (want == nil) != (got.NextRingAt == nil) || (want != nil && !want.Equal(*got.NextRingAt)) {
+			t.Errorf("%s: next_ring_at = %v, want %v", c.id, got.NextRingAt, want)
+		}
+	}
+	a, err := s.GetAgent(ctx, store.AgentRef{ID: "a"})
+	if err != nil || a.Presence.Seen != "in" || a.Liveness.State != "unknown" {
+		t.Errorf("migrated agent: presence %+v liveness %+v, %v; want seen in, state unknown", a.Presence, a.Liveness, err)
+	}
+}
