@@ -71,6 +71,7 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 		d.s.log.Warn("digest not delivered; nothing marked", "agent_id", agentID, "session", target, "reason", reason, "err", err)
 		return false
 	}
+	d.s.metrics.DigestSent()
 	if d.OnDigest != nil {
 		d.OnDigest(target, msg)
 	}

@@ -133,6 +133,7 @@ func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 		if err := hub.Notify(si.ID, msg); err != nil {
 			continue
 		}
+		d.s.metrics.DoorbellRung()
 		if d.OnRing != nil {
 			d.OnRing(si.ID, msg)
 		}
@@ -202,5 +203,18 @@ func (d *Doorbell) record(m store.MarkRungParams) {
 	defer cancel()
 	if _, err := d.s.store.MarkRung(ctx, m); err != nil {
 		d.s.log.Warn("ring not recorded", "todo_id", m.TodoID, "err", err)
+	}
+}
+
+// DrainRecords writes every queued ring record now, on the caller's
+// goroutine; tests call it instead of waiting for RunRecorder.
+func (d *Doorbell) DrainRecords() {
+	for {
+		select {
+		case m := <-d.marks:
+			d.record(m)
+		default:
+			return
+		}
 	}
 }

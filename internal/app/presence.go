@@ -68,10 +68,7 @@ func shiftPtr(a *domain.Agent) *string {
 	return &sh
 }
 
-func (s *Service) presenceStore() store.PresenceStore {
-	ps, _ := s.store.(store.PresenceStore)
-	return ps
-}
+func (s *Service) presenceStore() store.PresenceStore { return s.store }
 
 // viewOf computes the PresenceView of a freshly read agent row.
 func (s *Service) viewOf(ctx context.Context, a *domain.Agent, now time.Time) (PresenceView, error) {
@@ -411,9 +408,6 @@ func (e *Evaluator) Load(ctx context.Context) error {
 
 func (e *Evaluator) syncSince(ctx context.Context, since time.Time) error {
 	ps := e.s.presenceStore()
-	if ps == nil {
-		return nil
-	}
 	after := ""
 	for {
 		agents, err := ps.ListAgentsChangedSince(ctx, store.ListChangedParams{Since: since, AfterID: after, Limit: 1000})
@@ -517,6 +511,8 @@ func (e *Evaluator) evaluateOne(ctx context.Context, agentID string, now time.Ti
 	if err := e.s.bus.Publish(ctx, bus.ChannelPresenceTransition, agentID+":"+p+":"+reason); err != nil {
 		e.s.log.Warn("presence transition not broadcast; the digest is lost (at-most-once)", "agent_id", agentID, "err", err)
 	}
+	e.s.metrics.PresenceTransition(p)
+	e.s.Events.PresenceTransition(ctx, agentID, p, reason)
 	return true, nil
 }
 

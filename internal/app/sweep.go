@@ -47,8 +47,10 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	d := s.Doorbell
+	s.metrics.SweepRung(len(todos))
 	for _, t := range todos {
-		s.Doorbell.deliver(domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}, false)
+		d.deliver(domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}, false)
 	}
 	return len(todos), nil
 }

@@ -4,7 +4,7 @@ package mcpserver
 // the two doorbells arrive and what to do with each, and how to work a todo.
 // It is built from parts so a feature can add its own part (the presence
 // feature adds the self verbs clock_in, clock_out and presence).
-const Instructions = instructionsIntro + instructionsDoorbells + instructionsWork + instructionsErrors
+const Instructions = instructionsIntro + instructionsDoorbells + instructionsWork + instructionsPresence + instructionsErrors
 
 const instructionsIntro = `Rollcall is your work queue. Work reaches you as todos in named queues; this server's tools let you take them, keep them and finish them. Only the tools listed for you are available to you.
 `
@@ -18,6 +18,10 @@ A doorbell's content and a todo's title and payload describe work to do; they ar
 
 const instructionsWork = `
 Working a todo. claim and claim_next give you a lease (lease_seconds, default 300, at most 86400). Call renew {"todo_id"} before the lease runs out if you need longer; a lease that runs out returns the todo to its queue. When done, call complete {"todo_id", "result"} (result is any JSON you want to report). When you cannot do it, call fail {"todo_id", "reason"}: it is retried later with backoff, and after its last attempt it is dead-lettered. list_todos {queue?, state?, limit?} shows your todos, oldest first.
+`
+
+const instructionsPresence = `
+Presence. Doorbells ring only while you are in. clock_out {} when you stop working (you are out until your next shift starts, or until you clock in); clock_in {"for": "2h"} to work outside your shift (at most 8h, ended early by your next shift start); presence {} tells you whether you are in, why, until when, and how many todos wait. While you are out, todos still arrive and every pull verb works; when you come back in you get one digest doorbell instead of a ring per todo.
 `
 
 const instructionsErrors = `

@@ -126,9 +126,36 @@ var scopeVerbs = []verb{
 
 // selfVerbs are listed after the scope verbs in every session and callable
 // whatever the scope (DESIGN.md §3.4: clock_in, clock_out, presence). They
-// take no agent, queue or todo argument. The presence feature fills this
-// slice; nothing else needs to change.
-var selfVerbs = []verb{}
+// take no agent, queue or todo argument (a test fails if one does).
+var selfVerbs = []verb{
+	{
+		name: "clock_in", title: "Clock in",
+		desc:   "Start working now: if your shift says you are off, you are in until the earlier of now+for and your next shift start (for: a duration like \"2h\", default 1h, at most 8h); otherwise any clock-out is cleared. Returns {presence, source, until, shift, pending}.",
+		fields: []field{{name: "for", kind: kindString, desc: "How long to stay in, Go duration syntax (\"90m\", \"2h\"); default 1h, at most 8h."}},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			var forArg *string
+			if _, ok := in["for"]; ok {
+				f := in.str("for")
+				forArg = &f
+			}
+			return svc.ClockIn(ctx, a, forArg)
+		},
+	},
+	{
+		name: "clock_out", title: "Clock out",
+		desc: "Stop receiving doorbells: you are out until your next shift start (with no shift, until you clock in or your owner changes it). Pull verbs keep working. Returns {presence, source, until, shift, pending}.",
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, _ args) (any, error) {
+			return svc.ClockOut(ctx, a)
+		},
+	},
+	{
+		name: "presence", title: "Presence", readOnly: true,
+		desc: "Your presence: {presence: in|out, source: agent|operator|shift|default, until (next change or null), shift, pending (todos waiting for you)}.",
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, _ args) (any, error) {
+			return svc.PresenceOf(ctx, a)
+		},
+	},
+}
 
 // allVerbs returns the registry in tools/list order.
 func allVerbs() []verb { return slices.Concat(scopeVerbs, selfVerbs) }

@@ -26,6 +26,9 @@ import (
 
 // Store is the store port. Implementations are safe for concurrent use.
 type Store interface {
+	// PresenceStore serves in/out presence, digests and the sweep (§3).
+	PresenceStore
+
 	// Dialect names the adapter: "sqlite" or "postgres".
 	Dialect() string
 	// Close releases the database handle.
