@@ -45,6 +45,15 @@ type Options struct {
 	EvaluateInterval time.Duration
 	// SweepInterval is the doorbell sweep period (doorbell.sweep_interval, default 30 s).
 	SweepInterval time.Duration
+	// Liveness configures the heartbeat tracker (DESIGN.md §5.3 keys); zero
+	// fields take the defaults of §5.3.
+	Liveness LivenessConfig
+	// Metrics counts heartbeats, doorbells, digests, sweep rings and
+	// transitions; nil = NopMetrics.
+	Metrics Metrics
+	// InstanceID names this process in liveness claims and event IDs; ""
+	// = 8 random hex digits.
+	InstanceID string
 }
 
 // Service is the use-case layer. It is safe for concurrent use.
@@ -60,9 +69,20 @@ type Service struct {
 	hubMu sync.RWMutex
 	hub   SessionHub
 
+	bgMu     sync.Mutex
+	bgClosed bool
+	bg       sync.WaitGroup
+
 	Doorbell  *Doorbell
 	Evaluator *Evaluator
 	Digests   *Digests
+
+	metrics  Metrics
+	instance string
+	// Events is this instance's operator event hub (GET /v1/events).
+	Events *Events
+	// Liveness is the heartbeat tracker (DESIGN.md §5).
+	Liveness *Tracker
 }
 
 // New builds a Service and subscribes its doorbell to the bus.
@@ -83,12 +103,24 @@ func New(o Options) *Service {
 		o.SweepInterval = 30 * time.Second
 	}
 	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval}
+		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, metrics: o.Metrics, instance: o.InstanceID}
+	if s.metrics == nil {
+		s.metrics = NopMetrics{}
+	}
+	if s.instance == "" {
+		s.instance = newInstanceID()
+	}
+	s.Events = newEvents(s, s.instance)
+	s.Liveness = newTracker(s, o.Liveness)
 	s.Evaluator = newEvaluator(s)
 	s.Digests = newDigests(s)
 	s.Doorbell = newDoorbell(s)
+	// A presence signal refreshes the cache on the bus's delivery goroutine
+	// (one indexed read), so every signal delivered after it — a todo-ready,
+	// a transition — already sees the new presence. Digests do more I/O and
+	// run off that goroutine so doorbells are never queued behind them.
 	s.bus.Subscribe(bus.ChannelPresence, s.Evaluator.onPresenceSignal)
-	s.bus.Subscribe(bus.ChannelPresenceTransition, s.Evaluator.onTransition)
+	s.bus.Subscribe(bus.ChannelPresenceTransition, func(p string) { s.background(func() { s.Evaluator.onTransition(p) }) })
 	return s
 }
 
@@ -216,4 +248,25 @@ func storeErr(err error, notFound, conflict string) error {
 		return &domain.Error{Code: domain.CodeConflict, Detail: conflict}
 	}
 	return err
+}
+
+// background runs f on its own goroutine unless the service is closing;
+// Close waits for every such goroutine, so none outlives the store.
+func (s *Service) background(f func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return
+	}
+	s.bg.Go(f)
+}
+
+// Close stops accepting background work (bus-triggered digests) and waits
+// for what is running. Call it after Run returned and before closing the
+// store.
+func (s *Service) Close() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.bg.Wait()
 }

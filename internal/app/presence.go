@@ -485,6 +485,9 @@ func (e *Evaluator) evaluateOne(ctx context.Context, agentID string, now time.Ti
 	}
 	p, src, until := presence.Effective(en.inputs, now)
 	seen, cause, inputs := en.seen, en.cause, en.inputs
+	// A write's cause names only the transition it triggers at once; a later
+	// transition is time-driven (shift_start, override_end).
+	en.cause = ""
 	if until != nil {
 		en.due = *until
 		heap.Push(&e.due, en)
@@ -500,7 +503,6 @@ func (e *Evaluator) evaluateOne(ctx context.Context, agentID string, now time.Ti
 	e.mu.Lock()
 	if cur, ok := e.entries[agentID]; ok {
 		cur.seen = p
-		cur.cause = ""
 	}
 	e.mu.Unlock()
 	if !claimed {

@@ -23,8 +23,10 @@ import (
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/console"
+	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/httpapi"
 	"github.com/rollcall/rollcall/internal/mcpserver"
+	"github.com/rollcall/rollcall/internal/metrics"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
@@ -45,6 +47,8 @@ type Server struct {
 	Bus     bus.Bus
 	Service *app.Service
 	MCP     *mcpserver.Server
+	Gateway *gateway.Gateway // /v1/gateway
+	Metrics *metrics.Metrics // /metrics
 	// URL is the base URL the server is reachable at once Listen returned.
 	URL string
 
@@ -99,6 +103,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 				if err := svc.Evaluator.Load(context.Background()); err != nil {
 					o.Log.Warn("presence resync after bus reconnect failed", "err", err)
 				}
+				svc.Liveness.RequestClaims(context.Background()) // claims sent meanwhile were lost too
 			}
 		}})
 		if err != nil {
@@ -108,12 +113,24 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		}
 		b = pb
 	}
-	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url,
+	// The gauge reads the tracker, which exists once the service does.
+	m, err := metrics.New(metrics.Options{MismatchAges: func(yield func(string, float64)) {
+		if svc := svcRef.Load(); svc != nil {
+			svc.Liveness.MismatchAges(yield)
+		}
+	}})
+	if err != nil {
+		b.Close()
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m,
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout}})
 	svcRef.Store(svc)
-	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, URL: url, ln: ln}
+	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
 	token, created, err := svc.Bootstrap(ctx, cfg.BootstrapToken)
 	if err != nil {
@@ -127,6 +144,9 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP)
+	s.Gateway = gateway.New(gateway.Options{Service: svc, Bus: b, Log: o.Log})
+	mux.Handle("/v1/gateway", s.Gateway)
+	mux.Handle("GET /metrics", m.Handler())
 	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log}))
 	con, err := console.New(svc, console.Options{Log: o.Log, Sessions: s.MCP,
 		SessionKey: []byte(cfg.Console.SessionKey), SecureCookies: strings.HasPrefix(url, "https://")})
@@ -146,6 +166,11 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 // shutdown.total_timeout: stops accepting, closes MCP sessions, drains
 // background work and closes the store.
 func (s *Server) Serve(ctx context.Context) error {
+	// The start rule runs before the first request (DESIGN.md §5.2).
+	if err := s.Service.Liveness.Start(ctx); err != nil {
+		s.closeAll()
+		return fmt.Errorf("liveness start rule: %w", err)
+	}
 	bg, stopBG := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Service.Run(bg) }()
@@ -160,15 +185,26 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.Log.Info("shutting down", "budget", s.Config.Shutdown.TotalTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), s.Config.Shutdown.TotalTimeout)
 	defer cancel()
+	// Gateway first (4013: adapters reconnect elsewhere), then the tracker
+	// once no request can bring a heartbeat: its timers stop without
+	// publishing and the last flush runs in the rest of the budget
+	// (DESIGN.md §5.2, D-M2-20-5).
+	if e := s.Gateway.Shutdown(sctx); e != nil {
+		s.Log.Warn("gateway shutdown", "err", e)
+	}
 	s.MCP.Close()
 	if e := s.httpSrv.Shutdown(sctx); e != nil && !errors.Is(e, http.ErrServerClosed) {
 		s.Log.Warn("http shutdown", "err", e)
+	}
+	if e := s.Service.Liveness.Stop(sctx); e != nil {
+		s.Log.Warn("liveness flush at shutdown failed", "err", e)
 	}
 	stopBG()
 	select {
 	case <-done:
 	case <-sctx.Done():
 	}
+	s.Service.Close()
 	s.closeAll()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
