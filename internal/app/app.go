@@ -270,3 +270,8 @@ func (s *Service) Close() {
 	s.bgMu.Unlock()
 	s.bg.Wait()
 }
+
+// Settle waits for the background work running now (digests triggered by
+// transitions) to finish. Tests call it after the event that started the
+// work; it does not stop new work.
+func (s *Service) Settle() { s.bg.Wait() }

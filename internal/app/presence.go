@@ -331,6 +331,7 @@ type presenceEntry struct {
 	seen     string
 	notReady map[string]bool // queues last reported ready:false
 	cause    string          // cause of the last presence write, for the digest reason
+	updated  time.Time       // the row's updated_at: an older read never replaces a newer one
 	due      time.Time       // zero = nothing scheduled
 	idx      int             // heap index, -1 when not in the heap
 }
@@ -344,7 +345,7 @@ func newEvaluator(s *Service) *Evaluator {
 }
 
 func (e *Evaluator) entryFor(a *domain.Agent) *presenceEntry {
-	en := &presenceEntry{agentID: a.ID, handle: a.Handle, active: a.Active && !a.Revoked(), inputs: e.s.inputsOf(a), seen: a.Presence.Seen, idx: -1}
+	en := &presenceEntry{agentID: a.ID, handle: a.Handle, active: a.Active && !a.Revoked(), inputs: e.s.inputsOf(a), seen: a.Presence.Seen, updated: a.UpdatedAt, idx: -1}
 	if en.seen == "" {
 		en.seen = presence.In
 	}
@@ -379,6 +380,17 @@ func (e *Evaluator) upsert(a *domain.Agent, cause string) {
 
 func (e *Evaluator) putLocked(en *presenceEntry, due time.Time) {
 	if old, ok := e.entries[en.agentID]; ok {
+		if en.updated.Before(old.updated) {
+			// A read that started before a newer write finished (another
+			// signal's refresh racing this instance's own write): keep the
+			// newer inputs, but evaluate them at due.
+			if old.idx >= 0 {
+				heap.Remove(&e.due, old.idx)
+			}
+			old.due = due
+			heap.Push(&e.due, old)
+			return
+		}
 		if old.idx >= 0 {
 			heap.Remove(&e.due, old.idx)
 		}
@@ -395,9 +407,10 @@ func (e *Evaluator) putLocked(en *presenceEntry, due time.Time) {
 }
 
 // Load fills the cache from the store (all unrevoked agents).
-func (e *Evaluator) Load(ctx context.Context) error {
-	now := e.s.now()
-	if err := e.syncSince(ctx, time.Time{}); err != nil {
+func (e *Evaluator) Load(ctx context.Context) error { return e.loadAt(ctx, e.s.now()) }
+
+func (e *Evaluator) loadAt(ctx context.Context, now time.Time) error {
+	if err := e.syncSince(ctx, time.Time{}, now); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -406,7 +419,9 @@ func (e *Evaluator) Load(ctx context.Context) error {
 	return nil
 }
 
-func (e *Evaluator) syncSince(ctx context.Context, since time.Time) error {
+// syncSince re-reads agents changed since `since` and schedules them at
+// due, the pass's own now, so the same pass evaluates them.
+func (e *Evaluator) syncSince(ctx context.Context, since, due time.Time) error {
 	ps := e.s.presenceStore()
 	after := ""
 	for {
@@ -414,11 +429,10 @@ func (e *Evaluator) syncSince(ctx context.Context, since time.Time) error {
 		if err != nil {
 			return err
 		}
-		now := e.s.now()
 		e.mu.Lock()
 		for i := range agents {
 			en := e.entryFor(&agents[i])
-			e.putLocked(en, now)
+			e.putLocked(en, due)
 		}
 		e.mu.Unlock()
 		if len(agents) < 1000 {
@@ -438,11 +452,11 @@ func (e *Evaluator) Pass(ctx context.Context) (int, error) {
 	since, loaded := e.lastSync, e.loaded
 	e.mu.Unlock()
 	if !loaded {
-		if err := e.Load(ctx); err != nil {
+		if err := e.loadAt(ctx, now); err != nil {
 			return 0, err
 		}
 	} else {
-		if err := e.syncSince(ctx, since.Add(-SyncSlack)); err != nil {
+		if err := e.syncSince(ctx, since.Add(-SyncSlack), now); err != nil {
 			return 0, err
 		}
 		e.mu.Lock()

@@ -334,6 +334,7 @@ func TestShiftStartDigest(t *testing.T) {
 			t.Fatalf("digest content names a title: %q", content)
 		}
 	}
+	e.svc.Settle() // the digest's marks are written after its notification
 	if n := e.pass(); n != 0 {
 		t.Fatalf("a second pass claimed %d transitions", n)
 	}
@@ -440,6 +441,7 @@ func TestTodoWithNoSessionIsNotCounted(t *testing.T) {
 	e.at(tuesday0900)
 	e.pass()
 	wantDigest(t, ac, "1", "q", app.ReasonShiftStart)
+	e.svc.Settle()
 	if got := e.todo(td.ID); got.RingAttempts != 0 {
 		t.Fatalf("ring_attempts = %d, want 0: no ring was ever sent", got.RingAttempts)
 	}
