@@ -1,0 +1,417 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// The heartbeat mode (issue 4 item 12; docs/benchmarks.md, Liveness):
+// N agents heartbeat one instance, over the WebSocket gateway (one
+// connection per agent, paced open loop at -rate heartbeats per second in
+// all, each with member agent so the full use case runs) and over REST
+// (-workers keep-alive connections, closed loop). It reports the sustained
+// heartbeats per second, the heartbeat_ack (gateway) or response (REST)
+// latency percentiles, and the database writes per second, read from the
+// server's /metrics (rollcall_liveness_persisted_rows_total): bounded by
+// agents ÷ agent.heartbeat_persist_interval, not by the heartbeat rate.
+//
+//	go build -o /tmp/rollcall ./cmd/rollcall
+//	go run ./tools/load heartbeat -spawn /tmp/rollcall -agents 10000 -rate 50000 -duration 30s
+
+func init() {
+	register(mode{name: "heartbeat", help: "heartbeats/s, ack latency and DB writes/s with N agents over the gateway and REST", run: runHeartbeat})
+}
+
+// Bounds of the mode: it stops by itself and never runs away.
+const (
+	maxAgents   = 20000
+	maxDuration = 10 * time.Minute
+	maxRate     = 200000
+)
+
+const loadHeartbeat = `{"state":"online","billing_mode":"subscription","tool_class":"claude-code","runtime_version":"2.1.3",` +
+	`"billing_evidence":{"key_type":"oauth","method":"credentials_file"},"details":{"adapter":{"name":"rollcall-load","version":"1"},"runtime":{"name":"claude-code"}}}`
+
+func runHeartbeat(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("heartbeat", flag.ExitOnError)
+	bin := fs.String("spawn", "", "rollcall binary to start (fresh store)")
+	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
+	serverURL := fs.String("server", "", "server URL when not spawning (loopback only)")
+	token := fs.String("token", "", "admin token when not spawning")
+	agents := fs.Int("agents", 10000, fmt.Sprintf("agents (at most %d)", maxAgents))
+	transport := fs.String("transport", "both", "gateway, rest or both")
+	rate := fs.Int("rate", 50000, "gateway: heartbeats per second in all (open loop, paced per connection)")
+	workers := fs.Int("workers", 64, "rest: concurrent keep-alive connections (closed loop)")
+	duration := fs.Duration("duration", 30*time.Second, "measured time per transport (at most 10m)")
+	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured time before each measurement")
+	persist := fs.Duration("persist", 5*time.Second, "agent.heartbeat_persist_interval of the spawned server")
+	withAgent := fs.Bool("agent-member", true, "gateway: send member agent (the full use case); false = connection liveness only")
+	_ = fs.Parse(args)
+	if *agents < 1 || *agents > maxAgents || *duration <= 0 || *duration > maxDuration || *rate < 1 || *rate > maxRate || *workers < 1 || *workers > 1024 {
+		return fmt.Errorf("bounds: 1 ≤ agents ≤ %d, 0 < duration ≤ %s, 1 ≤ rate ≤ %d, 1 ≤ workers ≤ 1024", maxAgents, maxDuration, maxRate)
+	}
+	if *serverURL != "" {
+		if err := requireLoopback(*serverURL); err != nil {
+			return err
+		}
+	}
+	t, err := spawnOrAttach(ctx, *bin, *storeURL, *serverURL, *token,
+		"--agent.heartbeat_persist_interval", persist.String(), "--agent.presence_timeout", "45s", "--sync.heartbeat_interval", "15s")
+	if err != nil {
+		return err
+	}
+	defer t.stop()
+
+	fmt.Printf("vending %d agents …\n", *agents)
+	start := time.Now()
+	creds, err := vendMany(ctx, t, *agents)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("vended %d agents in %s\n", len(creds), time.Since(start).Round(time.Millisecond))
+
+	if *transport == "gateway" || *transport == "both" {
+		if err := gatewayLoad(ctx, t, creds, *rate, *withAgent, *warmup, *duration); err != nil {
+			return err
+		}
+	}
+	if *transport == "rest" || *transport == "both" {
+		if err := restLoad(ctx, t, creds, *workers, *warmup, *duration); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requireLoopback refuses a server URL whose host is not a loopback address.
+func requireLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-server %s: the load tool only talks to loopback addresses", raw)
+}
+
+type cred struct{ id, handle, token string }
+
+func vendMany(ctx context.Context, t *target, n int) ([]cred, error) {
+	run := time.Now().UnixNano()
+	out := make([]cred, n)
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				v, err := t.vend(ctx, fmt.Sprintf("hb-%d-%05d", run, i), []string{"build"})
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				out[i] = cred{id: v.Agent.ID, handle: v.Agent.Handle, token: v.Credential}
+			}
+		})
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// persistedRows reads rollcall_liveness_persisted_rows_total from /metrics.
+func persistedRows(ctx context.Context, base string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "rollcall_liveness_persisted_rows_total ") {
+			return strconv.ParseFloat(strings.TrimPrefix(line, "rollcall_liveness_persisted_rows_total "), 64)
+		}
+	}
+	return 0, sc.Err() // no flush yet: 0
+}
+
+// latencies collects samples from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+func report(name string, n int64, errs int64, measured time.Duration, l *latencies, rows0, rows1 float64) {
+	p50, p99, mx := percentiles(l.ds)
+	fmt.Printf("%-8s heartbeats/s %9.0f   latency p50 %8s  p99 %8s  max %8s   errors %d   db rows/s %7.0f\n",
+		name, float64(n)/measured.Seconds(), p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond),
+		errs, (rows1-rows0)/measured.Seconds())
+}
+
+// gatewayLoad opens one gateway connection per agent and sends heartbeats
+// paced so that all connections together send rate per second.
+func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAgent bool, warmup, duration time.Duration) error {
+	wsURL := "ws" + strings.TrimPrefix(t.URL, "http") + "/v1/gateway"
+	frame := []byte(`{"op":"heartbeat","d":{}}`)
+	if withAgent {
+		frame = []byte(`{"op":"heartbeat","d":{"agent":` + loadHeartbeat + `}}`)
+	}
+	period := time.Duration(float64(time.Second) * float64(len(creds)) / float64(rate))
+	fmt.Printf("gateway: %d connections, one heartbeat each per %s (%d/s in all) …\n", len(creds), period.Round(time.Millisecond), rate)
+	conns := make([]*websocket.Conn, len(creds))
+	var next atomic.Int64
+	var dialErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(creds) {
+					return
+				}
+				c, err := dialGateway(ctx, wsURL, creds[i].token)
+				if err != nil {
+					mu.Lock()
+					if dialErr == nil {
+						dialErr = fmt.Errorf("gateway connection %d: %w", i, err)
+					}
+					mu.Unlock()
+					return
+				}
+				conns[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.CloseNow()
+			}
+		}
+	}()
+	if dialErr != nil {
+		return dialErr
+	}
+	var measuring atomic.Bool
+	var count, errs atomic.Int64
+	lat := &latencies{}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var run sync.WaitGroup
+	// Reads and writes use a context without Done (no timer per frame);
+	// closing the connections ends them.
+	bg := context.Background()
+	sent := make([]chan time.Time, len(conns)) // send times awaiting their ack, in order
+	for i, c := range conns {
+		sent[i] = make(chan time.Time, 16)
+		q := sent[i]
+		run.Go(func() { // reader: acks and error frames
+			for {
+				_, b, err := c.Read(bg)
+				if err != nil {
+					return
+				}
+				if strings.HasPrefix(string(b), `{"op":"heartbeat_ack"`) {
+					select {
+					case at := <-q:
+						if measuring.Load() {
+							lat.add(time.Since(at))
+							count.Add(1)
+						}
+					default:
+					}
+				} else if measuring.Load() {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	// A few pacers send the heartbeats round-robin over their share of the
+	// connections, as many as are due each millisecond: an open loop at
+	// rate per second, each connection once per period.
+	const pacers = 4
+	for p := range pacers {
+		run.Go(func() {
+			var mine []int
+			for i := p; i < len(conns); i += pacers {
+				mine = append(mine, i)
+			}
+			perSec := float64(rate) * float64(len(mine)) / float64(len(conns))
+			began, n, idx := time.Now(), 0, rand.IntN(len(mine))
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-tick.C:
+				}
+				for due := int(time.Since(began).Seconds()*perSec) - n; due > 0 && runCtx.Err() == nil; due-- {
+					i := mine[idx%len(mine)]
+					idx++
+					n++
+					select {
+					case sent[i] <- time.Now():
+					default: // 16 unacknowledged: the server is behind; skip this one
+						continue
+					}
+					if conns[i].Write(bg, websocket.MessageText, frame) != nil && runCtx.Err() == nil {
+						errs.Add(1)
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(warmup)
+	rows0, err := persistedRows(ctx, t.URL)
+	if err != nil {
+		return err
+	}
+	measuring.Store(true)
+	began := time.Now()
+	time.Sleep(duration)
+	measuring.Store(false)
+	measured := time.Since(began)
+	rows1, err := persistedRows(ctx, t.URL)
+	if err != nil {
+		return err
+	}
+	stop()
+	for _, c := range conns {
+		_ = c.CloseNow()
+	}
+	run.Wait()
+	report("gateway", count.Load(), errs.Load(), measured, lat, rows0, rows1)
+	if t.PID != 0 {
+		if kb, err := rssKB(t.PID); err == nil {
+			fmt.Printf("server RSS with %d gateway connections: %d MiB\n", len(conns), kb/1024)
+		}
+	}
+	return nil
+}
+
+func dialGateway(ctx context.Context, wsURL, token string) (*websocket.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(dctx, wsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.Read(dctx); err != nil { // hello
+		c.CloseNow()
+		return nil, err
+	}
+	if err := c.Write(dctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+token+`"}}`)); err != nil {
+		c.CloseNow()
+		return nil, err
+	}
+	_, b, err := c.Read(dctx)
+	if err != nil || !strings.HasPrefix(string(b), `{"op":"ready"`) {
+		c.CloseNow()
+		return nil, fmt.Errorf("identify: %v %s", err, b)
+	}
+	return c, nil
+}
+
+// restLoad sends heartbeats over REST from workers keep-alive connections,
+// closed loop, each worker cycling over its share of the agents.
+func restLoad(ctx context.Context, t *target, creds []cred, workers int, warmup, duration time.Duration) error {
+	fmt.Printf("rest: %d agents, %d keep-alive workers (closed loop) …\n", len(creds), workers)
+	tr := &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	defer tr.CloseIdleConnections()
+	var measuring atomic.Bool
+	var count, errs atomic.Int64
+	lat := &latencies{}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; runCtx.Err() == nil; i += workers {
+				c := creds[i%len(creds)]
+				req, _ := http.NewRequestWithContext(runCtx, "POST", t.URL+"/v1/agents/"+c.id+"/heartbeat", strings.NewReader(loadHeartbeat))
+				req.Header.Set("Authorization", "Bearer "+c.token)
+				req.Header.Set("Content-Type", "application/json")
+				at := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					if measuring.Load() && runCtx.Err() == nil {
+						errs.Add(1)
+					}
+					continue
+				}
+				var buf [256]byte
+				for {
+					if _, err := resp.Body.Read(buf[:]); err != nil {
+						break
+					}
+				}
+				resp.Body.Close()
+				if measuring.Load() {
+					if resp.StatusCode == 200 {
+						lat.add(time.Since(at))
+						count.Add(1)
+					} else {
+						errs.Add(1)
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(warmup)
+	rows0, err := persistedRows(ctx, t.URL)
+	if err != nil {
+		return err
+	}
+	measuring.Store(true)
+	began := time.Now()
+	time.Sleep(duration)
+	measuring.Store(false)
+	measured := time.Since(began)
+	rows1, err := persistedRows(ctx, t.URL)
+	if err != nil {
+		return err
+	}
+	stop()
+	wg.Wait()
+	report("rest", count.Load(), errs.Load(), measured, lat, rows0, rows1)
+	return nil
+}
