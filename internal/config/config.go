@@ -154,15 +154,24 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 			sort.Strings(unknown)
 			return Config{}, fmt.Errorf("config file %s: unknown key %q (known keys: %s)", path, unknown[0], knownList())
 		}
-		if err := k.Merge(fk); err != nil {
+		// fk.All() is flat ("log.level"): loading it through confmap nests it
+		// again, so `log.level: x` and `log: {level: x}` mean the same.
+		if err := k.Load(confmap.Provider(fk.All(), "."), nil); err != nil {
 			return Config{}, err
 		}
 	}
 	fromEnv := map[string]any{}
 	for name, val := range envMap {
-		if key, ok := byEnv[name]; ok {
-			fromEnv[key] = val
+		key, ok := byEnv[name]
+		if !ok {
+			continue
 		}
+		if _, isDur := defaults[key].(time.Duration); isDur {
+			if _, err := time.ParseDuration(val); err != nil {
+				return Config{}, fmt.Errorf("%s=%q: not a duration; use Go syntax such as \"45s\" or \"10m\"", name, val)
+			}
+		}
+		fromEnv[key] = val
 	}
 	if err := k.Load(confmap.Provider(fromEnv, "."), nil); err != nil {
 		return Config{}, err
@@ -192,6 +201,10 @@ func knownList() string {
 	return strings.Join(names, ", ")
 }
 
+// MinDuration is the smallest accepted value of any duration key: a bare
+// number in YAML is read as nanoseconds, and loops that fast would spin.
+const MinDuration = 10 * time.Millisecond
+
 // Validate checks combinations: positive durations, a store URL of a known
 // scheme, and agent.presence_timeout > sync.heartbeat_interval (DESIGN.md
 // §5.2: otherwise an adapter following the interval flaps to offline).
@@ -203,8 +216,8 @@ func (c Config) Validate() error {
 		"shutdown.total_timeout": c.Shutdown.TotalTimeout, "presence.evaluate_interval": c.Presence.EvaluateInterval,
 		"doorbell.sweep_interval": c.Doorbell.SweepInterval,
 	} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be a positive duration, got %s", name, d))
+		if d < MinDuration {
+			errs = append(errs, fmt.Errorf("%s must be a duration of at least %s in Go syntax (e.g. \"30s\", \"10m\"), got %s — a bare number is read as nanoseconds", name, MinDuration, d))
 		}
 	}
 	if c.Agent.PresenceTimeout <= c.Sync.HeartbeatInterval {

@@ -21,9 +21,16 @@ import (
 	"github.com/rollcall/rollcall/internal/server"
 )
 
-// ScreenshotDir is where the browser test saves fleet.png and agent.png,
-// relative to this package (the repository's docs/screenshots/).
-const ScreenshotDir = "../../docs/screenshots"
+// screenshotDir is where the browser test saves fleet.png and agent.png:
+// $ROLLCALL_SCREENSHOTS, or the repository's tmp/screenshots/ (ignored by
+// git). `ROLLCALL_SCREENSHOTS=$PWD/docs/screenshots` refreshes the copies
+// the README shows.
+func screenshotDir() string {
+	if d := os.Getenv("ROLLCALL_SCREENSHOTS"); d != "" {
+		return d
+	}
+	return "../../tmp/screenshots"
+}
 
 // chromium finds Debian's chromium (or $ROLLCALL_CHROMIUM). Without one the
 // browser tests skip, unless ROLLCALL_REQUIRE_BROWSER=1, which fails them.
@@ -295,7 +302,8 @@ func TestBrowserConsole(t *testing.T) {
 	// Screenshots: a small fleet with the states side by side.
 	stop := fleetForScreenshot(t, svc, token)
 	defer stop()
-	fleetPNG, agentPNG := filepath.Join(ScreenshotDir, "fleet.png"), filepath.Join(ScreenshotDir, "agent.png")
+	dir := screenshotDir()
+	fleetPNG, agentPNG := filepath.Join(dir, "fleet.png"), filepath.Join(dir, "agent.png")
 	run("fleet for the screenshot",
 		chromedp.Navigate(srv.URL+"/console/"),
 		waitJS(`document.querySelectorAll('[data-state="online"]').length >= 1 && document.querySelectorAll('[data-state="degraded"]').length >= 1`, 10*time.Second),
@@ -306,7 +314,7 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.WaitVisible(css(`#todos-title`)),
 	)
 	agentShot := read(t, browser, "agent screenshot", chromedp.FullScreenshot(100))
-	if err := os.MkdirAll(ScreenshotDir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for path, b := range map[string][]byte{fleetPNG: fleetShot, agentPNG: agentShot} {
