@@ -79,10 +79,35 @@ type Options struct {
 	WriteTimeout time.Duration
 	// Clock drives keepalive and idle expiry; nil = real clock.
 	Clock clockwork.Clock
-	// OnStream, when set, is called after a session's GET stream opened
-	// (open=true, the 200 header is written) and after it ended. It runs on
-	// the request goroutine and must not block.
-	OnStream func(sessionID string, open bool)
+	// OnEvent, when set, observes session and stream lifecycle (metrics,
+	// tests). It runs on the goroutine that caused the event and must not
+	// block.
+	OnEvent func(Event)
+}
+
+// EventKind names a lifecycle event of Options.OnEvent.
+type EventKind string
+
+// Lifecycle events.
+const (
+	SessionOpened EventKind = "session_opened" // initialize answered, session registered
+	SessionClosed EventKind = "session_closed" // Reason says why
+	StreamOpened  EventKind = "stream_opened"  // a GET stream's headers are written and flushed
+	StreamClosed  EventKind = "stream_closed"  // that GET request has ended
+)
+
+// Event is one lifecycle event of a session.
+type Event struct {
+	Kind      EventKind
+	SessionID string
+	AgentID   string
+	Reason    string // SessionClosed only
+}
+
+func (s *Server) emit(e Event) {
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
 }
 
 // Server is the MCP endpoint (an http.Handler for /mcp) and this instance's
@@ -102,7 +127,6 @@ type Server struct {
 
 	stop      chan struct{}
 	loops     sync.WaitGroup // keepalive and expiry loops
-	bg        sync.WaitGroup // stream-opened notifications to the use cases
 	closeOnce sync.Once
 }
 
@@ -196,7 +220,6 @@ func (s *Server) Close() {
 		for _, id := range ids {
 			s.closeSession(id, "server closing")
 		}
-		s.bg.Wait()
 	})
 }
 
@@ -236,8 +259,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx := context.WithValue(r.Context(), principalKey{}, &p)
-
 	var body []byte
 	var msg jsonrpcPeek
 	if r.Method == http.MethodPost {
@@ -247,8 +268,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body, &msg) // a malformed body is mcp-go's to answer
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		// Tools find the agent here. (Only POSTs run tools: a GET stream
+		// would keep the agent row for its whole life.)
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, &p))
 	}
-	r = r.WithContext(ctx)
 
 	version := r.Header.Get(mcp.HeaderProtocolVersion)
 	if mcp.IsModernProtocol(version) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {

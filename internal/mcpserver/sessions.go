@@ -141,12 +141,17 @@ func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *doma
 			iw.sess = s.bind(id, p)
 		}
 	}
+	defer func() {
+		// Requests of the session wait for this, even if mcp-go panicked.
+		if iw.sess != nil {
+			close(iw.sess.ready)
+		}
+	}()
 	s.http.ServeHTTP(iw, r)
 	x := iw.sess
 	if x == nil {
 		return
 	}
-	close(x.ready)
 	s.mu.RLock()
 	registered := x.registered
 	s.mu.RUnlock()
@@ -156,6 +161,7 @@ func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *doma
 	}
 	s.leave(x)
 	s.log.Info("mcp session opened", "session", x.id, "agent", p.Agent.Handle, "agent_id", x.agentID, "credential_id", x.credID)
+	s.emit(Event{Kind: SessionOpened, SessionID: x.id, AgentID: x.agentID})
 }
 
 func (s *Server) bind(id string, p *domain.Principal) *session {
@@ -176,17 +182,12 @@ func (s *Server) bind(id string, p *domain.Principal) *session {
 // initWriter calls bind before the first byte of the response.
 type initWriter struct {
 	http.ResponseWriter
-	bind  func()
-	bound bool
-	sess  *session
+	bind func()
+	once sync.Once
+	sess *session
 }
 
-func (w *initWriter) before() {
-	if !w.bound {
-		w.bound = true
-		w.bind()
-	}
-}
+func (w *initWriter) before() { w.once.Do(w.bind) }
 
 func (w *initWriter) WriteHeader(code int) { w.before(); w.ResponseWriter.WriteHeader(code) }
 
@@ -275,17 +276,21 @@ func (s *Server) otherStreamingLocked(x *session) bool {
 
 // streamOpened tells the use cases that the agent gained its first open
 // notification stream on this instance (initialized session, stream open),
-// which may send a reconnect digest (DESIGN.md §3.7). It runs off the
-// request goroutine; Close waits for it.
+// which may queue a reconnect digest on it (DESIGN.md §3.7). It runs on the
+// request goroutine, before the stream's first flush and before
+// StreamOpened is emitted, so a todo pushed after the event is not counted
+// in that digest. It costs a cache lookup, and at most once per agent per
+// app.ReconnectDigestGate one store query.
 func (s *Server) streamOpened(agentID string) {
 	if s.svc.Digests == nil {
 		return
 	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.svc.Digests.StreamOpened(agentID)
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("stream-opened handling panicked", "agent_id", agentID, "panic", r)
+		}
 	}()
+	s.svc.Digests.StreamOpened(agentID)
 }
 
 // AgentsWithSessions lists, sorted, the agents with at least one
@@ -332,6 +337,7 @@ func (s *Server) forget(id, reason string) bool {
 		st.cancel()
 	}
 	s.log.Info("mcp session closed", "session", id, "agent_id", x.agentID, "reason", reason)
+	s.emit(Event{Kind: SessionClosed, SessionID: id, AgentID: x.agentID, Reason: reason})
 	return true
 }
 
@@ -393,10 +399,12 @@ type stream struct {
 	cancel context.CancelFunc
 	open   atomic.Bool // the 200 and SSE headers are written
 
-	mu   sync.Mutex
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	done bool // the handler returned or a write failed: w is off limits
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	sse     bool // the response is 200 text/event-stream
+	flushed bool // flushed once
+	done    bool // the handler returned or a write failed: w is off limits
 }
 
 // serveStream serves a GET: it replaces any older stream of the session,
@@ -427,8 +435,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, x *session)
 	s.mu.Lock()
 	x.streams = slices.DeleteFunc(x.streams, func(o *stream) bool { return o == st })
 	s.mu.Unlock()
-	if st.open.Load() && s.opts.OnStream != nil {
-		s.opts.OnStream(x.id, false)
+	if st.open.Load() {
+		s.emit(Event{Kind: StreamClosed, SessionID: x.id, AgentID: x.agentID})
 	}
 }
 
@@ -437,20 +445,22 @@ func (st *stream) Header() http.Header { return st.w.Header() }
 func (st *stream) WriteHeader(code int) {
 	st.mu.Lock()
 	st.w.WriteHeader(code)
+	st.sse = code == http.StatusOK && strings.HasPrefix(st.w.Header().Get("Content-Type"), "text/event-stream")
 	st.mu.Unlock()
-	if code == http.StatusOK && strings.HasPrefix(st.w.Header().Get("Content-Type"), "text/event-stream") {
-		s, x := st.s, st.sess
-		s.mu.Lock()
-		st.open.Store(true)
-		first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
-		s.mu.Unlock()
-		if s.opts.OnStream != nil {
-			s.opts.OnStream(x.id, true)
-		}
-		if first {
-			s.streamOpened(x.agentID)
-		}
+}
+
+// opened runs once, after the first flush of an SSE response: the client
+// has the stream's headers, mcp-go is about to read the session's buffer.
+func (st *stream) opened() {
+	s, x := st.s, st.sess
+	s.mu.Lock()
+	st.open.Store(true)
+	first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
+	s.mu.Unlock()
+	if first {
+		s.streamOpened(x.agentID)
 	}
+	s.emit(Event{Kind: StreamOpened, SessionID: x.id, AgentID: x.agentID})
 }
 
 func (st *stream) Write(b []byte) (int, error) {
@@ -466,9 +476,16 @@ func (st *stream) Write(b []byte) (int, error) {
 
 func (st *stream) Flush() {
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err := st.rc.Flush(); err != nil {
+	err := st.rc.Flush()
+	if err != nil {
+		st.done = true
 		st.cancel()
+	}
+	first := st.sse && !st.flushed && err == nil
+	st.flushed = true
+	st.mu.Unlock()
+	if first {
+		st.opened()
 	}
 }
 
@@ -528,7 +545,7 @@ func (s *Server) keepAliveLoop() {
 // flight (GET streams count) since then.
 func (s *Server) expireLoop() {
 	defer s.loops.Done()
-	every := min(s.opts.IdleTimeout/2, time.Minute)
+	every := max(min(s.opts.IdleTimeout/2, time.Minute), time.Millisecond)
 	t := s.opts.Clock.NewTicker(every)
 	defer t.Stop()
 	for {
