@@ -146,6 +146,9 @@ func ParseRef(ref string) store.AgentRef {
 // OwnedAgent loads an agent the person owns. Another person's agent and an
 // unknown ref both answer not_found, so refs do not leak (DESIGN.md §3.5).
 func (s *Service) OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) || len(ref) > 200 {
+		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
+	}
 	a, err := s.store.GetAgent(ctx, ParseRef(ref))
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && a.OwnerID != by.ID) {
 		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
@@ -178,6 +181,9 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 	}
 	if a.Revoked() {
 		return domain.Agent{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot be changed", a.Handle)
+	}
+	if in == (UpdateInput{}) {
+		return a, nil // nothing to change: no write, no audit entry
 	}
 	if in.Name != nil {
 		if err := validDisplayName(*in.Name); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/bus"
@@ -24,12 +25,26 @@ type PushInput struct {
 	MaxAttempts    int             `json:"max_attempts,omitempty"`
 }
 
+// validText checks a one-line text field: valid UTF-8, at most max bytes,
+// no control characters (NUL, line breaks, escapes …).
 func validText(field, v string, max int, required bool) error {
 	if required && strings.TrimSpace(v) == "" {
 		return domain.Errorf(domain.CodeInvalidArgument, "%s is required", field).At("/" + field)
 	}
 	if len(v) > max || !utf8.ValidString(v) {
 		return domain.Errorf(domain.CodeInvalidArgument, "%s must be valid UTF-8 of at most %d bytes", field, max).At("/" + field)
+	}
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s contains a control character (U+%04X) at byte %d; it must be one line of text", field, []rune(v[i:])[0], i).At("/" + field)
+	}
+	return nil
+}
+
+// validNote checks free text that may span lines (a failure reason): valid
+// UTF-8, at most max bytes, no NUL.
+func validNote(field, v string, max int) error {
+	if len(v) > max || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s must be valid UTF-8 without NUL bytes, at most %d bytes", field, max).At("/" + field)
 	}
 	return nil
 }
@@ -41,8 +56,8 @@ func validJSON(field string, raw json.RawMessage, max int) error {
 	if len(raw) > max {
 		return domain.Errorf(domain.CodeInvalidArgument, "%s is %d bytes; at most %d are allowed", field, len(raw), max).At("/" + field)
 	}
-	if !json.Valid(raw) {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s is not valid JSON", field).At("/" + field)
+	if !json.Valid(raw) || !utf8.Valid(raw) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s is not valid JSON in UTF-8", field).At("/" + field)
 	}
 	return nil
 }
@@ -120,6 +135,9 @@ type TodoFilter struct {
 }
 
 func (f *TodoFilter) check() error {
+	if f.Queue != "" && !domain.ValidName(f.Queue) {
+		return domain.Errorf(domain.CodeInvalidArgument, "queue %q must match ^[a-z0-9][a-z0-9._-]*$", f.Queue).At("/queue")
+	}
 	switch f.State {
 	case "", domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed:
 	default:
@@ -255,7 +273,7 @@ func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, 
 // Fail is the fail verb: records a failed attempt; retried with backoff
 // until max_attempts, then dead-lettered.
 func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason string) (domain.Todo, error) {
-	if err := validText("reason", reason, 2000, false); err != nil {
+	if err := validNote("reason", reason, 2000); err != nil {
 		return domain.Todo{}, err
 	}
 	t, err := s.store.FailTodo(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: s.now()})

@@ -51,7 +51,7 @@ func newMigrateCommand() *cobra.Command {
 			}
 			st, err := server.OpenStore(cmd.Context(), cfg.Store)
 			if err != nil {
-				return fmt.Errorf("store %s: %w", cfg.Store, err)
+				return fmt.Errorf("store %s: %w", server.Redact(cfg.Store), err)
 			}
 			defer st.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "migrations applied (%s)\n", st.Dialect())

@@ -223,6 +223,9 @@ func (c Config) Validate() error {
 	if c.Agent.PresenceTimeout <= c.Sync.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("agent.presence_timeout (%s) must be greater than sync.heartbeat_interval (%s)", c.Agent.PresenceTimeout, c.Sync.HeartbeatInterval))
 	}
+	if c.BootstrapToken != "" && (!strings.HasPrefix(c.BootstrapToken, "rcp_") || len(c.BootstrapToken) < len("rcp_")+24) {
+		errs = append(errs, fmt.Errorf("bootstrap_token must start with rcp_ followed by at least 24 characters (e.g. rcp_$(openssl rand -hex 24)); other values could never sign in"))
+	}
 	if _, _, err := ParseStore(c.Store); err != nil {
 		errs = append(errs, err)
 	}

@@ -65,6 +65,9 @@ func TestRefusals(t *testing.T) {
 		{"timeout not above interval", "", []string{"ROLLCALL_AGENT_PRESENCE_TIMEOUT=15s"}, "agent.presence_timeout (15s) must be greater than sync.heartbeat_interval (15s)"},
 		{"bad store", "store: mysql://x\n", nil, `store "mysql://x"`},
 		{"bad level", "log:\n  level: loud\n", nil, `log.level "loud"`},
+		{"bootstrap token without prefix", "", []string{"ROLLCALL_BOOTSTRAP_TOKEN=MySecretBootstrapValue"}, "bootstrap_token must start with rcp_"},
+		{"short bootstrap token", "", []string{"ROLLCALL_BOOTSTRAP_TOKEN=rcp_x"}, "bootstrap_token must start with rcp_"},
+		{"bad env duration", "", []string{"ROLLCALL_SYNC_HEARTBEAT_INTERVAL=soon"}, `ROLLCALL_SYNC_HEARTBEAT_INTERVAL="soon": not a duration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, tc.yaml, tc.env)

@@ -40,12 +40,16 @@ var closeTagRE = regexp.MustCompile(`(?i)<\s*/\s*channel\s*>`)
 
 // Neutralize makes todo-derived text safe to put inside a channel: every
 // control or line-breaking character becomes a space (the content is one
-// line) and any closing `</channel>` tag is defused to `</channel_>` so it
+// line), invisible format characters (bidi overrides, zero-width) are
+// dropped, and any closing `</channel>` tag is defused to `</channel_>` so it
 // cannot end the channel block early (DESIGN.md §2).
 func Neutralize(s string) string {
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == '\u0085' {
 			return ' '
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return -1 // bidi overrides, zero-width characters: invisible, can disguise text
 		}
 		return r
 	}, s)

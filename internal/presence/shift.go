@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 	_ "time/tzdata" // the zone database travels with the binary (DESIGN.md §3.2)
+	"unicode"
 
 	"github.com/rollcall/rollcall/internal/domain"
 )
@@ -75,7 +76,8 @@ type window struct {
 // `shift: window 2 "25:00-26:00": start "25:00": hour must be 00-23`.
 // Rejected: blank, longer than MaxShiftLen bytes, an unknown prefix or zone,
 // a malformed day or time, a single-digit hour or minute, stray separators
-// (a leading, trailing or doubled ";" or ",", "Mon-"), and start == end.
+// (a leading, trailing or doubled ";" or ",", "Mon-"), control characters
+// (tabs, line breaks), leading or trailing spaces, and start == end.
 func ParseShift(text string) (*Shift, error) {
 	if len(text) > MaxShiftLen {
 		return nil, shiftErr("longer than %d bytes", MaxShiftLen)
@@ -83,6 +85,12 @@ func ParseShift(text string) (*Shift, error) {
 	rest := strings.TrimSpace(text)
 	if rest == "" {
 		return nil, shiftErr("must not be blank")
+	}
+	if i := strings.IndexFunc(text, unicode.IsControl); i >= 0 {
+		return nil, shiftErr("control character (U+%04X) at byte %d; use single spaces", []rune(text[i:])[0], i)
+	}
+	if rest != text {
+		return nil, shiftErr("leading or trailing spaces")
 	}
 	s := &Shift{text: text, loc: time.UTC, fixed: true}
 

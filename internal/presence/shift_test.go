@@ -44,8 +44,8 @@ func TestParseShiftAccepts(t *testing.T) {
 		{"22:00-06:00", "22:00-06:00"},
 		{"10:00-09:00", "10:00-09:00"},
 		{"Mon 23:59-24:00", "Mon 23:59-24:00"},
-		{"  Mon-Fri   09:00-13:00  ", "Mon-Fri 09:00-13:00"},
-		{"TZ=Asia/Kolkata\tMon 09:00-10:00 ;  Tue 09:00-10:00", "TZ=Asia/Kolkata Mon 09:00-10:00; Tue 09:00-10:00"},
+		{"Mon-Fri   09:00-13:00", "Mon-Fri 09:00-13:00"},
+		{"TZ=Asia/Kolkata Mon 09:00-10:00 ;  Tue 09:00-10:00", "TZ=Asia/Kolkata Mon 09:00-10:00; Tue 09:00-10:00"},
 		{"TZ=Australia/Lord_Howe 00:00-06:00", "TZ=Australia/Lord_Howe 00:00-06:00"},
 		{"TZ=Etc/GMT+5 09:00-17:00", "TZ=Etc/GMT+5 09:00-17:00"},
 	}
@@ -72,6 +72,10 @@ func TestParseShiftRejects(t *testing.T) {
 	}{
 		{"", "shift: must not be blank"},
 		{"   ", "shift: must not be blank"},
+		{" Mon 09:00-10:00", "leading or trailing spaces"},
+		{"Mon-Fri 09:00-17:00 ", "leading or trailing spaces"},
+		{"09:00-10:00\n", "control character (U+000A)"},
+		{"Mon\t09:00-10:00", "control character (U+0009)"},
 		{"\t\n", "shift: must not be blank"},
 		{"09:00", `shift: window 1 "09:00": times "09:00": want HH:MM-HH:MM`},
 		{"25:00-26:00", `shift: window 1 "25:00-26:00": start "25:00": hour must be 00-23`},

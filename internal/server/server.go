@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -228,45 +229,21 @@ func (s *Server) closeAll() {
 	}
 }
 
-// redact hides a password in a postgres URL for logs and messages.
-func redact(u string) string {
-	if i := indexPassword(u); i >= 0 {
-		j := i
-		for j < len(u) && u[j] != '@' {
-			j++
-		}
-		return u[:i] + "***" + u[j:]
+// Redact hides passwords in a store URL (user info and a `password` query
+// parameter) for logs and messages.
+func Redact(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Scheme == "" {
+		return u
 	}
-	return u
+	if _, has := pu.User.Password(); has {
+		pu.User = url.UserPassword(pu.User.Username(), "***")
+	}
+	if q := pu.Query(); q.Has("password") {
+		q.Set("password", "***")
+		pu.RawQuery = q.Encode()
+	}
+	return strings.Replace(pu.String(), "%2A%2A%2A", "***", -1)
 }
 
-// indexPassword returns the index of the password in scheme://user:pass@host,
-// or -1.
-func indexPassword(u string) int {
-	const sep = "://"
-	p := 0
-	for p+len(sep) <= len(u) && u[p:p+len(sep)] != sep {
-		p++
-	}
-	if p+len(sep) > len(u) {
-		return -1
-	}
-	rest := u[p+len(sep):]
-	at, colon := -1, -1
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '@' {
-			at = i
-			break
-		}
-		if rest[i] == ':' && colon < 0 {
-			colon = i
-		}
-		if rest[i] == '/' {
-			break
-		}
-	}
-	if at < 0 || colon < 0 || colon > at {
-		return -1
-	}
-	return p + len(sep) + colon + 1
-}
+func redact(u string) string { return Redact(u) }

@@ -173,6 +173,10 @@ func mapErr(what string, err error) error {
 			return fmt.Errorf("%s: %w (%s)", what, domain.ErrConflict, pe.ConstraintName)
 		case "23503": // foreign_key_violation
 			return fmt.Errorf("%s: %w (%s)", what, domain.ErrNotFound, pe.ConstraintName)
+		case "22021", "22P05": // invalid byte sequence / untranslatable character
+			// A key with a NUL byte or invalid UTF-8 matches no stored row;
+			// writes of such text are refused by the use cases first.
+			return fmt.Errorf("%s: %w (text is not valid UTF-8 without NUL)", what, domain.ErrNotFound)
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)

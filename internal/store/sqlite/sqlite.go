@@ -1,7 +1,7 @@
 // Package sqlite is the embedded store adapter (DESIGN.md §4): the store port
 // on a single SQLite file through the pure-Go driver modernc.org/sqlite.
 //
-//	s, err := sqlite.Open(ctx, "rollcall.db") // migrates, locks rollcall.db.lock
+//	s, err := sqlite.Open(ctx, "rollcall.db") // migrates, flocks rollcall.db
 //	if err != nil { … }
 //	defer s.Close()
 //
@@ -47,7 +47,7 @@ type Store struct {
 	path string
 	w    *sql.DB   // the one write connection (also reads for :memory:)
 	r    *sql.DB   // read-only connections
-	lock *os.File  // <path>.lock, flocked until Close; nil for :memory:
+	lock *os.File  // the database file, flocked until Close; nil for :memory:
 	ws   stmtCache // statements prepared on w
 	rs   stmtCache // statements prepared on r
 }
@@ -55,7 +55,7 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path, takes the
-// instance lock on <path>.lock, applies pending migrations and returns the
+// instance lock (flock on the database file), applies pending migrations and returns the
 // adapter. path may be Memory (":memory:") for a private in-memory database.
 //
 // Errors: another holder of the lock ("another rollcall server is using
@@ -66,12 +66,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	s := &Store{path: path}
 	if path != Memory {
-		l, err := lockFile(path + ".lock")
+		// flock the database file itself: the lock follows the inode, so a
+		// symlink or a hard link to the same file is refused too. SQLite's
+		// own locks are fcntl locks, which flock does not touch.
+		l, err := lockFile(path)
 		if err != nil {
 			if errors.Is(err, errLocked) {
 				return nil, fmt.Errorf("another rollcall server is using %s", path)
 			}
-			return nil, fmt.Errorf("sqlite store: lock %s.lock: %w", path, err)
+			return nil, fmt.Errorf("sqlite store: lock %s: %w", path, err)
 		}
 		s.lock = l
 	}
