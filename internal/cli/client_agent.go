@@ -16,6 +16,7 @@ func newAgentCommand() *cobra.Command {
 	cmd, cf := newClientParent("agent", "Vend and manage agents (REST /v1/agents)")
 	cmd.AddCommand(agentVend(cf), agentList(cf), agentShow(cf), agentUpdate(cf), agentRevoke(cf), agentRotate(cf))
 	cmd.AddCommand(presenceCommands(cf)...)
+	cmd.AddCommand(agentStatusCommand(cf))
 	return cmd
 }
 

@@ -95,6 +95,9 @@ var routes = []route{
 	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true}, (*api).setPresence},
 	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true}, (*api).clearPresence},
 	{Route{"PUT", "/v1/agents/{ref}/shift", "setShift", true}, (*api).setShift},
+	{Route{"POST", "/v1/agents/{agent}/heartbeat", "sendHeartbeat", true}, (*api).sendHeartbeat},
+	{Route{"GET", "/v1/agents/{ref}/status", "getAgentStatus", true}, (*api).getAgentStatus},
+	{Route{"GET", "/v1/events", "streamEvents", true}, (*api).streamEvents},
 	{Route{"GET", "/v1/audit", "listAudit", true}, (*api).listAudit},
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true}, (*api).verifyAudit},
 }
@@ -185,7 +188,7 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 func (a *api) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var by domain.Person
-		if rt.Auth {
+		if rt.Auth && !selfAuthenticated[rt.OperationID] {
 			p, err := a.authenticate(r)
 			if err != nil {
 				a.writeError(w, r, err)

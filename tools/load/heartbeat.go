@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +83,8 @@ func runHeartbeat(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("vended %d agents in %s\n", len(creds), time.Since(start).Round(time.Millisecond))
+	fmt.Printf("vended %d agents in %s; database writes are bounded by agents ÷ persist interval = %.0f rows/s\n",
+		len(creds), time.Since(start).Round(time.Millisecond), float64(len(creds))/persist.Seconds())
 
 	if *transport == "gateway" || *transport == "both" {
 		if err := gatewayLoad(ctx, t, creds, *rate, *withAgent, *warmup, *duration); err != nil {
@@ -164,6 +167,53 @@ func persistedRows(ctx context.Context, base string) (float64, error) {
 	return 0, sc.Err() // no flush yet: 0
 }
 
+// cpuSeconds reads the user+system CPU time of pid ("self" for this
+// process) from /proc (clock ticks of 10 ms); 0 when unavailable.
+func cpuSeconds(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+type cpuMeter struct {
+	server      string
+	srv0, self0 float64
+}
+
+func startCPU(t *target) *cpuMeter {
+	m := &cpuMeter{}
+	if t.PID != 0 {
+		m.server = strconv.Itoa(t.PID)
+		m.srv0 = cpuSeconds(m.server)
+	}
+	m.self0 = cpuSeconds("self")
+	return m
+}
+
+// line reports the cores the server and this tool used, and the server's
+// CPU time per heartbeat.
+func (m *cpuMeter) line(n int64, measured time.Duration) string {
+	self := (cpuSeconds("self") - m.self0) / measured.Seconds()
+	if m.server == "" {
+		return fmt.Sprintf("load tool %.2f cores", self)
+	}
+	srv := cpuSeconds(m.server) - m.srv0
+	per := 0.0
+	if n > 0 {
+		per = srv / float64(n) * 1e6
+	}
+	return fmt.Sprintf("server %.2f cores (%.1f µs CPU per heartbeat), load tool %.2f cores", srv/measured.Seconds(), per, self)
+}
+
 // latencies collects samples from many goroutines.
 type latencies struct {
 	mu sync.Mutex
@@ -176,11 +226,79 @@ func (l *latencies) add(d time.Duration) {
 	l.mu.Unlock()
 }
 
-func report(name string, n int64, errs int64, measured time.Duration, l *latencies, rows0, rows1 float64) {
+// rowsSample is the server's persisted-rows counter and when it was read.
+type rowsSample struct {
+	rows float64
+	at   time.Time
+}
+
+func sampleRows(ctx context.Context, base string) (rowsSample, error) {
+	r, err := persistedRows(ctx, base)
+	return rowsSample{r, time.Now()}, err
+}
+
+func report(name string, n int64, errs int64, measured time.Duration, l *latencies, r0, r1 rowsSample, fl *flushWatch) {
 	p50, p99, mx := percentiles(l.ds)
 	fmt.Printf("%-8s heartbeats/s %9.0f   latency p50 %8s  p99 %8s  max %8s   errors %d   db rows/s %7.0f\n",
 		name, float64(n)/measured.Seconds(), p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond),
-		errs, (rows1-rows0)/measured.Seconds())
+		errs, (r1.rows-r0.rows)/r1.at.Sub(r0.at).Seconds())
+	fmt.Println("         " + fl.summary())
+}
+
+// flushWatch scrapes the persisted-rows counter twice a second during a
+// measurement and sees the flush passes as its steps: how many rows each
+// wrote (at most one per agent) and how far apart they were (at least the
+// persist interval). The rows per second over a window depend on how many
+// passes fall in it; the per-pass figures are the bound itself.
+type flushWatch struct {
+	mu     sync.Mutex
+	passes []rowsSample // rows written by the pass, when seen
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func watchFlushes(ctx context.Context, base string) *flushWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &flushWatch{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		last, err := sampleRows(ctx, base)
+		for err == nil && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			cur, err2 := sampleRows(ctx, base)
+			if err2 != nil {
+				return
+			}
+			if cur.rows > last.rows {
+				w.mu.Lock()
+				w.passes = append(w.passes, rowsSample{cur.rows - last.rows, cur.at})
+				w.mu.Unlock()
+			}
+			last = cur
+		}
+	}()
+	return w
+}
+
+func (w *flushWatch) summary() string {
+	w.stop()
+	<-w.done
+	if len(w.passes) == 0 {
+		return "no flush pass during the measurement"
+	}
+	maxRows := 0.0
+	for _, p := range w.passes {
+		maxRows = max(maxRows, p.rows)
+	}
+	gap := "-"
+	if len(w.passes) > 1 {
+		gap = (w.passes[len(w.passes)-1].at.Sub(w.passes[0].at) / time.Duration(len(w.passes)-1)).Round(100 * time.Millisecond).String()
+	}
+	return fmt.Sprintf("flush passes seen %d, at most %.0f rows each, one every %s on average", len(w.passes), maxRows, gap)
 }
 
 // gatewayLoad opens one gateway connection per agent and sends heartbeats
@@ -230,7 +348,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 		return dialErr
 	}
 	var measuring atomic.Bool
-	var count, errs atomic.Int64
+	var errs atomic.Int64
 	lat := &latencies{}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -239,21 +357,34 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	// closing the connections ends them.
 	bg := context.Background()
 	sent := make([]chan time.Time, len(conns)) // send times awaiting their ack, in order
+	samples := make([][]time.Duration, len(conns))
+	ackPrefix := []byte(`{"op":"heartbeat_ack"`)
 	for i, c := range conns {
 		sent[i] = make(chan time.Time, 16)
 		q := sent[i]
-		run.Go(func() { // reader: acks and error frames
+		run.Go(func() { // reader: acks and error frames, one reused buffer
+			buf := make([]byte, 0, 512)
 			for {
-				_, b, err := c.Read(bg)
+				_, r, err := c.Reader(bg)
 				if err != nil {
 					return
 				}
-				if strings.HasPrefix(string(b), `{"op":"heartbeat_ack"`) {
+				buf = buf[:0]
+				for {
+					if len(buf) == cap(buf) {
+						buf = append(buf, 0)[:len(buf)]
+					}
+					n, err := r.Read(buf[len(buf):cap(buf)])
+					buf = buf[:len(buf)+n]
+					if err != nil {
+						break
+					}
+				}
+				if bytes.HasPrefix(buf, ackPrefix) {
 					select {
 					case at := <-q:
 						if measuring.Load() {
-							lat.add(time.Since(at))
-							count.Add(1)
+							samples[i] = append(samples[i], time.Since(at))
 						}
 					default:
 					}
@@ -300,25 +431,36 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 		})
 	}
 	time.Sleep(warmup)
-	rows0, err := persistedRows(ctx, t.URL)
+	rows0, err := sampleRows(ctx, t.URL)
 	if err != nil {
 		return err
 	}
 	measuring.Store(true)
+	fl := watchFlushes(ctx, t.URL)
+	cpu := startCPU(t)
 	began := time.Now()
 	time.Sleep(duration)
 	measuring.Store(false)
 	measured := time.Since(began)
-	rows1, err := persistedRows(ctx, t.URL)
+	rows1, err := sampleRows(ctx, t.URL)
 	if err != nil {
 		return err
 	}
+	var n int64
+	for _, ss := range samples {
+		n += int64(len(ss))
+	}
+	cpuLine := cpu.line(n, measured)
 	stop()
 	for _, c := range conns {
 		_ = c.CloseNow()
 	}
 	run.Wait()
-	report("gateway", count.Load(), errs.Load(), measured, lat, rows0, rows1)
+	for _, ss := range samples {
+		lat.ds = append(lat.ds, ss...)
+	}
+	report("gateway", int64(len(lat.ds)), errs.Load(), measured, lat, rows0, rows1, fl)
+	fmt.Println("         " + cpuLine)
 	if t.PID != 0 {
 		if kb, err := rssKB(t.PID); err == nil {
 			fmt.Printf("server RSS with %d gateway connections: %d MiB\n", len(conns), kb/1024)
@@ -397,21 +539,25 @@ func restLoad(ctx context.Context, t *target, creds []cred, workers int, warmup,
 		})
 	}
 	time.Sleep(warmup)
-	rows0, err := persistedRows(ctx, t.URL)
+	rows0, err := sampleRows(ctx, t.URL)
 	if err != nil {
 		return err
 	}
 	measuring.Store(true)
+	fl := watchFlushes(ctx, t.URL)
+	cpu := startCPU(t)
 	began := time.Now()
 	time.Sleep(duration)
 	measuring.Store(false)
 	measured := time.Since(began)
-	rows1, err := persistedRows(ctx, t.URL)
+	rows1, err := sampleRows(ctx, t.URL)
 	if err != nil {
 		return err
 	}
+	cpuLine := cpu.line(count.Load(), measured)
 	stop()
 	wg.Wait()
-	report("rest", count.Load(), errs.Load(), measured, lat, rows0, rows1)
+	report("rest", count.Load(), errs.Load(), measured, lat, rows0, rows1, fl)
+	fmt.Println("         " + cpuLine)
 	return nil
 }

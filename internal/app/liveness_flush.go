@@ -1,0 +1,190 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/liveness"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Start applies the start rule and starts the flush loop (DESIGN.md §5.2,
+// D-M2-20-5, D-M2-20-6, D-M2-20-14). It loads the agents stored online or
+// degraded: one whose last heartbeat is missing or older than
+// agent.presence_timeout + agent.heartbeat_persist_interval is offline at
+// once (published, written by the first flush); the others keep their
+// state until start + agent.presence_timeout, so adapters reconnecting
+// after a restart (4013) are not reported offline. Inactive and revoked
+// agents load inactive: no metric series, but their deadline runs. Then it
+// asks the other instances to claim the agents they hold fresh heartbeats
+// of. Errors: the store could not be read (the loop is not started).
+func (t *Tracker) Start(ctx context.Context) error {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.cancel != nil {
+		return errors.New("liveness tracker already started")
+	}
+	if err := t.load(ctx); err != nil {
+		return err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	t.cancel, t.loopDone = cancel, make(chan struct{})
+	ticker := t.s.clock.NewTicker(t.cfg.PersistInterval)
+	go func() {
+		defer close(t.loopDone)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-ticker.Chan():
+				if _, err := t.Flush(lctx); err != nil && lctx.Err() == nil {
+					t.s.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
+				}
+				t.limiter.prune(t.s.now())
+			}
+		}
+	}()
+	t.RequestClaims(ctx)
+	return nil
+}
+
+func (t *Tracker) load(ctx context.Context) error {
+	if t.ls == nil {
+		return nil
+	}
+	start := t.s.now()
+	after, loaded, offline := "", 0, 0
+	for {
+		page, err := t.ls.ListLiveAgents(ctx, store.ListLiveAgentsParams{AfterID: after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for i := range page {
+			if t.loadOne(&page[i], start) {
+				offline++
+			}
+			loaded++
+		}
+		if len(page) < 1000 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if loaded > 0 {
+		t.s.log.Info("liveness: start rule applied", "agents_stored_live", loaded, "offline_at_once", offline)
+	}
+	return nil
+}
+
+// loadOne creates the entry of an agent stored online or degraded and
+// reports whether the start rule put it offline at once.
+func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
+	e := t.newEntry(a)
+	st, dl := liveness.StartRule(a.Liveness.State, a.Liveness.LastHeartbeatAt, t.cfg.PresenceTimeout, t.cfg.PersistInterval, start)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fromStart, e.startDeadline, e.reported, e.owned = true, dl, a.Liveness.State, true
+	sh := t.shard(a.ID)
+	sh.mu.Lock()
+	if sh.m[a.ID] != nil {
+		sh.mu.Unlock()
+		return false // a heartbeat got here first
+	}
+	sh.m[a.ID] = e
+	sh.mu.Unlock()
+	if st == liveness.StateOffline {
+		if !e.lastHB.IsZero() {
+			t.goOfflineLocked(e, start)
+		} else {
+			// No time to write with the monotone rule; publish only.
+			e.state = liveness.StateOffline
+			t.publishLocked(e)
+		}
+		return true
+	}
+	e.state = st
+	t.assessLocked(e, start)
+	t.armLocked(e, dl)
+	return false
+}
+
+// Flush writes every dirty entry in one unit of work, ascending by agent id,
+// with the monotone write (D-M2-20-5), and returns how many rows it wrote.
+// The loop calls it once per agent.heartbeat_persist_interval, so each
+// agent is written at most once per interval. On an error the entries stay
+// dirty for the next pass.
+func (t *Tracker) Flush(ctx context.Context) (int, error) {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	var rows []store.HeartbeatRow
+	var dirty []*lvEntry
+	for _, e := range t.entries() {
+		e.mu.Lock()
+		if e.dirty && !e.lastHB.IsZero() {
+			r := store.HeartbeatRow{AgentID: e.id, State: e.state, LastHeartbeatAt: e.lastHB}
+			if e.hb != nil {
+				r.HasReport, r.RuntimeVersion, r.ReportedState = true, e.hb.RuntimeVersion, e.hb.Canonical()
+			}
+			if r.State == liveness.StateUnknown {
+				r.State = liveness.StateOffline
+			}
+			rows = append(rows, r)
+			dirty = append(dirty, e)
+			e.dirty = false
+		}
+		e.mu.Unlock()
+	}
+	if len(rows) == 0 || t.ls == nil {
+		return 0, nil
+	}
+	slices.SortFunc(rows, func(a, b store.HeartbeatRow) int { return strings.Compare(a.AgentID, b.AgentID) })
+	n, err := t.ls.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows})
+	if err != nil {
+		for _, e := range dirty {
+			e.mu.Lock()
+			e.dirty = true
+			e.mu.Unlock()
+		}
+		return 0, err
+	}
+	t.written.Add(int64(n))
+	t.s.metrics.HeartbeatRowsPersisted(n)
+	return n, nil
+}
+
+// Stop stops the tracker for shutdown (DESIGN.md §5.2, D-M2-20-5): the
+// timers stop WITHOUT publishing (a restart is not an agent going offline),
+// the flush loop ends, and a last flush writes the dirty entries within
+// ctx, or within shutdown.total_timeout when ctx has no deadline. It
+// returns the flush's error. Heartbeats accepted afterwards are kept in
+// memory only.
+func (t *Tracker) Stop(ctx context.Context) error {
+	t.stopped.Store(true)
+	t.runMu.Lock()
+	if t.cancel != nil {
+		t.cancel()
+		<-t.loopDone
+	}
+	t.runMu.Unlock()
+	for _, e := range t.entries() {
+		e.mu.Lock()
+		if e.timer != nil {
+			e.timer.Stop()
+			e.armedAt = time.Time{}
+		}
+		e.mu.Unlock()
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	n, err := t.Flush(ctx)
+	t.s.log.Info("liveness tracker stopped", "rows_flushed", n, "err", err)
+	return err
+}

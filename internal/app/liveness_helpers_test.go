@@ -1,0 +1,328 @@
+package app_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/sqlite"
+)
+
+// The liveness tests run the real tracker on a real SQLite store, a real
+// in-process bus and a clockwork fake clock. Nothing sleeps for
+// correctness: deadlines fire when the test advances the clock, and the
+// few asynchronous effects (a timer's callback runs on its own goroutine)
+// are awaited with a generous bound.
+
+// waitBound bounds every wait for an asynchronous effect; reaching it fails
+// the test (it is not a timing assertion).
+const waitBound = 10 * time.Second
+
+var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// lvCfg is the §5.3 defaults the tests run with.
+var lvCfg = app.LivenessConfig{
+	PresenceTimeout: 45 * time.Second, PersistInterval: 60 * time.Second, HeartbeatInterval: 15 * time.Second,
+	MismatchAlertAfter: 10 * time.Minute, ShutdownTimeout: 30 * time.Second,
+}
+
+type lvEnv struct {
+	t      testing.TB
+	clock  *clockwork.FakeClock
+	store  store.Store
+	bus    bus.Bus
+	dbPath string
+	admin  domain.Person
+	svc    *app.Service
+}
+
+type envOpt func(*envOptions)
+
+type envOptions struct {
+	cfg       app.LivenessConfig
+	store     func(*sqlite.Store) store.Store
+	realClock bool
+}
+
+func withConfig(c app.LivenessConfig) envOpt { return func(o *envOptions) { o.cfg = c } }
+
+func withStore(wrap func(*sqlite.Store) store.Store) envOpt {
+	return func(o *envOptions) { o.store = wrap }
+}
+
+func quietLog(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(tw{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type tw struct{ t testing.TB }
+
+func (w tw) Write(p []byte) (int, error) { return os.Stderr.Write(p) } // not t.Log: goroutines may log after the test
+
+// newLvEnv opens a fresh SQLite store and one Service (one instance) on it.
+func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
+	t.Helper()
+	o := envOptions{cfg: lvCfg}
+	for _, f := range opts {
+		f(&o)
+	}
+	dbPath := filepath.Join(looseTempDir(t), "r.db")
+	// Not closed at cleanup: goroutines the presence evaluator starts per
+	// bus signal may still read it, and sqlite.Store.Close is not safe
+	// against concurrent reads (it clears its handles). Such a goroutine may
+	// also recreate the -shm file while t.TempDir's cleanup runs, hence
+	// looseTempDir.
+	st, err := sqlite.Open(t.Context(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s store.Store = st
+	if o.store != nil {
+		s = o.store(st)
+	}
+	e := &lvEnv{t: t, clock: clockwork.NewFakeClockAt(t0), store: s, bus: bus.NewLocal(), dbPath: dbPath}
+	e.svc = e.instance("a", o.cfg, o.realClock)
+	tok, _, err := e.svc.Bootstrap(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.admin, err = e.svc.AuthenticatePerson(t.Context(), tok); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// instance builds another Service (another instance) on the same store, bus
+// and clock.
+func (e *lvEnv) instance(id string, cfg app.LivenessConfig, realClock ...bool) *app.Service {
+	var clock clockwork.Clock = e.clock
+	if len(realClock) > 0 && realClock[0] {
+		clock = clockwork.NewRealClock()
+	}
+	svc := app.New(app.Options{Store: e.store, Bus: e.bus, Clock: clock, Log: quietLog(e.t), Liveness: cfg, InstanceID: id})
+	e.t.Cleanup(func() { _ = svc.Liveness.Stop(context.Background()) })
+	return svc
+}
+
+// person adds a non-admin person straight into the SQLite file (the store
+// port creates only the bootstrap admin).
+func (e *lvEnv) person(name string) domain.Person {
+	e.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+e.dbPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer db.Close()
+	p := domain.Person{ID: uuid.NewString(), Name: name, CreatedAt: t0}
+	if _, err := db.ExecContext(e.t.Context(), `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 0, ?, ?)`,
+		p.ID, name, "hash-"+p.ID, t0.UnixMicro()); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// vend vends an agent owned by the admin and returns its principal as an
+// agent credential authenticates it.
+func (e *lvEnv) vend(handle string, in ...app.VendInput) domain.Principal {
+	e.t.Helper()
+	v := app.VendInput{Handle: handle, Queues: []string{"build", "review"}, Verbs: domain.ScopeVerbs}
+	if len(in) > 0 {
+		v = in[0]
+		v.Handle = handle
+		if v.Queues == nil {
+			v.Queues = []string{"build", "review"}
+		}
+	}
+	res, err := e.svc.Vend(e.t.Context(), e.admin, v)
+	if err != nil {
+		e.t.Fatalf("Vend %s: %v", handle, err)
+	}
+	p, err := e.svc.AuthenticateAgent(e.t.Context(), res.Credential)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// beat sends one heartbeat through svc and fails the test on an error.
+func (e *lvEnv) beat(svc *app.Service, p domain.Principal, body string) app.Ack {
+	e.t.Helper()
+	ack, err := svc.Heartbeat(e.t.Context(), p, p.Agent.ID, []byte(body))
+	if err != nil {
+		e.t.Fatalf("Heartbeat(%s, %s): %v", p.Agent.Handle, body, err)
+	}
+	return ack
+}
+
+func (e *lvEnv) agent(id string) domain.Agent {
+	e.t.Helper()
+	a, err := e.store.GetAgent(e.t.Context(), store.AgentRef{ID: id})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+const online = `{"state":"online"}`
+
+func body(mode string, extra ...string) string {
+	s := `{"state":"online"`
+	if mode != "" {
+		s += `,"billing_mode":"` + mode + `"`
+	}
+	for _, x := range extra {
+		s += "," + x
+	}
+	return s + "}"
+}
+
+// recorder collects the events one person's subscription receives.
+type recorder struct {
+	t   testing.TB
+	sub *app.EventSubscription
+	mu  sync.Mutex
+	got []app.Event
+	ch  chan app.Event
+}
+
+func (e *lvEnv) record(svc *app.Service, owner domain.Person) *recorder {
+	sub, err := svc.Events.Subscribe(owner.ID, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := &recorder{t: e.t, sub: sub, ch: make(chan app.Event, 1024)}
+	go func() {
+		for ev := range sub.C() {
+			r.mu.Lock()
+			r.got = append(r.got, ev)
+			r.mu.Unlock()
+			r.ch <- ev
+		}
+	}()
+	e.t.Cleanup(sub.Close)
+	return r
+}
+
+// next waits for the next event (bounded) and returns its presence data.
+func (r *recorder) next() (app.Event, app.PresenceChangedData) {
+	r.t.Helper()
+	select {
+	case ev := <-r.ch:
+		var d app.PresenceChangedData
+		_ = json.Unmarshal(ev.Data, &d)
+		return ev, d
+	case <-time.After(waitBound):
+		r.t.Fatalf("no event within %s", waitBound)
+	}
+	panic("unreachable")
+}
+
+// none checks that no event is waiting. Callers make sure no timer callback
+// can be in flight (no deadline was crossed since the last awaited event).
+func (r *recorder) none(what string) {
+	r.t.Helper()
+	select {
+	case ev := <-r.ch:
+		r.t.Errorf("%s: unexpected event %s %s", what, ev.Kind, ev.Data)
+	default:
+	}
+}
+
+// expect waits for agent.presence_changed of agent ("" = any) with the pair.
+func (r *recorder) expect(agent, state string, mode *string) {
+	r.t.Helper()
+	ev, d := r.next()
+	if ev.Kind != app.EventPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !sameP(d.ReportedBillingMode, mode) {
+		r.t.Fatalf("event = %s %s, want agent.presence_changed %s %s mode %v", ev.Kind, ev.Data, agent, state, deref(mode))
+	}
+}
+
+func sameP(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return "<none>"
+	}
+	return *p
+}
+
+func ptr(s string) *string { return &s }
+
+func state(t *testing.T, svc *app.Service, id string) string {
+	t.Helper()
+	st, ok := svc.Liveness.LivenessState(id)
+	if !ok {
+		return "untracked"
+	}
+	return st
+}
+
+// waitState waits (bounded) until svc reports the state for the agent: for
+// effects of timer callbacks, which run on their own goroutines.
+func waitState(t *testing.T, svc *app.Service, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for state(t, svc, id) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("state of %s = %s, want %s within %s", id, state(t, svc, id), want, waitBound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func auditOf(t *testing.T, s store.Store, agentID, action string) []domain.AuditEntry {
+	t.Helper()
+	es, err := s.ListAudit(t.Context(), store.ListAuditParams{AgentID: agentID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.AuditEntry
+	for _, e := range es {
+		if e.Action == action {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "<nil>"
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+var _ = fmt.Sprint
+
+// looseTempDir is a temporary directory removed at cleanup on a best-effort
+// basis (see newEnv's comment on the store).
+func looseTempDir(t testing.TB) string {
+	d, err := os.MkdirTemp("", "rollcall-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}

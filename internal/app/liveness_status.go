@@ -1,0 +1,218 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/liveness"
+)
+
+// AgentRuntimeStatus is the owner's view of an agent's runtime (DESIGN.md
+// §5.2, D-M2-20-12; GET /v1/agents/{ref}/status, `rollcall agent status`,
+// the console): liveness state, last heartbeat, what the runtime reported,
+// the warnings, and the in/out presence of §3.
+type AgentRuntimeStatus struct {
+	AgentID string `json:"agent_id"`
+	Agent   string `json:"agent"` // handle
+	// State is unknown, online, degraded or offline at the time of the read.
+	State string `json:"state"`
+	// LastHeartbeatAt is the server-clock time of the last heartbeat known
+	// (null = never).
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
+	// BillingMode and ToolClass are what the owner configured ("" = none).
+	BillingMode string `json:"billing_mode,omitempty"`
+	ToolClass   string `json:"tool_class,omitempty"`
+	// ReportedBillingMode and ReportedToolClass are the last reported
+	// values (null = not reported); the billing mode is kept while offline.
+	ReportedBillingMode   *string  `json:"reported_billing_mode"`
+	ReportedToolClass     *string  `json:"reported_tool_class"`
+	BillingModesSupported []string `json:"billing_modes_supported,omitempty"`
+	// BillingEvidence is how the runtime determined its billing mode (null
+	// = not reported).
+	BillingEvidence *BillingEvidence `json:"billing_evidence"`
+	// Warnings are codes: billing_mode_mismatch, billing_mode_unsupported,
+	// billing_evidence_unknown, tool_class_mismatch (never null).
+	Warnings []string `json:"warnings"`
+	// Runtime is the runtime the adapter drives (null = nothing reported).
+	Runtime *RuntimeInfo `json:"runtime"`
+	// Adapter is the adapter that sends the heartbeats (null = not reported).
+	Adapter *AdapterInfo `json:"adapter"`
+	// ProjectReadiness is the last list applied (null = never reported); a
+	// queue with ready=false gets no doorbells and no sweep rings.
+	ProjectReadiness []Readiness `json:"project_readiness"`
+	// Presence is the in/out presence (DESIGN.md §3).
+	Presence AgentPresence `json:"presence"`
+}
+
+// BillingEvidence is billing_evidence of a heartbeat.
+type BillingEvidence struct {
+	KeyType string `json:"key_type"`
+	Method  string `json:"method"`
+}
+
+// RuntimeInfo names the runtime and its version (reported_runtime_version).
+type RuntimeInfo struct {
+	Name           string  `json:"name,omitempty"`
+	RuntimeVersion *string `json:"runtime_version,omitempty"`
+}
+
+// AdapterInfo names the adapter and the adapter's own version.
+type AdapterInfo struct {
+	Name    string  `json:"name"`
+	Version *string `json:"version,omitempty"`
+}
+
+// Readiness is one entry of project_readiness.
+type Readiness struct {
+	Queue  string `json:"queue"`
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// AgentStatus returns the owner's AgentRuntimeStatus of an agent. It reads
+// the tracker's entry when this instance has one, else the stored row (the
+// stored state, offline once the stored heartbeat is older than
+// agent.presence_timeout + agent.heartbeat_persist_interval).
+// Errors: not_found (unknown agent or another person's).
+func (s *Service) AgentStatus(ctx context.Context, by domain.Person, ref string) (AgentRuntimeStatus, error) {
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return AgentRuntimeStatus{}, err
+	}
+	st := s.Liveness.status(&a, s.now())
+	if s.presenceStore() != nil {
+		if st.Presence, err = s.GetPresence(ctx, by, a.ID); err != nil {
+			return AgentRuntimeStatus{}, err
+		}
+	}
+	return st, nil
+}
+
+func (t *Tracker) status(a *domain.Agent, now time.Time) AgentRuntimeStatus {
+	e := t.lookup(a.ID)
+	if e != nil {
+		e.mu.Lock()
+		owned := e.owned
+		e.mu.Unlock()
+		if !owned {
+			e = t.fromRow(a, e, now)
+		}
+	} else {
+		e = t.fromRow(a, nil, now)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refreshConfigLocked(a)
+	out := AgentRuntimeStatus{AgentID: a.ID, Agent: a.Handle, BillingMode: a.BillingMode, ToolClass: a.ToolClass,
+		State: t.stateOf(e, now), ReportedBillingMode: e.reportedMode(), ReportedToolClass: e.audited.ToolClass}
+	if !e.lastHB.IsZero() {
+		hb := e.lastHB
+		out.LastHeartbeatAt = &hb
+	}
+	out.Warnings = liveness.Assess(t.assessInputs(e, now), now).Warnings
+	if h := e.hb; h != nil {
+		out.ReportedToolClass = h.ToolClass
+		out.BillingModesSupported = h.BillingModesSupported
+		if ev := h.BillingEvidence; ev != nil {
+			out.BillingEvidence = &BillingEvidence{KeyType: ev.KeyType, Method: ev.Method}
+		}
+		if h.Details.Runtime != nil || h.RuntimeVersion != nil {
+			out.Runtime = &RuntimeInfo{RuntimeVersion: h.RuntimeVersion}
+			if h.Details.Runtime != nil {
+				out.Runtime.Name = h.Details.Runtime.Name
+			}
+		}
+		if ad := h.Details.Adapter; ad != nil {
+			out.Adapter = &AdapterInfo{Name: ad.Name, Version: ad.Version}
+		}
+	}
+	if e.readinessKnown {
+		out.ProjectReadiness = make([]Readiness, len(e.readiness))
+		for i, r := range e.readiness {
+			out.ProjectReadiness[i] = Readiness(r)
+		}
+	}
+	return out
+}
+
+// fromRow builds a throwaway entry for an agent this instance does not own:
+// the stored row (refreshed by the owner's flush every persist interval),
+// with the freshest heartbeat known here (claims), judged like the start
+// rule: the stored state until the heartbeat is older than timeout +
+// persist interval.
+func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEntry {
+	e := t.newEntry(a)
+	stored, hb := e.state, a.Liveness.LastHeartbeatAt
+	if known != nil {
+		known.mu.Lock()
+		if known.lastHB.After(e.lastHB) {
+			e.lastHB = known.lastHB
+			hb = &e.lastHB
+		}
+		if stored != liveness.StateOnline && stored != liveness.StateDegraded && known.reported != "" && known.state != liveness.StateOffline {
+			stored = known.reported
+		}
+		if known.hb != nil {
+			e.hb = known.hb
+		}
+		e.mismatchSince, e.modeMismatchSince = known.mismatchSince, known.modeMismatchSince
+		known.mu.Unlock()
+	}
+	if stored == liveness.StateOnline || stored == liveness.StateDegraded {
+		st, dl := liveness.StartRule(stored, hb, t.cfg.PresenceTimeout, t.cfg.PersistInterval, now)
+		e.fromStart, e.reported, e.startDeadline = true, stored, dl
+		if st == liveness.StateOffline {
+			e.startDeadline = now
+		}
+	}
+	e.owned = true // judged by the rule above, not by the watch
+	return e
+}
+
+// MismatchAges calls yield once per active agent this instance tracks (owns
+// the deadline of) with the value of the gauge
+// rollcall.agent.billing_mode.mismatch_age: seconds since any difference of
+// DESIGN.md §5.2 began, 0 without one (D-M2-20-8). Inactive agents have no
+// series. The metrics adapter calls it at every collection.
+func (t *Tracker) MismatchAges(yield func(handle string, seconds float64)) {
+	now := t.s.now()
+	for _, e := range t.entries() {
+		e.mu.Lock()
+		ok := e.active && e.owned
+		var v float64
+		if ok {
+			v = liveness.Assess(t.assessInputs(e, now), now).MismatchAge(now)
+		}
+		h := e.handle
+		e.mu.Unlock()
+		if ok {
+			yield(h, v)
+		}
+	}
+}
+
+// LivenessState returns the agent's liveness state at now as this instance
+// knows it, and whether it tracks the agent (for the console and tests).
+func (t *Tracker) LivenessState(agentID string) (string, bool) {
+	e := t.lookup(agentID)
+	if e == nil {
+		return "", false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return t.stateOf(e, t.s.now()), true
+}
+
+// Owns reports whether this instance owns the agent's deadline (only the
+// owner reports it offline; liveness_claims.go), and whether it tracks the
+// agent at all.
+func (t *Tracker) Owns(agentID string) (owned, tracked bool) {
+	e := t.lookup(agentID)
+	if e == nil {
+		return false, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.owned, true
+}

@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/rollcall/rollcall/internal/liveness"
+)
+
+// FuzzFastFrame: whenever the fast path takes a frame and the heartbeat
+// decoder accepts its agent, the strict path accepts the frame too and finds
+// the same op and agent: the fast path never lets through what the strict
+// path would refuse.
+func FuzzFastFrame(f *testing.F) {
+	for _, s := range []string{
+		`{"op":"heartbeat","d":{"agent":{"state":"online"}}}`,
+		` { "d" : { "agent" : {"state":"online","details":{"adapter":{"name":"a"}}} } , "op" : "heartbeat" } `,
+		`{"op":"heartbeat","d":{}}`, `{"op":"heartbeat"}`, `{"op":"heartbeat","d":null}`,
+		`{"op":"heartbeat","d":{"agent":{"state":"online"}},}`, `{"op":"heart\u0062eat","d":{}}`,
+		`{"op":"heartbeat","op":"identify"}`, `{"op":"heartbeat","d":{"agent":"x"}}`, `[1]`, `{"op":1}`,
+		`{"op":"heartbeat","d":{"agent":{"state":"online"},"agent":{}}}`, `{"op":"heartbeat","d":{"agent":{"state":"on]line"}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		op, d, ok := fastFrame(b)
+		if !ok {
+			return
+		}
+		var fr frame
+		strictErr := strictUnmarshal(b, &fr)
+		if op != "heartbeat" {
+			return
+		}
+		if len(d) == 0 || string(d) == "null" {
+			if strictErr != nil || fr.Op != "heartbeat" {
+				t.Fatalf("fast path took %q, strict path: %v %q", b, strictErr, fr.Op)
+			}
+			return
+		}
+		agent, ok := fastHeartbeatData(d)
+		if !ok {
+			return
+		}
+		if _, err := liveness.DecodeHeartbeat(agent); err != nil {
+			return // refused by the decoder: an error frame either way
+		}
+		var in heartbeatData
+		if strictErr != nil || fr.Op != "heartbeat" || strictUnmarshal(fr.D, &in) != nil {
+			t.Fatalf("fast path took %q, strict path refused it: %v", b, strictErr)
+		}
+		if !json.Valid(b) || !bytes.Equal(compact(t, in.Agent), compact(t, agent)) {
+			t.Fatalf("fast and strict paths disagree on %q: %q vs %q", b, agent, in.Agent)
+		}
+	})
+}
+
+func compact(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("compact %q: %v", b, err)
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,523 @@
+// Package gateway is Rollcall's WebSocket gateway at /v1/gateway (DESIGN.md
+// §2 Gateway, §5.2; seed D-M2-20-9): a runtime adapter keeps one connection
+// open and sends heartbeats on it. Frames are JSON text messages {op, d}:
+//
+//	server  hello         {heartbeat_interval_ms}
+//	client  identify      {token}              an agent credential
+//	server  ready         {agent_id, agent, heartbeat_interval_ms}
+//	client  heartbeat     {agent?}             agent = an agent_heartbeat.v1 body
+//	server  heartbeat_ack {interval_ms}
+//	server  error         {op, code, detail, pointer?, reason?, retry_after_ms?}
+//
+// A heartbeat is handled liveness first: the server acknowledges it and
+// resets the connection's deadline whatever else the frame carries. Then,
+// with member agent, the per-principal rate limit and the same use case as
+// REST run (app.Service.Heartbeat); their errors answer an error frame with
+// op "heartbeat" and keep the connection. A heartbeat without agent keeps
+// the connection alive but changes no presence. Pointers in error frames
+// are relative to d (e.g. /agent/state).
+//
+// Close codes: 4009 when no heartbeat arrived within the deadline
+// (Options.Deadline, default 2 × sync.heartbeat_interval: one interval of
+// slack for a late sender; before identify the same deadline applies),
+// 4004 when identify fails or the agent's credential is revoked or rotated
+// or the agent deactivated, 4013 when the server shuts down (reconnect),
+// 1008 after Options.MaxBadFrames malformed frames in a row (default 8: a
+// confused client gets answers to debug with, a hostile one is cut off),
+// 1009 for a frame over ReadLimit bytes.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/liveness"
+)
+
+// Close codes of the gateway (DESIGN.md §2).
+const (
+	CloseAuthFailed        websocket.StatusCode = 4004 // identify failed; credential revoked
+	CloseHeartbeatDeadline websocket.StatusCode = 4009 // no heartbeat within the deadline
+	CloseGoingAway         websocket.StatusCode = 4013 // the server shuts down: reconnect
+)
+
+// ReadLimit bounds one frame: a maximal heartbeat body plus the envelope.
+const ReadLimit = liveness.MaxBodyBytes + 1024
+
+// DefaultMaxBadFrames is how many malformed frames in a row close the
+// connection with 1008.
+const DefaultMaxBadFrames = 8
+
+// Options configures a Gateway.
+type Options struct {
+	Service *app.Service
+	// Bus delivers bus.ChannelAgentSessions (revoke, rotate, deactivate):
+	// the agent's connections close with 4004. nil = not subscribed.
+	Bus bus.Bus
+	Log *slog.Logger // nil = slog.Default()
+	// Clock drives the deadlines; nil = the Service's clock.
+	Clock clockwork.Clock
+	// HeartbeatInterval is announced in hello (sync.heartbeat_interval);
+	// 0 = the tracker's configuration.
+	HeartbeatInterval time.Duration
+	// Deadline closes a connection with 4009 when no heartbeat (or, before
+	// it, identify) arrived for this long; 0 = 2 × HeartbeatInterval.
+	Deadline time.Duration
+	// MaxBadFrames closes with 1008 after this many malformed frames in a
+	// row; 0 = DefaultMaxBadFrames.
+	MaxBadFrames int
+}
+
+// Gateway serves /v1/gateway. Safe for concurrent use.
+type Gateway struct {
+	o        Options
+	svc      *app.Service
+	log      *slog.Logger
+	clock    clockwork.Clock
+	hello    []byte
+	ack      []byte
+	shutdown atomic.Bool
+
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	byAgent map[string]map[*conn]struct{}
+	wg      sync.WaitGroup
+}
+
+// New returns a Gateway; mount it at /v1/gateway.
+func New(o Options) *Gateway {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = o.Service.Clock()
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = o.Service.Liveness.Config().HeartbeatInterval
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = 2 * o.HeartbeatInterval
+	}
+	if o.MaxBadFrames <= 0 {
+		o.MaxBadFrames = DefaultMaxBadFrames
+	}
+	ms := strconv.FormatInt(o.HeartbeatInterval.Milliseconds(), 10)
+	g := &Gateway{o: o, svc: o.Service, log: o.Log, clock: o.Clock,
+		hello:   []byte(`{"op":"hello","d":{"heartbeat_interval_ms":` + ms + `}}`),
+		ack:     []byte(`{"op":"heartbeat_ack","d":{"interval_ms":` + ms + `}}`),
+		conns:   map[*conn]struct{}{},
+		byAgent: map[string]map[*conn]struct{}{}}
+	if o.Bus != nil {
+		o.Bus.Subscribe(bus.ChannelAgentSessions, g.onAgentSessions)
+	}
+	return g
+}
+
+// Connections returns how many connections are open.
+func (g *Gateway) Connections() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
+// Shutdown closes every connection with 4013 (going away: reconnect) and
+// refuses new ones the same way, then waits for the connections' handlers
+// within ctx. It is the gateway's step of the server's shutdown, before the
+// tracker stops (DESIGN.md §5.2, D-M2-20-5).
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.shutdown.Store(true)
+	g.mu.Lock()
+	cs := make([]*conn, 0, len(g.conns))
+	for c := range g.conns {
+		cs = append(cs, c)
+	}
+	g.mu.Unlock()
+	for _, c := range cs {
+		go c.close(CloseGoingAway, "server going away; reconnect")
+	}
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range cs {
+			_ = c.ws.CloseNow()
+		}
+		return ctx.Err()
+	}
+}
+
+// ServeHTTP upgrades the request and runs the connection until it closes.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	ws.SetReadLimit(ReadLimit)
+	c := &conn{g: g, ws: ws}
+	g.wg.Add(1)
+	defer g.wg.Done()
+	if !g.register(c) {
+		_ = ws.Close(CloseGoingAway, "server going away; reconnect")
+		return
+	}
+	defer g.unregister(c)
+	c.mu.Lock()
+	c.seen.Store(g.clock.Now().UnixNano())
+	c.timer = g.clock.AfterFunc(g.o.Deadline, c.onDeadline)
+	c.mu.Unlock()
+	if err := c.write(g.hello); err != nil {
+		_ = ws.CloseNow()
+		return
+	}
+	c.run()
+}
+
+func (g *Gateway) register(c *conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shutdown.Load() {
+		return false
+	}
+	g.conns[c] = struct{}{}
+	return true
+}
+
+func (g *Gateway) unregister(c *conn) {
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	id := ""
+	if c.principal != nil {
+		id = c.principal.Agent.ID
+	}
+	c.mu.Unlock()
+	g.mu.Lock()
+	delete(g.conns, c)
+	if id != "" {
+		delete(g.byAgent[id], c)
+		if len(g.byAgent[id]) == 0 {
+			delete(g.byAgent, id)
+		}
+	}
+	g.mu.Unlock()
+}
+
+// onAgentSessions closes the connections of an agent whose credentials were
+// revoked ("<agent_id>", also deactivation) or rotated
+// ("<agent_id>:<cred>,<cred>").
+func (g *Gateway) onAgentSessions(payload string) {
+	agentID, credList, _ := strings.Cut(payload, ":")
+	var creds []string
+	if credList != "" {
+		creds = strings.Split(credList, ",")
+	}
+	g.mu.Lock()
+	var victims []*conn
+	for c := range g.byAgent[agentID] {
+		if creds == nil || contains(creds, c.credID) {
+			victims = append(victims, c)
+		}
+	}
+	g.mu.Unlock()
+	for _, c := range victims {
+		go c.close(CloseAuthFailed, "credential revoked")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// conn is one gateway connection.
+type conn struct {
+	g       *Gateway
+	ws      *websocket.Conn
+	closing atomic.Bool
+	seen    atomic.Int64 // clock time (unix ns) of the last heartbeat or identify
+	bad     int          // malformed frames in a row (reader goroutine only)
+	buf     bytes.Buffer // the frame being read (reader goroutine only)
+
+	mu        sync.Mutex
+	timer     clockwork.Timer
+	principal *domain.Principal
+	credID    string // guarded by g.mu once registered by agent
+}
+
+// frame is the envelope of every message.
+type frame struct {
+	Op string          `json:"op"`
+	D  json.RawMessage `json:"d"`
+}
+
+type identifyData struct {
+	Token string `json:"token"`
+}
+
+type heartbeatData struct {
+	Agent json.RawMessage `json:"agent"`
+}
+
+// errorData is the d of an error frame.
+type errorData struct {
+	Op           string `json:"op"`
+	Code         string `json:"code"`
+	Detail       string `json:"detail"`
+	Pointer      string `json:"pointer,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+}
+
+type readyData struct {
+	AgentID             string `json:"agent_id"`
+	Agent               string `json:"agent"`
+	HeartbeatIntervalMS int64  `json:"heartbeat_interval_ms"`
+}
+
+// bg is the context of reads and writes: a context without Done avoids a
+// timer per frame; closing the connection ends a blocked call instead.
+var bg = context.Background()
+
+func (c *conn) write(b []byte) error { return c.ws.Write(bg, websocket.MessageText, b) }
+
+func (c *conn) writeJSON(op string, d any) error {
+	b, err := json.Marshal(struct {
+		Op string `json:"op"`
+		D  any    `json:"d"`
+	}{op, d})
+	if err != nil {
+		return err
+	}
+	return c.write(b)
+}
+
+// close closes the connection once with code.
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	if c.closing.Swap(true) {
+		return
+	}
+	_ = c.ws.Close(code, reason)
+}
+
+// onDeadline runs when the deadline timer fires. Heartbeats only record
+// when they arrived (resetDeadline), so the timer fires at the deadline the
+// previous firing computed: it closes with 4009 when no heartbeat came for
+// Options.Deadline, and otherwise re-arms for the rest.
+func (c *conn) onDeadline() {
+	due := time.Unix(0, c.seen.Load()).Add(c.g.o.Deadline)
+	if now := c.g.clock.Now(); now.Before(due) {
+		c.mu.Lock()
+		c.timer.Reset(due.Sub(now))
+		if !c.g.clock.Now().Before(due) { // a fake clock moved meanwhile
+			c.timer.Reset(0)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.close(CloseHeartbeatDeadline, "heartbeat deadline missed")
+}
+
+// resetDeadline gives the connection a fresh deadline: Options.Deadline
+// from now. It only records the time; the timer is not touched.
+func (c *conn) resetDeadline() {
+	c.seen.Store(c.g.clock.Now().UnixNano())
+}
+
+func (c *conn) run() {
+	for {
+		typ, r, err := c.ws.Reader(bg)
+		if err != nil {
+			return
+		}
+		c.buf.Reset()
+		if _, err := c.buf.ReadFrom(r); err != nil {
+			return // over the read limit (closed with 1009) or a broken connection
+		}
+		if typ != websocket.MessageText {
+			c.malformed("", "frames are JSON text messages {op, d}")
+		} else {
+			c.handle(c.buf.Bytes())
+		}
+		if c.bad >= c.g.o.MaxBadFrames {
+			c.close(websocket.StatusPolicyViolation, "too many malformed frames")
+			return
+		}
+	}
+}
+
+// malformed answers an error frame for a frame that could not be handled and
+// counts it toward MaxBadFrames.
+func (c *conn) malformed(op, detail string) {
+	c.bad++
+	c.sendError(op, &domain.Error{Code: domain.CodeInvalidArgument, Detail: detail}, "")
+}
+
+func (c *conn) sendError(op string, err error, pointerBase string) {
+	d := errorData{Op: op, Code: string(domain.CodeOf(err))}
+	var de *domain.Error
+	if errors.As(err, &de) && de.Code != domain.CodeInternal {
+		d.Detail, d.Reason = de.Detail, de.Reason
+		if de.Pointer != "" || (pointerBase != "" && (de.Code == domain.CodeInvalidArgument || de.Code == domain.CodeUnknownMember)) {
+			d.Pointer = pointerBase + de.Pointer // "" from the decoder = the body itself
+		}
+	} else {
+		c.g.log.Error("gateway: heartbeat failed", "err", err)
+		d.Code, d.Detail = string(domain.CodeInternal), "internal error; the server log has the cause"
+	}
+	var rl *app.RateLimitedError
+	if errors.As(err, &rl) {
+		d.RetryAfterMS = max(1, rl.RetryAfter.Milliseconds())
+	}
+	_ = c.writeJSON("error", d)
+}
+
+func (c *conn) handle(b []byte) {
+	if op, d, ok := fastFrame(b); ok && op == "heartbeat" {
+		if len(d) == 0 || string(d) == "null" {
+			c.heartbeat(nil)
+			return
+		}
+		if agent, ok := fastHeartbeatData(d); ok {
+			c.heartbeatAgent(agent)
+			return
+		}
+	}
+	var f frame
+	if err := strictUnmarshal(b, &f); err != nil {
+		c.malformed("", "malformed frame: "+err.Error())
+		return
+	}
+	switch f.Op {
+	case "identify":
+		c.identify(f.D)
+	case "heartbeat":
+		c.heartbeat(f.D)
+	case "":
+		c.malformed("", "the frame has no op")
+	default:
+		c.malformed(f.Op, "unknown op "+strconv.Quote(f.Op)+"; client ops are identify and heartbeat")
+	}
+}
+
+func (c *conn) identify(d json.RawMessage) {
+	c.mu.Lock()
+	identified := c.principal != nil
+	c.mu.Unlock()
+	if identified {
+		c.malformed("identify", "already identified")
+		return
+	}
+	var in identifyData
+	if err := strictUnmarshal(d, &in); err != nil || in.Token == "" {
+		c.close(CloseAuthFailed, "authentication failed")
+		return
+	}
+	p, err := c.g.svc.AuthenticateAgent(context.Background(), in.Token)
+	if err != nil {
+		if domain.CodeOf(err) == domain.CodeInternal {
+			c.g.log.Error("gateway: identify failed", "err", err)
+		}
+		c.close(CloseAuthFailed, "authentication failed")
+		return
+	}
+	c.mu.Lock()
+	c.principal = &p
+	c.mu.Unlock()
+	c.g.mu.Lock()
+	c.credID = p.CredentialID
+	if c.g.byAgent[p.Agent.ID] == nil {
+		c.g.byAgent[p.Agent.ID] = map[*conn]struct{}{}
+	}
+	c.g.byAgent[p.Agent.ID][c] = struct{}{}
+	c.g.mu.Unlock()
+	c.bad = 0
+	c.resetDeadline()
+	_ = c.writeJSON("ready", readyData{AgentID: p.Agent.ID, Agent: p.Agent.Handle, HeartbeatIntervalMS: c.g.o.HeartbeatInterval.Milliseconds()})
+}
+
+func (c *conn) heartbeat(d json.RawMessage) {
+	var in heartbeatData
+	if len(d) > 0 && !bytes.Equal(d, []byte("null")) {
+		if err := strictUnmarshal(d, &in); err != nil {
+			if c.identified() == nil {
+				c.unidentified()
+				return
+			}
+			// Liveness first: the connection is alive even if d is wrong.
+			c.resetDeadline()
+			_ = c.write(c.g.ack)
+			c.malformed("heartbeat", "malformed heartbeat data: "+err.Error())
+			return
+		}
+	}
+	c.heartbeatAgent(in.Agent)
+}
+
+func (c *conn) identified() *domain.Principal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.principal
+}
+
+func (c *conn) unidentified() {
+	c.bad++
+	c.sendError("heartbeat", &domain.Error{Code: domain.CodeUnauthenticated, Detail: "identify first"}, "")
+}
+
+// heartbeatAgent is a well-formed heartbeat: liveness first (ack, deadline),
+// then, with member agent (nil = none), the use case.
+func (c *conn) heartbeatAgent(agent []byte) {
+	p := c.identified()
+	if p == nil {
+		c.unidentified()
+		return
+	}
+	c.bad = 0
+	c.resetDeadline()
+	if err := c.write(c.g.ack); err != nil {
+		return
+	}
+	if agent == nil {
+		return
+	}
+	if _, err := c.g.svc.Heartbeat(context.Background(), *p, p.Agent.ID, agent); err != nil {
+		c.sendError("heartbeat", err, "/agent")
+	}
+}
+
+// strictUnmarshal decodes one JSON object into v, refusing unknown members
+// and trailing data.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
