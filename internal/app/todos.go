@@ -82,7 +82,12 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 	if !a.Scope.HasQueue(in.Queue) {
 		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in agent %s's scope (queues %v)", in.Queue, a.Handle, a.Scope.Queues).At("/queue")
 	}
-	if err := validText("title", in.Title, domain.MaxTitleLen, true); err != nil {
+	// A title may hold any text but NUL; the doorbell neutralises line
+	// breaks and channel tags when it puts the title into a notification.
+	if strings.TrimSpace(in.Title) == "" {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "title is required").At("/title")
+	}
+	if err := validNote("title", in.Title, domain.MaxTitleLen); err != nil {
 		return domain.Todo{}, false, err
 	}
 	if err := validJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
