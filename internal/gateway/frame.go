@@ -13,7 +13,7 @@ package gateway
 // scanObject walks one JSON object in b, calling member with each key and
 // the raw bytes of its value. It returns false when b is not a single
 // object it can walk (keys with escapes included), or when member does.
-func scanObject(b []byte, member func(key string, value []byte) bool) bool {
+func scanObject(b []byte, member func(key, value []byte) bool) bool {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
@@ -33,7 +33,7 @@ func scanObject(b []byte, member func(key string, value []byte) bool) bool {
 		if end >= len(b) || b[end] != '"' {
 			return false
 		}
-		key := string(b[i+1 : end])
+		key := b[i+1 : end]
 		i = skipWS(b, end+1)
 		if i >= len(b) || b[i] != ':' {
 			return false
@@ -127,9 +127,9 @@ func skipString(b []byte, i int) int {
 // path.
 func fastFrame(b []byte) (op string, d []byte, ok bool) {
 	seenOp, seenD := false, false
-	ok = scanObject(b, func(key string, v []byte) bool {
+	ok = scanObject(b, func(key, v []byte) bool {
 		switch {
-		case key == "op" && !seenOp:
+		case string(key) == "op" && !seenOp:
 			if len(v) < 2 || v[0] != '"' {
 				return false
 			}
@@ -140,7 +140,7 @@ func fastFrame(b []byte) (op string, d []byte, ok bool) {
 			}
 			op, seenOp = string(v[1:len(v)-1]), true
 			return true
-		case key == "d" && !seenD:
+		case string(key) == "d" && !seenD:
 			d, seenD = v, true
 			return true
 		}
@@ -152,8 +152,8 @@ func fastFrame(b []byte) (op string, d []byte, ok bool) {
 // fastHeartbeatData parses the heartbeat's d: {} or {"agent": <object>}.
 func fastHeartbeatData(d []byte) (agent []byte, ok bool) {
 	seen := false
-	ok = scanObject(d, func(key string, v []byte) bool {
-		if key != "agent" || seen || len(v) == 0 || v[0] != '{' {
+	ok = scanObject(d, func(key, v []byte) bool {
+		if string(key) != "agent" || seen || len(v) == 0 || v[0] != '{' {
 			return false
 		}
 		agent, seen = v, true

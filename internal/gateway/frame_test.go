@@ -28,8 +28,7 @@ func FuzzFastFrame(f *testing.F) {
 		if !ok {
 			return
 		}
-		var fr frame
-		strictErr := strictUnmarshal(b, &fr)
+		fr, strictErr := decodeFrame(b)
 		if op != "heartbeat" {
 			return
 		}
@@ -46,8 +45,8 @@ func FuzzFastFrame(f *testing.F) {
 		if _, err := liveness.DecodeHeartbeat(agent); err != nil {
 			return // refused by the decoder: an error frame either way
 		}
-		var in heartbeatData
-		if strictErr != nil || fr.Op != "heartbeat" || strictUnmarshal(fr.D, &in) != nil {
+		in, inErr := decodeHeartbeatData(fr.D)
+		if strictErr != nil || fr.Op != "heartbeat" || inErr != nil {
 			t.Fatalf("fast path took %q, strict path refused it: %v", b, strictErr)
 		}
 		if !json.Valid(b) || !bytes.Equal(compact(t, in.Agent), compact(t, agent)) {

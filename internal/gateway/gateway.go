@@ -35,6 +35,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,9 +406,10 @@ func (c *conn) handle(b []byte) {
 			return
 		}
 	}
-	var f frame
-	if err := strictUnmarshal(b, &f); err != nil {
-		c.malformed("", "malformed frame: "+err.Error())
+	f, err := decodeFrame(b)
+	if err != nil {
+		c.bad++
+		c.sendError("", err, "")
 		return
 	}
 	switch f.Op {
@@ -431,8 +433,17 @@ func (c *conn) identify(d json.RawMessage) {
 		return
 	}
 	var in identifyData
-	if err := strictUnmarshal(d, &in); err != nil || in.Token == "" {
-		c.close(CloseAuthFailed, "authentication failed")
+	if err := decodeMembers(d, "", []string{"token"}, func(_ string, raw json.RawMessage) error {
+		return stringMember(raw, "/token", &in.Token)
+	}); err != nil || in.Token == "" {
+		reason := "authentication failed: identify needs d = {\"token\": \"<agent credential>\"}"
+		if err != nil {
+			reason = "authentication failed: " + err.Error()
+		}
+		if len(reason) > 120 { // close reasons are limited to 123 bytes
+			reason = reason[:120]
+		}
+		c.close(CloseAuthFailed, reason)
 		return
 	}
 	p, err := c.g.svc.AuthenticateAgent(context.Background(), in.Token)
@@ -461,7 +472,8 @@ func (c *conn) identify(d json.RawMessage) {
 func (c *conn) heartbeat(d json.RawMessage) {
 	var in heartbeatData
 	if len(d) > 0 && !bytes.Equal(d, []byte("null")) {
-		if err := strictUnmarshal(d, &in); err != nil {
+		var err error
+		if in, err = decodeHeartbeatData(d); err != nil {
 			if c.identified() == nil {
 				c.unidentified()
 				return
@@ -469,7 +481,8 @@ func (c *conn) heartbeat(d json.RawMessage) {
 			// Liveness first: the connection is alive even if d is wrong.
 			c.resetDeadline()
 			_ = c.write(c.g.ack)
-			c.malformed("heartbeat", "malformed heartbeat data: "+err.Error())
+			c.bad++
+			c.sendError("heartbeat", err, "")
 			return
 		}
 	}
@@ -508,16 +521,97 @@ func (c *conn) heartbeatAgent(agent []byte) {
 	}
 }
 
-// strictUnmarshal decodes one JSON object into v, refusing unknown members
-// and trailing data.
-func strictUnmarshal(b []byte, v any) error {
+// decodeMembers reads b as one JSON object and hands each member's raw
+// value to set, matching names exactly (encoding/json would match them
+// case-insensitively). Errors are *domain.Error with an RFC 6901 pointer
+// under base: unknown_member for a member not in known, invalid_argument
+// for malformed JSON, a non-object, a member given twice, or data after
+// the object. set returns its own *domain.Error for a wrong value.
+func decodeMembers(b []byte, base string, known []string, set func(name string, raw json.RawMessage) error) error {
+	bad := func(ptr, format string, args ...any) error {
+		return domain.Errorf(domain.CodeInvalidArgument, format, args...).At(ptr)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
+	tok, err := dec.Token()
+	if err != nil {
+		return bad(base, "malformed JSON")
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return bad(base, "must be a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return bad(base, "malformed JSON")
+		}
+		name, _ := t.(string)
+		ptr := base + "/" + strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return bad(ptr, "malformed JSON")
+		}
+		if seen[name] {
+			return bad(ptr, "member %q appears twice", name)
+		}
+		seen[name] = true
+		if !slices.Contains(known, name) {
+			return domain.Errorf(domain.CodeUnknownMember, "unknown member %q (known: %s)", name, strings.Join(known, ", ")).At(ptr)
+		}
+		if err := set(name, raw); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return bad(base, "malformed JSON")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("data after the JSON value")
+		return bad(base, "data after the JSON object")
 	}
+	return nil
+}
+
+// decodeFrame decodes a client frame {op, d} strictly (pointers relative
+// to the frame).
+func decodeFrame(b []byte) (frame, error) {
+	var f frame
+	err := decodeMembers(b, "", []string{"op", "d"}, func(name string, raw json.RawMessage) error {
+		if name == "op" {
+			return stringMember(raw, "/op", &f.Op)
+		}
+		f.D = raw
+		return nil
+	})
+	return f, err
+}
+
+// decodeHeartbeatData decodes the d of a heartbeat frame, {agent?}
+// (pointers relative to d).
+func decodeHeartbeatData(d []byte) (heartbeatData, error) {
+	var in heartbeatData
+	err := decodeMembers(d, "", []string{"agent"}, func(_ string, raw json.RawMessage) error {
+		return objectMember(raw, "/agent", &in.Agent)
+	})
+	return in, err
+}
+
+// stringMember decodes a JSON string member.
+func stringMember(raw json.RawMessage, ptr string, into *string) error {
+	if err := json.Unmarshal(raw, into); err != nil {
+		return domain.Errorf(domain.CodeInvalidArgument, "must be a string").At(ptr)
+	}
+	return nil
+}
+
+// objectMember checks that a member is a JSON object (or null = absent).
+func objectMember(raw json.RawMessage, ptr string, into *json.RawMessage) error {
+	t := bytes.TrimSpace(raw)
+	if bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	if len(t) == 0 || t[0] != '{' {
+		return domain.Errorf(domain.CodeInvalidArgument, "must be a JSON object").At(ptr)
+	}
+	*into = raw
 	return nil
 }

@@ -346,7 +346,10 @@ func TestErrorFramesKeepConnection(t *testing.T) {
 		{`not json`, "", "invalid_argument", ""},
 		{`{"op":"dance","d":{}}`, "dance", "invalid_argument", ""},
 		{`{"d":{}}`, "", "invalid_argument", ""},
-		{`{"op":"heartbeat","d":{},"x":1}`, "", "invalid_argument", ""},
+		{`{"op":"heartbeat","d":{},"x":1}`, "", "unknown_member", "/x"},
+		{`{"Op":"heartbeat","d":{}}`, "", "unknown_member", "/Op"},
+		{`{"op":"heartbeat","d":{"agent":{"state":"online"}},"d":{}}`, "", "invalid_argument", "/d"},
+		{`{"op":1,"d":{}}`, "", "invalid_argument", "/op"},
 		{`{"op":"identify","d":{"token":"` + e.cred + `"}}`, "identify", "invalid_argument", ""},
 	}
 	for _, tc := range cases {
@@ -372,7 +375,7 @@ func TestErrorFramesKeepConnection(t *testing.T) {
 	}
 	c.send(`{"op":"heartbeat","d":{"other":1}}`) // heartbeat d is closed too
 	c.ack()
-	if d := c.errorFrame(); d.Op != "heartbeat" || d.Code != "invalid_argument" {
+	if d := c.errorFrame(); d.Op != "heartbeat" || d.Code != "unknown_member" || d.Pointer != "/other" {
 		t.Errorf("unknown member of d: %+v", d)
 	}
 	// Binary frames are malformed.
