@@ -26,6 +26,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -45,11 +46,14 @@ const Memory = ":memory:"
 // Store is the SQLite adapter of store.Store. It is safe for concurrent use.
 type Store struct {
 	path string
-	w    *sql.DB   // the one write connection (also reads for :memory:)
-	r    *sql.DB   // read-only connections
-	lock *os.File  // the database file, flocked until Close; nil for :memory:
-	ws   stmtCache // statements prepared on w
-	rs   stmtCache // statements prepared on r
+	w    *sql.DB  // the one write connection (also reads for :memory:)
+	r    *sql.DB  // read-only connections
+	lock *os.File // the database file, flocked until Close; nil for :memory:
+
+	closeOnce sync.Once
+	closeErr  error
+	ws        stmtCache // statements prepared on w
+	rs        stmtCache // statements prepared on r
 }
 
 var _ store.Store = (*Store)(nil)
@@ -172,19 +176,22 @@ func (s *Store) Dialect() string { return "sqlite" }
 // Close closes the database and releases the instance lock. It is safe to
 // call more than once.
 func (s *Store) Close() error {
-	errs := []error{s.rs.close(), s.ws.close()}
-	if s.r != nil && s.r != s.w {
-		errs = append(errs, s.r.Close())
-	}
-	if s.w != nil {
-		errs = append(errs, s.w.Close())
-	}
-	s.r, s.w = nil, nil
-	if s.lock != nil {
-		errs = append(errs, unlockFile(s.lock))
-		s.lock = nil
-	}
-	return errors.Join(errs...)
+	// The handles stay set: a call racing Close gets "database is closed"
+	// from database/sql instead of a nil pointer.
+	s.closeOnce.Do(func() {
+		errs := []error{s.rs.close(), s.ws.close()}
+		if s.r != nil && s.r != s.w {
+			errs = append(errs, s.r.Close())
+		}
+		if s.w != nil {
+			errs = append(errs, s.w.Close())
+		}
+		if s.lock != nil {
+			errs = append(errs, unlockFile(s.lock))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
 }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection:
