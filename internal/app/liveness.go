@@ -91,18 +91,19 @@ type Ack struct {
 
 // Tracker is the liveness tracker. Safe for concurrent use.
 type Tracker struct {
-	s        *Service
-	cfg      LivenessConfig
-	ls       store.LivenessStore // nil when the store has no liveness part
-	limiter  *rateLimiter
-	seed     maphash.Seed
-	shards   [64]lvShard
-	stopped  atomic.Bool
-	written  atomic.Int64 // rows written by flush passes
-	flushMu  sync.Mutex
-	runMu    sync.Mutex
-	cancel   context.CancelFunc
-	loopDone chan struct{}
+	s         *Service
+	cfg       LivenessConfig
+	ls        store.LivenessStore // nil when the store has no liveness part
+	limiter   *rateLimiter
+	seed      maphash.Seed
+	shards    [64]lvShard
+	stopped   atomic.Bool
+	written   atomic.Int64 // rows written by flush passes
+	flushMu   sync.Mutex
+	flushedAt time.Time // end of the last flush pass (guarded by flushMu)
+	runMu     sync.Mutex
+	cancel    context.CancelFunc
+	loopDone  chan struct{}
 }
 
 type lvShard struct {

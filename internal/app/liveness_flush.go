@@ -33,20 +33,28 @@ func (t *Tracker) Start(ctx context.Context) error {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.loopDone = cancel, make(chan struct{})
-	ticker := t.s.clock.NewTicker(t.cfg.PersistInterval)
+	// A timer re-armed one persist interval after each pass has committed
+	// (not a ticker): a pass that runs long never lets the next one follow
+	// closer than the interval, so each agent is written at most once per
+	// interval.
+	timer := t.s.clock.NewTimer(t.cfg.PersistInterval)
 	go func() {
 		defer close(t.loopDone)
-		defer ticker.Stop()
+		defer timer.Stop()
 		for {
 			select {
 			case <-lctx.Done():
 				return
-			case <-ticker.Chan():
-				if _, err := t.Flush(lctx); err != nil && lctx.Err() == nil {
-					t.s.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
-				}
-				t.limiter.prune(t.s.now())
+			case <-timer.Chan():
 			}
+			if _, err := t.Flush(lctx); err != nil && lctx.Err() == nil {
+				t.s.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
+			}
+			t.limiter.prune(t.s.now())
+			t.flushMu.Lock()
+			next := t.flushedAt.Add(t.cfg.PersistInterval)
+			t.flushMu.Unlock()
+			timer.Reset(max(next.Sub(t.s.now()), 0))
 		}
 	}()
 	t.RequestClaims(ctx)
@@ -115,9 +123,10 @@ func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
 
 // Flush writes every dirty entry in one unit of work, ascending by agent id,
 // with the monotone write (D-M2-20-5), and returns how many rows it wrote.
-// The loop calls it once per agent.heartbeat_persist_interval, so each
-// agent is written at most once per interval. On an error the entries stay
-// dirty for the next pass.
+// The loop calls it one agent.heartbeat_persist_interval after the previous
+// pass committed, so each agent is written at most once per interval and the
+// writes per second are bounded by agents ÷ interval, whatever the heartbeat
+// rate. On an error the entries stay dirty for the next pass.
 func (t *Tracker) Flush(ctx context.Context) (int, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
@@ -140,10 +149,12 @@ func (t *Tracker) Flush(ctx context.Context) (int, error) {
 		e.mu.Unlock()
 	}
 	if len(rows) == 0 || t.ls == nil {
+		t.flushedAt = t.s.now()
 		return 0, nil
 	}
 	slices.SortFunc(rows, func(a, b store.HeartbeatRow) int { return strings.Compare(a.AgentID, b.AgentID) })
 	n, err := t.ls.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows})
+	t.flushedAt = t.s.now() // the commit: the next pass follows one interval after it
 	if err != nil {
 		for _, e := range dirty {
 			e.mu.Lock()

@@ -9,7 +9,8 @@ type Metrics interface {
 	// (REST or gateway member agent).
 	Heartbeat()
 	// HeartbeatRowsPersisted counts agent rows written by one flush pass of
-	// the liveness tracker (database writes; D-M2-20-5).
+	// the liveness tracker (database writes; D-M2-20-5); it is called once
+	// per pass that wrote rows.
 	HeartbeatRowsPersisted(n int)
 	// DoorbellRung counts one todo doorbell queued to a session.
 	DoorbellRung()

@@ -16,6 +16,7 @@
 //	    (D-M2-20-8); the alert RollcallBillingModeMismatch reads it.
 //	rollcall.heartbeats                       → rollcall_heartbeats_total
 //	rollcall.liveness.persisted_rows          → rollcall_liveness_persisted_rows_total
+//	rollcall.liveness.flushes                 → rollcall_liveness_flushes_total
 //	rollcall.doorbells                        → rollcall_doorbells_total
 //	rollcall.digests                          → rollcall_digests_total
 //	rollcall.sweep.rings                      → rollcall_sweep_rings_total
@@ -42,6 +43,7 @@ const (
 	NameMismatchAge   = "rollcall.agent.billing_mode.mismatch_age"
 	NameHeartbeats    = "rollcall.heartbeats"
 	NamePersistedRows = "rollcall.liveness.persisted_rows"
+	NameFlushes       = "rollcall.liveness.flushes"
 	NameDoorbells     = "rollcall.doorbells"
 	NameDigests       = "rollcall.digests"
 	NameSweepRings    = "rollcall.sweep.rings"
@@ -51,6 +53,7 @@ const (
 	PromMismatchAge   = "rollcall_agent_billing_mode_mismatch_age_seconds"
 	PromHeartbeats    = "rollcall_heartbeats_total"
 	PromPersistedRows = "rollcall_liveness_persisted_rows_total"
+	PromFlushes       = "rollcall_liveness_flushes_total"
 	PromDoorbells     = "rollcall_doorbells_total"
 	PromDigests       = "rollcall_digests_total"
 	PromSweepRings    = "rollcall_sweep_rings_total"
@@ -72,8 +75,8 @@ type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	registry *prometheus.Registry
 
-	heartbeats, persisted, doorbells, digests, sweepRings, transitions metric.Int64Counter
-	inAttr, outAttr                                                    metric.MeasurementOption
+	heartbeats, persisted, flushes, doorbells, digests, sweepRings, transitions metric.Int64Counter
+	inAttr, outAttr                                                             metric.MeasurementOption
 }
 
 // New builds the instruments on a fresh registry (with the Go runtime and
@@ -100,6 +103,7 @@ func New(o Options) (*Metrics, error) {
 	}
 	m.heartbeats = counter(NameHeartbeats, "{heartbeat}", "Heartbeats accepted by the heartbeat use case (REST and gateway member agent).")
 	m.persisted = counter(NamePersistedRows, "{row}", "Agent rows written by the liveness flush loop (database writes of the heartbeat path).")
+	m.flushes = counter(NameFlushes, "{pass}", "Flush passes of the liveness tracker that wrote rows (each one transaction, at most one per agent.heartbeat_persist_interval).")
 	m.doorbells = counter(NameDoorbells, "{doorbell}", "Todo doorbells queued to an MCP session.")
 	m.digests = counter(NameDigests, "{digest}", "Digests queued to an MCP session.")
 	m.sweepRings = counter(NameSweepRings, "{ring}", "Todos re-rung by the doorbell sweep.")
@@ -137,8 +141,11 @@ var bg = context.Background()
 // Heartbeat implements app.Metrics.
 func (m *Metrics) Heartbeat() { m.heartbeats.Add(bg, 1) }
 
-// HeartbeatRowsPersisted implements app.Metrics.
-func (m *Metrics) HeartbeatRowsPersisted(n int) { m.persisted.Add(bg, int64(n)) }
+// HeartbeatRowsPersisted implements app.Metrics: one call per flush pass.
+func (m *Metrics) HeartbeatRowsPersisted(n int) {
+	m.persisted.Add(bg, int64(n))
+	m.flushes.Add(bg, 1)
+}
 
 // DoorbellRung implements app.Metrics.
 func (m *Metrics) DoorbellRung() { m.doorbells.Add(bg, 1) }

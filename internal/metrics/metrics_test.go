@@ -50,6 +50,7 @@ func TestExposition(t *testing.T) {
 		`# TYPE rollcall_agent_billing_mode_mismatch_age_seconds gauge`,
 		PromHeartbeats + " 2",
 		PromPersistedRows + " 7",
+		PromFlushes + " 1",
 		PromDoorbells + " 1",
 		PromDigests + " 1",
 		PromSweepRings + " 3",

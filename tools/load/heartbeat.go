@@ -83,8 +83,10 @@ func runHeartbeat(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("vended %d agents in %s; database writes are bounded by agents ÷ persist interval = %.0f rows/s\n",
-		len(creds), time.Since(start).Round(time.Millisecond), float64(len(creds))/persist.Seconds())
+	fmt.Printf("vended %d agents in %s\n", len(creds), time.Since(start).Round(time.Millisecond))
+	if t.PID != 0 {
+		fmt.Printf("database writes are bounded by agents ÷ persist interval = %.0f rows/s\n", float64(len(creds))/persist.Seconds())
+	}
 
 	if *transport == "gateway" || *transport == "both" {
 		if err := gatewayLoad(ctx, t, creds, *rate, *withAgent, *warmup, *duration); err != nil {
@@ -148,23 +150,27 @@ func vendMany(ctx context.Context, t *target, n int) ([]cred, error) {
 	return out, firstErr
 }
 
-// persistedRows reads rollcall_liveness_persisted_rows_total from /metrics.
-func persistedRows(ctx context.Context, base string) (float64, error) {
+// flushCounters reads rollcall_liveness_persisted_rows_total and
+// rollcall_liveness_flushes_total from /metrics (0 before the first flush).
+func flushCounters(ctx context.Context, base string) (rows, passes float64, err error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "rollcall_liveness_persisted_rows_total ") {
-			return strconv.ParseFloat(strings.TrimPrefix(line, "rollcall_liveness_persisted_rows_total "), 64)
+		if v, ok := strings.CutPrefix(line, "rollcall_liveness_persisted_rows_total "); ok {
+			rows, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "rollcall_liveness_flushes_total "); ok {
+			passes, _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0, sc.Err() // no flush yet: 0
+	return rows, passes, sc.Err()
 }
 
 // cpuSeconds reads the user+system CPU time of pid ("self" for this
@@ -226,79 +232,29 @@ func (l *latencies) add(d time.Duration) {
 	l.mu.Unlock()
 }
 
-// rowsSample is the server's persisted-rows counter and when it was read.
+// rowsSample is the server's flush counters and when they were read.
 type rowsSample struct {
-	rows float64
-	at   time.Time
+	rows, passes float64
+	at           time.Time
 }
 
 func sampleRows(ctx context.Context, base string) (rowsSample, error) {
-	r, err := persistedRows(ctx, base)
-	return rowsSample{r, time.Now()}, err
+	r, p, err := flushCounters(ctx, base)
+	return rowsSample{r, p, time.Now()}, err
 }
 
-func report(name string, n int64, errs int64, measured time.Duration, l *latencies, r0, r1 rowsSample, fl *flushWatch) {
+func report(name string, n int64, errs int64, measured time.Duration, l *latencies, r0, r1 rowsSample) {
 	p50, p99, mx := percentiles(l.ds)
-	fmt.Printf("%-8s heartbeats/s %9.0f   latency p50 %8s  p99 %8s  max %8s   errors %d   db rows/s %7.0f\n",
-		name, float64(n)/measured.Seconds(), p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond),
-		errs, (r1.rows-r0.rows)/r1.at.Sub(r0.at).Seconds())
-	fmt.Println("         " + fl.summary())
-}
-
-// flushWatch scrapes the persisted-rows counter twice a second during a
-// measurement and sees the flush passes as its steps: how many rows each
-// wrote (at most one per agent) and how far apart they were (at least the
-// persist interval). The rows per second over a window depend on how many
-// passes fall in it; the per-pass figures are the bound itself.
-type flushWatch struct {
-	mu     sync.Mutex
-	passes []rowsSample // rows written by the pass, when seen
-	stop   context.CancelFunc
-	done   chan struct{}
-}
-
-func watchFlushes(ctx context.Context, base string) *flushWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &flushWatch{stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		last, err := sampleRows(ctx, base)
-		for err == nil && ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			cur, err2 := sampleRows(ctx, base)
-			if err2 != nil {
-				return
-			}
-			if cur.rows > last.rows {
-				w.mu.Lock()
-				w.passes = append(w.passes, rowsSample{cur.rows - last.rows, cur.at})
-				w.mu.Unlock()
-			}
-			last = cur
-		}
-	}()
-	return w
-}
-
-func (w *flushWatch) summary() string {
-	w.stop()
-	<-w.done
-	if len(w.passes) == 0 {
-		return "no flush pass during the measurement"
+	window := r1.at.Sub(r0.at)
+	fmt.Printf("%-8s heartbeats/s %9.0f   latency p50 %8s  p99 %8s  max %8s   errors %d\n",
+		name, float64(n)/measured.Seconds(), p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond), errs)
+	rows, passes := r1.rows-r0.rows, r1.passes-r0.passes
+	perPass := 0.0
+	if passes > 0 {
+		perPass = rows / passes
 	}
-	maxRows := 0.0
-	for _, p := range w.passes {
-		maxRows = max(maxRows, p.rows)
-	}
-	gap := "-"
-	if len(w.passes) > 1 {
-		gap = (w.passes[len(w.passes)-1].at.Sub(w.passes[0].at) / time.Duration(len(w.passes)-1)).Round(100 * time.Millisecond).String()
-	}
-	return fmt.Sprintf("flush passes seen %d, at most %.0f rows each, one every %s on average", len(w.passes), maxRows, gap)
+	fmt.Printf("         db writes: %.0f rows/s over %s (%.0f flush passes, %.0f rows each on average)\n",
+		rows/window.Seconds(), window.Round(100*time.Millisecond), passes, perPass)
 }
 
 // gatewayLoad opens one gateway connection per agent and sends heartbeats
@@ -436,7 +392,6 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 		return err
 	}
 	measuring.Store(true)
-	fl := watchFlushes(ctx, t.URL)
 	cpu := startCPU(t)
 	began := time.Now()
 	time.Sleep(duration)
@@ -459,7 +414,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	for _, ss := range samples {
 		lat.ds = append(lat.ds, ss...)
 	}
-	report("gateway", int64(len(lat.ds)), errs.Load(), measured, lat, rows0, rows1, fl)
+	report("gateway", int64(len(lat.ds)), errs.Load(), measured, lat, rows0, rows1)
 	fmt.Println("         " + cpuLine)
 	if t.PID != 0 {
 		if kb, err := rssKB(t.PID); err == nil {
@@ -544,7 +499,6 @@ func restLoad(ctx context.Context, t *target, creds []cred, workers int, warmup,
 		return err
 	}
 	measuring.Store(true)
-	fl := watchFlushes(ctx, t.URL)
 	cpu := startCPU(t)
 	began := time.Now()
 	time.Sleep(duration)
@@ -557,7 +511,7 @@ func restLoad(ctx context.Context, t *target, creds []cred, workers int, warmup,
 	cpuLine := cpu.line(count.Load(), measured)
 	stop()
 	wg.Wait()
-	report("rest", count.Load(), errs.Load(), measured, lat, rows0, rows1, fl)
+	report("rest", count.Load(), errs.Load(), measured, lat, rows0, rows1)
 	fmt.Println("         " + cpuLine)
 	return nil
 }
