@@ -315,7 +315,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 // AgentByCredentialHash implements store.Store.
 func (s *Store) AgentByCredentialHash(ctx context.Context, hash string) (domain.Agent, string, error) {
 	var credID string
-	a, err := scanAgent(s.r.QueryRowContext(ctx, `SELECT `+agentColsA+`, c.id
+	a, err := scanAgent(s.readRow(ctx, `SELECT `+agentColsA+`, c.id
 		FROM credentials c JOIN agents a ON a.id = c.agent_id
 		WHERE c.hash = ? AND c.revoked_at IS NULL`, hash), &credID)
 	if err != nil {
