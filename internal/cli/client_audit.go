@@ -23,6 +23,9 @@ func auditList(cf *clientFlags) *cobra.Command {
 		Short: "List audit entries in ascending sequence (the whole log needs an admin)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := minFlags(cmd, map[string]int64{"after": 0, "limit": 1}); err != nil {
+				return err
+			}
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err
@@ -44,7 +47,7 @@ func auditList(cf *clientFlags) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.AgentRef, "agent", "", "only this agent's entries (id or handle)")
 	fl.Int64Var(&f.AfterSeq, "after", 0, "only entries after this sequence number")
-	fl.IntVar(&f.Limit, "limit", 0, "at most this many (server default 100, max 1000)")
+	fl.IntVar(&f.Limit, "limit", 0, "at most this many, ≥ 1 (server default 100, max 1000)")
 	return cmd
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -120,6 +122,33 @@ func requireFlags(cmd *cobra.Command, names ...string) error {
 	for _, n := range names {
 		if f := cmd.Flag(n); f == nil || !f.Changed {
 			return usageError{fmt.Errorf("--%s is required", n)}
+		}
+	}
+	return nil
+}
+
+// minFlags fails with a usage error when one of the integer flags was
+// given a value below its minimum. The client sends 0 as "absent" (the
+// server's default), so without this --limit 0 would silently mean "no
+// limit given".
+func minFlags(cmd *cobra.Command, mins map[string]int64) error {
+	names := make([]string, 0, len(mins))
+	for n := range mins {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		f := cmd.Flag(n)
+		if f == nil || !f.Changed {
+			continue
+		}
+		v, err := strconv.ParseInt(f.Value.String(), 10, 64)
+		if err != nil || v < mins[n] {
+			hint := ""
+			if mins[n] > 0 {
+				hint = "; omit it for the default"
+			}
+			return usageError{fmt.Errorf("--%s must be an integer ≥ %d, got %s%s", n, mins[n], f.Value.String(), hint)}
 		}
 	}
 	return nil

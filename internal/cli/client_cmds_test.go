@@ -232,3 +232,35 @@ func TestCLIUsageAndConnection(t *testing.T) {
 		t.Fatal("help output shows the token")
 	}
 }
+
+// TestCLIIntegerFlagsRefuseMeaninglessValues: an integer flag given a value
+// the API would read as "absent" (0) or refuse (negative) is a usage error
+// (exit 2) before any request, not a silently unfiltered call.
+func TestCLIIntegerFlagsRefuseMeaninglessValues(t *testing.T) {
+	t.Setenv("ROLLCALL_SERVER", "")
+	t.Setenv("ROLLCALL_TOKEN", "")
+	// Nothing listens here: reaching the server would exit 1, not 2.
+	conn := []string{"--server", "http://127.0.0.1:1", "--token", "rcp_unused"}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"todo", "list", "builder", "--limit", "0"}, "--limit"},
+		{[]string{"todo", "list", "builder", "--limit=-1"}, "--limit"},
+		{[]string{"todo", "push", "builder", "--queue", "q", "--title", "t", "--max-attempts", "0"}, "--max-attempts"},
+		{[]string{"todo", "push", "builder", "--queue", "q", "--title", "t", "--max-attempts=-2"}, "--max-attempts"},
+		{[]string{"audit", "list", "--limit", "0"}, "--limit"},
+		{[]string{"audit", "list", "--after=-1"}, "--after"},
+	} {
+		r := run(append(tc.args, conn...)...)
+		r.fails(t, 2, tc.flag+" must be an integer ≥")
+	}
+	// Meaningful values pass the check and reach (here: fail to reach) the server.
+	for _, args := range [][]string{
+		{"todo", "list", "builder", "--limit", "1"},
+		{"todo", "push", "builder", "--queue", "q", "--title", "t", "--max-attempts", "1"},
+		{"audit", "list", "--after", "0", "--limit", "1"},
+	} {
+		run(append(args, conn...)...).fails(t, 1, "cannot reach the server")
+	}
+}

@@ -35,6 +35,9 @@ live prints the same id (and says so on stderr) instead of creating another.`,
 			if err := requireFlags(cmd, "queue", "title"); err != nil {
 				return err
 			}
+			if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("payload") {
 				if !json.Valid([]byte(payload)) {
 					return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
@@ -66,7 +69,7 @@ live prints the same id (and says so on stderr) instead of creating another.`,
 	f.StringVar(&in.Kind, "kind", "", "kind code, e.g. review")
 	f.StringVar(&in.Source, "source", "", "source code, e.g. github")
 	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "dedup key among the agent's live todos")
-	f.IntVar(&in.MaxAttempts, "max-attempts", 0, "attempts before dead letter (default 5)")
+	f.IntVar(&in.MaxAttempts, "max-attempts", 0, "attempts before dead letter, 1-100 (default 5)")
 	return cmd
 }
 
@@ -77,6 +80,9 @@ func todoList(cf *clientFlags) *cobra.Command {
 		Short: "List an agent's todos, oldest first",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := minFlags(cmd, map[string]int64{"limit": 1}); err != nil {
+				return err
+			}
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err
@@ -98,7 +104,7 @@ func todoList(cf *clientFlags) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&filter.Queue, "queue", "", "only this queue")
 	f.StringVar(&filter.State, "state", "", "only this state: pending, claimed, done, failed")
-	f.IntVar(&filter.Limit, "limit", 0, "at most this many (server default 50, max 500)")
+	f.IntVar(&filter.Limit, "limit", 0, "at most this many, ≥ 1 (server default 50, max 500)")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
@@ -39,8 +41,9 @@ type response struct {
 
 // req describes a request beyond method, path, token and body.
 type req struct {
-	contentType *string // nil = application/json when there is a body
-	auth        *string // a raw Authorization header instead of Bearer token
+	contentType *string       // nil = application/json when there is a body
+	auth        *string       // a raw Authorization header instead of Bearer token
+	timeout     time.Duration // > 0: fail instead of waiting longer (a stream that should not open)
 }
 
 // do sends one request. body may be nil, a string or []byte (sent as is),
@@ -65,7 +68,13 @@ func (e *env) do(t *testing.T, method, path, token string, body any, opts ...req
 		}
 		rd = bytes.NewReader(j)
 	}
-	hr, err := http.NewRequestWithContext(t.Context(), method, e.URL+path, rd)
+	ctx := t.Context()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, e.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +404,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "malformed JSON missing colon", method: "POST", path: "/v1/agents/builder/todos", body: `{"queue" "build"}`, status: 400, code: "invalid_argument", detail: "byte offset 10"},
 		{name: "trailing data", method: "POST", path: "/v1/agents", body: `{"handle":"x","queues":["q"]} {"handle":"y"}`, status: 400, code: "invalid_argument", detail: "after the JSON value"},
 		{name: "empty body", method: "POST", path: "/v1/agents", body: ``, status: 400, code: "invalid_argument", detail: "empty"},
-		{name: "array body", method: "POST", path: "/v1/agents", body: `[{"handle":"x"}]`, status: 400, code: "invalid_argument", detail: "expected an object"},
+		{name: "array body", method: "POST", path: "/v1/agents", body: `[{"handle":"x"}]`, status: 400, code: "invalid_argument", detail: "the body must be a JSON object"},
 		{name: "unknown member vend", method: "POST", path: "/v1/agents", body: `{"handle":"x","queues":["q"],"scope":{}}`, status: 400, code: "unknown_member", pointer: "/scope"},
 		{name: "unknown member push", method: "POST", path: "/v1/agents/builder/todos", body: `{"queue":"build","title":"t","extra":1}`, status: 400, code: "unknown_member", pointer: "/extra", detail: `unknown member "extra"`},
 		{name: "unknown member after free payload", method: "POST", path: "/v1/agents/builder/todos", body: `{"queue":"build","title":"t","payload":{"extra":{"deep":1}},"Title":"x"}`, status: 400, code: "unknown_member", pointer: "/Title"},

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -62,6 +63,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 		return domain.Errorf(domain.CodeInvalidArgument, "reading the request body failed: %v", err)
 	}
 	if de := decodeStrict(body, dst); de != nil {
+		if isNotObject(de) {
+			return &wholeBodyError{de}
+		}
 		return de
 	}
 	return nil
@@ -73,14 +77,21 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 //   - empty body, invalid UTF-8 or malformed JSON → invalid_argument whose
 //     detail names the byte offset;
 //   - data after the value → invalid_argument (trailing data);
+//   - a top level that is not an object (null included) → invalid_argument
+//     "the body must be a JSON object" about the whole document (pointer "",
+//     see notObject);
 //   - a member the struct has no json tag for, at any depth →
 //     unknown_member with the member's RFC 6901 pointer;
 //   - a member given twice → invalid_argument with its pointer;
 //   - a value of the wrong JSON type (or an integer out of range) →
-//     invalid_argument with its pointer.
+//     invalid_argument with its pointer;
+//   - a value that a field type judges itself (json.Unmarshaler or
+//     encoding.TextUnmarshaler, such as time.Time) and refuses →
+//     invalid_argument with its pointer and a detail that says what is
+//     wanted (never the Go error).
 //
 // json.RawMessage and interface fields are free-form and not walked. A JSON
-// null counts as an absent member. Member names match exactly (encoding/json
+// null member counts as absent. Member names match exactly (encoding/json
 // alone would match them case-insensitively).
 func decodeStrict(body []byte, dst any) *domain.Error {
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -114,6 +125,12 @@ func decodeStrict(body []byte, dst any) *domain.Error {
 		lead := len(rest) - len(bytes.TrimLeft(rest, " \t\r\n"))
 		return domain.Errorf(domain.CodeInvalidArgument, "unexpected data after the JSON value at byte offset %d; send exactly one JSON object", off+int64(lead))
 	}
+	if raw = bytes.TrimSpace(raw); raw[0] != '{' {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		tok, _ := d.Token()
+		return notObject(jsonKind(tok))
+	}
 	w := walker{dec: json.NewDecoder(bytes.NewReader(raw))}
 	w.dec.UseNumber()
 	t := reflect.TypeOf(dst)
@@ -125,11 +142,45 @@ func decodeStrict(body []byte, dst any) *domain.Error {
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
 		// The walk accepted every value, so this is unexpected; report it
-		// without a pointer rather than guess one.
-		return domain.Errorf(domain.CodeInvalidArgument, "the request body does not fit the expected shape: %v", err)
+		// without a pointer rather than guess one, and without the Go error.
+		return domain.Errorf(domain.CodeInvalidArgument, "the request body does not fit the expected shape; see GET /v1/openapi.yaml")
 	}
 	return nil
 }
+
+// notObjectErrs are the errors for a body whose top level is not an object,
+// one per JSON kind, so decodeJSON can tell them apart (isNotObject) and
+// render their pointer "" (the whole document) explicitly.
+var notObjectErrs = func() map[string]*domain.Error {
+	m := map[string]*domain.Error{}
+	for _, k := range []string{"null", "a boolean", "a number", "a string", "an array"} {
+		m[k] = domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object, not %s", k)
+	}
+	return m
+}()
+
+func notObject(kind string) *domain.Error {
+	if e, ok := notObjectErrs[kind]; ok {
+		return e
+	}
+	return notObjectErrs["null"] // unreachable: raw is a valid JSON value
+}
+
+func isNotObject(de *domain.Error) bool {
+	for _, e := range notObjectErrs {
+		if e == de {
+			return true
+		}
+	}
+	return false
+}
+
+// wholeBodyError is a body error about the whole document: its problem
+// carries the RFC 6901 pointer "" explicitly.
+type wholeBodyError struct{ err *domain.Error }
+
+func (e *wholeBodyError) Error() string { return e.err.Error() }
+func (e *wholeBodyError) Unwrap() error { return e.err }
 
 // walker checks a syntactically valid JSON value, token by token, against a
 // Go type, in document order.
@@ -142,6 +193,16 @@ var (
 )
 
 func (w *walker) value(t reflect.Type, ptr string) *domain.Error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if judgesItself(t) {
+		var raw json.RawMessage
+		if err := w.dec.Decode(&raw); err != nil { // cannot happen on validated input
+			return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON at %s", orRoot(ptr))
+		}
+		return checkSelfJudged(t, raw, ptr)
+	}
 	tok, err := w.dec.Token()
 	if err != nil { // cannot happen on validated input
 		return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON at %s: %v", orRoot(ptr), err)
@@ -156,15 +217,8 @@ func (w *walker) valueTok(tok json.Token, t reflect.Type, ptr string) *domain.Er
 	if tok == nil { // null: the same as absent
 		return nil
 	}
-	switch pt := reflect.PointerTo(t); {
-	case t == rawMessageType, t.Kind() == reflect.Interface, pt.Implements(jsonUnmarshalerType):
-		// Free-form, or a type that judges its own value during Unmarshal.
+	if t == rawMessageType || t.Kind() == reflect.Interface { // free-form
 		return w.skip(tok)
-	case pt.Implements(textUnmarshalerType):
-		if _, ok := tok.(string); !ok {
-			return typeError(ptr, "a string", tok)
-		}
-		return nil
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -262,6 +316,45 @@ func (w *walker) valueTok(tok json.Token, t reflect.Type, ptr string) *domain.Er
 		panic("httpapi: decodeStrict cannot check Go kind " + t.Kind().String())
 	}
 	return nil
+}
+
+// judgesItself reports whether values of t are checked by t's own
+// UnmarshalJSON or UnmarshalText (time.Time, for one) rather than walked.
+func judgesItself(t reflect.Type) bool {
+	if t == rawMessageType || t.Kind() == reflect.Interface {
+		return false
+	}
+	pt := reflect.PointerTo(t)
+	return pt.Implements(jsonUnmarshalerType) || pt.Implements(textUnmarshalerType)
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// checkSelfJudged unmarshals raw into a fresh value of t, as json.Unmarshal
+// will, and turns a refusal into invalid_argument at ptr. The detail says
+// what is wanted; the Go error (a type name, "parsing time …") is not shown,
+// unless the type refused with a *domain.Error written for people.
+func checkSelfJudged(t reflect.Type, raw json.RawMessage, ptr string) *domain.Error {
+	if bytes.Equal(raw, []byte("null")) { // the same as absent
+		return nil
+	}
+	err := json.Unmarshal(raw, reflect.New(t).Interface())
+	if err == nil {
+		return nil
+	}
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s", de.Detail).At(ptr)
+	}
+	name := strings.TrimPrefix(ptr, "/")
+	if name == "" {
+		name = "the body"
+	}
+	want := "a valid value"
+	if t == timeType {
+		want = "an RFC 3339 time such as 2026-12-01T17:00:00Z"
+	}
+	return domain.Errorf(domain.CodeInvalidArgument, "%s: want %s", name, want).At(ptr)
 }
 
 // skip consumes the rest of the value that starts with tok.

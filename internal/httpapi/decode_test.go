@@ -2,15 +2,18 @@ package httpapi
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
 type inner struct {
-	Name string   `json:"name"`
-	Tags []string `json:"tags,omitempty"`
+	Name string     `json:"name"`
+	Tags []string   `json:"tags,omitempty"`
+	When *time.Time `json:"when"`
 }
 
 type embedded struct {
@@ -30,6 +33,9 @@ type sample struct {
 	Any     any               `json:"any"`
 	Skipped string            `json:"-"`
 	Labels  map[string]string `json:"labels"`
+	At      time.Time         `json:"at"`
+	AtPtr   *time.Time        `json:"at_ptr"`
+	Level   *slog.Level       `json:"level"` // an encoding.TextUnmarshaler
 }
 
 func TestDecodeStrict(t *testing.T) {
@@ -46,7 +52,21 @@ func TestDecodeStrict(t *testing.T) {
 		{name: "truncated", body: `{"title": "t"`, code: domain.CodeInvalidArgument, detail: "byte offset 13"},
 		{name: "bad utf-8", body: "{\"title\": \"\xff\"}", code: domain.CodeInvalidArgument, detail: "invalid UTF-8 at byte offset 11"},
 		{name: "trailing", body: `{"title":"t"} {}`, code: domain.CodeInvalidArgument, detail: "after the JSON value at byte offset 14"},
-		{name: "not an object", body: `[1]`, code: domain.CodeInvalidArgument, detail: "expected an object at the top level, got an array"},
+		{name: "not an object", body: `[1]`, code: domain.CodeInvalidArgument, detail: "the body must be a JSON object, not an array"},
+		{name: "null body", body: ` null `, code: domain.CodeInvalidArgument, detail: "the body must be a JSON object, not null"},
+		{name: "number body", body: `0`, code: domain.CodeInvalidArgument, detail: "the body must be a JSON object, not a number"},
+		{name: "string body", body: `"{}"`, code: domain.CodeInvalidArgument, detail: "the body must be a JSON object, not a string"},
+		{name: "time ok", body: `{"at":"2026-12-01T17:00:00Z","at_ptr":"2026-12-01T17:00:00+01:00"}`},
+		{name: "time null", body: `{"at_ptr":null}`},
+		{name: "time word", body: `{"at":"yesterday"}`, code: domain.CodeInvalidArgument, pointer: "/at", detail: "at: want an RFC 3339 time such as 2026-12-01T17:00:00Z"},
+		{name: "time number", body: `{"at_ptr":1}`, code: domain.CodeInvalidArgument, pointer: "/at_ptr", detail: "at_ptr: want an RFC 3339 time"},
+		{name: "time bad month", body: `{"at_ptr":"2026-13-01T00:00:00Z"}`, code: domain.CodeInvalidArgument, pointer: "/at_ptr", detail: "want an RFC 3339 time"},
+		{name: "time nested in list", body: `{"list":[{"name":"a","when":"soon"}]}`, code: domain.CodeInvalidArgument, pointer: "/list/0/when", detail: "list/0/when: want an RFC 3339 time"},
+		{name: "time object", body: `{"at":{"y":2026}}`, code: domain.CodeInvalidArgument, pointer: "/at"},
+		{name: "text unmarshaler", body: `{"level":"LOUD"}`, code: domain.CodeInvalidArgument, pointer: "/level", detail: "level: want a valid value"},
+		{name: "text unmarshaler ok", body: `{"level":"warn"}`},
+		{name: "text unmarshaler number", body: `{"level":3}`, code: domain.CodeInvalidArgument, pointer: "/level"},
+		{name: "after a self-judged value", body: `{"at":"2026-12-01T17:00:00Z","extra":1}`, code: domain.CodeUnknownMember, pointer: "/extra"},
 		{name: "unknown top", body: `{"title":"t","extra":1}`, code: domain.CodeUnknownMember, pointer: "/extra", detail: `unknown member "extra"`},
 		{name: "unknown nested", body: `{"inner":{"name":"n","x":{"y":1}}}`, code: domain.CodeUnknownMember, pointer: "/inner/x"},
 		{name: "unknown in list", body: `{"list":[{"name":"a"},{"name":"b","nam":"c"}]}`, code: domain.CodeUnknownMember, pointer: "/list/1/nam"},
@@ -76,6 +96,11 @@ func TestDecodeStrict(t *testing.T) {
 			}
 			if de == nil {
 				t.Fatalf("decodeStrict(%s) succeeded, want %s", tt.body, tt.code)
+			}
+			for _, leak := range []string{"parsing time", "UnmarshalJSON", "UnmarshalText", "Go value", "time.Time", "slog"} {
+				if strings.Contains(de.Detail, leak) {
+					t.Errorf("detail %q shows Go internals (%q)", de.Detail, leak)
+				}
 			}
 			if de.Code != tt.code || de.Pointer != tt.pointer || !strings.Contains(de.Detail, tt.detail) {
 				t.Fatalf("decodeStrict(%s) = {%s %q at %q}, want {%s …%q… at %q}", tt.body, de.Code, de.Detail, de.Pointer, tt.code, tt.detail, tt.pointer)

@@ -25,9 +25,6 @@ import (
 const SSEKeepAlive = 15 * time.Second
 
 func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
 	sub, err := a.svc.Events.Subscribe(by.ID, last)
 	if err != nil {

@@ -83,9 +83,6 @@ func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person
 }
 
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	agents, err := a.svc.ListAgents(r.Context(), by)
 	if err != nil {
 		return err
@@ -149,13 +146,46 @@ func (a *api) rotateCredential(w http.ResponseWriter, r *http.Request, by domain
 
 // --- todos ---
 
-func (a *api) pushTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var in app.PushInput
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
+// pushBody is the POST todos body: app.PushInput, whose zero max_attempts
+// and idempotency_key mean "absent" (the default, no deduplication), with
+// those two members as pointers so that a present 0 or "" — which the
+// document forbids (minimum 1, minLength 1) — is refused, not defaulted.
+type pushBody struct {
+	app.PushInput
+	MaxAttempts    *int    `json:"max_attempts"`
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+// input checks the members app.PushInput cannot tell from absent and
+// returns the use case's input.
+func (b *pushBody) input() (app.PushInput, error) {
+	in := b.PushInput
+	if b.MaxAttempts != nil {
+		if *b.MaxAttempts < 1 {
+			return in, domain.Errorf(domain.CodeInvalidArgument, "max_attempts must be between 1 and 100, got %d; omit it for the default (%d)", *b.MaxAttempts, domain.DefaultMaxAttempts).At("/max_attempts")
+		}
+		in.MaxAttempts = *b.MaxAttempts
+	}
+	if b.IdempotencyKey != nil {
+		if *b.IdempotencyKey == "" {
+			return in, domain.Errorf(domain.CodeInvalidArgument, "idempotency_key must not be empty; omit it to push without deduplication").At("/idempotency_key")
+		}
+		in.IdempotencyKey = *b.IdempotencyKey
 	}
 	if bytes.Equal(in.Payload, []byte("null")) {
 		in.Payload = nil // null is the same as absent
+	}
+	return in, nil
+}
+
+func (a *api) pushTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var body pushBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	in, err := body.input()
+	if err != nil {
+		return err
 	}
 	t, created, err := a.svc.PushTodo(r.Context(), by, r.PathValue("ref"), in)
 	if err != nil {
@@ -170,11 +200,9 @@ func (a *api) pushTodo(w http.ResponseWriter, r *http.Request, by domain.Person)
 }
 
 func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	q, err := queryParams(r, "queue", "state", "limit")
-	if err != nil {
-		return err
-	}
+	q := r.URL.Query() // wrap checked the names
 	f := app.TodoFilter{Queue: q.Get("queue"), State: q.Get("state")}
+	var err error
 	if f.Limit, err = positiveInt(q, "limit"); err != nil {
 		return err
 	}
@@ -196,10 +224,7 @@ func (a *api) getTodo(w http.ResponseWriter, r *http.Request, by domain.Person) 
 // --- audit ---
 
 func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	q, err := queryParams(r, "agent", "after", "limit")
-	if err != nil {
-		return err
-	}
+	q := r.URL.Query() // wrap checked the names
 	f := app.AuditFilter{AgentRef: q.Get("agent")}
 	if q.Has("after") {
 		v := q.Get("after")
@@ -209,6 +234,7 @@ func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person
 		}
 		f.AfterSeq = n
 	}
+	var err error
 	if f.Limit, err = positiveInt(q, "limit"); err != nil {
 		return err
 	}
@@ -220,9 +246,6 @@ func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person
 }
 
 func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	res, err := a.svc.VerifyAudit(r.Context(), by)
 	if err != nil {
 		return err
@@ -234,7 +257,8 @@ func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Pers
 
 // queryParams parses the query string and refuses unknown and repeated
 // parameters (invalid_argument naming the parameter), so a typo such as
-// ?stat=pending is an error rather than an unfiltered answer.
+// ?stat=pending is an error rather than an unfiltered answer. wrap calls it
+// with the route's Route.Query before every handler.
 func queryParams(r *http.Request, allowed ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {

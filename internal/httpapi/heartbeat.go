@@ -80,9 +80,6 @@ func (a *api) bearerPrincipal(r *http.Request) (domain.Principal, error) {
 }
 
 func (a *api) getAgentStatus(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	st, err := a.svc.AgentStatus(r.Context(), by, r.PathValue("ref"))
 	if err != nil {
 		return err

@@ -27,8 +27,10 @@
 //     known members of an agent that cannot change; sending one answers 400
 //     invalid_argument with its pointer (not unknown_member: the member is
 //     not a typo, the scope is immutable by design).
-//   - Query parameters: unknown or repeated parameters and bad values answer
-//     400 invalid_argument with a detail naming the parameter (no pointer).
+//   - Query parameters: every route lists the ones it takes (Route.Query,
+//     default none); wrap refuses unknown or repeated parameters, after
+//     authentication and before the handler, with 400 invalid_argument
+//     naming the parameter (no pointer). Bad values answer the same way.
 //   - Responses: single objects as themselves, lists as {"items": [...]}.
 //     Errors are RFC 9457 problem documents (see Problem and StatusOf).
 //   - Unknown paths answer a 404 problem, a known path with another method a
@@ -40,6 +42,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +70,10 @@ type Route struct {
 	Path        string // ServeMux path pattern, e.g. "/v1/agents/{ref}"
 	OperationID string // the operationId in api/openapi.yaml
 	Auth        bool   // needs a person's bearer token
+	// Query lists the query parameters the route takes, in the order the
+	// errors name them; any other parameter (or one given twice) answers
+	// 400 before the handler runs. nil = none.
+	Query []string
 }
 
 type handlerFunc func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error
@@ -79,27 +86,27 @@ type route struct {
 // routes is the one table of the API's routes. New registers exactly these;
 // the OpenAPI test checks the document against exactly these.
 var routes = []route{
-	{Route{"GET", "/healthz", "getHealth", false}, (*api).getHealth},
-	{Route{"GET", "/readyz", "getReady", false}, (*api).getReady},
-	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false}, (*api).getOpenAPI},
-	{Route{"POST", "/v1/agents", "vendAgent", true}, (*api).vendAgent},
-	{Route{"GET", "/v1/agents", "listAgents", true}, (*api).listAgents},
-	{Route{"GET", "/v1/agents/{ref}", "getAgent", true}, (*api).getAgent},
-	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true}, (*api).updateAgent},
-	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true}, (*api).revokeAgent},
-	{Route{"POST", "/v1/agents/{ref}/credentials", "rotateCredential", true}, (*api).rotateCredential},
-	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true}, (*api).pushTodo},
-	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true}, (*api).listAgentTodos},
-	{Route{"GET", "/v1/todos/{id}", "getTodo", true}, (*api).getTodo},
-	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true}, (*api).getPresence},
-	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true}, (*api).setPresence},
-	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true}, (*api).clearPresence},
-	{Route{"PUT", "/v1/agents/{ref}/shift", "setShift", true}, (*api).setShift},
-	{Route{"POST", "/v1/agents/{agent}/heartbeat", "sendHeartbeat", true}, (*api).sendHeartbeat},
-	{Route{"GET", "/v1/agents/{ref}/status", "getAgentStatus", true}, (*api).getAgentStatus},
-	{Route{"GET", "/v1/events", "streamEvents", true}, (*api).streamEvents},
-	{Route{"GET", "/v1/audit", "listAudit", true}, (*api).listAudit},
-	{Route{"GET", "/v1/audit/verify", "verifyAudit", true}, (*api).verifyAudit},
+	{Route{"GET", "/healthz", "getHealth", false, nil}, (*api).getHealth},
+	{Route{"GET", "/readyz", "getReady", false, nil}, (*api).getReady},
+	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false, nil}, (*api).getOpenAPI},
+	{Route{"POST", "/v1/agents", "vendAgent", true, nil}, (*api).vendAgent},
+	{Route{"GET", "/v1/agents", "listAgents", true, nil}, (*api).listAgents},
+	{Route{"GET", "/v1/agents/{ref}", "getAgent", true, nil}, (*api).getAgent},
+	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true, nil}, (*api).updateAgent},
+	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true, nil}, (*api).revokeAgent},
+	{Route{"POST", "/v1/agents/{ref}/credentials", "rotateCredential", true, nil}, (*api).rotateCredential},
+	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true, nil}, (*api).pushTodo},
+	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true, []string{"queue", "state", "limit"}}, (*api).listAgentTodos},
+	{Route{"GET", "/v1/todos/{id}", "getTodo", true, nil}, (*api).getTodo},
+	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, (*api).getPresence},
+	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, (*api).setPresence},
+	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true, nil}, (*api).clearPresence},
+	{Route{"PUT", "/v1/agents/{ref}/shift", "setShift", true, nil}, (*api).setShift},
+	{Route{"POST", "/v1/agents/{agent}/heartbeat", "sendHeartbeat", true, nil}, (*api).sendHeartbeat},
+	{Route{"GET", "/v1/agents/{ref}/status", "getAgentStatus", true, nil}, (*api).getAgentStatus},
+	{Route{"GET", "/v1/events", "streamEvents", true, nil}, (*api).streamEvents},
+	{Route{"GET", "/v1/audit", "listAudit", true, []string{"agent", "after", "limit"}}, (*api).listAudit},
+	{Route{"GET", "/v1/audit/verify", "verifyAudit", true, nil}, (*api).verifyAudit},
 }
 
 // Routes returns the routes New registers, in table order.
@@ -107,6 +114,7 @@ func Routes() []Route {
 	out := make([]Route, len(routes))
 	for i, r := range routes {
 		out[i] = r.Route
+		out[i].Query = slices.Clone(r.Query)
 	}
 	return out
 }
@@ -183,8 +191,10 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// wrap authenticates (for Auth routes), runs the handler and renders its
-// error as a problem.
+// wrap authenticates (for Auth routes), checks the query parameters
+// against rt.Query, runs the handler and renders its error as a problem.
+// (A self-authenticated route has its query checked before the handler
+// authenticates.)
 func (a *api) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var by domain.Person
@@ -195,6 +205,10 @@ func (a *api) wrap(rt route) http.Handler {
 				return
 			}
 			by = p
+		}
+		if _, err := queryParams(r, rt.Query...); err != nil {
+			a.writeError(w, r, err)
+			return
 		}
 		if err := rt.handle(a, w, r, by); err != nil {
 			a.writeError(w, r, err)

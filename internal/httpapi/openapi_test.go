@@ -243,6 +243,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			want[m[1]] = true
 		}
 		got := map[string]bool{}
+		var query []string
 		_, path, _ := strings.Cut(key, " ")
 		var params []any
 		if item, ok := s.doc["paths"].(map[string]any)[path].(map[string]any); ok {
@@ -253,12 +254,24 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		params = append(params, p...)
 		for _, pv := range params {
 			pm, _ := s.resolve(pv.(map[string]any), "")
-			if pm["in"] == "path" {
+			switch pm["in"] {
+			case "path":
 				got[pm["name"].(string)] = true
 				if pm["required"] != true {
 					t.Errorf("%s: path parameter %v is not required", key, pm["name"])
 				}
+			case "query":
+				query = append(query, pm["name"].(string))
 			}
+		}
+		// Query parameters: the document lists exactly the route's Query
+		// (which wrap enforces), and every route can answer 400 for one it
+		// does not take.
+		if !slices.Equal(query, r.Query) {
+			t.Errorf("%s: query parameters %v in the document, %v in the route table", key, query, r.Query)
+		}
+		if _, ok := responses["400"]; !ok {
+			t.Errorf("%s: does not document 400 (every route refuses unknown query parameters)", key)
 		}
 		for n := range want {
 			if !got[n] {

@@ -27,7 +27,7 @@ type Problem struct {
 	Detail   string `json:"detail"`             // what went wrong, for a human
 	Instance string `json:"instance,omitempty"` // the request path
 	Code     string `json:"code"`               // domain.Code
-	Pointer  string `json:"pointer,omitempty"`  // RFC 6901, body errors only
+	Pointer  string `json:"pointer,omitempty"`  // RFC 6901, body errors only ("" with a body that is not an object: sent as "pointer": "")
 	Reason   string `json:"reason,omitempty"`   // refines code, e.g. subject_kind_not_allowed
 }
 
@@ -81,6 +81,11 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, r, se.status, se.err)
 		return
 	}
+	var wb *wholeBodyError
+	if errors.As(err, &wb) {
+		writeProblemDoc(w, NewProblem(http.StatusBadRequest, wb.err, r.URL.Path), true)
+		return
+	}
 	var de *domain.Error
 	if !errors.As(err, &de) || de.Code == domain.CodeInternal {
 		level := slog.LevelError
@@ -101,19 +106,46 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, de *domain.Error) {
+	WriteProblem(w, status, de, r.URL.Path)
+}
+
+// NewProblem builds the problem document of de answered with status for the
+// request path instance: type ProblemTypePrefix+code, the code's title (the
+// status text for an unknown code), de's detail, pointer and reason.
+func NewProblem(status int, de *domain.Error, instance string) Problem {
 	title := titles[de.Code]
 	if title == "" {
 		title = http.StatusText(status)
 	}
-	p := Problem{
+	return Problem{
 		Type: ProblemTypePrefix + string(de.Code), Title: title, Status: status, Detail: de.Detail,
-		Instance: r.URL.Path, Code: string(de.Code), Pointer: de.Pointer, Reason: de.Reason,
+		Instance: instance, Code: string(de.Code), Pointer: de.Pointer, Reason: de.Reason,
 	}
-	b, _ := json.Marshal(p) // cannot fail: strings and an int
+}
+
+// WriteProblem writes NewProblem(status, de, instance) as an
+// application/problem+json response (no-store, nosniff). It is the one
+// rendering of problem documents, shared with the MCP endpoint.
+func WriteProblem(w http.ResponseWriter, status int, de *domain.Error, instance string) {
+	writeProblemDoc(w, NewProblem(status, de, instance), false)
+}
+
+// writeProblemDoc writes p; wholeBody sends "pointer": "" (RFC 6901: the
+// whole document) even though the pointer is empty.
+func writeProblemDoc(w http.ResponseWriter, p Problem, wholeBody bool) {
+	var b []byte
+	if wholeBody && p.Pointer == "" {
+		b, _ = json.Marshal(struct {
+			Problem
+			Pointer string `json:"pointer"` // shadows Problem.Pointer's omitempty
+		}{Problem: p})
+	} else {
+		b, _ = json.Marshal(p) // cannot fail: strings and an int
+	}
 	h := w.Header()
 	h.Set("Content-Type", ProblemContentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
+	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(b, '\n'))
 }

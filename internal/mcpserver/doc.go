@@ -13,10 +13,16 @@
 // What the adapter adds around mcp-go's StreamableHTTPServer, in the order a
 // request meets it:
 //
-//   - Host and Origin checks (DNS rebinding), then bearer authentication with
-//     app.Service.AuthenticateAgent: 401 with WWW-Authenticate: Bearer, or
-//     403 for an inactive agent, as RFC 9457 problem documents with a code.
-//   - A body limit (413) and the protocol version: 2025-11-25 and
+//   - Host and Origin checks (DNS rebinding), then bearer authentication:
+//     401 with WWW-Authenticate: Bearer, 403 for an inactive agent, and 403
+//     reason subject_kind_not_allowed for a valid person token (the mirror
+//     of an agent credential on a REST operator route). Refusals are the
+//     REST API's RFC 9457 problem documents (httpapi.WriteProblem: type
+//     urn:rollcall:problem:<code>, a code, a reason).
+//   - A body limit (413); a POST body that is not one JSON-RPC message
+//     object answers HTTP 400 with a JSON-RPC error (-32700 parse error
+//     for malformed JSON, -32600 otherwise), with or without a session.
+//   - The protocol version: 2025-11-25 and
 //     2025-06-18 are served with sessions; requests of the stateless
 //     2026-07-28 revision are refused by mcp-go with the JSON-RPC
 //     unsupported-version error that lists the versions above, so a client
@@ -24,7 +30,11 @@
 //   - Sessions: the id mcp-go mints on initialize is bound to the credential
 //     that opened it before the response leaves; every later request must
 //     carry that id (400 without, 404 when unknown or closed) and the same
-//     credential (403 otherwise, nothing changes).
+//     credential (403 otherwise, nothing changes). An agent holds at most
+//     Options.MaxSessionsPerAgent sessions here (32), initialized or
+//     pending; one more initialize answers 429 rate_limited with
+//     Retry-After. A session whose client has not sent
+//     notifications/initialized within Options.InitTimeout (60 s) is closed.
 //   - GET notification streams are tracked per session (SessionInfo.Streaming);
 //     a newer GET replaces an older one; SSE comment keepalives are written
 //     from one goroutine for all streams; sessions without a stream expire
@@ -33,5 +43,10 @@
 //     then the self verbs (DESIGN.md §3.4) in every session. A tool outside
 //     the scope is neither listed nor callable (JSON-RPC invalid params,
 //     like an unknown tool); argument and use-case errors are tool results
-//     with isError and a JSON text {"code","detail","pointer"}.
+//     with isError and a JSON text {"code","detail","pointer"}. Arguments
+//     are decoded strictly against the tool's input schema, which states
+//     every rule the decoder enforces: unknown or repeated members,
+//     wrong types, strings that are empty (minLength 1) or outside their
+//     enum, integers outside minimum..maximum are invalid_argument at the
+//     member's pointer; a present 0 or "" is never read as absent.
 package mcpserver

@@ -39,6 +39,9 @@ type env struct {
 	ts    *httptest.Server
 	url   string
 	admin domain.Person
+	// adminToken is the admin's person token (REST's credential, refused
+	// on /mcp).
+	adminToken string
 
 	logs *syncBuffer
 
@@ -68,6 +71,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	if err != nil {
 		t.Fatalf("Bootstrap: %v", err)
 	}
+	e.adminToken = token
 	if e.admin, err = e.svc.AuthenticatePerson(ctx, token); err != nil {
 		t.Fatalf("AuthenticatePerson: %v", err)
 	}
@@ -464,6 +468,7 @@ type problemDoc struct {
 	Status int         `json:"status"`
 	Detail string      `json:"detail"`
 	Code   domain.Code `json:"code"`
+	Reason string      `json:"reason"`
 }
 
 // wantProblem checks an RFC 9457 problem response and closes its body.
@@ -485,6 +490,10 @@ func wantProblem(t testing.TB, resp *http.Response, status int, code domain.Code
 	}
 	if p.Status != status || p.Code != code || p.Type == "" || p.Title == "" || p.Detail == "" {
 		t.Fatalf("problem %+v, want status %d code %s and every member set", p, status, code)
+	}
+	// The REST API's convention (httpapi.ProblemTypePrefix).
+	if p.Type != "urn:rollcall:problem:"+string(code) {
+		t.Fatalf("problem type %q, want urn:rollcall:problem:%s", p.Type, code)
 	}
 	return p
 }

@@ -331,7 +331,7 @@ func TestVerbs(t *testing.T) {
 	// Bad arguments change nothing.
 	for _, tc := range []struct {
 		verb    string
-		args    map[string]any
+		args    any
 		pointer string
 	}{
 		{"claim", map[string]any{"todo_id": t1.ID, "bogus": 1}, "/bogus"},
@@ -348,6 +348,26 @@ func TestVerbs(t *testing.T) {
 		{"list_todos", map[string]any{"limit": true}, "/limit"},
 		{"claim_next", map[string]any{"queue": "elsewhere"}, "/queue"},
 		{"fail", map[string]any{"todo_id": t1.ID, "reason": []string{"x"}}, "/reason"},
+		// Present but zero or empty is not absent (the schema's minimum,
+		// minLength and enum hold for every present value).
+		{"claim", map[string]any{"todo_id": t1.ID, "lease_seconds": 0}, "/lease_seconds"},
+		{"claim", map[string]any{"todo_id": t1.ID, "lease_seconds": 0.0}, "/lease_seconds"},
+		{"renew", map[string]any{"todo_id": t1.ID, "lease_seconds": 0}, "/lease_seconds"},
+		{"claim_next", map[string]any{"lease_seconds": 0}, "/lease_seconds"},
+		{"claim_next", map[string]any{"lease_seconds": 86401}, "/lease_seconds"},
+		{"list_todos", map[string]any{"limit": 0}, "/limit"},
+		{"list_todos", map[string]any{"limit": -5}, "/limit"},
+		{"claim_next", map[string]any{"queue": ""}, "/queue"},
+		{"list_todos", map[string]any{"state": ""}, "/state"},
+		{"list_todos", map[string]any{"queue": ""}, "/queue"},
+		{"claim", map[string]any{"todo_id": ""}, "/todo_id"},
+		{"complete", map[string]any{"todo_id": ""}, "/todo_id"},
+		{"fail", map[string]any{"todo_id": t1.ID, "reason": ""}, "/reason"},
+		{"clock_in", map[string]any{"for": ""}, "/for"},
+		// Repeated members are refused, not last-wins.
+		{"claim", json.RawMessage(`{"todo_id":"` + t1.ID + `","lease_seconds":60,"lease_seconds":0}`), "/lease_seconds"},
+		{"claim", json.RawMessage(`{"todo_id":"nope","todo_id":"` + t1.ID + `"}`), "/todo_id"},
+		{"list_todos", json.RawMessage(`{"state":"pending","limit":5,"state":"pending"}`), "/state"},
 	} {
 		te := ac.fails(tc.verb, tc.args)
 		if te.Code != domain.CodeInvalidArgument || te.Pointer != tc.pointer {
@@ -356,6 +376,30 @@ func TestVerbs(t *testing.T) {
 		if tc.pointer == "/bogus" && !strings.Contains(te.Detail, "bogus") {
 			t.Errorf("detail %q does not name the member", te.Detail)
 		}
+		if raw, ok := tc.args.(json.RawMessage); ok && !strings.Contains(te.Detail, "more than once") {
+			t.Errorf("%s %s: detail %q does not say the member is repeated", tc.verb, raw, te.Detail)
+		}
+	}
+	// The schema says what the decoder enforces.
+	checked := 0
+	for _, tool := range ac.listTools() {
+		for name, pv := range tool.InputSchema.Properties {
+			p, _ := pv.(map[string]any)
+			checked++
+			switch p["type"] {
+			case "string":
+				if p["minLength"] != 1.0 {
+					t.Errorf("%s.%s: minLength %v, want 1", tool.Name, name, p["minLength"])
+				}
+			case "integer":
+				if p["minimum"] != 1.0 {
+					t.Errorf("%s.%s: minimum %v, want 1", tool.Name, name, p["minimum"])
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("only %d tool properties checked", checked)
 	}
 	ac.ok("list_todos", map[string]any{"state": "pending"}, &list)
 	if len(list.Todos) != 1 || list.Todos[0].State != domain.TodoPending {

@@ -1,63 +1,46 @@
 package mcpserver
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/httpapi"
 )
 
-// problem is an RFC 9457 problem document with Rollcall's machine code
-// (DESIGN.md §2, REST errors). The MCP endpoint answers with one whenever it
-// refuses a request at the HTTP level (authentication, session binding,
-// body size); JSON-RPC level errors stay JSON-RPC.
-type problem struct {
-	Type   string      `json:"type"`
-	Title  string      `json:"title"`
-	Status int         `json:"status"`
-	Detail string      `json:"detail"`
-	Code   domain.Code `json:"code"`
-	Reason string      `json:"reason,omitempty"`
-}
+// Problem documents are the REST API's (httpapi.WriteProblem): RFC 9457
+// with type "urn:rollcall:problem:<code>", the code's title and Rollcall's
+// machine code (DESIGN.md §2, REST errors). The MCP endpoint answers with
+// one whenever it refuses a request at the HTTP level (authentication,
+// session binding, session limit, body size); JSON-RPC level errors stay
+// JSON-RPC. (This package imports httpapi for that one rendering; httpapi
+// must therefore never import mcpserver.)
 
-// writeProblem writes a problem+json response. A 401 carries
-// WWW-Authenticate: Bearer (RFC 6750; error="invalid_token" when a token was
-// presented).
+// writeProblem writes a problem+json response.
 func writeProblem(w http.ResponseWriter, status int, code domain.Code, detail string) {
 	writeProblemErr(w, status, &domain.Error{Code: code, Detail: detail})
 }
 
+// writeProblemErr writes e as a problem+json response with status. A 401's
+// WWW-Authenticate header is set by the caller.
 func writeProblemErr(w http.ResponseWriter, status int, e *domain.Error) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Del("Content-Length")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(problem{
-		Type: "about:blank", Title: http.StatusText(status), Status: status,
-		Detail: e.Detail, Code: e.Code, Reason: e.Reason,
-	})
+	w.Header().Del("Content-Length")
+	httpapi.WriteProblem(w, status, e, "")
 }
 
-// statusOf maps a domain error code onto the HTTP status of its problem.
-func statusOf(code domain.Code) int {
-	switch code {
-	case domain.CodeInvalidArgument, domain.CodeUnknownMember:
-		return http.StatusBadRequest
-	case domain.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case domain.CodeForbidden:
-		return http.StatusForbidden
-	case domain.CodeNotFound:
-		return http.StatusNotFound
-	case domain.CodeConflict:
-		return http.StatusConflict
-	case domain.CodeRateLimited:
-		return http.StatusTooManyRequests
-	}
-	return http.StatusInternalServerError
+// writeRateLimited writes a 429 rate_limited problem with Retry-After in
+// whole seconds (at least 1).
+func writeRateLimited(w http.ResponseWriter, retryAfter time.Duration, detail string) {
+	secs := max(int((retryAfter+time.Second-1)/time.Second), 1)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeProblem(w, http.StatusTooManyRequests, domain.CodeRateLimited, detail)
 }
+
+// statusOf maps a domain error code onto the HTTP status of its problem,
+// as the REST API does.
+func statusOf(code domain.Code) int { return httpapi.StatusOf(code) }
 
 // asDomainError returns err as a *domain.Error, or an internal error that
 // reveals nothing when it is not one.

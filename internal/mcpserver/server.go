@@ -42,10 +42,12 @@ var ProtocolVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion
 
 // Defaults of Options.
 const (
-	DefaultKeepAlive    = 25 * time.Second
-	DefaultIdleTimeout  = 30 * time.Minute
-	DefaultMaxBodyBytes = 1 << 20 // 1 MiB
-	DefaultWriteTimeout = 10 * time.Second
+	DefaultKeepAlive           = 25 * time.Second
+	DefaultIdleTimeout         = 30 * time.Minute
+	DefaultInitTimeout         = 60 * time.Second
+	DefaultMaxBodyBytes        = 1 << 20 // 1 MiB
+	DefaultWriteTimeout        = 10 * time.Second
+	DefaultMaxSessionsPerAgent = 32
 )
 
 // Options configures a Server. The zero value is usable.
@@ -71,6 +73,16 @@ type Options struct {
 	// open GET stream for this long. 0 = DefaultIdleTimeout; negative
 	// disables.
 	IdleTimeout time.Duration
+	// InitTimeout closes a session whose client has not sent
+	// notifications/initialized this long after its initialize, whatever
+	// it is doing meanwhile. 0 = DefaultInitTimeout; negative disables.
+	InitTimeout time.Duration
+	// MaxSessionsPerAgent bounds the sessions one agent holds on this
+	// instance, initialized or pending (initialize answered or in flight,
+	// notifications/initialized not yet sent). An initialize beyond it
+	// answers 429 rate_limited with Retry-After. 0 =
+	// DefaultMaxSessionsPerAgent; negative = no limit.
+	MaxSessionsPerAgent int
 	// MaxBodyBytes bounds a POST body; larger answers 413 invalid_argument.
 	// 0 = DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -123,6 +135,7 @@ type Server struct {
 	mu       sync.RWMutex
 	sessions map[string]*session            // id → session
 	byAgent  map[string]map[string]*session // agent id → id → session
+	reserved map[string]int                 // agent id → initializes in flight, not yet bound
 	closing  bool
 
 	stop      chan struct{}
@@ -148,6 +161,12 @@ func New(svc *app.Service, opts Options) *Server {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
+	if opts.InitTimeout == 0 {
+		opts.InitTimeout = DefaultInitTimeout
+	}
+	if opts.MaxSessionsPerAgent == 0 {
+		opts.MaxSessionsPerAgent = DefaultMaxSessionsPerAgent
+	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -159,7 +178,7 @@ func New(svc *app.Service, opts Options) *Server {
 	}
 	s := &Server{
 		svc: svc, log: opts.Log, opts: opts,
-		sessions: map[string]*session{}, byAgent: map[string]map[string]*session{},
+		sessions: map[string]*session{}, byAgent: map[string]map[string]*session{}, reserved: map[string]int{},
 		stop: make(chan struct{}),
 	}
 
@@ -196,7 +215,7 @@ func New(svc *app.Service, opts Options) *Server {
 		s.loops.Add(1)
 		go s.keepAliveLoop()
 	}
-	if opts.IdleTimeout > 0 {
+	if opts.IdleTimeout > 0 || opts.InitTimeout > 0 {
 		s.loops.Add(1)
 		go s.expireLoop()
 	}
@@ -265,7 +284,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if body, ok = s.readBody(w, r); !ok {
 			return
 		}
-		_ = json.Unmarshal(body, &msg) // a malformed body is mcp-go's to answer
+		if err := json.Unmarshal(body, &msg); err != nil {
+			// Answered here, before any session check: malformed JSON is
+			// not a missing Mcp-Session-Id.
+			writeJSONRPCInvalid(w, body)
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		// Tools find the agent here. (Only POSTs run tools: a GET stream
@@ -319,9 +343,39 @@ type jsonrpcPeek struct {
 	} `json:"params"`
 }
 
+// jsonrpcError is a JSON-RPC 2.0 error response with a null id.
+type jsonrpcError struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      any    `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeJSONRPCInvalid answers a POST body that is not one JSON-RPC message
+// object the way mcp-go answers one on a session: HTTP 400 with a JSON-RPC
+// error, -32700 (parse error) for malformed JSON, -32600 (invalid request)
+// for valid JSON of the wrong shape.
+func writeJSONRPCInvalid(w http.ResponseWriter, body []byte) {
+	var e jsonrpcError
+	e.JSONRPC = "2.0"
+	if json.Valid(body) {
+		e.Error.Code, e.Error.Message = mcp.INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC 2.0 message object"
+	} else {
+		e.Error.Code, e.Error.Message = mcp.PARSE_ERROR, "Parse error: the request body is malformed JSON"
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
 // authenticate resolves the bearer credential. It writes the refusal and
 // returns false on failure: 401 (missing or wrong, with WWW-Authenticate),
-// 403 (inactive agent), 500.
+// 403 (inactive agent; a person's token, reason subject_kind_not_allowed,
+// like an agent credential on a REST operator route), 500.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (domain.Principal, bool) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
@@ -331,7 +385,12 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (domain.Pr
 			"an agent credential is required: Authorization: Bearer <credential>")
 		return domain.Principal{}, false
 	}
-	p, err := s.svc.AuthenticateAgent(r.Context(), token)
+	p, err := s.svc.Authenticate(r.Context(), token)
+	if err == nil && p.Agent == nil { // a valid person token
+		writeProblemErr(w, http.StatusForbidden, &domain.Error{Code: domain.CodeForbidden, Reason: "subject_kind_not_allowed",
+			Detail: "/mcp is for agents; a person's token was presented (persons use the REST API under /v1)"})
+		return domain.Principal{}, false
+	}
 	if err == nil {
 		return p, true
 	}

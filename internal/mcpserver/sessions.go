@@ -133,8 +133,16 @@ func (s *Server) CloseAgentSessions(agentID string, creds []string) {
 
 // serveInitialize passes an initialize request to mcp-go and binds the
 // session id it mints to the request's credential before the response (and
-// so the id) reaches the client.
+// so the id) reaches the client. Beyond Options.MaxSessionsPerAgent it
+// answers 429 instead, and mcp-go never sees the request.
 func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *domain.Principal) {
+	if retry, ok := s.reserve(p.Agent.ID); !ok {
+		s.log.Warn("mcp initialize refused: session limit", "agent", p.Agent.Handle, "agent_id", p.Agent.ID, "limit", s.opts.MaxSessionsPerAgent)
+		writeRateLimited(w, retry, fmt.Sprintf(
+			"agent %s already has %d MCP sessions on this server, the limit per agent: end one (DELETE /mcp with its Mcp-Session-Id) or retry after Retry-After seconds, when an idle or uninitialized one expires",
+			p.Agent.Handle, s.opts.MaxSessionsPerAgent))
+		return
+	}
 	iw := &initWriter{ResponseWriter: w}
 	iw.bind = func() {
 		if id := w.Header().Get(server.HeaderKeySessionID); id != "" {
@@ -145,6 +153,8 @@ func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *doma
 		// Requests of the session wait for this, even if mcp-go panicked.
 		if iw.sess != nil {
 			close(iw.sess.ready)
+		} else {
+			s.unreserve(p.Agent.ID) // no session was minted
 		}
 	}()
 	s.http.ServeHTTP(iw, r)
@@ -164,10 +174,68 @@ func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *doma
 	s.emit(Event{Kind: SessionOpened, SessionID: x.id, AgentID: x.agentID})
 }
 
+// reserve takes one of the agent's Options.MaxSessionsPerAgent places for
+// an initialize about to run; bind turns it into the session, unreserve
+// gives it back. When every place is taken it returns false and how long
+// until the first of the agent's sessions could expire.
+func (s *Server) reserve(agentID string) (time.Duration, bool) {
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if limit := s.opts.MaxSessionsPerAgent; limit > 0 && len(s.byAgent[agentID])+s.reserved[agentID] >= limit {
+		return s.firstExpiryLocked(agentID, now), false
+	}
+	s.reserved[agentID]++
+	return 0, true
+}
+
+// unreserveLocked gives back a place taken by reserve. Callers hold s.mu.
+func (s *Server) unreserveLocked(agentID string) {
+	if s.reserved[agentID]--; s.reserved[agentID] <= 0 {
+		delete(s.reserved, agentID)
+	}
+}
+
+func (s *Server) unreserve(agentID string) {
+	s.mu.Lock()
+	s.unreserveLocked(agentID)
+	s.mu.Unlock()
+}
+
+// firstExpiryLocked is the time until the first of the agent's sessions
+// could be closed by expireLoop (an uninitialized one at openedAt +
+// InitTimeout, an idle one at lastSeen + IdleTimeout); IdleTimeout (or a
+// minute) when none can. Callers hold s.mu.
+func (s *Server) firstExpiryLocked(agentID string, now time.Time) time.Duration {
+	first := time.Duration(-1)
+	for _, x := range s.byAgent[agentID] {
+		var d time.Duration
+		switch {
+		case !x.initialized && s.opts.InitTimeout > 0:
+			d = x.openedAt.Add(s.opts.InitTimeout).Sub(now)
+		case x.inflight == 0 && s.opts.IdleTimeout > 0:
+			d = x.lastSeen.Add(s.opts.IdleTimeout).Sub(now)
+		default:
+			continue
+		}
+		if first < 0 || d < first {
+			first = d
+		}
+	}
+	switch {
+	case first >= 0:
+		return first
+	case s.opts.IdleTimeout > 0:
+		return s.opts.IdleTimeout
+	}
+	return time.Minute
+}
+
 func (s *Server) bind(id string, p *domain.Principal) *session {
 	now := s.opts.Clock.Now()
 	x := &session{id: id, agentID: p.Agent.ID, credID: p.CredentialID, openedAt: now, lastSeen: now, ready: make(chan struct{}), inflight: 1}
 	s.mu.Lock()
+	s.unreserveLocked(x.agentID) // the place reserve took is now the session's
 	s.sessions[id] = x
 	m := s.byAgent[x.agentID]
 	if m == nil {
@@ -541,11 +609,18 @@ func (s *Server) keepAliveLoop() {
 	}
 }
 
-// expireLoop closes sessions idle for Options.IdleTimeout: no request in
-// flight (GET streams count) since then.
+// expireLoop closes sessions idle for Options.IdleTimeout (no request in
+// flight, GET streams included, since then) and sessions still not
+// initialized Options.InitTimeout after their initialize, busy or not.
 func (s *Server) expireLoop() {
 	defer s.loops.Done()
-	every := max(min(s.opts.IdleTimeout/2, time.Minute), time.Millisecond)
+	every := time.Minute
+	for _, d := range []time.Duration{s.opts.IdleTimeout, s.opts.InitTimeout} {
+		if d > 0 {
+			every = min(every, d/2)
+		}
+	}
+	every = max(every, time.Millisecond)
 	t := s.opts.Clock.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -555,16 +630,33 @@ func (s *Server) expireLoop() {
 		case <-t.Chan():
 		}
 		now := s.opts.Clock.Now()
-		var idle []string
+		var idle, uninit []string
 		s.mu.RLock()
 		for id, x := range s.sessions {
-			if x.inflight == 0 && now.Sub(x.lastSeen) >= s.opts.IdleTimeout {
+			switch {
+			case !x.initialized && s.opts.InitTimeout > 0 && now.Sub(x.openedAt) >= s.opts.InitTimeout && isClosed(x.ready):
+				uninit = append(uninit, id)
+			case s.opts.IdleTimeout > 0 && x.inflight == 0 && now.Sub(x.lastSeen) >= s.opts.IdleTimeout:
 				idle = append(idle, id)
 			}
 		}
 		s.mu.RUnlock()
+		for _, id := range uninit {
+			s.closeSession(id, "not initialized in time")
+		}
 		for _, id := range idle {
 			s.closeSession(id, "idle")
 		}
+	}
+}
+
+// isClosed reports whether ch is closed (here: the session's initialize
+// request has finished).
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -27,15 +29,20 @@ const (
 )
 
 // field is one argument of a tool. The input schema, the strict decoder and
-// the error pointers all come from this one description.
+// the error pointers all come from this one description, and the decoder
+// enforces everything the schema says: a present value is checked even
+// when it is the zero value (0 or "" is not the same as absent).
 type field struct {
 	name     string
 	kind     argKind
 	required bool
 	desc     string
-	enum     []string // strings only; informative, the use case checks
-	min, max int64    // integers only, when max > 0; informative
+	enum     []string // strings only: the allowed values
+	min, max int64    // integers only, when max > 0: the inclusive bounds
 }
+
+// String arguments are never empty when present (schema minLength 1): an
+// empty todo_id, queue or state is a mistake, not "absent".
 
 // verb is one tool of the registry: a scope verb (granted per agent) or a
 // self verb (listed in every session after the scope verbs, DESIGN.md §3.4).
@@ -175,6 +182,7 @@ func (v *verb) inputSchema() json.RawMessage {
 		switch f.kind {
 		case kindString:
 			p["type"] = "string"
+			p["minLength"] = 1
 			if len(f.enum) > 0 {
 				p["enum"] = f.enum
 			}
@@ -229,9 +237,11 @@ func (a args) int(name string) int64 {
 func (a args) raw(name string) json.RawMessage { return a[name] }
 
 // decodeArgs checks raw tool arguments against the verb's fields: they must
-// be a JSON object (or absent) whose members are all known, of the declared
-// type, with required ones present. Errors are invalid_argument with the
-// member's pointer.
+// be a JSON object (or absent, or null) whose members are all known, given
+// once, of the declared type and within the declared bounds (enum, minimum
+// and maximum, non-empty strings), with required ones present. A null
+// member is absent. Errors are invalid_argument with the member's RFC 6901
+// pointer.
 func (v *verb) decodeArgs(raw json.RawMessage) (args, error) {
 	raw = bytes.TrimSpace(raw)
 	in := args{}
@@ -239,28 +249,11 @@ func (v *verb) decodeArgs(raw json.RawMessage) (args, error) {
 		if raw[0] != '{' {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s must be a JSON object", v.name)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s are not valid JSON: %v", v.name, err)
+		m, err := v.members(raw)
+		if err != nil {
+			return nil, err
 		}
-		known := make([]string, 0, len(v.fields))
-		for _, f := range v.fields {
-			known = append(known, f.name)
-		}
-		// Report the first unknown member in a stable order.
-		names := make([]string, 0, len(m))
-		for k := range m {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		for _, k := range names {
-			if !slices.Contains(known, k) {
-				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s takes no argument %q (it takes %v)", v.name, k, known).At("/" + jsonPointerEscape(k))
-			}
-			if !bytes.Equal(m[k], []byte("null")) {
-				in[k] = m[k]
-			}
-		}
+		in = m
 	}
 	for _, f := range v.fields {
 		val, ok := in[f.name]
@@ -270,18 +263,91 @@ func (v *verb) decodeArgs(raw json.RawMessage) (args, error) {
 			}
 			continue
 		}
-		switch f.kind {
-		case kindString:
-			if val[0] != '"' || json.Unmarshal(val, new(string)) != nil {
-				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s must be a string", f.name).At("/" + f.name)
-			}
-		case kindInteger:
-			if _, ok := parseInteger(val); !ok {
-				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s must be an integer", f.name).At("/" + f.name)
-			}
+		if err := f.check(val); err != nil {
+			return nil, err.At("/" + jsonPointerEscape(f.name))
 		}
 	}
 	return in, nil
+}
+
+// members reads the members of a JSON object in document order, refusing
+// the first unknown or repeated one; null members are left out.
+func (v *verb) members(raw json.RawMessage) (args, error) {
+	known := make([]string, 0, len(v.fields))
+	for _, f := range v.fields {
+		known = append(known, f.name)
+	}
+	malformed := domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s are not a valid JSON object", v.name)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, malformed
+	}
+	in := args{}
+	seen := map[string]bool{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, malformed
+		}
+		k, _ := kt.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, malformed
+		}
+		ptr := "/" + jsonPointerEscape(k)
+		if !slices.Contains(known, k) {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "%s takes no argument %q (it takes %v)", v.name, k, known).At(ptr)
+		}
+		if seen[k] {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "argument %q appears more than once", k).At(ptr)
+		}
+		seen[k] = true
+		if !bytes.Equal(val, []byte("null")) {
+			in[k] = val
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, malformed
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, malformed
+	}
+	return in, nil
+}
+
+// check refuses a present value that the field's schema does not allow.
+// The caller adds the pointer.
+func (f *field) check(val json.RawMessage) *domain.Error {
+	switch f.kind {
+	case kindString:
+		var s string
+		if val[0] != '"' || json.Unmarshal(val, &s) != nil {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s must be a string", f.name)
+		}
+		if s == "" {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s must not be empty; omit it instead", f.name)
+		}
+		if len(f.enum) > 0 && !slices.Contains(f.enum, s) {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s %s must be one of %s", f.name, quoteArg(s), strings.Join(f.enum, ", "))
+		}
+	case kindInteger:
+		n, ok := parseInteger(val)
+		if !ok {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s must be an integer", f.name)
+		}
+		if f.max > 0 && (n < f.min || n > f.max) {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s must be between %d and %d, got %d; omit it for the default", f.name, f.min, f.max, n)
+		}
+	}
+	return nil
+}
+
+// quoteArg quotes an argument value for a detail, shortened to 100 bytes.
+func quoteArg(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // parseInteger accepts a JSON number with an integral value that fits in an

@@ -123,7 +123,7 @@ func runSessions(ctx context.Context, args []string) error {
 	bin := fs.String("spawn", "", "rollcall binary to start (required: memory is read from /proc)")
 	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
 	n := fs.Int("n", 5000, "sessions to open")
-	agents := fs.Int("agents", 100, "agents to spread the sessions over")
+	agents := fs.Int("agents", 200, "agents to spread the sessions over (the server allows 32 sessions per agent)")
 	fs.Parse(args)
 	if *bin == "" {
 		return fmt.Errorf("-spawn is required")
