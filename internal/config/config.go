@@ -10,6 +10,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -226,6 +227,11 @@ func (c Config) Validate() error {
 	if c.BootstrapToken != "" && (!strings.HasPrefix(c.BootstrapToken, "rcp_") || len(c.BootstrapToken) < len("rcp_")+24) {
 		errs = append(errs, fmt.Errorf("bootstrap_token must start with rcp_ followed by at least 24 characters (e.g. rcp_$(openssl rand -hex 24)); other values could never sign in"))
 	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("public_url %q must be an absolute http(s) URL such as https://rollcall.example.com", c.PublicURL))
+		}
+	}
 	if _, _, err := ParseStore(c.Store); err != nil {
 		errs = append(errs, err)
 	}
@@ -255,6 +261,9 @@ func ParseStore(u string) (dialect, target string, err error) {
 		p := strings.TrimPrefix(u, "sqlite:")
 		if p == "" {
 			return "", "", fmt.Errorf("store %q: sqlite needs a file path, e.g. sqlite:rollcall.db", u)
+		}
+		if strings.ContainsAny(p, "?#") {
+			return "", "", fmt.Errorf("store %q: a sqlite store is a plain file path; options after ? are not supported", u)
 		}
 		return "sqlite", p, nil
 	}

@@ -67,6 +67,8 @@ func TestRefusals(t *testing.T) {
 		{"bad level", "log:\n  level: loud\n", nil, `log.level "loud"`},
 		{"bootstrap token without prefix", "", []string{"ROLLCALL_BOOTSTRAP_TOKEN=MySecretBootstrapValue"}, "bootstrap_token must start with rcp_"},
 		{"short bootstrap token", "", []string{"ROLLCALL_BOOTSTRAP_TOKEN=rcp_x"}, "bootstrap_token must start with rcp_"},
+		{"public_url not a URL", "public_url: not a url\n", nil, `public_url "not a url" must be an absolute http(s) URL`},
+		{"sqlite options", "store: sqlite:/tmp/r.db?mode=ro\n", nil, "options after ? are not supported"},
 		{"bad env duration", "", []string{"ROLLCALL_SYNC_HEARTBEAT_INTERVAL=soon"}, `ROLLCALL_SYNC_HEARTBEAT_INTERVAL="soon": not a duration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

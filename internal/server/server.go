@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 	mux.Handle(console.Prefix, con)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.Events.Close) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
 		fmt.Fprintf(o.Stdout, "rollcall listening on %s (public URL %s, store %s)\n", bound, url, redact(cfg.Store))
