@@ -146,7 +146,7 @@ type lvEntry struct {
 func newTracker(s *Service, cfg LivenessConfig) *Tracker {
 	cfg = cfg.withDefaults()
 	t := &Tracker{s: s, cfg: cfg, limiter: newRateLimiter(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed()}
-	t.ls, _ = s.store.(store.LivenessStore)
+	t.ls = s.store
 	for i := range t.shards {
 		t.shards[i].m = map[string]*lvEntry{}
 	}
@@ -456,9 +456,6 @@ func toReported(p store.ReportedPair) liveness.Reported {
 // applyReadiness writes the list in its own unit of work, before the audit
 // transaction, and tells every instance's presence cache (D-M2-20-10).
 func (t *Tracker) applyReadiness(ctx context.Context, e *lvEntry, rs []liveness.ReadinessEntry, now time.Time) error {
-	if t.ls == nil {
-		return nil
-	}
 	raw := encodeReadiness(rs)
 	if err := t.ls.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: e.id, Readiness: raw, Now: now}); err != nil {
 		return fmt.Errorf("applying project_readiness of agent %s: %w", e.id, err)
@@ -471,10 +468,6 @@ func (t *Tracker) applyReadiness(ctx context.Context, e *lvEntry, rs []liveness.
 // applyReportedChange runs the audited unit of work (D-M2-20-3).
 func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, p domain.Principal, h *liveness.Heartbeat, now time.Time) error {
 	next := store.ReportedPair{BillingMode: h.BillingMode, ToolClass: h.ToolClass}
-	if t.ls == nil {
-		e.audited = next
-		return nil
-	}
 	actor := p.Actor()
 	wrote, err := t.ls.ApplyReportedChange(ctx, store.ApplyReportedChangeParams{
 		AgentID: e.id, BillingMode: h.BillingMode, ToolClass: h.ToolClass,

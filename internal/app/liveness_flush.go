@@ -62,9 +62,6 @@ func (t *Tracker) Start(ctx context.Context) error {
 }
 
 func (t *Tracker) load(ctx context.Context) error {
-	if t.ls == nil {
-		return nil
-	}
 	start := t.s.now()
 	after, loaded, offline := "", 0, 0
 	for {
@@ -148,7 +145,7 @@ func (t *Tracker) Flush(ctx context.Context) (int, error) {
 		}
 		e.mu.Unlock()
 	}
-	if len(rows) == 0 || t.ls == nil {
+	if len(rows) == 0 {
 		t.flushedAt = t.s.now()
 		return 0, nil
 	}

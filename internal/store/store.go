@@ -28,6 +28,8 @@ import (
 type Store interface {
 	// PresenceStore serves in/out presence, digests and the sweep (§3).
 	PresenceStore
+	// LivenessStore serves heartbeat liveness and the reported-change audit (§5).
+	LivenessStore
 
 	// Dialect names the adapter: "sqlite" or "postgres".
 	Dialect() string

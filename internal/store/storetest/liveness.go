@@ -51,11 +51,7 @@ func RunLiveness(t *testing.T, h Harness) {
 
 func livenessOf(t *testing.T, s store.Store) store.LivenessStore {
 	t.Helper()
-	ls, ok := s.(store.LivenessStore)
-	if !ok {
-		t.Fatalf("%T does not implement store.LivenessStore", s)
-	}
-	return ls
+	return s
 }
 
 func getAgent(t *testing.T, s store.Store, id string) domain.Agent {
