@@ -39,7 +39,13 @@ func agentClock(cf *clientFlags, p string) *cobra.Command {
 			if err != nil {
 				return cf.wrap(err)
 			}
-			return printPresence(cmd.OutOrStdout(), cf, res)
+			if err := printPresence(cmd.OutOrStdout(), cf, res); err != nil {
+				return err
+			}
+			if !cf.json && in.Until != nil && (res.Until == nil || !res.Until.Equal(*in.Until)) && res.Shift != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: an override also ends at the next shift boundary, so --until %s is not where presence next changes; from that boundary the shift decides\n", in.Until.UTC().Format(time.RFC3339))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&until, "until", "", "end of the override (RFC 3339); default: the next shift boundary")
