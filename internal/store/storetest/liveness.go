@@ -39,26 +39,7 @@ func RunLiveness(t *testing.T, h Harness) {
 		{"Liveness/ReportedChangeConcurrent", testReportedChangeConcurrent},
 		{"Liveness/ProjectReadiness", testProjectReadiness},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if h.Parallel {
-				t.Parallel()
-			}
-			tc.fn(t, h.New(t))
-		})
-	}
-}
-
-func livenessOf(t *testing.T, s store.Store) store.LivenessStore {
-	t.Helper()
-	return s
-}
-
-func getAgent(t *testing.T, s store.Store, id string) domain.Agent {
-	t.Helper()
-	a, err := s.GetAgent(t.Context(), store.AgentRef{ID: id})
-	must(t, "GetAgent", err)
-	return a
+	h.run(t, tests)
 }
 
 func hbRow(id, state string, hb time.Time, version string, body string) store.HeartbeatRow {
@@ -72,7 +53,7 @@ func hbRow(id, state string, hb time.Time, version string, body string) store.He
 func testLivenessDefaults(t *testing.T, in Instance) {
 	s := in.Store
 	a := vend(t, s, newAgent("fresh", ownerID, "q"))
-	got := getAgent(t, s, a.ID).Liveness
+	got := agentByID(t, s, a.ID).Liveness
 	if got.State != "unknown" {
 		t.Errorf("state of a new agent = %q, want unknown", got.State)
 	}
@@ -84,7 +65,7 @@ func testLivenessDefaults(t *testing.T, in Instance) {
 
 func testPersistMonotone(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ls := livenessOf(t, s)
+	ls := s
 	a := vend(t, s, newAgent("mono", ownerID, "q"))
 	t2 := at(2*time.Minute + 1234567*time.Nanosecond)
 	n, err := ls.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: []store.HeartbeatRow{
@@ -94,7 +75,7 @@ func testPersistMonotone(t *testing.T, in Instance) {
 	if n != 1 {
 		t.Errorf("written = %d, want 1", n)
 	}
-	got := getAgent(t, s, a.ID)
+	got := agentByID(t, s, a.ID)
 	if got.Liveness.State != "online" {
 		t.Errorf("state = %q, want online", got.Liveness.State)
 	}
@@ -116,7 +97,7 @@ func testPersistMonotone(t *testing.T, in Instance) {
 	if n != 0 {
 		t.Errorf("written (older) = %d, want 0", n)
 	}
-	got = getAgent(t, s, a.ID)
+	got = agentByID(t, s, a.ID)
 	sameTime(t, "last_heartbeat_at after an older write", got.Liveness.LastHeartbeatAt, t2)
 	if got.Liveness.State != "online" {
 		t.Errorf("state after an older write = %q, want online", got.Liveness.State)
@@ -132,7 +113,7 @@ func testPersistMonotone(t *testing.T, in Instance) {
 	if n != 1 {
 		t.Errorf("written (offline) = %d, want 1", n)
 	}
-	got = getAgent(t, s, a.ID)
+	got = agentByID(t, s, a.ID)
 	if got.Liveness.State != "offline" {
 		t.Errorf("state = %q, want offline", got.Liveness.State)
 	}
@@ -149,7 +130,7 @@ func testPersistMonotone(t *testing.T, in Instance) {
 
 func testPersistKeepsAudited(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ls := livenessOf(t, s)
+	ls := s
 	a := vend(t, s, newAgent("audited", ownerID, "q"))
 	mode, class := "api", "claude-code"
 	wrote, err := ls.ApplyReportedChange(ctx, reportedChange(a.ID, &mode, &class, at(time.Minute)))
@@ -161,7 +142,7 @@ func testPersistKeepsAudited(t *testing.T, in Instance) {
 		hbRow(a.ID, "degraded", at(2*time.Minute), "", `{"state":"degraded"}`),
 	}})
 	must(t, "PersistHeartbeats", err)
-	got := getAgent(t, s, a.ID).Liveness
+	got := agentByID(t, s, a.ID).Liveness
 	if got.ReportedBillingMode == nil || *got.ReportedBillingMode != mode || got.ReportedToolClass == nil || *got.ReportedToolClass != class {
 		t.Errorf("audited columns after a flush = %v, %v; want %s, %s (only the audit path writes them)",
 			got.ReportedBillingMode, got.ReportedToolClass, mode, class)
@@ -176,12 +157,12 @@ func testPersistKeepsAudited(t *testing.T, in Instance) {
 
 func testPersistAscending(t *testing.T, in Instance) {
 	s := in.Store
-	ls := livenessOf(t, s)
+	ls := s
 	other := s
 	if tw, ok := s.(Twinner); ok {
 		other = tw.Twin(t)
 	}
-	ls2 := livenessOf(t, other)
+	ls2 := other
 	var ids []string
 	for i := range 12 {
 		ids = append(ids, vend(t, s, newAgent(fmt.Sprintf("asc-%02d", i), ownerID, "q")).ID)
@@ -214,7 +195,7 @@ func testPersistAscending(t *testing.T, in Instance) {
 		}
 	}
 	for _, id := range ids {
-		got := getAgent(t, s, id)
+		got := agentByID(t, s, id)
 		// Monotone: whatever the interleaving, the latest flush time wins.
 		sameTime(t, "last_heartbeat_at of "+got.Handle, got.Liveness.LastHeartbeatAt, at((2*rounds-1)*time.Second))
 	}
@@ -222,7 +203,7 @@ func testPersistAscending(t *testing.T, in Instance) {
 
 func testListLiveAgents(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ls := livenessOf(t, s)
+	ls := s
 	states := []string{"online", "degraded", "offline", "online", "", "degraded", "online"}
 	var live []string
 	var rows []store.HeartbeatRow
@@ -309,7 +290,7 @@ func heartbeatAudits(t *testing.T, s store.Store, agentID string) []domain.Audit
 
 func testReportedChange(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ls := livenessOf(t, s)
+	ls := s
 	a := vend(t, s, newAgent("reported", ownerID, "q"))
 	api, sub, cc := "api", "subscription", "claude-code"
 	steps := []struct {
@@ -335,7 +316,7 @@ func testReportedChange(t *testing.T, in Instance) {
 		if st.wrote {
 			want = append(want, st.data)
 		}
-		got := getAgent(t, s, a.ID).Liveness
+		got := agentByID(t, s, a.ID).Liveness
 		if !lvEq(got.ReportedBillingMode, st.mode) || !lvEq(got.ReportedToolClass, st.class) {
 			t.Errorf("%s: stored pair = %v, %v", st.name, deref(got.ReportedBillingMode), deref(got.ReportedToolClass))
 		}
@@ -355,7 +336,7 @@ func testReportedChange(t *testing.T, in Instance) {
 		}
 	}
 	diff(t, "agent.heartbeat audit data", want, got)
-	if got := getAgent(t, s, a.ID).UpdatedAt; !got.Equal(micro(Base)) {
+	if got := agentByID(t, s, a.ID).UpdatedAt; !got.Equal(micro(Base)) {
 		t.Errorf("updated_at = %v, want unchanged", got)
 	}
 
@@ -365,7 +346,7 @@ func testReportedChange(t *testing.T, in Instance) {
 	if !wrote {
 		t.Error("older change: wrote = false, want true (the pair differs)")
 	}
-	sameTime(t, "last_heartbeat_at after an older change", getAgent(t, s, a.ID).Liveness.LastHeartbeatAt, at(4*time.Minute)) // the last written change
+	sameTime(t, "last_heartbeat_at after an older change", agentByID(t, s, a.ID).Liveness.LastHeartbeatAt, at(4*time.Minute)) // the last written change
 
 	_, err = ls.ApplyReportedChange(ctx, reportedChange(uuid.NewString(), &api, nil, at(time.Hour)))
 	wantErr(t, "unknown agent", err, domain.ErrNotFound)
@@ -383,7 +364,7 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 	}
 	a := vend(t, s, newAgent("racer", ownerID, "q"))
 	modeA, modeB := "api", "subscription"
-	wrote, err := livenessOf(t, s).ApplyReportedChange(ctx, reportedChange(a.ID, &modeA, nil, at(time.Minute)))
+	wrote, err := s.ApplyReportedChange(ctx, reportedChange(a.ID, &modeA, nil, at(time.Minute)))
 	must(t, "report A", err)
 	if !wrote {
 		t.Fatal("report A: wrote = false")
@@ -392,7 +373,7 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 	const n = 50
 	wrotes := make([]bool, n)
 	errs := parallel(n, func(i int) error {
-		ls := livenessOf(t, stores[i%len(stores)])
+		ls := stores[i%len(stores)]
 		w, err := ls.ApplyReportedChange(ctx, reportedChange(a.ID, &modeB, nil, at(2*time.Minute+time.Duration(i)*time.Millisecond)))
 		wrotes[i] = w
 		return err
@@ -419,19 +400,19 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 	if !res.OK {
 		t.Errorf("VerifyAudit = %+v, want ok", res)
 	}
-	if got := getAgent(t, s, a.ID).Liveness.ReportedBillingMode; got == nil || *got != modeB {
+	if got := agentByID(t, s, a.ID).Liveness.ReportedBillingMode; got == nil || *got != modeB {
 		t.Errorf("reported_billing_mode = %v, want %s", deref(got), modeB)
 	}
 }
 
 func testProjectReadiness(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ls := livenessOf(t, s)
+	ls := s
 	a := vend(t, s, newAgent("ready", ownerID, "q", "r"))
 	list := []byte(`[{"queue":"q","ready":false,"reason":"no_checkout"},{"queue":"r","ready":true}]`)
 	now := at(3*time.Minute + 987654*time.Nanosecond)
 	must(t, "ApplyProjectReadiness", ls.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: a.ID, Readiness: list, Now: now}))
-	got := getAgent(t, s, a.ID)
+	got := agentByID(t, s, a.ID)
 	sameJSON(t, "project_readiness", got.Liveness.ProjectReadiness, list)
 	if !got.UpdatedAt.Equal(micro(now)) {
 		t.Errorf("updated_at = %v, want bumped to %v (other instances' presence caches refresh)", got.UpdatedAt, micro(now))
@@ -445,7 +426,7 @@ func testProjectReadiness(t *testing.T, in Instance) {
 		}
 	}
 	must(t, "ApplyProjectReadiness (empty list)", ls.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: a.ID, Readiness: []byte(`[]`), Now: now.Add(time.Second)}))
-	sameJSON(t, "project_readiness (empty)", getAgent(t, s, a.ID).Liveness.ProjectReadiness, json.RawMessage(`[]`))
+	sameJSON(t, "project_readiness (empty)", agentByID(t, s, a.ID).Liveness.ProjectReadiness, json.RawMessage(`[]`))
 
 	err := ls.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: uuid.NewString(), Readiness: list, Now: now})
 	if !errors.Is(err, domain.ErrNotFound) {

@@ -41,26 +41,10 @@ func RunPresence(t *testing.T, h Harness) {
 		{"Presence/SweepReapedKeepsRing", testSweepReaped},
 		{"Presence/SweepRaceRingsOnce", testSweepRace},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if h.Parallel {
-				t.Parallel()
-			}
-			tc.fn(t, h.New(t))
-		})
-	}
+	h.run(t, tests)
 }
 
 // ---- fixtures -----------------------------------------------------------------
-
-func presenceOf(t *testing.T, s store.Store) store.PresenceStore {
-	t.Helper()
-	ps, ok := s.(store.PresenceStore)
-	if !ok {
-		t.Fatalf("%T does not implement store.PresenceStore", s)
-	}
-	return ps
-}
 
 func agentByID(t *testing.T, s store.Store, id string) domain.Agent {
 	t.Helper()
@@ -90,7 +74,7 @@ func delay(t *testing.T, n int) time.Duration {
 
 func sweep(t *testing.T, s store.Store, p store.SweepParams) []domain.Todo {
 	t.Helper()
-	got, err := presenceOf(t, s).SweepRing(t.Context(), p)
+	got, err := s.SweepRing(t.Context(), p)
 	must(t, "SweepRing", err)
 	return got
 }
@@ -174,7 +158,7 @@ func testPresenceDefaults(t *testing.T, in Instance) {
 
 func testUpdatePresence(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	a := vend(t, s, newAgent("shifty", ownerID, "q"))
 	const shift = "TZ=America/Los_Angeles Mon-Fri 09:00-13:00"
 
@@ -276,7 +260,7 @@ func testUpdatePresence(t *testing.T, in Instance) {
 // together or not at all.
 func testUpdatePresenceAtomic(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	a := vend(t, s, newAgent("atomic", ownerID, "q"))
 	before := auditCount(t, s)
 	// An audit record that cannot be appended (its data does not marshal).
@@ -302,7 +286,7 @@ func testUpdatePresenceAtomic(t *testing.T, in Instance) {
 // liveness columns the same way.
 func testPresenceEveryRead(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	a := vend(t, s, newAgent("reader", ownerID, "q"))
 	until := at(time.Hour)
 	_, err := ps.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: at(time.Minute), SetShift: true, Shift: "Mon-Fri 09:00-17:00",
@@ -344,7 +328,7 @@ func testPresenceEveryRead(t *testing.T, in Instance) {
 
 func testClaimTransition(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	a := vend(t, s, newAgent("claimer", ownerID, "q"))
 	claimT := func(nw string, when time.Time, by string) bool {
 		t.Helper()
@@ -392,7 +376,7 @@ func testClaimTransition(t *testing.T, in Instance) {
 // claim the same transition at once, several times back and forth.
 func testClaimTransitionRace(t *testing.T, in Instance) {
 	s := in.Store
-	stores := []store.PresenceStore{presenceOf(t, s), presenceOf(t, twinOrSelf(t, s))}
+	stores := []store.PresenceStore{s, twinOrSelf(t, s)}
 	a := vend(t, s, newAgent("racer", ownerID, "q"))
 	for round, nw := range []string{"out", "in", "out", "in", "out"} {
 		const n = 20
@@ -423,7 +407,7 @@ func testClaimTransitionRace(t *testing.T, in Instance) {
 
 func testListChangedSince(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	var all []domain.Agent
 	for i := range 7 {
 		a := newAgent(fmt.Sprintf("chg-%d", i), ownerID, "q")
@@ -493,7 +477,7 @@ func testListChangedSince(t *testing.T, in Instance) {
 
 func testPendingDoorbellTodos(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	a := vend(t, s, newAgent("digest", ownerID, "build", "reviews", "lane-m"))
 	b := vend(t, s, newAgent("other", ownerID, "build"))
 	mk := func(agent, queue string, created time.Duration) domain.Todo {
@@ -550,7 +534,7 @@ func testPendingDoorbellTodos(t *testing.T, in Instance) {
 
 func testMarkDigestRung(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ps := presenceOf(t, s)
+	ps := s
 	a := vend(t, s, newAgent("digest", ownerID, "build"))
 	b := vend(t, s, newAgent("other", ownerID, "build"))
 	fresh := push(t, s, newTodo(a.ID, "build", Base))
@@ -663,7 +647,7 @@ func testSweepDueRule(t *testing.T, in Instance) {
 	if len(listed) != 1 || listed[0].ID != td.ID {
 		t.Errorf("pending todos listed after the budget = %v, want [%s]", todoIDs(listed), td.ID)
 	}
-	pend, err := presenceOf(t, s).PendingDoorbellTodos(ctx, store.PendingParams{AgentID: a.ID, Limit: 10})
+	pend, err := s.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: a.ID, Limit: 10})
 	must(t, "PendingDoorbellTodos", err)
 	if len(pend) != 1 {
 		t.Errorf("pending doorbell todos after the budget = %d, want 1 (still counted by digests)", len(pend))
@@ -824,7 +808,7 @@ func testSweepReaped(t *testing.T, in Instance) {
 // with sessions on both) ring every due todo exactly once.
 func testSweepRace(t *testing.T, in Instance) {
 	s := in.Store
-	stores := []store.PresenceStore{presenceOf(t, s), presenceOf(t, twinOrSelf(t, s))}
+	stores := []store.PresenceStore{s, twinOrSelf(t, s)}
 	a := vend(t, s, newAgent("shared", ownerID, "build"))
 	var ids []string
 	for i := range 6 {

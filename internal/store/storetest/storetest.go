@@ -62,6 +62,12 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, agentTests...)
 	tests = append(tests, todoTests...)
 	tests = append(tests, auditTests...)
+	h.run(t, tests)
+}
+
+// run runs each contract test as a subtest on a fresh store, in parallel
+// when the harness allows it.
+func (h Harness) run(t *testing.T, tests []contractTest) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if h.Parallel {
