@@ -72,12 +72,19 @@ func (s *Service) presenceStore() store.PresenceStore { return s.store }
 
 // viewOf computes the PresenceView of a freshly read agent row.
 func (s *Service) viewOf(ctx context.Context, a *domain.Agent, now time.Time) (PresenceView, error) {
+	v, _, err := s.viewAndPending(ctx, a, now)
+	return v, err
+}
+
+// viewAndPending computes the view and returns the push-eligible pending
+// todos it counted (oldest first), with one store query.
+func (s *Service) viewAndPending(ctx context.Context, a *domain.Agent, now time.Time) (PresenceView, []store.PendingTodo, error) {
 	p, src, until := presence.Effective(s.inputsOf(a), now)
 	pend, err := s.presenceStore().PendingDoorbellTodos(ctx, store.PendingParams{AgentID: a.ID, Limit: 100000})
 	if err != nil {
-		return PresenceView{}, err
+		return PresenceView{}, nil, err
 	}
-	return PresenceView{Presence: p, Source: src, Until: until, Shift: shiftPtr(a), Pending: len(pend)}, nil
+	return PresenceView{Presence: p, Source: src, Until: until, Shift: shiftPtr(a), Pending: len(pend)}, pend, nil
 }
 
 // freshAgent rereads an agent row: the verbs decide on stored state, not on
@@ -102,9 +109,13 @@ func (s *Service) PresenceOf(ctx context.Context, a *domain.Agent) (PresenceView
 // until the next shift start (no end without a shift). Idempotent: a repeat
 // writes nothing and rings nothing.
 func (s *Service) ClockOut(ctx context.Context, a *domain.Agent) (PresenceView, error) {
-	return s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+	after, now, err := s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
 		return presence.ClockOut(cur, now), nil
 	})
+	if err != nil {
+		return PresenceView{}, err
+	}
+	return s.viewOf(ctx, &after, now)
 }
 
 // ClockIn is the `clock_in {for?}` self verb; forArg "" = 1h, max 8h.
@@ -117,9 +128,13 @@ func (s *Service) ClockIn(ctx context.Context, a *domain.Agent, forArg *string) 
 			return PresenceView{}, err
 		}
 	}
-	return s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+	after, now, err := s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
 		return presence.ClockIn(cur, d, now)
 	})
+	if err != nil {
+		return PresenceView{}, err
+	}
+	return s.viewOf(ctx, &after, now)
 }
 
 // --- operator controls (DESIGN.md §3.5) ---
@@ -156,21 +171,19 @@ func (s *Service) GetPresence(ctx context.Context, by domain.Person, ref string)
 }
 
 func (s *Service) agentPresence(ctx context.Context, a *domain.Agent) (AgentPresence, error) {
-	now := s.now()
-	p, src, until := presence.Effective(s.inputsOf(a), now)
-	pend, err := s.presenceStore().PendingDoorbellTodos(ctx, store.PendingParams{AgentID: a.ID, Limit: 100000})
+	v, pend, err := s.viewAndPending(ctx, a, s.now())
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	out := AgentPresence{PresenceView: PresenceView{Presence: p, Source: src, Until: until, Shift: shiftPtr(a), Pending: len(pend)}, Agent: a.Handle, Held: []HeldTodo{}}
-	if p == presence.Out {
+	out := AgentPresence{PresenceView: v, Agent: a.Handle, Held: []HeldTodo{}}
+	if v.Presence == presence.Out {
 		for i, t := range pend {
 			if i == 100 {
 				break
 			}
 			out.Held = append(out.Held, HeldTodo{ID: t.ID, Queue: t.Queue, CreatedAt: t.CreatedAt})
 		}
-		out.HeldUntil = until
+		out.HeldUntil = v.Until
 	}
 	return out, nil
 }
@@ -183,13 +196,13 @@ func (s *Service) SetPresence(ctx context.Context, by domain.Person, ref string,
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	_, err = s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+	after, _, err := s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
 		return presence.OperatorOverride(cur, by.ID, in.Presence, in.Until, now)
 	})
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	return s.GetPresence(ctx, by, ref)
+	return s.agentPresence(ctx, &after)
 }
 
 // ClearPresence is DELETE /v1/agents/{ref}/presence: clears any override.
@@ -198,7 +211,7 @@ func (s *Service) ClearPresence(ctx context.Context, by domain.Person, ref strin
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	_, err = s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, _ time.Time) (presence.Change, error) {
+	after, _, err := s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, _ time.Time) (presence.Change, error) {
 		if cur.Override == "" {
 			return presence.Change{Action: presence.Keep}, nil
 		}
@@ -207,7 +220,7 @@ func (s *Service) ClearPresence(ctx context.Context, by domain.Person, ref strin
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	return s.GetPresence(ctx, by, ref)
+	return s.agentPresence(ctx, &after)
 }
 
 // SetShift is PUT /v1/agents/{ref}/shift {"shift": string|null}. The shift
@@ -240,30 +253,32 @@ func (s *Service) SetShift(ctx context.Context, by domain.Person, ref string, sh
 			return AgentPresence{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
 		}
 		s.afterPresenceWrite(ctx, &updated, oldP, now, ReasonOperator)
+		a = updated
 	}
-	return s.GetPresence(ctx, by, ref)
+	return s.agentPresence(ctx, &a)
 }
 
 // applyPresence reads the agent row, lets decide compute the override
 // change, writes it with an audit entry (unless Keep), logs one line,
 // signals every instance and evaluates the transition right away
-// (DESIGN.md §3.7 "right after every presence write").
-func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (PresenceView, error) {
+// (DESIGN.md §3.7 "right after every presence write"). It returns the row
+// after the change (the unchanged row on Keep) and the decision time.
+func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (domain.Agent, time.Time, error) {
 	a, err := s.freshAgent(ctx, agentID)
 	if err != nil {
-		return PresenceView{}, err
+		return domain.Agent{}, time.Time{}, err
 	}
 	if a.Revoked() {
-		return PresenceView{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; its presence cannot change", a.Handle)
+		return domain.Agent{}, time.Time{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; its presence cannot change", a.Handle)
 	}
 	now := s.now()
 	cur := s.inputsOf(&a)
 	ch, err := decide(cur, now)
 	if err != nil {
-		return PresenceView{}, err
+		return domain.Agent{}, time.Time{}, err
 	}
 	if ch.Action == presence.Keep {
-		return s.viewOf(ctx, &a, now)
+		return a, now, nil
 	}
 	oldP, _, _ := presence.Effective(cur, now)
 	p := store.UpdatePresenceParams{AgentID: a.ID, Now: now, SetOverride: true}
@@ -277,13 +292,13 @@ func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause strin
 	p.Audit = domain.AuditRecord{Actor: actor, Action: "agent.presence", AgentID: a.ID, Data: data}
 	updated, err := s.presenceStore().UpdatePresence(ctx, p)
 	if err != nil {
-		return PresenceView{}, storeErr(err, fmt.Sprintf("agent %q not found", agentID), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
+		return domain.Agent{}, time.Time{}, storeErr(err, fmt.Sprintf("agent %q not found", agentID), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
 	}
 	if cause == ReasonClockIn && ch.Action == presence.Set && ch.Override.Presence == presence.Out {
 		cause = "clock_out"
 	}
 	s.afterPresenceWrite(ctx, &updated, oldP, now, cause)
-	return s.viewOf(ctx, &updated, now)
+	return updated, now, nil
 }
 
 // afterPresenceWrite logs the change, tells every instance to refresh the
