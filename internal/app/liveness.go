@@ -160,8 +160,8 @@ type lvEntry struct {
 	// commit. It defers the deadline (liveness first) but never makes the
 	// agent online by itself; 0 = none.
 	pending atomic.Int64
-	state         string    // the state last evaluated and published
-	pub           liveness.PublishPair
+	state   string // the state last evaluated and published
+	pub     liveness.PublishPair
 
 	hb             *liveness.Heartbeat // the last full report (nil: none known)
 	audited        store.ReportedPair  // the audited pair as last stored

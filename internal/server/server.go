@@ -129,7 +129,10 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m,
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
-			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout}})
+			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
+			// Issue 8: cross-instance times on the database's clock; a stall
+			// of this process extends deadlines.
+			DBClock: st.DBNow, StallThreshold: app.DefaultStallThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
