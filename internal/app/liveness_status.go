@@ -80,7 +80,7 @@ func (s *Service) AgentStatus(ctx context.Context, by domain.Person, ref string)
 	if err != nil {
 		return AgentRuntimeStatus{}, err
 	}
-	st := s.Liveness.status(&a, s.now())
+	st := s.Liveness.status(&a, s.Liveness.now())
 	if s.presenceStore() != nil {
 		if st.Presence, err = s.GetPresence(ctx, by, a.ID); err != nil {
 			return AgentRuntimeStatus{}, err
