@@ -54,8 +54,8 @@ type Doorbell struct {
 	s *Service
 
 	mu     sync.Mutex
-	recent map[string]time.Time // todo id → rung at
-	rr     map[string]int       // agent id → round-robin cursor
+	recent dedup          // todo ids rung in the last DoorbellDedupTTL
+	rr     map[string]int // agent id → round-robin cursor
 	marks  chan store.MarkRungParams
 
 	// OnRing, when set, observes every doorbell queued (metrics, tests).
@@ -63,7 +63,7 @@ type Doorbell struct {
 }
 
 func newDoorbell(s *Service) *Doorbell {
-	d := &Doorbell{s: s, recent: map[string]time.Time{}, rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096)}
+	d := &Doorbell{s: s, recent: newDedup(DoorbellDedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096)}
 	s.bus.Subscribe(bus.ChannelTodoReady, d.onTodoReady)
 	s.bus.Subscribe(bus.ChannelAgentSessions, s.onAgentSessions)
 	return d
@@ -111,17 +111,9 @@ func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 	}
 	d.mu.Lock()
 	if onCreate {
-		if at, ok := d.recent[r.TodoID]; ok && now.Sub(at) < DoorbellDedupTTL {
+		if !d.recent.add(r.TodoID, now) {
 			d.mu.Unlock()
 			return false
-		}
-		d.recent[r.TodoID] = now
-		if len(d.recent) > 10000 {
-			for id, at := range d.recent {
-				if now.Sub(at) >= DoorbellDedupTTL {
-					delete(d.recent, id)
-				}
-			}
 		}
 	}
 	order := pickOrder(sessions, d.rr[r.AgentID])
@@ -148,7 +140,7 @@ func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 	}
 	if onCreate {
 		d.mu.Lock()
-		delete(d.recent, r.TodoID)
+		d.recent.remove(r.TodoID)
 		d.mu.Unlock()
 	}
 	return false
@@ -216,5 +208,64 @@ func (d *Doorbell) DrainRecords() {
 		default:
 			return
 		}
+	}
+}
+
+// dedup is a set of keys that expire ttl after they were added, with O(1)
+// amortised cost per add and remove whatever its size: keys are kept in a
+// FIFO in insertion order next to a map, and each add first drops the
+// expired keys at the FIFO's head (issue 8 item 3: no sweep of the whole set
+// on the hot path). Not safe for concurrent use (Doorbell.mu guards it).
+type dedup struct {
+	ttl  time.Duration
+	at   map[string]time.Time // key → added at
+	fifo []dedupEntry         // insertion order; fifo[head:] are live or stale
+	head int
+}
+
+type dedupEntry struct {
+	key string
+	at  time.Time
+}
+
+func newDedup(ttl time.Duration) dedup { return dedup{ttl: ttl, at: map[string]time.Time{}} }
+
+// add records key at now unless it was added less than ttl ago; it reports
+// whether it was added. Keys older than ttl at now are dropped first.
+func (d *dedup) add(key string, now time.Time) bool {
+	d.expire(now)
+	if at, ok := d.at[key]; ok && now.Sub(at) < d.ttl {
+		return false
+	}
+	d.at[key] = now
+	d.fifo = append(d.fifo, dedupEntry{key: key, at: now})
+	return true
+}
+
+// remove forgets key (its FIFO entry is skipped when it reaches the head).
+func (d *dedup) remove(key string) { delete(d.at, key) }
+
+// len is the number of keys held (expired ones included until the next add).
+func (d *dedup) len() int { return len(d.at) }
+
+func (d *dedup) expire(now time.Time) {
+	for d.head < len(d.fifo) {
+		e := d.fifo[d.head]
+		if now.Sub(e.at) < d.ttl {
+			break
+		}
+		if at, ok := d.at[e.key]; ok && at.Equal(e.at) {
+			delete(d.at, e.key)
+		}
+		d.fifo[d.head] = dedupEntry{}
+		d.head++
+	}
+	// Compact once the dead prefix is at least half of the slice: each entry
+	// is moved O(1) times on average.
+	if d.head > 1024 && d.head*2 >= len(d.fifo) {
+		n := copy(d.fifo, d.fifo[d.head:])
+		clear(d.fifo[n:])
+		d.fifo = d.fifo[:n]
+		d.head = 0
 	}
 }
