@@ -20,8 +20,8 @@ func (oneSessionHub) AgentSessions(agentID string) []SessionInfo {
 	return []SessionInfo{{ID: "s-" + agentID, AgentID: agentID, Streaming: true}}
 }
 func (oneSessionHub) Notify(string, domain.ChannelMessage) error { return nil }
-func (oneSessionHub) CloseAgentSessions(string, []string)       {}
-func (oneSessionHub) AgentsWithSessions() []string              { return nil }
+func (oneSessionHub) CloseAgentSessions(string, []string)        {}
+func (oneSessionHub) AgentsWithSessions() []string               { return nil }
 
 // BenchmarkDoorbellPush measures the doorbell's hot path for one todo push
 // (presence check, dedup, session pick, queue the notification, queue the
