@@ -21,6 +21,21 @@ type SessionInfo struct {
 	// notification stream open.
 	Streaming bool
 	OpenedAt  time.Time
+	// LastActive is when the client was last seen on the session: now while
+	// a request of it (a GET stream included) is in flight, else the end of
+	// its last request.
+	LastActive time.Time
+}
+
+// SessionLiveWindow: a session without an open stream whose client has not
+// been seen for this long is not counted as live (the console's session
+// count, issue 8 item 6); it expires soon after.
+const SessionLiveWindow = 2 * time.Minute
+
+// Live reports whether the session counts as live at now: it has an open
+// stream or its client was seen within SessionLiveWindow.
+func (si SessionInfo) Live(now time.Time) bool {
+	return si.Streaming || now.Sub(si.LastActive) < SessionLiveWindow
 }
 
 // SessionHub is the port to this instance's MCP sessions, implemented by
