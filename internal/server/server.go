@@ -98,7 +98,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	var b bus.Bus = bus.NewLocal()
 	var svcRef atomic.Pointer[app.Service] // set below; read by the reconnect hook
 	if dialect, target, _ := config.ParseStore(cfg.Store); dialect == "postgres" {
-		pb, err := pgbus.Open(ctx, pgbus.Options{URL: target, Log: o.Log, OnReconnect: func() {
+		pb, err := pgbus.Open(ctx, pgbus.Options{URL: target, Log: o.Log, OnReconnect: func(lostAt time.Time) {
 			// Signals sent while the listener was down are lost: resync.
 			if svc := svcRef.Load(); svc != nil {
 				if err := svc.Evaluator.Load(context.Background()); err != nil {
