@@ -99,14 +99,29 @@ func (d *Doorbell) onTodoReady(payload string) {
 // A queued ring is recorded (ring_attempts+1). It reports whether a
 // notification was queued.
 func (d *Doorbell) Ring(r domain.TodoReady) bool {
-	return d.deliver(r, true)
+	return d.deliver(r, ringCreate)
 }
 
+// ringKind says where a ring comes from.
+type ringKind int
+
+const (
+	// ringCreate: the todo-ready signal (or the pushing instance itself).
+	// Filtered by presence and readiness, deduplicated, recorded here.
+	ringCreate ringKind = iota
+	// ringSweep: the sweep selected, filtered and counted the todo in one
+	// statement; it is sent whatever the dedup says, and marks it.
+	ringSweep
+	// ringCatchUp: RingMissed after a bus outage selected and counted it;
+	// skipped when this instance rang it within the dedup TTL (its record
+	// was not written yet), and marks the dedup so a late echo is not sent.
+	ringCatchUp
+)
+
 // deliver queues the doorbell on one of this instance's sessions of the
-// agent. onCreate=true applies the presence/readiness filter, the dedup and
-// records the ring; the sweep (onCreate=false) has already selected,
-// filtered and counted the todo in one statement.
-func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
+// agent (see ringKind for the filters of each kind).
+func (d *Doorbell) deliver(r domain.TodoReady, kind ringKind) bool {
+	onCreate := kind == ringCreate
 	hub := d.s.sessionHub()
 	if hub == nil {
 		return false
@@ -125,11 +140,9 @@ func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 		}
 	}
 	d.mu.Lock()
-	if onCreate {
-		if !d.recent.add(r.TodoID, now) {
-			d.mu.Unlock()
-			return false
-		}
+	if !d.recent.add(r.TodoID, now) && kind != ringSweep {
+		d.mu.Unlock()
+		return false
 	}
 	order := pickOrder(sessions, d.rr[r.AgentID])
 	d.rr[r.AgentID]++
