@@ -285,3 +285,17 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	}
 	return out, nil
 }
+
+// FailoverRing implements store.PresenceStore (issue 8 item 5): one
+// conditional UPDATE.
+func (s *Store) FailoverRing(ctx context.Context, p store.FailoverRingParams) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE todos
+		SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
+		    next_ring_at = $3::timestamptz + `+ringDelayAfterRing+`
+		WHERE id = $1 AND `+sweepable+` AND (last_ringed_at IS NULL OR last_ringed_at <= $2)`,
+		p.TodoID, micro(p.RungAt), micro(p.At))
+	if err != nil {
+		return false, mapErr("failover ring", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -307,3 +307,23 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	}
 	return out, nil
 }
+
+// FailoverRing implements store.PresenceStore (issue 8 item 5): one
+// conditional UPDATE.
+func (s *Store) FailoverRing(ctx context.Context, p store.FailoverRingParams) (bool, error) {
+	changed := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.txExec(ctx, tx, `UPDATE todos AS d
+			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?3,
+			    next_ring_at = ?3 + `+ringDelayAfterRing+`
+			WHERE d.id = ?1 AND `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= ?2)`,
+			p.TodoID, micros(p.RungAt), micros(p.At))
+		if err != nil {
+			return mapErr("failover ring", err)
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return mapErr("failover ring", err)
+	})
+	return changed, err
+}

@@ -42,6 +42,7 @@ func RunPresence(t *testing.T, h Harness) {
 		{"Presence/SweepRaceRingsOnce", testSweepRace},
 		{"Presence/RingMissed", testRingMissed},
 		{"Presence/RingMissedRaceRingsOnce", testRingMissedRace},
+		{"Presence/FailoverRing", testFailoverRing},
 	}
 	h.run(t, tests)
 }
@@ -942,5 +943,50 @@ func testRingMissedRace(t *testing.T, in Instance) {
 	got := todoIDs(all)
 	if len(got) != 6 || len(got) != len(slices.Compact(slices.Clone(got))) {
 		t.Errorf("racing catch-ups rang %v, want each of the 6 todos once", got)
+	}
+}
+
+// testFailoverRing: a failover ring is counted only for a pending todo
+// with ring budget left that nobody rang after the ring being failed over.
+func testFailoverRing(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("fo", ownerID, "build"))
+	td := push(t, s, newTodo(a.ID, "build", Base))
+	rung := at(time.Second)
+	markRung(t, s, td.ID, rung)
+	fo := func(id string, rungAt, now time.Time) bool {
+		t.Helper()
+		ok, err := s.FailoverRing(ctx, store.FailoverRingParams{TodoID: id, RungAt: rungAt, At: now})
+		must(t, "FailoverRing", err)
+		return ok
+	}
+	now := at(31 * time.Second)
+	if !fo(td.ID, rung, now) {
+		t.Fatal("failover of a pending todo rung once was refused")
+	}
+	ringState(t, s, td.ID, 2, &now, ptr(now.Add(delay(t, 2))))
+	if fo(td.ID, rung, at(time.Minute)) {
+		t.Error("a failover of a ring that is no longer the last one was counted")
+	}
+	// Budget: at MaxRings nothing more.
+	last := now
+	for i := 2; i < domain.MaxRings; i++ {
+		next := last.Add(time.Minute)
+		if !fo(td.ID, last, next) {
+			t.Fatalf("failover %d refused", i)
+		}
+		last = next
+	}
+	if fo(td.ID, last, last.Add(time.Minute)) {
+		t.Errorf("a failover past the ring budget (%d) was counted", domain.MaxRings)
+	}
+	// Not pending: nothing.
+	c := push(t, s, newTodo(a.ID, "build", Base))
+	claim(t, s, a, c.ID, time.Hour, at(time.Second))
+	if fo(c.ID, at(time.Second), now) {
+		t.Error("a claimed todo was failed over")
+	}
+	if fo("00000000-0000-0000-0000-000000000000", rung, now) {
+		t.Error("an unknown todo was failed over")
 	}
 }
