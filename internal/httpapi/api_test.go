@@ -263,12 +263,12 @@ func TestAgentLifecycle(t *testing.T) {
 		t.Fatalf("paged audit %+v", audit.Items)
 	}
 	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
-	if len(audit.Items) != 5 {
+	if len(audit.Items) != 6 { // bob's person.create and the agent's five
 		t.Fatalf("whole audit log has %d entries", len(audit.Items))
 	}
 	var ver domain.AuditVerifyResult
 	e.do(t, "GET", "/v1/audit/verify", e.admin, nil).want(t, 200, &ver)
-	if !ver.OK || ver.Checked != 5 || len(ver.Warnings) != 0 {
+	if !ver.OK || ver.Checked != 6 || len(ver.Warnings) != 0 {
 		t.Fatalf("verify %+v", ver)
 	}
 }
