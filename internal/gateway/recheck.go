@@ -58,4 +58,3 @@ func (g *Gateway) recheck() {
 		}
 	}
 }
-
