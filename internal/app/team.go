@@ -189,8 +189,17 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 			return domain.Person{}, err
 		}
 	}
+	if in.Name != nil && *in.Name == cur.Name {
+		in.Name = nil
+	}
+	if in.Role != nil && *in.Role == cur.Role {
+		in.Role = nil
+	}
+	if in.Active != nil && *in.Active == cur.Active {
+		in.Active = nil
+	}
 	if in == (PersonUpdate{}) {
-		return cur, nil
+		return cur, nil // nothing changes: no write, no audit entry
 	}
 	action := "person.update"
 	if in.Active != nil && !*in.Active {
