@@ -42,9 +42,13 @@ type expect map[string]int
 // admin both get 404 (admins steer only their own agents; they hand others
 // over with owner), an agent credential 403, a dead token 401.
 var (
-	theirs     = expect{cMember: 404, cAdmin: 404, cAgent: 403, cRevoked: 401, cExpired: 401}
-	adminOnly  = func(admin int) expect { return expect{cMember: 403, cAdmin: admin, cAgent: 403, cRevoked: 401, cExpired: 401} }
-	ownScope   = func(status int) expect { return expect{cMember: status, cAdmin: status, cAgent: 403, cRevoked: 401, cExpired: 401} }
+	theirs    = expect{cMember: 404, cAdmin: 404, cAgent: 403, cRevoked: 401, cExpired: 401}
+	adminOnly = func(admin int) expect {
+		return expect{cMember: 403, cAdmin: admin, cAgent: 403, cRevoked: 401, cExpired: 401}
+	}
+	ownScope = func(status int) expect {
+		return expect{cMember: status, cAdmin: status, cAgent: 403, cRevoked: 401, cExpired: 401}
+	}
 	tokenless  = expect{cMember: 200, cAdmin: 200, cAgent: 200, cRevoked: 200, cExpired: 200}
 	heartbeatX = expect{cMember: 404, cAdmin: 404, cAgent: 404, cRevoked: 401, cExpired: 401}
 )
