@@ -107,6 +107,13 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/todos", h.form(h.pushTodo))
 	h.mux.Handle("GET "+Prefix+"agents/{ref}/revoke", h.page(h.revokePage))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/revoke", h.form(h.revoke))
+	// Tokens (everyone) and People (admins): team.go.
+	h.mux.Handle("GET "+Prefix+"tokens", h.page(h.tokensPage))
+	h.mux.Handle("POST "+Prefix+"tokens", h.form(h.createToken))
+	h.mux.Handle("POST "+Prefix+"tokens/{id}/revoke", h.form(h.revokeToken))
+	h.mux.Handle("GET "+Prefix+"people", h.page(h.peoplePage))
+	h.mux.Handle("POST "+Prefix+"people", h.form(h.addPerson))
+	h.mux.Handle("POST "+Prefix+"people/{id}", h.form(h.updatePerson))
 	return h, nil
 }
 
@@ -348,6 +355,9 @@ var flashes = map[string]string{
 	"exists":    "A live todo with that idempotency key already exists; nothing new was created.",
 	"revoked":   "Agent revoked.",
 	"signedout": "Signed out.",
+
+	"tokenrevoked":  "Token revoked: everything using it stops within 5 s.",
+	"personupdated": "Person updated.",
 }
 
 // redirectDone answers a successful form with 303 to path?done=code.
@@ -362,7 +372,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error"} {
+	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people"} {
 		t, err := base.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")
