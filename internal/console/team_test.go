@@ -101,7 +101,7 @@ func TestTokensAndPeoplePages(t *testing.T) {
 	if _, err := e.Service.AuthenticatePerson(t.Context(), m[1]); err != nil {
 		t.Fatalf("the shown token does not work: %v", err)
 	}
-	resp, body = b.get("/console/tokens")
+	_, body = b.get("/console/tokens")
 	wantContains(t, body, "laptop")
 	if secretRE.MatchString(body) {
 		t.Fatal("the tokens page shows a secret again")
@@ -137,7 +137,7 @@ func TestTokensAndPeoplePages(t *testing.T) {
 	db.signIn(dave)
 	resp, body = db.get("/console/people")
 	wantStatus(t, resp, body, http.StatusForbidden)
-	resp, body = db.get("/console/")
+	_, body = db.get("/console/")
 	if regexp.MustCompile(`href="/console/people"`).MatchString(body) {
 		t.Fatal("a member's page links to People")
 	}
