@@ -503,3 +503,16 @@ func (s *Service) forgetCredentials(agentID string) {
 func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
 	return s.store.LiveCredentials(ctx, ids)
 }
+
+// ListAgentsOf lists the agents of another person, ordered by handle, so an
+// admin can find a deactivated person's agents and hand them over
+// (GET /v1/agents?owner=<person id>). A member may name only itself
+// (forbidden otherwise, reason admin_required).
+func (s *Service) ListAgentsOf(ctx context.Context, by domain.Person, ownerID string) ([]domain.Agent, error) {
+	if ownerID != by.ID {
+		if err := requireAdmin(by, "listing another person's agents"); err != nil {
+			return nil, err
+		}
+	}
+	return s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: ownerID})
+}

@@ -55,3 +55,11 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (domain.PersonToken
 	_, err := c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil, &out)
 	return out, err
 }
+
+// ListAgentsOf lists another person's agents (GET /v1/agents?owner=…;
+// admin). Errors: forbidden.
+func (c *Client) ListAgentsOf(ctx context.Context, ownerID string) ([]domain.Agent, error) {
+	var out listOf[domain.Agent]
+	_, err := c.do(ctx, http.MethodGet, "/v1/agents", url.Values{"owner": {ownerID}}, nil, &out)
+	return out.Items, err
+}

@@ -91,7 +91,7 @@ var routes = []route{
 	{Route{"GET", "/readyz", "getReady", false, nil}, (*api).getReady},
 	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false, nil}, (*api).getOpenAPI},
 	{Route{"POST", "/v1/agents", "vendAgent", true, nil}, (*api).vendAgent},
-	{Route{"GET", "/v1/agents", "listAgents", true, nil}, (*api).listAgents},
+	{Route{"GET", "/v1/agents", "listAgents", true, []string{"owner"}}, (*api).listAgents},
 	{Route{"GET", "/v1/agents/{ref}", "getAgent", true, nil}, (*api).getAgent},
 	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true, nil}, (*api).updateAgent},
 	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true, nil}, (*api).revokeAgent},

@@ -68,6 +68,13 @@ func TestPersonsAndRoles(t *testing.T) {
 	// The admin hands the agent to bob; bob now sees it, carol's agent list
 	// is gone with her, and the hand-over is audited.
 	bobP, _ := e.Service.AuthenticatePerson(t.Context(), e.bob)
+	var carols struct{ Items []domain.Agent }
+	e.do(t, "GET", "/v1/agents?owner="+res.Person.ID, e.admin, nil).want(t, 200, &carols)
+	if len(carols.Items) != 1 || carols.Items[0].Handle != "carols" {
+		t.Fatalf("the admin lists carol's agents: %+v", carols.Items)
+	}
+	e.do(t, "GET", "/v1/agents?owner="+res.Person.ID, e.bob, nil).want(t, 403, nil)
+	e.do(t, "GET", "/v1/agents?owner="+bobP.ID, e.bob, nil).want(t, 200, nil)
 	e.do(t, "GET", "/v1/agents/carols", e.bob, nil).want(t, 404, nil)
 	e.do(t, "PATCH", "/v1/agents/carols", e.admin, map[string]any{"owner": "nobody"}).want(t, 400, nil)
 	e.do(t, "PATCH", "/v1/agents/carols", e.admin, map[string]any{"owner": res.Person.ID}).want(t, 400, nil) // deactivated
@@ -78,6 +85,12 @@ func TestPersonsAndRoles(t *testing.T) {
 		t.Fatalf("handed over: %+v", handed)
 	}
 	e.do(t, "GET", "/v1/agents/carols", e.bob, nil).want(t, 200, nil)
+	// Its events now reach bob's stream.
+	bobStream := e.events(t, e.bob, "").opened()
+	e.beat(t, ag.Credential, "carols", `{"state":"online","billing_mode":"api"}`).want(t, 200, nil)
+	if ev := bobStream.next(); !strings.Contains(ev.data, `"carols"`) || !strings.Contains(ev.data, `"api"`) {
+		t.Fatalf("bob's stream after the hand-over: %+v", ev)
+	}
 	r = e.do(t, "PATCH", "/v1/agents/carols", e.bob, map[string]any{"owner": admin.ID})
 	if pr := r.problem(t); r.status != 403 || pr.Reason != "admin_required" {
 		t.Fatalf("member hands its own agent over: %d %+v", r.status, pr)
