@@ -65,3 +65,26 @@ func TestCredentialCache(t *testing.T) {
 	}
 	wantProblem(t, e.raw("POST", b.Credential, "", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`), 401, domain.CodeUnauthenticated)
 }
+
+// BenchmarkAuthenticateAgent compares the store lookup of an agent
+// credential with the cached lookup MCP requests use (issue 8 item 3).
+//
+//	go test -run '^$' -bench BenchmarkAuthenticateAgent -benchtime 20000x ./internal/mcpserver/
+func BenchmarkAuthenticateAgent(b *testing.B) {
+	e := newEnv(b)
+	a := e.vend("ada", allVerbs, "q1")
+	b.Run("store", func(b *testing.B) {
+		for range b.N {
+			if _, err := e.svc.AuthenticateAgent(e.ctx, a.Credential); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		for range b.N {
+			if _, err := e.svc.AuthenticateAgentCached(e.ctx, a.Credential); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
