@@ -9,8 +9,11 @@
 //	http.ListenAndServe("127.0.0.1:7070", h)
 //
 // Conventions:
-//   - Authentication: `Authorization: Bearer <person token>`. A missing or
-//     unknown token answers 401 with `WWW-Authenticate: Bearer`. A valid
+//   - Authentication: `Authorization: Bearer <person token>`. A missing,
+//     unknown, revoked or expired token, or one of a deactivated person,
+//     answers 401 with `WWW-Authenticate: Bearer` (every refusal passes
+//     through authFailed). Person routes need an admin (403, reason
+//     admin_required); token routes act on the caller's own tokens. A valid
 //     agent credential on an operator route answers 403 forbidden with
 //     reason subject_kind_not_allowed: the caller is known, but is the wrong
 //     kind of principal (the mirror of DESIGN.md §5.2, where the owner on the
