@@ -114,6 +114,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("GET "+Prefix+"people", h.page(h.peoplePage))
 	h.mux.Handle("POST "+Prefix+"people", h.form(h.addPerson))
 	h.mux.Handle("POST "+Prefix+"people/{id}", h.form(h.updatePerson))
+	h.mux.Handle("POST "+Prefix+"handover", h.form(h.handOver))
 	return h, nil
 }
 
@@ -358,6 +359,7 @@ var flashes = map[string]string{
 
 	"tokenrevoked":  "Token revoked: everything using it stops within 5 s.",
 	"personupdated": "Person updated.",
+	"handedover":    "Agent handed over.",
 }
 
 // redirectDone answers a successful form with 303 to path?done=code.

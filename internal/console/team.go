@@ -2,6 +2,8 @@ package console
 
 import (
 	"errors"
+
+	"github.com/rollcall/rollcall/internal/httpapi"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,9 +77,15 @@ func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request, v *visit) 
 }
 
 type peopleView struct {
-	Persons []domain.Person
+	Persons []personRow
+	Active  []domain.Person // hand-over targets
 	Created *app.PersonCreated
 	Error   string
+}
+
+type personRow struct {
+	domain.Person
+	Agents []domain.Agent
 }
 
 func (h *Handler) peoplePage(w http.ResponseWriter, r *http.Request, v *visit) {
@@ -90,7 +98,17 @@ func (h *Handler) renderPeople(w http.ResponseWriter, r *http.Request, v *visit,
 		h.fail(w, r, v, err)
 		return
 	}
-	pv.Persons = ps
+	for _, p := range ps {
+		agents, err := h.svc.ListAgentsOf(r.Context(), v.person, p.ID)
+		if err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		pv.Persons = append(pv.Persons, personRow{Person: p, Agents: agents})
+		if p.Active {
+			pv.Active = append(pv.Active, p)
+		}
+	}
 	h.render(w, r, status, "people", v, "People", pv)
 }
 
@@ -130,4 +148,20 @@ func (h *Handler) updatePerson(w http.ResponseWriter, r *http.Request, v *visit)
 		return
 	}
 	redirectDone(w, r, Prefix+"people", "personupdated")
+}
+
+// handOver gives an agent to another person (admin; audited as
+// agent.hand_over).
+func (h *Handler) handOver(w http.ResponseWriter, r *http.Request, v *visit) {
+	owner := r.PostFormValue("owner")
+	if _, err := h.svc.UpdateAgent(r.Context(), v.person, r.PostFormValue("agent"), app.UpdateInput{Owner: &owner}); err != nil {
+		var de *domain.Error
+		if errors.As(err, &de) && de.Code != domain.CodeInternal && de.Code != domain.CodeForbidden {
+			h.renderPeople(w, r, v, httpapi.StatusOf(de.Code), peopleView{Error: de.Detail})
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	redirectDone(w, r, Prefix+"people", "handedover")
 }

@@ -131,6 +131,18 @@ func TestTokensAndPeoplePages(t *testing.T) {
 		t.Fatal("a deactivated person's token still works")
 	}
 
+	// Hand carol's agent to the admin.
+	vend(t, e, carol, "carols")
+	_, body = b.get("/console/people")
+	wantContains(t, body, "agents: carols")
+	resp, body = b.post("/console/handover", url.Values{"agent": {"carols"}, "owner": {root.ID}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if a, err := e.Service.OwnedAgent(t.Context(), root, "carols"); err != nil || a.OwnerID != root.ID {
+		t.Fatalf("after the hand-over: %+v %v", a, err)
+	}
+	resp, body = b.post("/console/handover", url.Values{"agent": {"nobody"}, "owner": {root.ID}})
+	wantStatus(t, resp, body, http.StatusNotFound)
+
 	// A member has Tokens but no People.
 	dave := e.AddPerson(t, "dave")
 	db := e.browser(t)
