@@ -6,7 +6,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +144,71 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 	}
 	if d := time.Since(revokedAt); d > revocationBound {
 		t.Errorf("revocation took %s on B, want ≤ %s", d, revocationBound)
+	}
+}
+
+// TestConsoleSignOutAcrossInstances: two instances with one session key on
+// one PostgreSQL database. A console session signed in on A, signed out on
+// B: the copied cookie no longer opens the fleet page on A (issue 9
+// item 4).
+func TestConsoleSignOutAcrossInstances(t *testing.T) {
+	store := freshPostgres(t)
+	args := []string{"--store", store, "--console.session_key", "e2e shared console key, long enough to be a secret"}
+	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
+	a := startServer(t, env, args...)
+	b := startServer(t, env, args...)
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	csrfRE := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	page := func(base, path string) (int, string) {
+		t.Helper()
+		resp, err := browser.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	post := func(base, path string, form url.Values) int {
+		t.Helper()
+		resp, err := browser.PostForm(base+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	_, body := page(a.URL, "/console/signin")
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("sign-in page without csrf:\n%s", body)
+	}
+	if code := post(a.URL, "/console/signin", url.Values{"csrf": {m[1]}, "token": {adminToken}}); code != http.StatusSeeOther {
+		t.Fatalf("sign in on A: %d", code)
+	}
+	// The cookie is for 127.0.0.1 (both instances): it works on B too.
+	ua, _ := url.Parse(a.URL)
+	copied := jar.Cookies(ua)
+	code, body := page(b.URL, "/console/")
+	if code != http.StatusOK {
+		t.Fatalf("fleet page on B with A's session: %d", code)
+	}
+	m = csrfRE.FindStringSubmatch(body)
+	if code := post(b.URL, "/console/signout", url.Values{"csrf": {m[1]}}); code != http.StatusSeeOther {
+		t.Fatalf("sign out on B: %d", code)
+	}
+	req, _ := http.NewRequest("GET", a.URL+"/console/", nil)
+	for _, c := range copied {
+		req.AddCookie(c)
+	}
+	resp, err := (&http.Client{CheckRedirect: browser.CheckRedirect}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the copied cookie opens the fleet page on A after sign-out on B: %d", resp.StatusCode)
 	}
 }
