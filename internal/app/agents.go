@@ -169,12 +169,18 @@ type UpdateInput struct {
 	BillingModes *[]string `json:"billing_modes,omitempty"`
 	ToolClass    *string   `json:"tool_class,omitempty"`
 	Active       *bool     `json:"active,omitempty"`
+	// Owner hands the agent to another person (a person id). Admin only,
+	// and alone in the body (issue 9 item 1).
+	Owner *string `json:"owner,omitempty"`
 }
 
 // UpdateAgent changes name, billing configuration or the active flag.
 // Audited as agent.update. Errors: not_found, invalid_argument, conflict
 // (revoked).
 func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string, in UpdateInput) (domain.Agent, error) {
+	if in.Owner != nil {
+		return s.handOver(ctx, by, ref, in)
+	}
 	a, err := s.OwnedAgent(ctx, by, ref)
 	if err != nil {
 		return a, err
@@ -281,6 +287,7 @@ func (s *Service) closeSessions(ctx context.Context, agentID string, creds []str
 	if len(creds) > 0 {
 		payload += ":" + strings.Join(creds, ",")
 	}
+	s.forgetCredentials(agentID)
 	if err := s.bus.Publish(ctx, bus.ChannelAgentSessions, payload); err != nil {
 		s.log.Warn("publishing session close failed; closing local sessions only", "agent_id", agentID, "err", err)
 		s.onAgentSessions(payload)
@@ -288,6 +295,8 @@ func (s *Service) closeSessions(ctx context.Context, agentID string, creds []str
 }
 
 func (s *Service) onAgentSessions(payload string) {
+	agent, _, _ := strings.Cut(payload, ":")
+	s.forgetCredentials(agent)
 	h := s.sessionHub()
 	if h == nil {
 		return
@@ -298,4 +307,56 @@ func (s *Service) onAgentSessions(payload string) {
 		creds = strings.Split(credList, ",")
 	}
 	h.CloseAgentSessions(agentID, creds)
+}
+
+// handOver gives an agent to another active person (PATCH /v1/agents/{ref}
+// {"owner": <person id>}). Only an admin may, for any agent; a member gets
+// not_found for another's agent and forbidden for its own. The agent keeps
+// working: its credentials, sessions and todos are untouched; the new
+// owner sees it and its events from now on. Audited as agent.hand_over.
+// Errors: not_found, forbidden (reason admin_required), invalid_argument
+// (/owner: unknown or deactivated person; owner with other members),
+// conflict (revoked agent).
+func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in UpdateInput) (domain.Agent, error) {
+	if !by.Admin {
+		if _, err := s.OwnedAgent(ctx, by, ref); err != nil {
+			return domain.Agent{}, err
+		}
+		return domain.Agent{}, requireAdmin(by, "handing an agent to another person")
+	}
+	to := *in.Owner
+	in.Owner = nil
+	if in != (UpdateInput{}) {
+		return domain.Agent{}, domain.Errorf(domain.CodeInvalidArgument, "owner is changed alone; send the other members in a second request").At("/owner")
+	}
+	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) || len(ref) > 200 {
+		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
+	}
+	a, err := s.store.GetAgent(ctx, ParseRef(ref))
+	if err != nil {
+		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), "")
+	}
+	if a.Revoked() {
+		return domain.Agent{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot be changed", a.Handle)
+	}
+	target, err := s.store.GetPerson(ctx, to)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && !target.Active) {
+		return domain.Agent{}, domain.Errorf(domain.CodeInvalidArgument, "owner %q is not an active person (GET /v1/persons lists them)", to).At("/owner")
+	}
+	if err != nil {
+		return domain.Agent{}, err
+	}
+	if a.OwnerID == to {
+		return a, nil
+	}
+	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, Now: s.now(),
+		Audit: &domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.hand_over", AgentID: a.ID,
+			Data: map[string]any{"handle": a.Handle, "from": a.OwnerID, "to": to}}})
+	if err != nil {
+		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot be changed", a.Handle))
+	}
+	s.log.Info("agent handed over", "agent", a.Handle, "agent_id", a.ID, "from", a.OwnerID, "to", to, "by", by.ID)
+	s.teamSignal(ctx, "owner:"+a.ID+":"+to+":"+a.Handle)
+	s.signalPresence(ctx, a.ID, "")
+	return updated, nil
 }

@@ -83,6 +83,8 @@ type Service struct {
 	Events *Events
 	// Liveness is the heartbeat tracker (DESIGN.md §5).
 	Liveness *Tracker
+
+	team teamState // persons, tokens, the credential cache (team.go)
 }
 
 // New builds a Service and subscribes its doorbell to the bus.
@@ -111,6 +113,7 @@ func New(o Options) *Service {
 		s.instance = newInstanceID()
 	}
 	s.Events = newEvents(s, s.instance)
+	s.initTeam()
 	s.Liveness = newTracker(s, o.Liveness)
 	s.Evaluator = newEvaluator(s)
 	s.Digests = newDigests(s)
@@ -179,8 +182,9 @@ func (s *Service) Bootstrap(ctx context.Context, token string) (string, bool, er
 	if token == "" {
 		token = NewToken(PersonTokenPrefix)
 	}
-	p := domain.Person{ID: newID(), Name: "admin", Admin: true, CreatedAt: s.now()}
-	created, err := s.store.BootstrapAdmin(ctx, store.BootstrapAdminParams{Person: p, TokenHash: HashToken(token)})
+	p := domain.Person{ID: newID(), Name: "admin", Active: true, CreatedAt: s.now()}
+	p.SetRole(domain.RoleAdmin)
+	created, err := s.store.BootstrapAdmin(ctx, store.BootstrapAdminParams{Person: p, TokenHash: HashToken(token), TokenID: newID()})
 	if err != nil || !created {
 		return "", false, err
 	}
@@ -189,17 +193,11 @@ func (s *Service) Bootstrap(ctx context.Context, token string) (string, bool, er
 
 var errUnauthenticated = &domain.Error{Code: domain.CodeUnauthenticated, Detail: "missing or invalid bearer token"}
 
-// AuthenticatePerson resolves a personal API token.
-// Errors: unauthenticated.
+// AuthenticatePerson resolves a personal API token into its person, with
+// Person.TokenID set. Errors: unauthenticated (unknown, revoked or expired
+// token; deactivated person — Reason says which).
 func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
-	if !strings.HasPrefix(token, PersonTokenPrefix) {
-		return domain.Person{}, errUnauthenticated
-	}
-	p, err := s.store.PersonByTokenHash(ctx, HashToken(token))
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Person{}, errUnauthenticated
-	}
-	return p, err
+	return s.personByToken(ctx, token)
 }
 
 // AuthenticateAgent resolves an agent credential into a principal carrying

@@ -37,7 +37,21 @@ func (s *Service) ListAudit(ctx context.Context, by domain.Person, f AuditFilter
 	return s.store.ListAudit(ctx, p)
 }
 
-// VerifyAudit walks the whole hash chain and reports breaks.
-func (s *Service) VerifyAudit(ctx context.Context, _ domain.Person) (domain.AuditVerifyResult, error) {
-	return s.store.VerifyAudit(ctx)
+// VerifyAudit walks the whole hash chain and reports breaks. An admin sees
+// the whole chain; a member's answer counts and names only the entries of
+// its own agents, and a break elsewhere is one warning without sequence
+// numbers (it reveals nothing about other persons' activity).
+func (s *Service) VerifyAudit(ctx context.Context, by domain.Person) (domain.AuditVerifyResult, error) {
+	if by.Admin {
+		return s.store.VerifyAudit(ctx, store.VerifyAuditParams{})
+	}
+	mine, err := s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: by.ID})
+	if err != nil {
+		return domain.AuditVerifyResult{}, err
+	}
+	ids := make([]string, len(mine))
+	for i, a := range mine {
+		ids[i] = a.ID
+	}
+	return s.store.VerifyAudit(ctx, store.VerifyAuditParams{Scoped: true, AgentIDs: ids})
 }

@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/bus"
@@ -40,8 +38,9 @@ const EventBufferSize = 1024
 // before its stream is closed (it resumes from the buffer on reconnect).
 const subscriberBuffer = 256
 
-// Event is one event of the operator stream. ID is opaque, unique and
-// assigned by the publishing instance ("<seq>-<instance>"); every instance
+// Event is one event of the operator stream. ID is opaque and unique (128
+// random bits, so it reveals nothing about other persons' events) and
+// assigned by the publishing instance; every instance
 // receives every event over the bus in the same order, so an ID read from
 // one instance resumes on another.
 type Event struct {
@@ -97,7 +96,6 @@ type eventWire struct {
 type Events struct {
 	s        *Service
 	instance string
-	seq      atomic.Uint64
 
 	mu      sync.Mutex
 	ring    [EventBufferSize]Event
@@ -108,7 +106,7 @@ type Events struct {
 	closed  bool
 
 	ownerMu sync.Mutex
-	owners  map[string]agentIdent // agent id → owner and handle (never change)
+	owners  map[string]agentIdent // agent id → owner and handle (the owner changes on a hand-over)
 }
 
 type agentIdent struct{ owner, handle string }
@@ -164,7 +162,10 @@ func (e *Events) Publish(ctx context.Context, kind, agentID, ownerID string, dat
 		e.s.log.Error("event not published: data does not marshal", "kind", kind, "err", err)
 		return
 	}
-	w := eventWire{ID: strconv.FormatUint(e.seq.Add(1), 10) + "-" + e.instance, Kind: kind, At: e.s.now(),
+	if id, ok := e.cachedIdent(agentID); ok {
+		ownerID = id.owner // an agent handed over: its new owner
+	}
+	w := eventWire{ID: newEventID(), Kind: kind, At: e.s.now(),
 		AgentID: agentID, OwnerID: ownerID, Data: raw}
 	payload, _ := json.Marshal(w) // strings, a time and raw JSON
 	if err := e.s.bus.Publish(ctx, bus.ChannelEvents, string(payload)); err != nil {
@@ -239,6 +240,7 @@ func (e *Events) lastPair(agentID string) (liveness.PublishPair, bool) {
 type EventSubscription struct {
 	e       *Events
 	ownerID string
+	tokenID string // the personal token the stream was opened with
 	c       chan Event
 	// Backlog holds the buffered events after the Last-Event-ID given to
 	// Subscribe (the subscriber's own agents only), oldest first.
@@ -270,7 +272,14 @@ var ErrEventsClosed = errors.New("event stream closed: the server is shutting do
 // after that event when it is still in the buffer (Backlog), and reports
 // Missed when it is not.
 func (e *Events) Subscribe(ownerID, lastEventID string) (*EventSubscription, error) {
-	sub := &EventSubscription{e: e, ownerID: ownerID, c: make(chan Event, subscriberBuffer)}
+	return e.SubscribeWith(ownerID, "", lastEventID)
+}
+
+// SubscribeWith is Subscribe for a stream opened with the personal token
+// tokenID: revoking that token (or deactivating the person) closes the
+// subscription on every instance the signal reaches.
+func (e *Events) SubscribeWith(ownerID, tokenID, lastEventID string) (*EventSubscription, error) {
+	sub := &EventSubscription{e: e, ownerID: ownerID, tokenID: tokenID, c: make(chan Event, subscriberBuffer)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -326,4 +335,41 @@ func (e *Events) ident(ctx context.Context, agentID string) (agentIdent, error) 
 	e.owners[agentID] = id
 	e.ownerMu.Unlock()
 	return id, nil
+}
+
+// newEventID returns 128 random bits as hex: event ids reveal no count or
+// order of other persons' events (issue 9 item 8).
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (e *Events) cachedIdent(agentID string) (agentIdent, bool) {
+	e.ownerMu.Lock()
+	defer e.ownerMu.Unlock()
+	id, ok := e.owners[agentID]
+	return id, ok
+}
+
+// setOwner records an agent's new owner (a hand-over): later events of the
+// agent go to the new owner's streams only.
+func (e *Events) setOwner(agentID string, id agentIdent) {
+	e.ownerMu.Lock()
+	e.owners[agentID] = id
+	e.ownerMu.Unlock()
+}
+
+// closeWhere closes the subscriptions that match (a revoked token, a
+// deactivated person): their streams end and the client must authenticate
+// again.
+func (e *Events) closeWhere(match func(*EventSubscription) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for sub := range e.subs {
+		if match(sub) {
+			delete(e.subs, sub)
+			close(sub.c)
+		}
+	}
 }

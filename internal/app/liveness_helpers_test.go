@@ -139,8 +139,8 @@ func (e *lvEnv) person(name string) domain.Person {
 	}
 	defer db.Close()
 	p := domain.Person{ID: uuid.NewString(), Name: name, CreatedAt: t0}
-	if _, err := db.ExecContext(e.t.Context(), `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 0, ?, ?)`,
-		p.ID, name, "hash-"+p.ID, t0.UnixMicro()); err != nil {
+	if _, err := db.ExecContext(e.t.Context(), `INSERT INTO persons (id, name, admin, created_at, updated_at) VALUES (?, ?, 0, ?, ?)`,
+		p.ID, name, t0.UnixMicro(), t0.UnixMicro()); err != nil {
 		e.t.Fatal(err)
 	}
 	return p

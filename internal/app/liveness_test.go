@@ -228,7 +228,7 @@ func TestReportedChangeAudit(t *testing.T) {
 	if a.Liveness.ReportedBillingMode != nil || a.Liveness.ReportedToolClass != nil {
 		t.Errorf("stored pair = %s, %s; want not reported", deref(a.Liveness.ReportedBillingMode), deref(a.Liveness.ReportedToolClass))
 	}
-	res, err := e.store.VerifyAudit(t.Context())
+	res, err := e.store.VerifyAudit(t.Context(), store.VerifyAuditParams{})
 	if err != nil || !res.OK {
 		t.Errorf("VerifyAudit = %+v, %v", res, err)
 	}
@@ -278,7 +278,7 @@ func TestReportedChangeConcurrentInstances(t *testing.T) {
 	if got := string(es[1].Data); got != `{"billing_mode_new":"subscription","billing_mode_old":"api"}` {
 		t.Errorf("A→B entry data = %s", got)
 	}
-	if res, err := e.store.VerifyAudit(t.Context()); err != nil || !res.OK {
+	if res, err := e.store.VerifyAudit(t.Context(), store.VerifyAuditParams{}); err != nil || !res.OK {
 		t.Errorf("VerifyAudit = %+v, %v", res, err)
 	}
 }

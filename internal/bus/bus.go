@@ -33,10 +33,15 @@ const (
 	// ChannelEvents carries one JSON event (app.Event wire form) for the SSE
 	// event hubs of every instance (GET /v1/events).
 	ChannelEvents = "rollcall_events"
+	// ChannelTeam carries person and token changes that end open streams
+	// and sessions on every instance (issue 9): "token:<token_id>",
+	// "person:<person_id>" (deactivated) and
+	// "owner:<agent_id>:<owner_id>:<handle>" (an agent handed over).
+	ChannelTeam = "rollcall_team"
 )
 
 // Channels lists every channel, for adapters that LISTEN up front.
-var Channels = []string{ChannelTodoReady, ChannelAgentSessions, ChannelPresence, ChannelPresenceTransition, ChannelLiveness, ChannelEvents}
+var Channels = []string{ChannelTodoReady, ChannelAgentSessions, ChannelPresence, ChannelPresenceTransition, ChannelLiveness, ChannelEvents, ChannelTeam}
 
 // Handler receives one payload. Handlers run on the bus's delivery
 // goroutine and must not block for long.

@@ -69,16 +69,22 @@ func printCredential(w io.Writer, what string, a domain.Agent, credential, mcpUR
 }
 
 func agentList(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List your agents",
+	var owner string
+	cmd := &cobra.Command{
+		Use:   "list [--owner PERSON_ID]",
+		Short: "List your agents (an admin: --owner lists another person's)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err
 			}
-			agents, err := c.ListAgents(cmd.Context())
+			var agents []domain.Agent
+			if owner != "" {
+				agents, err = c.ListAgentsOf(cmd.Context(), owner)
+			} else {
+				agents, err = c.ListAgents(cmd.Context())
+			}
 			if err != nil {
 				return cf.wrap(err)
 			}
@@ -92,6 +98,8 @@ func agentList(cf *clientFlags) *cobra.Command {
 			return t.flush()
 		},
 	}
+	cmd.Flags().StringVar(&owner, "owner", "", "an admin: list this person's agents instead")
+	return cmd
 }
 
 func agentStatus(a domain.Agent) string {

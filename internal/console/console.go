@@ -107,6 +107,14 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/todos", h.form(h.pushTodo))
 	h.mux.Handle("GET "+Prefix+"agents/{ref}/revoke", h.page(h.revokePage))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/revoke", h.form(h.revoke))
+	// Tokens (everyone) and People (admins): team.go.
+	h.mux.Handle("GET "+Prefix+"tokens", h.page(h.tokensPage))
+	h.mux.Handle("POST "+Prefix+"tokens", h.form(h.createToken))
+	h.mux.Handle("POST "+Prefix+"tokens/{id}/revoke", h.form(h.revokeToken))
+	h.mux.Handle("GET "+Prefix+"people", h.page(h.peoplePage))
+	h.mux.Handle("POST "+Prefix+"people", h.form(h.addPerson))
+	h.mux.Handle("POST "+Prefix+"people/{id}", h.form(h.updatePerson))
+	h.mux.Handle("POST "+Prefix+"handover", h.form(h.handOver))
 	return h, nil
 }
 
@@ -140,9 +148,10 @@ type visit struct {
 
 type visitFunc func(w http.ResponseWriter, r *http.Request, v *visit)
 
-// authenticate opens the session cookie and re-resolves the personal token
-// it was made from (one indexed store read), so a revoked token or a
-// deleted person ends the session at once.
+// authenticate opens the session cookie and checks the server-side session
+// row it names, with its token and person (one indexed store read), so
+// sign-out, a revoked or expired token and a deactivated person end the
+// session at once on every instance.
 func (h *Handler) authenticate(r *http.Request) (*visit, bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
@@ -152,7 +161,7 @@ func (h *Handler) authenticate(r *http.Request) (*visit, bool) {
 	if err != nil {
 		return nil, false
 	}
-	p, err := h.svc.Store().PersonByTokenHash(r.Context(), s.TokenHash)
+	p, err := h.svc.ConsoleSession(r.Context(), s.ID)
 	if err != nil || p.ID != s.PersonID {
 		return nil, false
 	}
@@ -243,7 +252,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	p, err := h.svc.AuthenticatePerson(r.Context(), token)
+	p, cs, err := h.svc.StartConsoleSession(r.Context(), token, h.ttl)
 	if err != nil {
 		if domain.CodeOf(err) != domain.CodeUnauthenticated {
 			h.fail(w, r, nil, err)
@@ -252,8 +261,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		h.renderSignIn(w, r, http.StatusUnauthorized, "That token was not accepted. Paste a personal API token (it starts with "+app.PersonTokenPrefix+").")
 		return
 	}
-	now := h.svc.Clock().Now()
-	val, err := h.sealer.seal(session{PersonID: p.ID, TokenHash: app.HashToken(token), CSRF: randomToken(), Expires: now.Add(h.ttl).Unix()})
+	val, err := h.sealer.seal(session{PersonID: p.ID, ID: cs.ID, CSRF: randomToken(), Expires: cs.ExpiresAt.Unix()})
 	if err != nil {
 		h.fail(w, r, nil, err)
 		return
@@ -263,14 +271,21 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
-// signOut clears the session cookie. It needs the session's CSRF token, so
-// another site cannot sign a person out.
+// signOut ends the server-side session (on every instance: a copied cookie
+// no longer opens anything) and clears the cookie. It needs the session's
+// CSRF token, so another site cannot sign a person out.
 func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if v, ok := h.authenticate(r); ok && !sameToken(r.PostFormValue("csrf"), v.sess.CSRF) {
-		h.renderError(w, r, v, http.StatusForbidden, "Request refused",
-			"This form did not carry this session's security token (CSRF protection), so you are still signed in. Reload the page and try again.")
-		return
+	if v, ok := h.authenticate(r); ok {
+		if !sameToken(r.PostFormValue("csrf"), v.sess.CSRF) {
+			h.renderError(w, r, v, http.StatusForbidden, "Request refused",
+				"This form did not carry this session's security token (CSRF protection), so you are still signed in. Reload the page and try again.")
+			return
+		}
+		if err := h.svc.EndConsoleSession(r.Context(), v.sess.ID); err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
 	}
 	http.SetCookie(w, h.cookie(r, SessionCookie, "", -1))
 	http.Redirect(w, r, Prefix+"signin?done=signedout", http.StatusSeeOther)
@@ -341,6 +356,10 @@ var flashes = map[string]string{
 	"exists":    "A live todo with that idempotency key already exists; nothing new was created.",
 	"revoked":   "Agent revoked.",
 	"signedout": "Signed out.",
+
+	"tokenrevoked":  "Token revoked: everything using it stops within 5 s.",
+	"personupdated": "Person updated.",
+	"handedover":    "Agent handed over.",
 }
 
 // redirectDone answers a successful form with 303 to path?done=code.
@@ -355,7 +374,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error"} {
+	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people"} {
 		t, err := base.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")

@@ -27,7 +27,7 @@ type consoleEvent struct {
 // Last-Event-ID it resumed from is no longer buffered). At shutdown the
 // hub closes the subscription and the stream ends.
 func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) {
-	sub, err := h.svc.Events.Subscribe(v.person.ID, r.Header.Get("Last-Event-ID"))
+	sub, err := h.svc.Events.SubscribeWith(v.person.ID, v.person.TokenID, r.Header.Get("Last-Event-ID"))
 	if err != nil {
 		http.Error(w, "live updates are unavailable: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -50,10 +50,19 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) 
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
+	// Re-check the session row: sign-out, a revoked token or a deactivated
+	// person ends the stream within app.RecheckInterval on every instance.
+	recheck := h.svc.Clock().NewTicker(app.RecheckInterval)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-recheck.Chan():
+			if _, err := h.svc.ConsoleSession(r.Context(), v.sess.ID); err != nil {
+				return
+			}
+			continue
 		case ev, ok := <-sub.C():
 			if !ok {
 				return // fell behind or shutting down: the client reconnects and resumes

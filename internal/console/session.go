@@ -25,14 +25,16 @@ const (
 // (absolute, not sliding).
 const DefaultSessionTTL = 12 * time.Hour
 
-// session is what the sealed cookie carries. TokenHash is the stored hash of
-// the personal token the person signed in with: every request re-resolves it,
-// so revoking that token ends the console session on every instance.
+// session is what the sealed cookie carries. ID names the server-side
+// session row (app.Service.StartConsoleSession): every request checks that
+// row, its token and its person, so sign-out, revoking that token or
+// deactivating the person ends the session on every instance at once, and
+// a copied cookie stops working with it (issue 9 item 4).
 type session struct {
-	PersonID  string `json:"p"`
-	TokenHash string `json:"h"`
-	CSRF      string `json:"c"` // synchronizer token of this session (base64url, 256 bits)
-	Expires   int64  `json:"e"` // unix seconds
+	PersonID string `json:"p"`
+	ID       string `json:"s"`
+	CSRF     string `json:"c"` // synchronizer token of this session (base64url, 256 bits)
+	Expires  int64  `json:"e"` // unix seconds
 }
 
 // sealer seals sessions into cookie values with AES-256-GCM: the value is
@@ -90,7 +92,7 @@ func (s *sealer) open(value string, now time.Time) (session, error) {
 		return session{}, errBadSession
 	}
 	var v session
-	if json.Unmarshal(plain, &v) != nil || v.PersonID == "" || v.CSRF == "" || now.Unix() >= v.Expires {
+	if json.Unmarshal(plain, &v) != nil || v.PersonID == "" || v.ID == "" || v.CSRF == "" || now.Unix() >= v.Expires {
 		return session{}, errBadSession
 	}
 	return v, nil

@@ -122,13 +122,25 @@ type LivenessColumns struct {
 // Revoked reports whether the agent was revoked (permanent).
 func (a *Agent) Revoked() bool { return a.RevokedAt != nil }
 
-// Person is a human operator who owns agents and authenticates with a
-// personal API token (DESIGN.md §1).
+// Person is a human operator who owns agents and authenticates with
+// personal API tokens (DESIGN.md §1). Role is RoleAdmin or RoleMember;
+// Admin mirrors it. A deactivated person (Active false) cannot
+// authenticate; its agents keep working.
 type Person struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Admin     bool      `json:"admin"`
-	CreatedAt time.Time `json:"created_at"`
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	Role          string     `json:"role"`
+	Admin         bool       `json:"admin"`
+	Active        bool       `json:"active"`
+	DeactivatedAt *time.Time `json:"deactivated_at"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+
+	// TokenID is the personal token this request authenticated with (set
+	// by authentication, never stored or sent): event streams re-check it.
+	TokenID string `json:"-"`
+	// SessionID is the console session of this request, if any.
+	SessionID string `json:"-"`
 }
 
 // Principal is who made a request: a person (operator) or an agent.

@@ -60,24 +60,54 @@ type AuditVerifyResult struct {
 
 // AuditVerifier checks entries fed in ascending Seq order; it keeps O(1)
 // state so the store can stream the log through it.
+//
+// A scoped verifier (NewAuditVerifier) still walks the whole chain, but
+// counts and names only the entries of its agents: a break among other
+// entries adds the single warning AuditBreakElsewhere, so a member learns
+// that the chain is broken but nothing about other persons' activity.
 type AuditVerifier struct {
 	res      AuditVerifyResult
 	prevHash string
 	prevSeq  int64
 	started  bool
+
+	scoped    bool
+	visible   map[string]bool
+	elsewhere bool
+}
+
+// AuditBreakElsewhere is the one warning a scoped verification gives for
+// breaks among entries outside its scope.
+const AuditBreakElsewhere = "the chain has breaks among entries you cannot see; an admin can run the verification for details"
+
+// NewAuditVerifier returns a verifier; scoped = count and name only the
+// entries whose AgentID is in agentIDs.
+func NewAuditVerifier(scoped bool, agentIDs []string) *AuditVerifier {
+	v := &AuditVerifier{scoped: scoped, visible: map[string]bool{}}
+	for _, id := range agentIDs {
+		v.visible[id] = true
+	}
+	return v
 }
 
 // Add checks one entry against the chain so far.
 func (v *AuditVerifier) Add(e AuditEntry) {
-	v.res.Checked++
+	seen := !v.scoped || (e.AgentID != "" && v.visible[e.AgentID])
+	var warn []string
 	if v.started && e.Seq != v.prevSeq+1 {
-		v.res.Warnings = append(v.res.Warnings, "seq "+strconv.FormatInt(e.Seq, 10)+": gap after seq "+strconv.FormatInt(v.prevSeq, 10))
+		warn = append(warn, "seq "+strconv.FormatInt(e.Seq, 10)+": gap after seq "+strconv.FormatInt(v.prevSeq, 10))
 	}
 	if e.PrevHash != v.prevHash {
-		v.res.Warnings = append(v.res.Warnings, "seq "+strconv.FormatInt(e.Seq, 10)+": prev_hash does not match the previous entry's hash")
+		warn = append(warn, "seq "+strconv.FormatInt(e.Seq, 10)+": prev_hash does not match the previous entry's hash")
 	}
 	if AuditHash(e) != e.Hash {
-		v.res.Warnings = append(v.res.Warnings, "seq "+strconv.FormatInt(e.Seq, 10)+": hash does not match the entry's contents (tampered)")
+		warn = append(warn, "seq "+strconv.FormatInt(e.Seq, 10)+": hash does not match the entry's contents (tampered)")
+	}
+	if seen {
+		v.res.Checked++
+		v.res.Warnings = append(v.res.Warnings, warn...)
+	} else if len(warn) > 0 {
+		v.elsewhere = true
 	}
 	v.prevHash, v.prevSeq, v.started = e.Hash, e.Seq, true
 }
@@ -85,6 +115,10 @@ func (v *AuditVerifier) Add(e AuditEntry) {
 // Result returns the verification result so far.
 func (v *AuditVerifier) Result() AuditVerifyResult {
 	r := v.res
+	r.Warnings = append([]string(nil), r.Warnings...)
+	if v.elsewhere {
+		r.Warnings = append(r.Warnings, AuditBreakElsewhere)
+	}
 	r.OK = len(r.Warnings) == 0
 	if r.Warnings == nil {
 		r.Warnings = []string{}

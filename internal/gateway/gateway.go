@@ -83,6 +83,9 @@ type Options struct {
 	// MaxBadFrames closes with 1008 after this many malformed frames in a
 	// row; 0 = DefaultMaxBadFrames.
 	MaxBadFrames int
+	// Recheck is how often open connections re-check their credential
+	// (recheck.go); 0 = app.RecheckInterval, negative disables.
+	Recheck time.Duration
 }
 
 // Gateway serves /v1/gateway. Safe for concurrent use.
@@ -99,6 +102,9 @@ type Gateway struct {
 	conns   map[*conn]struct{}
 	byAgent map[string]map[*conn]struct{}
 	wg      sync.WaitGroup
+
+	stop     chan struct{} // closed by Shutdown: ends recheckLoop
+	stopOnce sync.Once
 }
 
 // New returns a Gateway; mount it at /v1/gateway.
@@ -118,14 +124,20 @@ func New(o Options) *Gateway {
 	if o.MaxBadFrames <= 0 {
 		o.MaxBadFrames = DefaultMaxBadFrames
 	}
+	if o.Recheck == 0 {
+		o.Recheck = app.RecheckInterval
+	}
 	ms := strconv.FormatInt(o.HeartbeatInterval.Milliseconds(), 10)
 	g := &Gateway{o: o, svc: o.Service, log: o.Log, clock: o.Clock,
 		hello:   []byte(`{"op":"hello","d":{"heartbeat_interval_ms":` + ms + `}}`),
 		ack:     []byte(`{"op":"heartbeat_ack","d":{"interval_ms":` + ms + `}}`),
 		conns:   map[*conn]struct{}{},
-		byAgent: map[string]map[*conn]struct{}{}}
+		byAgent: map[string]map[*conn]struct{}{}, stop: make(chan struct{})}
 	if o.Bus != nil {
 		o.Bus.Subscribe(bus.ChannelAgentSessions, g.onAgentSessions)
+	}
+	if o.Recheck > 0 {
+		go g.recheckLoop(g.clock.NewTicker(o.Recheck)) // the ticker exists when New returns
 	}
 	return g
 }
@@ -143,6 +155,7 @@ func (g *Gateway) Connections() int {
 // tracker stops (DESIGN.md §5.2, D-M2-20-5).
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.shutdown.Store(true)
+	g.stopOnce.Do(func() { close(g.stop) })
 	g.mu.Lock()
 	cs := make([]*conn, 0, len(g.conns))
 	for c := range g.conns {

@@ -21,6 +21,7 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/gateway"
+	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
@@ -475,4 +476,22 @@ func looseTempDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(d) })
 	return d
+}
+
+// TestRecheckClosesWithoutBusSignal: a credential revoked behind the
+// gateway's back (no bus signal: another instance revoked it and the
+// NOTIFY was lost) closes the connection with 4004 within one re-check
+// period (DESIGN.md §4, issue 9 item 3).
+func TestRecheckClosesWithoutBusSignal(t *testing.T) {
+	e := newEnv(t)
+	c := e.ready()
+	_, err := e.svc.Store().RevokeAgent(t.Context(), store.RevokeAgentParams{ID: e.agent.ID, Now: e.clock.Now(),
+		Audit: domain.AuditRecord{Actor: "system", Action: "agent.revoke", AgentID: e.agent.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(app.RecheckInterval)
+	if code := c.closed(); code != gateway.CloseAuthFailed {
+		t.Errorf("close code = %d, want 4004", code)
+	}
 }

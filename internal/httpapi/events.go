@@ -19,14 +19,16 @@ import (
 // and otherwise first receives a stream.missed event (re-read the state you
 // show). A comment line is sent every SSEKeepAlive so proxies keep the
 // stream open. The stream ends at server shutdown and when the client
-// falls too far behind (reconnect with Last-Event-ID).
+// falls too far behind (reconnect with Last-Event-ID), and within
+// app.RecheckInterval of its token being revoked or expiring or its person
+// being deactivated (reconnecting then answers 401).
 
 // SSEKeepAlive is the period of the keep-alive comment.
 const SSEKeepAlive = 15 * time.Second
 
 func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
-	sub, err := a.svc.Events.Subscribe(by.ID, last)
+	sub, err := a.svc.Events.SubscribeWith(by.ID, by.TokenID, last)
 	if err != nil {
 		return &statusError{http.StatusServiceUnavailable, &domain.Error{Code: domain.CodeInternal, Detail: err.Error()}}
 	}
@@ -55,10 +57,20 @@ func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Per
 	_ = rc.Flush()
 	keep := time.NewTicker(SSEKeepAlive)
 	defer keep.Stop()
+	// The token is re-checked every app.RecheckInterval: revoking it,
+	// letting it expire or deactivating the person ends the stream on
+	// every instance even when the bus signal is lost (DESIGN.md §4).
+	recheck := a.svc.Clock().NewTicker(app.RecheckInterval)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
+		case <-recheck.Chan():
+			if err := a.svc.CheckPersonToken(r.Context(), by.TokenID); err != nil {
+				return nil
+			}
+			continue
 		case ev, ok := <-sub.C():
 			if !ok {
 				return nil // lagged or shutting down: the client reconnects

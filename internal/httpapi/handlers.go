@@ -87,7 +87,13 @@ func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person
 }
 
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	agents, err := a.svc.ListAgents(r.Context(), by)
+	var agents []domain.Agent
+	var err error
+	if q := r.URL.Query(); q.Has("owner") { // an admin finding another person's agents
+		agents, err = a.svc.ListAgentsOf(r.Context(), by, q.Get("owner"))
+	} else {
+		agents, err = a.svc.ListAgents(r.Context(), by)
+	}
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,11 @@
 //	http.ListenAndServe("127.0.0.1:7070", h)
 //
 // Conventions:
-//   - Authentication: `Authorization: Bearer <person token>`. A missing or
-//     unknown token answers 401 with `WWW-Authenticate: Bearer`. A valid
+//   - Authentication: `Authorization: Bearer <person token>`. A missing,
+//     unknown, revoked or expired token, or one of a deactivated person,
+//     answers 401 with `WWW-Authenticate: Bearer` (every refusal passes
+//     through authFailed). Person routes need an admin (403, reason
+//     admin_required); token routes act on the caller's own tokens. A valid
 //     agent credential on an operator route answers 403 forbidden with
 //     reason subject_kind_not_allowed: the caller is known, but is the wrong
 //     kind of principal (the mirror of DESIGN.md §5.2, where the owner on the
@@ -39,6 +42,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -90,7 +94,7 @@ var routes = []route{
 	{Route{"GET", "/readyz", "getReady", false, nil}, (*api).getReady},
 	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false, nil}, (*api).getOpenAPI},
 	{Route{"POST", "/v1/agents", "vendAgent", true, nil}, (*api).vendAgent},
-	{Route{"GET", "/v1/agents", "listAgents", true, nil}, (*api).listAgents},
+	{Route{"GET", "/v1/agents", "listAgents", true, []string{"owner"}}, (*api).listAgents},
 	{Route{"GET", "/v1/agents/{ref}", "getAgent", true, nil}, (*api).getAgent},
 	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true, nil}, (*api).updateAgent},
 	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true, nil}, (*api).revokeAgent},
@@ -107,6 +111,14 @@ var routes = []route{
 	{Route{"GET", "/v1/events", "streamEvents", true, nil}, (*api).streamEvents},
 	{Route{"GET", "/v1/audit", "listAudit", true, []string{"agent", "after", "limit"}}, (*api).listAudit},
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true, nil}, (*api).verifyAudit},
+	// Persons and personal tokens (issue 9 items 1, 2; team.go).
+	{Route{"POST", "/v1/persons", "createPerson", true, nil}, (*api).createPerson},
+	{Route{"GET", "/v1/persons", "listPersons", true, nil}, (*api).listPersons},
+	{Route{"GET", "/v1/persons/{id}", "getPerson", true, nil}, (*api).getPerson},
+	{Route{"PATCH", "/v1/persons/{id}", "updatePerson", true, nil}, (*api).updatePerson},
+	{Route{"POST", "/v1/tokens", "createToken", true, nil}, (*api).createToken},
+	{Route{"GET", "/v1/tokens", "listTokens", true, nil}, (*api).listTokens},
+	{Route{"DELETE", "/v1/tokens/{id}", "revokeToken", true, nil}, (*api).revokeToken},
 }
 
 // Routes returns the routes New registers, in table order.
@@ -216,29 +228,52 @@ func (a *api) wrap(rt route) http.Handler {
 	})
 }
 
-// authenticate resolves the bearer token of an operator route into a person.
-// Errors: unauthenticated (missing, malformed or unknown token; revoked
-// agent credential), forbidden with reason subject_kind_not_allowed (a
-// valid agent credential, active or not).
+// authenticate resolves the bearer token of an operator route into a person
+// (with Person.TokenID set). Errors: unauthenticated (missing, malformed,
+// unknown, revoked or expired token; deactivated person; revoked agent
+// credential), forbidden with reason subject_kind_not_allowed (a valid
+// agent credential, active or not). Every failure goes through authFailed.
 func (a *api) authenticate(r *http.Request) (domain.Person, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return domain.Person{}, domain.Errorf(domain.CodeUnauthenticated, "missing Authorization header; send Authorization: Bearer <person token>")
+		return domain.Person{}, a.authFailed(r, "missing", domain.Errorf(domain.CodeUnauthenticated, "missing Authorization header; send Authorization: Bearer <person token>"))
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	tok = strings.TrimSpace(tok)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return domain.Person{}, domain.Errorf(domain.CodeUnauthenticated, "the Authorization header must be Bearer <person token>")
+		return domain.Person{}, a.authFailed(r, "malformed", domain.Errorf(domain.CodeUnauthenticated, "the Authorization header must be Bearer <person token>"))
 	}
 	if strings.HasPrefix(tok, app.AgentTokenPrefix) {
 		_, err := a.svc.AuthenticateAgent(r.Context(), tok)
 		if err != nil && domain.CodeOf(err) != domain.CodeForbidden {
-			return domain.Person{}, err
+			return domain.Person{}, a.authFailed(r, "invalid_agent_credential", err)
 		}
 		return domain.Person{}, &domain.Error{Code: domain.CodeForbidden, Reason: "subject_kind_not_allowed",
 			Detail: "this route is for persons; an agent credential was presented (agents use /mcp and their heartbeat)"}
 	}
-	return a.svc.AuthenticatePerson(r.Context(), tok)
+	p, err := a.svc.AuthenticatePerson(r.Context(), tok)
+	if err != nil {
+		reason := "invalid_token"
+		var de *domain.Error
+		if errors.As(err, &de) && de.Reason != "" {
+			reason = de.Reason
+		}
+		return domain.Person{}, a.authFailed(r, reason, err)
+	}
+	return p, nil
+}
+
+// authFailed is the one exit of every failed authentication of an
+// operator route: reason is a short machine word (missing, malformed,
+// invalid_token, token_revoked, token_expired, person_deactivated,
+// invalid_agent_credential); err is what the client receives. Rate
+// limiting and logging of refusals hook in here. It never sees the token.
+func (a *api) authFailed(r *http.Request, reason string, err error) error {
+	if domain.CodeOf(err) == domain.CodeInternal {
+		return err
+	}
+	a.log.Debug("authentication refused", "reason", reason, "method", r.Method, "path", r.URL.Path)
+	return err
 }
 
 // storeReachable is the default readiness check: one indexed query for the

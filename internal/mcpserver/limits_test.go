@@ -126,7 +126,7 @@ func TestUninitializedSessionsExpire(t *testing.T) {
 	stream := e.raw(http.MethodGet, a.Credential, pending[0], "")
 	defer stream.Body.Close()
 	e.waitEvent(pending[0], mcpserver.StreamOpened)
-	if err := clock.BlockUntilContext(t.Context(), 2); err != nil { // keepalive and expiry tickers
+	if err := clock.BlockUntilContext(t.Context(), 3); err != nil { // keepalive, expiry and re-check tickers
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute)

@@ -735,7 +735,7 @@ func TestKeepAliveAndIdleExpiry(t *testing.T) {
 	e.waitEvent(streaming.sessionID(), mcpserver.StreamOpened)
 	br := bufio.NewReader(resp.Body)
 
-	if err := clock.BlockUntilContext(t.Context(), 2); err != nil { // both loops wait on their tickers
+	if err := clock.BlockUntilContext(t.Context(), 3); err != nil { // the three loops wait on their tickers
 		t.Fatal(err)
 	}
 	clock.Advance(20 * time.Second)

@@ -100,6 +100,9 @@ type Options struct {
 	// WriteTimeout bounds one keepalive write on a stream; a client that
 	// does not read for that long loses the stream. 0 = DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// Recheck is how often sessions re-check their credential
+	// (recheck.go); 0 = app.RecheckInterval, negative disables.
+	Recheck time.Duration
 	// Clock drives keepalive and idle expiry; nil = real clock.
 	Clock clockwork.Clock
 	// OnEvent, when set, observes session and stream lifecycle (metrics,
@@ -232,6 +235,14 @@ func New(svc *app.Service, opts Options) *Server {
 	if opts.IdleTimeout > 0 || opts.InitTimeout > 0 || opts.StreamlessIdleTimeout > 0 {
 		s.loops.Add(1)
 		go s.expireLoop()
+	}
+	if opts.Recheck == 0 {
+		opts.Recheck = app.RecheckInterval
+		s.opts.Recheck = opts.Recheck
+	}
+	if opts.Recheck > 0 {
+		s.loops.Add(1)
+		go s.recheckLoop(opts.Clock.NewTicker(opts.Recheck)) // the ticker exists when New returns
 	}
 	return s
 }
@@ -399,7 +410,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (domain.Pr
 			"an agent credential is required: Authorization: Bearer <credential>")
 		return domain.Principal{}, false
 	}
-	p, err := s.svc.Authenticate(r.Context(), token)
+	var p domain.Principal
+	var err error
+	if strings.HasPrefix(token, app.AgentTokenPrefix) {
+		// Tool calls do not look the credential up every time: a cache of
+		// app.CredentialCacheTTL, invalidated by revoke (issue 8 item 3).
+		p, err = s.svc.AuthenticateAgentCached(r.Context(), token)
+	} else {
+		p, err = s.svc.Authenticate(r.Context(), token)
+	}
 	if err == nil && p.Agent == nil { // a valid person token
 		writeProblemErr(w, http.StatusForbidden, &domain.Error{Code: domain.CodeForbidden, Reason: "subject_kind_not_allowed",
 			Detail: "/mcp is for agents; a person's token was presented (persons use the REST API under /v1)"})

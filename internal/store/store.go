@@ -41,8 +41,8 @@ type Store interface {
 	// BootstrapAdmin creates the admin person with the token hash if and only
 	// if there is no person yet; created reports whether it did.
 	BootstrapAdmin(ctx context.Context, p BootstrapAdminParams) (created bool, err error)
-	// PersonByTokenHash returns the person owning the token; ErrNotFound when none.
-	PersonByTokenHash(ctx context.Context, tokenHash string) (domain.Person, error)
+	// TeamStore serves persons, personal tokens and console sessions.
+	TeamStore
 
 	// Agents and credentials.
 
@@ -115,14 +115,27 @@ type Store interface {
 	// ListAudit returns entries in ascending seq after AfterSeq, at most Limit,
 	// optionally only for one agent.
 	ListAudit(ctx context.Context, p ListAuditParams) ([]domain.AuditEntry, error)
-	// VerifyAudit walks the whole chain and reports breaks.
-	VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error)
+	// VerifyAudit walks the whole chain and reports breaks; with Scoped set
+	// it counts and names only the entries of AgentIDs (DESIGN.md §1).
+	VerifyAudit(ctx context.Context, p VerifyAuditParams) (domain.AuditVerifyResult, error)
+}
+
+// VerifyAuditParams scopes VerifyAudit. Scoped false = the whole chain, as
+// an admin sees it; true = Checked counts only entries whose agent is in
+// AgentIDs, and a break elsewhere is reported as one warning naming no
+// sequence number (a member learns nothing about others' activity).
+type VerifyAuditParams struct {
+	Scoped   bool
+	AgentIDs []string
 }
 
 // BootstrapAdminParams creates the first person.
 type BootstrapAdminParams struct {
 	Person    domain.Person
 	TokenHash string
+	// TokenID names the admin's first token ("" = the store derives one
+	// from the person id).
+	TokenID string
 }
 
 // AgentRef addresses an agent by id or by handle (exactly one set).
@@ -145,8 +158,11 @@ type ListAgentsParams struct {
 }
 
 // UpdateAgentParams changes the mutable agent fields; nil = unchanged.
+// OwnerID hands the agent to another person (admin only, checked by the
+// use case).
 type UpdateAgentParams struct {
 	ID           string
+	OwnerID      *string
 	Name         *string
 	BillingMode  *string
 	BillingModes *[]string
@@ -244,4 +260,93 @@ type ListAuditParams struct {
 	AgentID  string
 	AfterSeq int64
 	Limit    int
+}
+
+// TeamStore is the part of the port for persons, their personal tokens and
+// console sessions (DESIGN.md §1, issue 9 items 1, 2, 4). Every change
+// appends its audit record in the same transaction.
+type TeamStore interface {
+	// CreatePerson inserts a person with its first token.
+	CreatePerson(ctx context.Context, p CreatePersonParams) error
+	// GetPerson returns a person by id; ErrNotFound when none.
+	GetPerson(ctx context.Context, id string) (domain.Person, error)
+	// ListPersons lists every person, oldest first.
+	ListPersons(ctx context.Context) ([]domain.Person, error)
+	// UpdatePerson changes name, role or the active flag (nil = unchanged).
+	// A change that would leave no active admin returns ErrConflict and
+	// changes nothing (checked under a lock, so two racing demotions cannot
+	// both pass). Deactivating ends the person's console sessions.
+	UpdatePerson(ctx context.Context, p UpdatePersonParams) (domain.Person, error)
+
+	// CreateToken inserts a personal token of an existing person
+	// (ErrNotFound otherwise).
+	CreateToken(ctx context.Context, p CreateTokenParams) error
+	// ListTokens lists the person's unrevoked tokens, oldest first.
+	ListTokens(ctx context.Context, personID string) ([]domain.PersonToken, error)
+	// RevokeToken revokes one unrevoked token of the person and ends the
+	// console sessions made from it; ErrNotFound when the person has no
+	// such unrevoked token.
+	RevokeToken(ctx context.Context, p RevokeTokenParams) (domain.PersonToken, error)
+	// TokenByHash returns a token (revoked or not) and its person;
+	// ErrNotFound when none has that hash.
+	TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error)
+	// TokenByID returns a token and its person; ErrNotFound when none.
+	TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error)
+	// TouchToken sets last_used_at = At when it is older than At-Every (or
+	// unset): at most one write per token per Every.
+	TouchToken(ctx context.Context, p TouchTokenParams) error
+
+	// CreateConsoleSession inserts a console session.
+	CreateConsoleSession(ctx context.Context, s domain.ConsoleSession) error
+	// ConsoleSessionByID returns a session with its token and person;
+	// ErrNotFound when none.
+	ConsoleSessionByID(ctx context.Context, id string) (domain.ConsoleSession, domain.PersonToken, domain.Person, error)
+	// EndConsoleSession sets ended_at (sign-out); ending an ended or
+	// unknown session is not an error.
+	EndConsoleSession(ctx context.Context, id string, at time.Time) error
+
+	// LiveCredentials returns which of the agent credential ids are still
+	// live: credential not revoked, its agent active and not revoked. Open
+	// gateway connections and MCP sessions re-check with it (DESIGN.md §4).
+	LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error)
+}
+
+// CreatePersonParams inserts a person and its first token.
+type CreatePersonParams struct {
+	Person    domain.Person
+	Token     domain.PersonToken
+	TokenHash string
+	Audit     domain.AuditRecord
+}
+
+// UpdatePersonParams changes a person; nil = unchanged.
+type UpdatePersonParams struct {
+	ID     string
+	Name   *string
+	Role   *string
+	Active *bool
+	Now    time.Time
+	Audit  domain.AuditRecord
+}
+
+// CreateTokenParams inserts a personal token.
+type CreateTokenParams struct {
+	Token domain.PersonToken
+	Hash  string
+	Audit domain.AuditRecord
+}
+
+// RevokeTokenParams revokes a personal token of PersonID.
+type RevokeTokenParams struct {
+	PersonID string
+	ID       string
+	Now      time.Time
+	Audit    domain.AuditRecord
+}
+
+// TouchTokenParams records a use of a token.
+type TouchTokenParams struct {
+	ID    string
+	At    time.Time
+	Every time.Duration
 }

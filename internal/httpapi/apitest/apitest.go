@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
@@ -62,15 +61,19 @@ func New(t testing.TB) *Env {
 	return &Env{URL: srv.URL, Server: srv, Service: svc, Store: st, Clock: clock, DBPath: dbPath, AdminToken: token}
 }
 
-// AddPerson creates a non-admin person and returns its token. The store
-// port has no way to create persons besides the bootstrap admin yet, so
-// this writes the row straight into the SQLite file.
+// AddPerson creates a member through the use case (as the bootstrap admin)
+// and returns its first token.
 func (e *Env) AddPerson(t testing.TB, name string) string {
 	t.Helper()
-	token := app.NewToken(app.PersonTokenPrefix)
-	e.Exec(t, `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 0, ?, ?)`,
-		uuid.Must(uuid.NewV7()).String(), name, app.HashToken(token), e.Clock.Now().UnixMicro())
-	return token
+	admin, err := e.Service.AuthenticatePerson(t.Context(), e.AdminToken)
+	if err != nil {
+		t.Fatalf("AuthenticatePerson(admin): %v", err)
+	}
+	res, err := e.Service.CreatePerson(t.Context(), admin, app.PersonInput{Name: name, Role: "member"})
+	if err != nil {
+		t.Fatalf("CreatePerson(%s): %v", name, err)
+	}
+	return res.Token.Token
 }
 
 // Exec runs one SQL statement on the database file behind the store's back

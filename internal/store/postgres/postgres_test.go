@@ -201,7 +201,7 @@ func TestTwoInstances(t *testing.T) {
 			t.Fatalf("round %d: %d wins, %d conflicts across instances", round, wins, conflicts)
 		}
 	}
-	res, err := stores[1].VerifyAudit(ctx)
+	res, err := stores[1].VerifyAudit(ctx, store.VerifyAuditParams{})
 	if err != nil || !res.OK || res.Checked != 41 {
 		t.Fatalf("VerifyAudit = %+v, %v; want ok with 41 entries", res, err)
 	}

@@ -32,30 +32,26 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 		if n > 0 {
 			return nil
 		}
+		at := micros(p.Person.CreatedAt)
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES (?, ?, 1, ?, ?)`,
-			p.Person.ID, p.Person.Name, p.TokenHash, micros(p.Person.CreatedAt))
+			`INSERT INTO persons (id, name, admin, created_at, updated_at) VALUES (?, ?, 1, ?, ?)`,
+			p.Person.ID, p.Person.Name, at, at)
 		if err != nil {
 			return mapErr("bootstrap admin", err)
+		}
+		tokenID := p.TokenID
+		if tokenID == "" {
+			tokenID = "bootstrap-" + p.Person.ID
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO person_tokens (id, person_id, name, hash, created_at)
+			VALUES (?, ?, 'bootstrap', ?, ?)`, tokenID, p.Person.ID, p.TokenHash, at)
+		if err != nil {
+			return mapErr("bootstrap admin token", err)
 		}
 		created = true
 		return nil
 	})
 	return created, err
-}
-
-// PersonByTokenHash implements store.Store.
-func (s *Store) PersonByTokenHash(ctx context.Context, tokenHash string) (domain.Person, error) {
-	var p domain.Person
-	var created int64
-	err := s.r.QueryRowContext(ctx,
-		`SELECT id, name, admin, created_at FROM persons WHERE token_hash = ?`, tokenHash).
-		Scan(&p.ID, &p.Name, &p.Admin, &created)
-	if err != nil {
-		return domain.Person{}, mapErr("person by token", err)
-	}
-	p.CreatedAt = fromMicros(created)
-	return p, nil
 }
 
 // ---- agents -----------------------------------------------------------------
@@ -232,9 +228,10 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 				billing_modes = coalesce(?4, billing_modes),
 				tool_class = coalesce(?5, tool_class),
 				active = coalesce(?6, active),
+				owner_id = coalesce(?8, owner_id),
 				updated_at = ?7
 			WHERE id = ?1 RETURNING `+agentCols,
-			p.ID, p.Name, p.BillingMode, modes, p.ToolClass, p.Active, micros(p.Now)))
+			p.ID, p.Name, p.BillingMode, modes, p.ToolClass, p.Active, micros(p.Now), p.OwnerID))
 		if err != nil {
 			return mapErr("update agent", err)
 		}
@@ -716,13 +713,13 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 
 // VerifyAudit implements store.Store (DESIGN.md §1, verify): it streams the
 // whole chain, in one read snapshot, through domain.AuditVerifier.
-func (s *Store) VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error) {
+func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+auditCols+` FROM audit ORDER BY seq`)
 	if err != nil {
 		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
 	}
 	defer rows.Close()
-	var v domain.AuditVerifier
+	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
 	for rows.Next() {
 		e, err := scanAudit(rows)
 		if err != nil {

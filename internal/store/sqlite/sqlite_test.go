@@ -90,7 +90,7 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	s = openT(t, path)
-	got, err := s.PersonByTokenHash(t.Context(), "h")
+	got, _, err := s.TokenByHash(t.Context(), "h")
 	if err != nil || got.ID != "p1" {
 		t.Fatalf("after reopen: %+v, %v", got, err)
 	}

@@ -14,6 +14,14 @@ import (
 var personTests = []contractTest{
 	{"Persons/BootstrapAdminOnce", testBootstrapAdminOnce},
 	{"Persons/BootstrapAdminRace", testBootstrapAdminRace},
+	{"Persons/CreateListUpdate", testPersonsCRUD},
+	{"Persons/LastAdmin", testLastAdmin},
+	{"Persons/LastAdminRace", testLastAdminRace},
+	{"Persons/Tokens", testPersonTokens},
+	{"Persons/ConsoleSessions", testConsoleSessions},
+	{"Agents/LiveCredentials", testLiveCredentials},
+	{"Agents/HandOver", testHandOver},
+	{"Audit/VerifyScoped", testVerifyScoped},
 }
 
 var agentTests = []contractTest{
@@ -38,14 +46,18 @@ func testBootstrapAdminOnce(t *testing.T, in Instance) {
 	if err != nil || created {
 		t.Fatalf("second BootstrapAdmin = %v, %v; want not created", created, err)
 	}
-	got, err := s.PersonByTokenHash(ctx, "tok-1")
-	must(t, "PersonByTokenHash(tok-1)", err)
+	got, tok, err := s.TokenByHash(ctx, "tok-1")
+	must(t, "TokenByHash(tok-1)", err)
 	admin.CreatedAt = micro(admin.CreatedAt)
+	admin.UpdatedAt, admin.Role, admin.Active = admin.CreatedAt, domain.RoleAdmin, true
 	diff(t, "admin", admin, got)
-	_, err = s.PersonByTokenHash(ctx, "tok-2")
-	wantErr(t, "PersonByTokenHash(second token)", err, domain.ErrNotFound)
-	_, err = s.PersonByTokenHash(ctx, "unknown")
-	wantErr(t, "PersonByTokenHash(unknown)", err, domain.ErrNotFound)
+	if tok.PersonID != admin.ID || tok.Name != "bootstrap" || tok.RevokedAt != nil || tok.ExpiresAt != nil || !tok.CreatedAt.Equal(admin.CreatedAt) {
+		t.Fatalf("bootstrap token = %+v", tok)
+	}
+	_, _, err = s.TokenByHash(ctx, "tok-2")
+	wantErr(t, "TokenByHash(second token)", err, domain.ErrNotFound)
+	_, _, err = s.TokenByHash(ctx, "unknown")
+	wantErr(t, "TokenByHash(unknown)", err, domain.ErrNotFound)
 }
 
 func testBootstrapAdminRace(t *testing.T, in Instance) {

@@ -107,13 +107,13 @@ func testAuditListPaging(t *testing.T, in Instance) {
 
 func testAuditVerify(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	res, err := s.VerifyAudit(ctx)
+	res, err := s.VerifyAudit(ctx, store.VerifyAuditParams{})
 	must(t, "VerifyAudit(empty)", err)
 	diff(t, "empty log", domain.AuditVerifyResult{OK: true, Checked: 0, Warnings: []string{}}, res)
 
 	appendN(t, s, 3, func(int) string { return "" })
 	vend(t, s, newAgent("alpha", ownerID, "build"))
-	res, err = s.VerifyAudit(ctx)
+	res, err = s.VerifyAudit(ctx, store.VerifyAuditParams{})
 	must(t, "VerifyAudit", err)
 	diff(t, "intact log", domain.AuditVerifyResult{OK: true, Checked: 4, Warnings: []string{}}, res)
 }
@@ -122,7 +122,7 @@ func testAuditTampered(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
 	appendN(t, s, 5, func(int) string { return "" })
 	in.Tamper(t, 3)
-	res, err := s.VerifyAudit(ctx)
+	res, err := s.VerifyAudit(ctx, store.VerifyAuditParams{})
 	must(t, "VerifyAudit", err)
 	if res.OK || res.Checked != 5 {
 		t.Fatalf("VerifyAudit after tampering = ok %v checked %d, want ok false checked 5", res.OK, res.Checked)
@@ -156,7 +156,7 @@ func testAuditConcurrentAppend(t *testing.T, in Instance) {
 	for _, err := range errs {
 		must(t, "concurrent append", err)
 	}
-	res, err := s.VerifyAudit(t.Context())
+	res, err := s.VerifyAudit(t.Context(), store.VerifyAuditParams{})
 	must(t, "VerifyAudit", err)
 	diff(t, "chain after concurrent appends", domain.AuditVerifyResult{OK: true, Checked: workers * each, Warnings: []string{}}, res)
 }

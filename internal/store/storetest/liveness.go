@@ -397,7 +397,7 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 		t.Fatalf("agent.heartbeat entries added = %d, want exactly 1", len(es)-before)
 	}
 	sameJSON(t, "audit data", es[len(es)-1].Data, json.RawMessage(`{"billing_mode_new":"subscription","billing_mode_old":"api"}`))
-	res, err := s.VerifyAudit(ctx)
+	res, err := s.VerifyAudit(ctx, store.VerifyAuditParams{})
 	must(t, "VerifyAudit", err)
 	if !res.OK {
 		t.Errorf("VerifyAudit = %+v, want ok", res)

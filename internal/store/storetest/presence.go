@@ -234,7 +234,7 @@ func testUpdatePresence(t *testing.T, in Instance) {
 	diff(t, "presence audit entries", []string{f("agent.shift", now1), f("agent.presence", now2), f("agent.presence", now3),
 		f("agent.presence", now4), f("agent.shift", now5)}, gotActs)
 	sameJSON(t, "first audit data", es[0].Data, []byte(`{"shift":"`+shift+`"}`))
-	res, err := s.VerifyAudit(ctx)
+	res, err := s.VerifyAudit(ctx, store.VerifyAuditParams{})
 	must(t, "VerifyAudit", err)
 	if !res.OK {
 		t.Errorf("VerifyAudit = %+v", res)

@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// revocationBound is DESIGN.md §4's bound: a revoked principal is refused
+// on every instance within 5 s, even when no bus signal arrives.
+const revocationBound = 5 * time.Second
+
+// TestRevocationWithoutBusSignal: two `rollcall serve` processes on one
+// PostgreSQL database. An agent's gateway connection and MCP session and a
+// person token's event stream are open on B; the credential and the token
+// are then revoked with plain SQL — no NOTIFY reaches any instance — and B
+// must close all three within 5 s (issue 9 item 3).
+func TestRevocationWithoutBusSignal(t *testing.T) {
+	store := freshPostgres(t)
+	args := []string{"--store", store, "--doorbell.sweep_interval", "1h"}
+	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
+	a := startServer(t, env, args...)
+	b := startServer(t, env, args...)
+	agent := vend(t, a, "revoked-elsewhere", []string{"q"}, allVerbs)
+
+	// A second personal token of the admin, minted through A.
+	body, _ := json.Marshal(map[string]string{"name": "stream"})
+	req, _ := http.NewRequest("POST", a.URL+"/v1/tokens", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct{ ID, Token string }
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("POST /v1/tokens: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+
+	// On B: the event stream, the gateway connection, the MCP session.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sreq, _ := http.NewRequestWithContext(ctx, "GET", b.URL+"/v1/events", nil)
+	sreq.Header.Set("Authorization", "Bearer "+tok.Token)
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil || sresp.StatusCode != 200 {
+		t.Fatalf("GET /v1/events on B: %v %v", sresp, err)
+	}
+	streamEnded := make(chan time.Time, 1)
+	go func() {
+		sc := bufio.NewScanner(sresp.Body)
+		for sc.Scan() {
+		}
+		streamEnded <- time.Now()
+	}()
+
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(b.URL, "http")+"/v1/gateway", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	rctx, rcancel := context.WithTimeout(ctx, wait)
+	defer rcancel()
+	if _, _, err := ws.Read(rctx); err != nil { // hello
+		t.Fatal(err)
+	}
+	if err := ws.Write(rctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+agent.Credential+`"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, err := ws.Read(rctx); err != nil || !strings.Contains(string(m), `"ready"`) {
+		t.Fatalf("identify: %s %v", m, err)
+	}
+	gwClosed := make(chan websocket.StatusCode, 1)
+	go func() {
+		for {
+			if _, _, err := ws.Read(context.Background()); err != nil {
+				gwClosed <- websocket.CloseStatus(err)
+				return
+			}
+		}
+	}()
+	sess := openGoSession(t, b.URL+"/mcp", agent.Credential)
+
+	// Revoke both behind every instance's back.
+	db, err := sql.Open("pgx", store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE credentials SET revoked_at = now() WHERE agent_id = $1`, agent.Agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE person_tokens SET revoked_at = now() WHERE id = $1`, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := time.Now()
+
+	select {
+	case code := <-gwClosed:
+		if code != 4004 {
+			t.Errorf("gateway closed with %d, want 4004", code)
+		}
+		if d := time.Since(revokedAt); d > revocationBound {
+			t.Errorf("the gateway connection on B closed %s after the revoke, want ≤ %s", d, revocationBound)
+		}
+	case <-time.After(wait):
+		t.Fatal("the gateway connection on B stayed open after the revoke")
+	}
+	select {
+	case at := <-streamEnded:
+		if d := at.Sub(revokedAt); d > revocationBound {
+			t.Errorf("the event stream on B ended %s after the revoke, want ≤ %s", d, revocationBound)
+		}
+	case <-time.After(wait):
+		t.Fatal("the event stream on B stayed open after the token was revoked")
+	}
+	// The MCP session: a call fails (session closed, credential refused).
+	deadline := revokedAt.Add(revocationBound)
+	for {
+		cctx, ccancel := context.WithTimeout(context.Background(), wait)
+		_, err := sess.c.ListTools(cctx, mcp.ListToolsRequest{})
+		ccancel()
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP session on B still works %s after the revoke", time.Since(revokedAt))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d := time.Since(revokedAt); d > revocationBound {
+		t.Errorf("revocation took %s on B, want ≤ %s", d, revocationBound)
+	}
+}
+
+// TestConsoleSignOutAcrossInstances: two instances with one session key on
+// one PostgreSQL database. A console session signed in on A, signed out on
+// B: the copied cookie no longer opens the fleet page on A (issue 9
+// item 4).
+func TestConsoleSignOutAcrossInstances(t *testing.T) {
+	store := freshPostgres(t)
+	args := []string{"--store", store, "--console.session_key", "e2e shared console key, long enough to be a secret"}
+	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
+	a := startServer(t, env, args...)
+	b := startServer(t, env, args...)
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	csrfRE := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	page := func(base, path string) (int, string) {
+		t.Helper()
+		resp, err := browser.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	post := func(base, path string, form url.Values) int {
+		t.Helper()
+		resp, err := browser.PostForm(base+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	_, body := page(a.URL, "/console/signin")
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("sign-in page without csrf:\n%s", body)
+	}
+	if code := post(a.URL, "/console/signin", url.Values{"csrf": {m[1]}, "token": {adminToken}}); code != http.StatusSeeOther {
+		t.Fatalf("sign in on A: %d", code)
+	}
+	// The cookie is for 127.0.0.1 (both instances): it works on B too.
+	ua, _ := url.Parse(a.URL)
+	copied := jar.Cookies(ua)
+	code, body := page(b.URL, "/console/")
+	if code != http.StatusOK {
+		t.Fatalf("fleet page on B with A's session: %d", code)
+	}
+	m = csrfRE.FindStringSubmatch(body)
+	if code := post(b.URL, "/console/signout", url.Values{"csrf": {m[1]}}); code != http.StatusSeeOther {
+		t.Fatalf("sign out on B: %d", code)
+	}
+	req, _ := http.NewRequest("GET", a.URL+"/console/", nil)
+	for _, c := range copied {
+		req.AddCookie(c)
+	}
+	resp, err := (&http.Client{CheckRedirect: browser.CheckRedirect}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the copied cookie opens the fleet page on A after sign-out on B: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,518 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Persons, roles and personal tokens (DESIGN.md §1; issue 9 items 1, 2, 4).
+//
+// Rules:
+//   - Only an admin creates, lists, re-roles and deactivates persons
+//     (forbidden otherwise). The last active admin cannot be demoted or
+//     deactivated (conflict, reason last_admin).
+//   - A person authenticates with any of its unrevoked, unexpired tokens
+//     while it is active. Deactivating a person ends its tokens' use, its
+//     console sessions and its event streams; its agents keep working.
+//   - Every change is audited: person.create, person.update,
+//     person.deactivate, token.create, token.revoke, admin.recover,
+//     agent.hand_over.
+
+// TokenTouchEvery bounds how often a token's last_used_at is written
+// (per token and instance).
+const TokenTouchEvery = time.Minute
+
+// MaxTokenNameLen bounds token names (bytes).
+const MaxTokenNameLen = 100
+
+// RecheckInterval is how often open streams and connections re-check their
+// credential or token (DESIGN.md §4: revocation holds within 5 s on every
+// instance even when a bus signal is lost).
+const RecheckInterval = 2 * time.Second
+
+// CredentialCacheTTL is how long an MCP credential lookup is reused
+// (issue 8 item 3). A revoke invalidates it at once on the instance that
+// revoked and, through the bus, on the others; a lost signal is bounded by
+// this TTL.
+const CredentialCacheTTL = 2 * time.Second
+
+// PersonInput is the body of POST /v1/persons.
+type PersonInput struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// PersonUpdate is the body of PATCH /v1/persons/{id}; nil = unchanged.
+type PersonUpdate struct {
+	Name   *string `json:"name,omitempty"`
+	Role   *string `json:"role,omitempty"`
+	Active *bool   `json:"active,omitempty"`
+}
+
+// TokenInput is the body of POST /v1/tokens.
+type TokenInput struct {
+	Name      string     `json:"name"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// NewToken is a personal token as minted: the secret is shown once.
+type MintedToken struct {
+	domain.PersonToken
+	Token string `json:"token"`
+}
+
+// PersonCreated is the answer of POST /v1/persons: the person and its first
+// token (shown once).
+type PersonCreated struct {
+	Person domain.Person `json:"person"`
+	Token  MintedToken   `json:"token"`
+}
+
+func requireAdmin(by domain.Person, what string) error {
+	if !by.Admin {
+		return &domain.Error{Code: domain.CodeForbidden, Reason: "admin_required", Detail: what + " needs an admin"}
+	}
+	return nil
+}
+
+func validPersonName(n string) error {
+	if strings.TrimSpace(n) == "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "name is required").At("/name")
+	}
+	return validDisplayName(n)
+}
+
+func validRole(r string) error {
+	if !domain.ValidRole(r) {
+		return domain.Errorf(domain.CodeInvalidArgument, "role %q must be %s or %s", r, domain.RoleAdmin, domain.RoleMember).At("/role")
+	}
+	return nil
+}
+
+func (s *Service) mint(personID, name string, expires *time.Time, now time.Time) (domain.PersonToken, string, error) {
+	if strings.TrimSpace(name) == "" {
+		return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "name is required").At("/name")
+	}
+	if err := validDisplayName(name); err != nil || len(name) > MaxTokenNameLen {
+		return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "name must be at most %d bytes of UTF-8 without control characters", MaxTokenNameLen).At("/name")
+	}
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Microsecond)
+		if !e.After(now) {
+			return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "expires_at must be in the future").At("/expires_at")
+		}
+		expires = &e
+	}
+	return domain.PersonToken{ID: newID(), PersonID: personID, Name: name, CreatedAt: now, ExpiresAt: expires}, NewToken(PersonTokenPrefix), nil
+}
+
+// CreatePerson creates a person with its first token (named "first",
+// shown once). Admin only. Audited as person.create. Errors: forbidden,
+// invalid_argument (/name, /role).
+func (s *Service) CreatePerson(ctx context.Context, by domain.Person, in PersonInput) (PersonCreated, error) {
+	if err := requireAdmin(by, "creating a person"); err != nil {
+		return PersonCreated{}, err
+	}
+	if err := validPersonName(in.Name); err != nil {
+		return PersonCreated{}, err
+	}
+	if in.Role == "" {
+		in.Role = domain.RoleMember
+	}
+	if err := validRole(in.Role); err != nil {
+		return PersonCreated{}, err
+	}
+	now := s.now()
+	p := domain.Person{ID: newID(), Name: in.Name, Active: true, CreatedAt: now, UpdatedAt: now}
+	p.SetRole(in.Role)
+	tok, secret, err := s.mint(p.ID, "first", nil, now)
+	if err != nil {
+		return PersonCreated{}, err
+	}
+	err = s.store.CreatePerson(ctx, store.CreatePersonParams{Person: p, Token: tok, TokenHash: HashToken(secret),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "person.create",
+			Data: map[string]any{"person_id": p.ID, "name": p.Name, "role": p.Role, "token_id": tok.ID}}})
+	if err != nil {
+		return PersonCreated{}, err
+	}
+	s.log.Info("person created", "person_id", p.ID, "role", p.Role, "by", by.ID)
+	return PersonCreated{Person: p, Token: MintedToken{PersonToken: tok, Token: secret}}, nil
+}
+
+// ListPersons lists every person, oldest first. Admin only.
+func (s *Service) ListPersons(ctx context.Context, by domain.Person) ([]domain.Person, error) {
+	if err := requireAdmin(by, "listing persons"); err != nil {
+		return nil, err
+	}
+	return s.store.ListPersons(ctx)
+}
+
+// GetPerson returns a person: an admin any, a member only itself
+// (not_found otherwise).
+func (s *Service) GetPerson(ctx context.Context, by domain.Person, id string) (domain.Person, error) {
+	if !by.Admin && id != by.ID {
+		return domain.Person{}, domain.Errorf(domain.CodeNotFound, "person %q not found", id)
+	}
+	p, err := s.store.GetPerson(ctx, id)
+	return p, storeErr(err, fmt.Sprintf("person %q not found", id), "")
+}
+
+// UpdatePerson changes a person's name, role or active flag. Admin only.
+// Deactivating (active=false) ends the person's console sessions and event
+// streams on every instance; its tokens stop working; its agents keep
+// working (an admin may hand them over). Audited as person.update or
+// person.deactivate. Errors: forbidden, not_found, invalid_argument,
+// conflict with reason last_admin.
+func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string, in PersonUpdate) (domain.Person, error) {
+	if err := requireAdmin(by, "changing a person"); err != nil {
+		return domain.Person{}, err
+	}
+	cur, err := s.store.GetPerson(ctx, id)
+	if err != nil {
+		return domain.Person{}, storeErr(err, fmt.Sprintf("person %q not found", id), "")
+	}
+	if in.Name != nil {
+		if err := validPersonName(*in.Name); err != nil {
+			return domain.Person{}, err
+		}
+	}
+	if in.Role != nil {
+		if err := validRole(*in.Role); err != nil {
+			return domain.Person{}, err
+		}
+	}
+	if in.Name != nil && *in.Name == cur.Name {
+		in.Name = nil
+	}
+	if in.Role != nil && *in.Role == cur.Role {
+		in.Role = nil
+	}
+	if in.Active != nil && *in.Active == cur.Active {
+		in.Active = nil
+	}
+	if in == (PersonUpdate{}) {
+		return cur, nil // nothing changes: no write, no audit entry
+	}
+	action := "person.update"
+	if in.Active != nil && !*in.Active {
+		action = "person.deactivate"
+	}
+	p, err := s.store.UpdatePerson(ctx, store.UpdatePersonParams{ID: id, Name: in.Name, Role: in.Role, Active: in.Active, Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: action, Data: map[string]any{"person_id": id, "change": in}}})
+	if errors.Is(err, domain.ErrConflict) {
+		return domain.Person{}, &domain.Error{Code: domain.CodeConflict, Reason: "last_admin",
+			Detail: fmt.Sprintf("%s is the last active admin; make another person admin first", cur.Name)}
+	}
+	if err != nil {
+		return domain.Person{}, storeErr(err, fmt.Sprintf("person %q not found", id), "")
+	}
+	if !p.Active {
+		s.log.Info("person deactivated", "person_id", id, "by", by.ID)
+		s.teamSignal(ctx, "person:"+id)
+	}
+	return p, nil
+}
+
+// CreateToken mints a personal token for the caller (shown once). Audited
+// as token.create. Errors: invalid_argument (/name, /expires_at).
+func (s *Service) CreateToken(ctx context.Context, by domain.Person, in TokenInput) (MintedToken, error) {
+	tok, secret, err := s.mint(by.ID, in.Name, in.ExpiresAt, s.now())
+	if err != nil {
+		return MintedToken{}, err
+	}
+	err = s.store.CreateToken(ctx, store.CreateTokenParams{Token: tok, Hash: HashToken(secret),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "token.create",
+			Data: map[string]any{"token_id": tok.ID, "name": tok.Name, "expires_at": tok.ExpiresAt}}})
+	if err != nil {
+		return MintedToken{}, storeErr(err, "person not found", "")
+	}
+	return MintedToken{PersonToken: tok, Token: secret}, nil
+}
+
+// ListTokens lists the caller's unrevoked tokens (expired ones included,
+// with their expires_at), never the secret.
+func (s *Service) ListTokens(ctx context.Context, by domain.Person) ([]domain.PersonToken, error) {
+	return s.store.ListTokens(ctx, by.ID)
+}
+
+// RevokeToken revokes one of the caller's tokens: REST requests with it
+// fail at once, and its console sessions and event streams end on every
+// instance within RecheckInterval (at once where the bus signal arrives).
+// Audited as token.revoke. Errors: not_found (no such unrevoked token of
+// the caller).
+func (s *Service) RevokeToken(ctx context.Context, by domain.Person, id string) (domain.PersonToken, error) {
+	t, err := s.store.RevokeToken(ctx, store.RevokeTokenParams{PersonID: by.ID, ID: id, Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "token.revoke", Data: map[string]any{"token_id": id}}})
+	if err != nil {
+		return domain.PersonToken{}, storeErr(err, fmt.Sprintf("token %q not found", id), "")
+	}
+	s.log.Info("token revoked", "token_id", id, "person_id", by.ID)
+	s.teamSignal(ctx, "token:"+id)
+	return t, nil
+}
+
+// RecoverAdmin mints a new token for the oldest active admin (or, when no
+// admin is active, creates the admin person "recovered-admin") and returns
+// it; it is `rollcall admin token --store …`, run on the server host.
+// Audited as admin.recover with actor "system:recovery".
+func (s *Service) RecoverAdmin(ctx context.Context) (domain.Person, string, error) {
+	persons, err := s.store.ListPersons(ctx)
+	if err != nil {
+		return domain.Person{}, "", err
+	}
+	now := s.now()
+	for _, p := range persons {
+		if p.Admin && p.Active {
+			tok, secret, err := s.mint(p.ID, "recovered "+now.Format("2006-01-02 15:04:05Z"), nil, now)
+			if err != nil {
+				return domain.Person{}, "", err
+			}
+			err = s.store.CreateToken(ctx, store.CreateTokenParams{Token: tok, Hash: HashToken(secret),
+				Audit: domain.AuditRecord{Actor: "system:recovery", Action: "admin.recover", Data: map[string]any{"person_id": p.ID, "token_id": tok.ID}}})
+			return p, secret, err
+		}
+	}
+	p := domain.Person{ID: newID(), Name: "recovered-admin", Active: true, CreatedAt: now, UpdatedAt: now}
+	p.SetRole(domain.RoleAdmin)
+	tok, secret, err := s.mint(p.ID, "recovered", nil, now)
+	if err != nil {
+		return domain.Person{}, "", err
+	}
+	err = s.store.CreatePerson(ctx, store.CreatePersonParams{Person: p, Token: tok, TokenHash: HashToken(secret),
+		Audit: domain.AuditRecord{Actor: "system:recovery", Action: "admin.recover", Data: map[string]any{"person_id": p.ID, "token_id": tok.ID, "created": true}}})
+	return p, secret, err
+}
+
+// --- authentication of persons ---
+
+// personByToken resolves a personal token into its active person with
+// TokenID set, and records the use (at most once per TokenTouchEvery).
+// Errors: unauthenticated (unknown, revoked or expired token, deactivated
+// person).
+func (s *Service) personByToken(ctx context.Context, token string) (domain.Person, error) {
+	if !strings.HasPrefix(token, PersonTokenPrefix) {
+		return domain.Person{}, errUnauthenticated
+	}
+	p, t, err := s.store.TokenByHash(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Person{}, errUnauthenticated
+	}
+	if err != nil {
+		return domain.Person{}, err
+	}
+	now := s.now()
+	switch {
+	case t.RevokedAt != nil:
+		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "token_revoked", Detail: "this token was revoked"}
+	case !t.Usable(now):
+		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "token_expired", Detail: "this token expired; create a new one"}
+	case !p.Active:
+		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "person_deactivated", Detail: "this person was deactivated"}
+	}
+	p.TokenID = t.ID
+	s.touch(ctx, t.ID, now)
+	return p, nil
+}
+
+func (s *Service) touch(ctx context.Context, tokenID string, now time.Time) {
+	s.team.mu.Lock()
+	last, ok := s.team.touched[tokenID]
+	if ok && now.Sub(last) < TokenTouchEvery {
+		s.team.mu.Unlock()
+		return
+	}
+	if len(s.team.touched) > 10000 {
+		clear(s.team.touched)
+	}
+	s.team.touched[tokenID] = now
+	s.team.mu.Unlock()
+	if err := s.store.TouchToken(ctx, store.TouchTokenParams{ID: tokenID, At: now, Every: TokenTouchEvery}); err != nil {
+		s.log.Warn("recording a token's last use failed", "token_id", tokenID, "err", err)
+	}
+}
+
+// CheckPersonToken re-checks the token a stream was opened with: nil while
+// it still authenticates its person. Errors: unauthenticated.
+func (s *Service) CheckPersonToken(ctx context.Context, tokenID string) error {
+	p, t, err := s.store.TokenByID(ctx, tokenID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return errUnauthenticated
+	}
+	if err != nil {
+		return err
+	}
+	if !t.Usable(s.now()) || !p.Active {
+		return errUnauthenticated
+	}
+	return nil
+}
+
+// --- console sessions ---
+
+// StartConsoleSession signs a person in to the console with a personal
+// token: it creates the server-side session row the cookie will name.
+// Errors: unauthenticated.
+func (s *Service) StartConsoleSession(ctx context.Context, token string, ttl time.Duration) (domain.Person, domain.ConsoleSession, error) {
+	p, err := s.personByToken(ctx, token)
+	if err != nil {
+		return domain.Person{}, domain.ConsoleSession{}, err
+	}
+	now := s.now()
+	cs := domain.ConsoleSession{ID: NewToken(""), PersonID: p.ID, TokenID: p.TokenID, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := s.store.CreateConsoleSession(ctx, cs); err != nil {
+		return domain.Person{}, domain.ConsoleSession{}, err
+	}
+	p.SessionID = cs.ID
+	return p, cs, nil
+}
+
+// ConsoleSession resolves a console session id: the person while the
+// session is live (not signed out, not expired), its token usable and the
+// person active. Errors: unauthenticated.
+func (s *Service) ConsoleSession(ctx context.Context, id string) (domain.Person, error) {
+	cs, t, p, err := s.store.ConsoleSessionByID(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Person{}, errUnauthenticated
+	}
+	if err != nil {
+		return domain.Person{}, err
+	}
+	now := s.now()
+	if !cs.Live(now) || !t.Usable(now) || !p.Active {
+		return domain.Person{}, errUnauthenticated
+	}
+	p.TokenID, p.SessionID = t.ID, cs.ID
+	return p, nil
+}
+
+// EndConsoleSession signs a console session out (every instance sees the
+// ended row on the next request).
+func (s *Service) EndConsoleSession(ctx context.Context, id string) error {
+	return s.store.EndConsoleSession(ctx, id, s.now())
+}
+
+// --- signals and the MCP credential cache ---
+
+type teamState struct {
+	mu      sync.Mutex
+	touched map[string]time.Time // token id → last touch written by this instance
+
+	credMu sync.Mutex
+	creds  map[string]credEntry // credential hash → lookup
+}
+
+type credEntry struct {
+	p  domain.Principal
+	at time.Time
+}
+
+func (s *Service) initTeam() {
+	s.team.touched = map[string]time.Time{}
+	s.team.creds = map[string]credEntry{}
+	s.bus.Subscribe(bus.ChannelTeam, s.onTeam)
+}
+
+// teamSignal tells every instance (this one at once) that a token or a
+// person can no longer authenticate, or that an agent changed owner.
+func (s *Service) teamSignal(ctx context.Context, payload string) {
+	s.onTeam(payload)
+	if err := s.bus.Publish(ctx, bus.ChannelTeam, payload); err != nil {
+		s.log.Warn("publishing a team change failed; other instances catch up within the re-check interval", "err", err)
+	}
+}
+
+func (s *Service) onTeam(payload string) {
+	kind, rest, _ := strings.Cut(payload, ":")
+	switch kind {
+	case "token":
+		s.Events.closeWhere(func(sub *EventSubscription) bool { return sub.tokenID == rest })
+	case "person":
+		s.Events.closeWhere(func(sub *EventSubscription) bool { return sub.ownerID == rest })
+	case "owner":
+		parts := strings.SplitN(rest, ":", 3)
+		if len(parts) == 3 {
+			s.Events.setOwner(parts[0], agentIdent{owner: parts[1], handle: parts[2]})
+		}
+	}
+}
+
+// AuthenticateAgentCached is AuthenticateAgent with a short-lived cache
+// (CredentialCacheTTL) for MCP requests: a tool call does not look its
+// credential up in the store every time. Revoking, rotating or
+// deactivating invalidates the agent's entries at once on this instance
+// and on the others when the bus signal arrives.
+func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (domain.Principal, error) {
+	if !strings.HasPrefix(token, AgentTokenPrefix) {
+		return domain.Principal{}, errUnauthenticated
+	}
+	h := HashToken(token)
+	now := s.clock.Now()
+	s.team.credMu.Lock()
+	e, ok := s.team.creds[h]
+	s.team.credMu.Unlock()
+	if ok && now.Sub(e.at) < CredentialCacheTTL && now.Sub(e.at) >= 0 {
+		a := *e.p.Agent
+		return domain.Principal{Agent: &a, CredentialID: e.p.CredentialID}, nil
+	}
+	p, err := s.AuthenticateAgent(ctx, token)
+	if err != nil {
+		s.team.credMu.Lock()
+		delete(s.team.creds, h)
+		s.team.credMu.Unlock()
+		return p, err
+	}
+	s.team.credMu.Lock()
+	if len(s.team.creds) >= 10000 {
+		for k, v := range s.team.creds {
+			if now.Sub(v.at) >= CredentialCacheTTL {
+				delete(s.team.creds, k)
+			}
+		}
+		if len(s.team.creds) >= 10000 {
+			clear(s.team.creds)
+		}
+	}
+	a := *p.Agent
+	s.team.creds[h] = credEntry{p: domain.Principal{Agent: &a, CredentialID: p.CredentialID}, at: now}
+	s.team.credMu.Unlock()
+	return p, nil
+}
+
+// forgetCredentials drops the cached lookups of an agent.
+func (s *Service) forgetCredentials(agentID string) {
+	s.team.credMu.Lock()
+	for k, v := range s.team.creds {
+		if v.p.Agent.ID == agentID {
+			delete(s.team.creds, k)
+		}
+	}
+	s.team.credMu.Unlock()
+}
+
+// LiveCredentials reports which agent credential ids still authenticate
+// (credential unrevoked, agent active and unrevoked): open gateway
+// connections and MCP sessions re-check with it every RecheckInterval.
+func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
+	return s.store.LiveCredentials(ctx, ids)
+}
+
+// ListAgentsOf lists the agents of another person, ordered by handle, so an
+// admin can find a deactivated person's agents and hand them over
+// (GET /v1/agents?owner=<person id>). A member may name only itself
+// (forbidden otherwise, reason admin_required).
+func (s *Service) ListAgentsOf(ctx context.Context, by domain.Person, ownerID string) ([]domain.Agent, error) {
+	if ownerID != by.ID {
+		if err := requireAdmin(by, "listing another person's agents"); err != nil {
+			return nil, err
+		}
+	}
+	return s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: ownerID})
+}

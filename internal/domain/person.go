@@ -1,0 +1,52 @@
+package domain
+
+import "time"
+
+// Roles of a person (DESIGN.md §1).
+const (
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// ValidRole reports whether r is a person role.
+func ValidRole(r string) bool { return r == RoleAdmin || r == RoleMember }
+
+// SetRole sets Role and Admin together.
+func (p *Person) SetRole(r string) {
+	p.Role, p.Admin = r, r == RoleAdmin
+}
+
+// PersonToken is one personal API token of a person (DESIGN.md §1): named,
+// optionally expiring, revocable. The secret is shown once at creation and
+// stored as a hash only; this type never carries it.
+type PersonToken struct {
+	ID         string     `json:"id"`
+	PersonID   string     `json:"person_id"`
+	Name       string     `json:"name"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Usable reports whether the token authenticates at now: not revoked and
+// not expired (expiry is exclusive: at ExpiresAt it no longer works).
+func (t PersonToken) Usable(now time.Time) bool {
+	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
+}
+
+// ConsoleSession is a signed-in console session (DESIGN.md §1): the cookie
+// names it, and every request checks it, its token and its person.
+type ConsoleSession struct {
+	ID        string
+	PersonID  string
+	TokenID   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	EndedAt   *time.Time
+}
+
+// Live reports whether the session is usable at now.
+func (s ConsoleSession) Live(now time.Time) bool {
+	return s.EndedAt == nil && now.Before(s.ExpiresAt)
+}

@@ -1,0 +1,197 @@
+package httpapi_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Persons, roles, tokens, hand-over and revocation of streams (issue 9
+// items 1–4, 8), on the real stack.
+
+func TestPersonsAndRoles(t *testing.T) {
+	e := newEnv(t)
+	var res app.PersonCreated
+	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": "carol", "role": "member"}).want(t, 201, &res)
+	if res.Person.Role != domain.RoleMember || !res.Person.Active || !strings.HasPrefix(res.Token.Token, app.PersonTokenPrefix) {
+		t.Fatalf("created %+v", res)
+	}
+	carol := res.Token.Token
+	e.do(t, "GET", "/v1/tokens", carol, nil).want(t, 200, nil) // the first token works
+
+	// A member cannot manage persons.
+	p := e.do(t, "POST", "/v1/persons", carol, map[string]any{"name": "x"})
+	if pr := p.problem(t); p.status != 403 || pr.Reason != "admin_required" {
+		t.Fatalf("member creates a person: %d %+v", p.status, pr)
+	}
+	e.do(t, "GET", "/v1/persons", carol, nil).want(t, 403, nil)
+	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": "x", "role": "boss"}).want(t, 400, nil)
+	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": ""}).want(t, 400, nil)
+
+	var list struct{ Items []domain.Person }
+	e.do(t, "GET", "/v1/persons", e.admin, nil).want(t, 200, &list)
+	if len(list.Items) != 3 || list.Items[0].Role != domain.RoleAdmin {
+		t.Fatalf("persons %+v", list.Items)
+	}
+	admin := list.Items[0]
+
+	// The last active admin can be neither demoted nor deactivated.
+	for _, body := range []map[string]any{{"role": "member"}, {"active": false}} {
+		r := e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, body)
+		if pr := r.problem(t); r.status != 409 || pr.Reason != "last_admin" || !strings.Contains(pr.Detail, "last active admin") {
+			t.Fatalf("PATCH %v on the last admin: %d %+v", body, r.status, pr)
+		}
+	}
+
+	// Carol's agent keeps working after she is deactivated; her token and
+	// her console-less streams stop.
+	ag := e.vend(t, carol, app.VendInput{Handle: "carols", Queues: []string{"q"}})
+	stream := e.events(t, carol, "").opened()
+	var off domain.Person
+	e.do(t, "PATCH", "/v1/persons/"+res.Person.ID, e.admin, map[string]any{"active": false}).want(t, 200, &off)
+	if off.Active || off.DeactivatedAt == nil {
+		t.Fatalf("deactivated %+v", off)
+	}
+	r := e.do(t, "GET", "/v1/agents", carol, nil)
+	if pr := r.problem(t); r.status != 401 || pr.Reason != "person_deactivated" {
+		t.Fatalf("deactivated person's token: %d %+v", r.status, pr)
+	}
+	for stream.sc.Scan() { // the stream ends (bus signal on this instance)
+	}
+	e.beat(t, ag.Credential, "carols", `{"state":"online"}`).want(t, 200, nil)
+
+	// The admin hands the agent to bob; bob now sees it, carol's agent list
+	// is gone with her, and the hand-over is audited.
+	bobP, _ := e.Service.AuthenticatePerson(t.Context(), e.bob)
+	var carols struct{ Items []domain.Agent }
+	e.do(t, "GET", "/v1/agents?owner="+res.Person.ID, e.admin, nil).want(t, 200, &carols)
+	if len(carols.Items) != 1 || carols.Items[0].Handle != "carols" {
+		t.Fatalf("the admin lists carol's agents: %+v", carols.Items)
+	}
+	e.do(t, "GET", "/v1/agents?owner="+res.Person.ID, e.bob, nil).want(t, 403, nil)
+	e.do(t, "GET", "/v1/agents?owner="+bobP.ID, e.bob, nil).want(t, 200, nil)
+	e.do(t, "GET", "/v1/agents/carols", e.bob, nil).want(t, 404, nil)
+	e.do(t, "PATCH", "/v1/agents/carols", e.admin, map[string]any{"owner": "nobody"}).want(t, 400, nil)
+	e.do(t, "PATCH", "/v1/agents/carols", e.admin, map[string]any{"owner": res.Person.ID}).want(t, 400, nil) // deactivated
+	e.do(t, "PATCH", "/v1/agents/carols", e.admin, map[string]any{"owner": bobP.ID, "name": "x"}).want(t, 400, nil)
+	var handed domain.Agent
+	e.do(t, "PATCH", "/v1/agents/carols", e.admin, map[string]any{"owner": bobP.ID}).want(t, 200, &handed)
+	if handed.OwnerID != bobP.ID {
+		t.Fatalf("handed over: %+v", handed)
+	}
+	e.do(t, "GET", "/v1/agents/carols", e.bob, nil).want(t, 200, nil)
+	// Its events now reach bob's stream.
+	bobStream := e.events(t, e.bob, "").opened()
+	e.beat(t, ag.Credential, "carols", `{"state":"online","billing_mode":"api"}`).want(t, 200, nil)
+	if ev := bobStream.next(); !strings.Contains(ev.data, `"carols"`) || !strings.Contains(ev.data, `"api"`) {
+		t.Fatalf("bob's stream after the hand-over: %+v", ev)
+	}
+	r = e.do(t, "PATCH", "/v1/agents/carols", e.bob, map[string]any{"owner": admin.ID})
+	if pr := r.problem(t); r.status != 403 || pr.Reason != "admin_required" {
+		t.Fatalf("member hands its own agent over: %d %+v", r.status, pr)
+	}
+	var audit struct{ Items []domain.AuditEntry }
+	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
+	var actions []string
+	for _, a := range audit.Items {
+		actions = append(actions, a.Action)
+	}
+	got := strings.Join(actions, ",")
+	for _, want := range []string{"person.create", "person.deactivate", "agent.hand_over"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("audit %s lacks %s", got, want)
+		}
+	}
+}
+
+func TestPersonalTokens(t *testing.T) {
+	e := newEnv(t)
+	exp := e.Clock.Now().Add(time.Hour)
+	var m app.MintedToken
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "ci", "expires_at": exp}).want(t, 201, &m)
+	if m.ExpiresAt == nil || !m.ExpiresAt.Equal(exp) || m.Token == "" {
+		t.Fatalf("minted %+v", m)
+	}
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "past", "expires_at": e.Clock.Now().Add(-time.Minute)}).want(t, 400, nil)
+	e.do(t, "GET", "/v1/agents", m.Token, nil).want(t, 200, nil)
+	r := e.do(t, "GET", "/v1/tokens", e.bob, nil)
+	if strings.Contains(string(r.body), m.Token) || strings.Contains(string(r.body), `"token"`) {
+		t.Fatalf("the list shows a secret: %s", r.body)
+	}
+	var list struct{ Items []domain.PersonToken }
+	r.want(t, 200, &list)
+	if len(list.Items) != 2 || list.Items[1].Name != "ci" || list.Items[1].LastUsedAt == nil {
+		t.Fatalf("tokens %+v", list.Items)
+	}
+
+	// Another person cannot revoke it; expiry ends it.
+	e.do(t, "DELETE", "/v1/tokens/"+m.ID, e.admin, nil).want(t, 404, nil)
+	e.Clock.Advance(time.Hour)
+	r = e.do(t, "GET", "/v1/agents", m.Token, nil)
+	if pr := r.problem(t); r.status != 401 || pr.Reason != "token_expired" {
+		t.Fatalf("expired token: %d %+v", r.status, pr)
+	}
+
+	// Revoking ends REST at once and the token's event stream — here
+	// without any bus signal (revoked in the store behind the hub's back),
+	// through the periodic re-check.
+	var m2 app.MintedToken
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "stream"}).want(t, 201, &m2)
+	stream := e.events(t, m2.Token, "").opened()
+	bob, _ := e.Service.AuthenticatePerson(t.Context(), e.bob)
+	if _, err := e.Service.Store().RevokeToken(t.Context(), store.RevokeTokenParams{PersonID: bob.ID, ID: m2.ID, Now: e.Clock.Now(),
+		Audit: domain.AuditRecord{Actor: "system", Action: "token.revoke"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.do(t, "GET", "/v1/agents", m2.Token, nil).want(t, 401, nil)
+	ended := make(chan struct{})
+	go func() {
+		for stream.sc.Scan() {
+		}
+		close(ended)
+	}()
+	deadline := time.After(30 * time.Second)
+	for done := false; !done; {
+		e.Clock.Advance(app.RecheckInterval)
+		select {
+		case <-ended:
+			done = true
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the revoked token's event stream did not end")
+		}
+	}
+	e.do(t, "DELETE", "/v1/tokens/"+m2.ID, e.bob, nil).want(t, 404, nil) // already revoked
+}
+
+// TestNothingRevealedAboutOthers: bob's audit verify answer and event ids
+// do not change with, or count, what admin's agents do (issue 9 item 8).
+func TestNothingRevealedAboutOthers(t *testing.T) {
+	e := newEnv(t)
+	e.vend(t, e.bob, app.VendInput{Handle: "bobs", Queues: []string{"q"}})
+	var before, after domain.AuditVerifyResult
+	e.do(t, "GET", "/v1/audit/verify", e.bob, nil).want(t, 200, &before)
+	a := e.vend(t, e.admin, app.VendInput{Handle: "admins", Queues: []string{"q"}})
+	e.do(t, "PATCH", "/v1/agents/admins", e.admin, map[string]any{"name": "busy"}).want(t, 200, nil)
+	e.do(t, "GET", "/v1/audit/verify", e.bob, nil).want(t, 200, &after)
+	if before.Checked != 1 || after.Checked != before.Checked || !after.OK {
+		t.Fatalf("bob's verify before %+v, after the admin's activity %+v; want 1 entry both times", before, after)
+	}
+	var whole domain.AuditVerifyResult
+	e.do(t, "GET", "/v1/audit/verify", e.admin, nil).want(t, 200, &whole)
+	if whole.Checked <= after.Checked {
+		t.Fatalf("the admin's verify %+v sees no more than bob's %+v", whole, after)
+	}
+
+	stream := e.events(t, e.admin, "").opened()
+	e.beat(t, a.Credential, "admins", `{"state":"online"}`).want(t, 200, nil)
+	ev := stream.next()
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(ev.id) {
+		t.Fatalf("event id %q is not 128 random bits in hex", ev.id)
+	}
+}

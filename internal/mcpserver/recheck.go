@@ -1,0 +1,60 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// recheckLoop re-checks the credential of every session on this instance
+// each Options.Recheck (default app.RecheckInterval), with one store query
+// for all of them, and closes the sessions whose credential was revoked or
+// rotated or whose agent was revoked or deactivated: their GET streams end
+// and their ids answer 404. So a revocation holds here within one period
+// even when its bus signal was lost (DESIGN.md §4, issue 9 item 3).
+func (s *Server) recheckLoop(t clockwork.Ticker) {
+	defer s.loops.Done()
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.Chan():
+		}
+		s.recheck()
+	}
+}
+
+func (s *Server) recheck() {
+	byCred := map[string][]string{}
+	s.mu.RLock()
+	for id, x := range s.sessions {
+		if !x.gone {
+			byCred[x.credID] = append(byCred[x.credID], id)
+		}
+	}
+	s.mu.RUnlock()
+	if len(byCred) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(byCred))
+	for id := range byCred {
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	live, err := s.svc.LiveCredentials(ctx, ids)
+	if err != nil {
+		s.log.Warn("mcp: re-checking session credentials failed; sessions kept until the next check", "err", err)
+		return
+	}
+	for cred, sessions := range byCred {
+		if live[cred] {
+			continue
+		}
+		for _, id := range sessions {
+			s.closeSession(id, "credential no longer valid")
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Contract tests of the TeamStore part of the port (DESIGN.md §1; issue 9
+// items 1, 2, 4) and of the re-check and hand-over queries (§4).
+
+func newPerson(name, role string, created time.Time) domain.Person {
+	p := domain.Person{ID: uuid.NewString(), Name: name, CreatedAt: micro(created), UpdatedAt: micro(created), Active: true}
+	p.SetRole(role)
+	return p
+}
+
+func createPerson(t *testing.T, s store.Store, p domain.Person, hash string) domain.PersonToken {
+	t.Helper()
+	tok := domain.PersonToken{ID: uuid.NewString(), PersonID: p.ID, Name: "first", CreatedAt: p.CreatedAt}
+	must(t, "CreatePerson "+p.Name, s.CreatePerson(t.Context(), store.CreatePersonParams{Person: p, Token: tok, TokenHash: hash,
+		Audit: domain.AuditRecord{Actor: "system", Action: "person.create", Data: map[string]any{"id": p.ID}}}))
+	return tok
+}
+
+func testPersonsCRUD(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	ann := newPerson("ann", domain.RoleAdmin, at(time.Second))
+	bob := newPerson("bob", domain.RoleMember, at(2*time.Second))
+	createPerson(t, s, ann, "h-ann")
+	createPerson(t, s, bob, "h-bob")
+	if err := s.CreatePerson(ctx, store.CreatePersonParams{Person: bob, Token: domain.PersonToken{ID: uuid.NewString(), PersonID: bob.ID, Name: "x", CreatedAt: bob.CreatedAt}, TokenHash: "h-other",
+		Audit: domain.AuditRecord{Actor: "system", Action: "person.create"}}); err == nil {
+		t.Fatal("CreatePerson with a taken id succeeded")
+	}
+	list, err := s.ListPersons(ctx)
+	must(t, "ListPersons", err)
+	diff(t, "persons", []domain.Person{ann, bob}, list)
+	got, err := s.GetPerson(ctx, bob.ID)
+	must(t, "GetPerson", err)
+	diff(t, "bob", bob, got)
+	_, err = s.GetPerson(ctx, uuid.NewString())
+	wantErr(t, "GetPerson(unknown)", err, domain.ErrNotFound)
+
+	before := auditCount(t, s)
+	now := at(time.Minute)
+	up, err := s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Name: ptr("Bob B"), Role: ptr(domain.RoleAdmin), Now: now,
+		Audit: domain.AuditRecord{Actor: "operator:" + ann.ID, Action: "person.update"}})
+	must(t, "UpdatePerson", err)
+	if up.Name != "Bob B" || up.Role != domain.RoleAdmin || !up.Admin || !up.Active || !up.UpdatedAt.Equal(now) {
+		t.Fatalf("updated = %+v", up)
+	}
+	up, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(false), Now: at(2 * time.Minute),
+		Audit: domain.AuditRecord{Actor: "operator:" + ann.ID, Action: "person.deactivate"}})
+	must(t, "UpdatePerson(deactivate)", err)
+	if up.Active || up.DeactivatedAt == nil || !up.DeactivatedAt.Equal(at(2*time.Minute)) || up.Name != "Bob B" {
+		t.Fatalf("deactivated = %+v", up)
+	}
+	up, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(true), Now: at(3 * time.Minute),
+		Audit: domain.AuditRecord{Actor: "operator:" + ann.ID, Action: "person.update"}})
+	must(t, "UpdatePerson(reactivate)", err)
+	if !up.Active || up.DeactivatedAt != nil {
+		t.Fatalf("reactivated = %+v", up)
+	}
+	if n := auditCount(t, s) - before; n != 3 {
+		t.Fatalf("%d audit entries for 3 updates", n)
+	}
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: uuid.NewString(), Name: ptr("x"), Now: now, Audit: domain.AuditRecord{Actor: "system", Action: "person.update"}})
+	wantErr(t, "UpdatePerson(unknown)", err, domain.ErrNotFound)
+}
+
+func testLastAdmin(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	ann := newPerson("ann", domain.RoleAdmin, at(time.Second))
+	bob := newPerson("bob", domain.RoleMember, at(2*time.Second))
+	createPerson(t, s, ann, "h-ann")
+	createPerson(t, s, bob, "h-bob")
+	audit := domain.AuditRecord{Actor: "system", Action: "person.update"}
+	before := auditCount(t, s)
+	_, err := s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), Now: at(time.Minute), Audit: audit})
+	wantErr(t, "demote the last admin", err, domain.ErrConflict)
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Active: ptr(false), Now: at(time.Minute), Audit: audit})
+	wantErr(t, "deactivate the last admin", err, domain.ErrConflict)
+	if auditCount(t, s) != before {
+		t.Fatal("a refused change was audited")
+	}
+	got, _ := s.GetPerson(ctx, ann.ID)
+	if !got.Admin || !got.Active {
+		t.Fatalf("the refused change changed ann: %+v", got)
+	}
+	// A member may be changed freely, and with a second admin the first may go.
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Role: ptr(domain.RoleAdmin), Now: at(time.Minute), Audit: audit})
+	must(t, "promote bob", err)
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), Now: at(time.Minute), Audit: audit})
+	must(t, "demote ann with bob admin", err)
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(false), Now: at(time.Minute), Audit: audit})
+	wantErr(t, "deactivate bob, now the last admin", err, domain.ErrConflict)
+}
+
+func testLastAdminRace(t *testing.T, in Instance) {
+	s := in.Store
+	a1 := newPerson("a1", domain.RoleAdmin, at(time.Second))
+	a2 := newPerson("a2", domain.RoleAdmin, at(2*time.Second))
+	createPerson(t, s, a1, "h-a1")
+	createPerson(t, s, a2, "h-a2")
+	ids := []string{a1.ID, a2.ID}
+	errs := parallel(2, func(i int) error {
+		_, err := s.UpdatePerson(ctxOf(t), store.UpdatePersonParams{ID: ids[i], Role: ptr(domain.RoleMember), Now: at(time.Minute),
+			Audit: domain.AuditRecord{Actor: "system", Action: "person.update"}})
+		return err
+	})
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		} else {
+			wantErr(t, "racing demotion", err, domain.ErrConflict)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of 2 racing demotions of the last two admins succeeded, want 1", ok)
+	}
+}
+
+func testPersonTokens(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	ann := newPerson("ann", domain.RoleAdmin, at(time.Second))
+	first := createPerson(t, s, ann, "h-ann")
+	exp := at(time.Hour)
+	second := domain.PersonToken{ID: uuid.NewString(), PersonID: ann.ID, Name: "ci", CreatedAt: at(time.Minute), ExpiresAt: &exp}
+	must(t, "CreateToken", s.CreateToken(ctx, store.CreateTokenParams{Token: second, Hash: "h-ci",
+		Audit: domain.AuditRecord{Actor: "operator:" + ann.ID, Action: "token.create"}}))
+	err := s.CreateToken(ctx, store.CreateTokenParams{Token: domain.PersonToken{ID: uuid.NewString(), PersonID: uuid.NewString(), Name: "x", CreatedAt: at(time.Minute)},
+		Hash: "h-x", Audit: domain.AuditRecord{Actor: "system", Action: "token.create"}})
+	wantErr(t, "CreateToken(unknown person)", err, domain.ErrNotFound)
+
+	list, err := s.ListTokens(ctx, ann.ID)
+	must(t, "ListTokens", err)
+	diff(t, "tokens", []domain.PersonToken{first, second}, list)
+
+	p, tok, err := s.TokenByHash(ctx, "h-ci")
+	must(t, "TokenByHash", err)
+	diff(t, "token", second, tok)
+	diff(t, "person", ann, p)
+	_, tok, err = s.TokenByID(ctx, first.ID)
+	must(t, "TokenByID", err)
+	diff(t, "token by id", first, tok)
+
+	must(t, "TouchToken", s.TouchToken(ctx, store.TouchTokenParams{ID: second.ID, At: at(2 * time.Minute), Every: time.Minute}))
+	must(t, "TouchToken (too soon)", s.TouchToken(ctx, store.TouchTokenParams{ID: second.ID, At: at(2*time.Minute + 30*time.Second), Every: time.Minute}))
+	_, tok, _ = s.TokenByID(ctx, second.ID)
+	sameTime(t, "last_used_at", tok.LastUsedAt, at(2*time.Minute))
+	must(t, "TouchToken (later)", s.TouchToken(ctx, store.TouchTokenParams{ID: second.ID, At: at(4 * time.Minute), Every: time.Minute}))
+	_, tok, _ = s.TokenByID(ctx, second.ID)
+	sameTime(t, "last_used_at", tok.LastUsedAt, at(4*time.Minute))
+
+	bob := newPerson("bob", domain.RoleMember, at(time.Second))
+	createPerson(t, s, bob, "h-bob")
+	audit := domain.AuditRecord{Actor: "operator:" + bob.ID, Action: "token.revoke"}
+	_, err = s.RevokeToken(ctx, store.RevokeTokenParams{PersonID: bob.ID, ID: second.ID, Now: at(5 * time.Minute), Audit: audit})
+	wantErr(t, "RevokeToken(another person's)", err, domain.ErrNotFound)
+	rt, err := s.RevokeToken(ctx, store.RevokeTokenParams{PersonID: ann.ID, ID: second.ID, Now: at(5 * time.Minute), Audit: audit})
+	must(t, "RevokeToken", err)
+	sameTime(t, "revoked_at", rt.RevokedAt, at(5*time.Minute))
+	_, err = s.RevokeToken(ctx, store.RevokeTokenParams{PersonID: ann.ID, ID: second.ID, Now: at(6 * time.Minute), Audit: audit})
+	wantErr(t, "RevokeToken(again)", err, domain.ErrNotFound)
+	_, tok, err = s.TokenByHash(ctx, "h-ci")
+	must(t, "TokenByHash(revoked)", err)
+	sameTime(t, "revoked_at", tok.RevokedAt, at(5*time.Minute))
+	list, _ = s.ListTokens(ctx, ann.ID)
+	diff(t, "tokens after revoke", []domain.PersonToken{first}, list)
+}
+
+func testConsoleSessions(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	ann := newPerson("ann", domain.RoleAdmin, at(time.Second))
+	bob := newPerson("bob", domain.RoleMember, at(time.Second))
+	annTok := createPerson(t, s, ann, "h-ann")
+	bobTok := createPerson(t, s, bob, "h-bob")
+	mk := func(p domain.Person, tok domain.PersonToken) domain.ConsoleSession {
+		cs := domain.ConsoleSession{ID: uuid.NewString(), PersonID: p.ID, TokenID: tok.ID, CreatedAt: at(time.Minute), ExpiresAt: at(time.Hour)}
+		must(t, "CreateConsoleSession", s.CreateConsoleSession(ctx, cs))
+		return cs
+	}
+	s1, s2, s3 := mk(ann, annTok), mk(ann, annTok), mk(bob, bobTok)
+	cs, tok, p, err := s.ConsoleSessionByID(ctx, s1.ID)
+	must(t, "ConsoleSessionByID", err)
+	diff(t, "session", s1, cs)
+	diff(t, "session token", annTok, tok)
+	diff(t, "session person", ann, p)
+	_, _, _, err = s.ConsoleSessionByID(ctx, uuid.NewString())
+	wantErr(t, "ConsoleSessionByID(unknown)", err, domain.ErrNotFound)
+
+	must(t, "EndConsoleSession", s.EndConsoleSession(ctx, s1.ID, at(2*time.Minute)))
+	must(t, "EndConsoleSession(again)", s.EndConsoleSession(ctx, s1.ID, at(3*time.Minute)))
+	cs, _, _, _ = s.ConsoleSessionByID(ctx, s1.ID)
+	sameTime(t, "ended_at", cs.EndedAt, at(2*time.Minute))
+
+	// Revoking the token ends its other session; deactivating bob ends his.
+	_, err = s.RevokeToken(ctx, store.RevokeTokenParams{PersonID: ann.ID, ID: annTok.ID, Now: at(4 * time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "token.revoke"}})
+	must(t, "RevokeToken", err)
+	cs, _, _, _ = s.ConsoleSessionByID(ctx, s2.ID)
+	sameTime(t, "ended_at after token revoke", cs.EndedAt, at(4*time.Minute))
+	admin2 := newPerson("carl", domain.RoleAdmin, at(time.Second))
+	createPerson(t, s, admin2, "h-carl")
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(false), Now: at(5 * time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "person.deactivate"}})
+	must(t, "deactivate bob", err)
+	cs, _, p, _ = s.ConsoleSessionByID(ctx, s3.ID)
+	sameTime(t, "ended_at after deactivation", cs.EndedAt, at(5*time.Minute))
+	if p.Active {
+		t.Fatal("session person still active after deactivation")
+	}
+}
+
+func testLiveCredentials(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	b := vend(t, s, newAgent("beta", ownerID, "build"))
+	c := vend(t, s, newAgent("gamma", ownerID, "build"))
+	live, err := s.LiveCredentials(ctx, []string{a.CredID, b.CredID, c.CredID, "unknown"})
+	must(t, "LiveCredentials", err)
+	diff(t, "live", map[string]bool{a.CredID: true, b.CredID: true, c.CredID: true}, live)
+	_, err = s.RevokeAgent(ctx, store.RevokeAgentParams{ID: a.ID, Now: at(time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "agent.revoke", AgentID: a.ID}})
+	must(t, "RevokeAgent", err)
+	_, err = s.UpdateAgent(ctx, store.UpdateAgentParams{ID: b.ID, Active: ptr(false), Now: at(time.Minute)})
+	must(t, "deactivate agent", err)
+	_, err = s.RotateCredential(ctx, store.RotateCredentialParams{AgentID: c.ID, CredentialID: uuid.NewString(), CredentialHash: "new-" + c.ID, Now: at(time.Minute),
+		Audit: domain.AuditRecord{Actor: "system", Action: "agent.rotate_credential", AgentID: c.ID}})
+	must(t, "RotateCredential", err)
+	live, err = s.LiveCredentials(ctx, []string{a.CredID, b.CredID, c.CredID})
+	must(t, "LiveCredentials", err)
+	diff(t, "live after revoke, deactivate, rotate", map[string]bool{}, live)
+	ids := make([]string, 1200)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+	}
+	ids[1100] = a.CredID
+	live, err = s.LiveCredentials(ctx, ids)
+	must(t, "LiveCredentials(1200 ids)", err)
+	if len(live) != 0 {
+		t.Fatalf("live = %v", live)
+	}
+}
+
+func testHandOver(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	other := uuid.NewString()
+	got, err := s.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &other, Now: at(time.Minute),
+		Audit: &domain.AuditRecord{Actor: "system", Action: "agent.hand_over", AgentID: a.ID}})
+	must(t, "UpdateAgent(owner)", err)
+	if got.OwnerID != other || got.Name != a.Name {
+		t.Fatalf("handed over = %+v", got)
+	}
+	mine, _ := s.ListAgents(ctx, store.ListAgentsParams{OwnerID: ownerID})
+	theirs, _ := s.ListAgents(ctx, store.ListAgentsParams{OwnerID: other})
+	if len(mine) != 0 || len(theirs) != 1 {
+		t.Fatalf("after hand-over: old owner %d agents, new owner %d", len(mine), len(theirs))
+	}
+}
+
+func testVerifyScoped(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	b := vend(t, s, newAgent("beta", "someone-else", "build"))
+	for i := range 3 {
+		_, err := s.AppendAudit(ctx, at(time.Duration(i+1)*time.Minute), domain.AuditRecord{Actor: "system", Action: "x", AgentID: b.ID})
+		must(t, "AppendAudit", err)
+	}
+	_, err := s.AppendAudit(ctx, at(time.Hour), domain.AuditRecord{Actor: "system", Action: "x", AgentID: a.ID})
+	must(t, "AppendAudit", err)
+	all, err := s.VerifyAudit(ctx, store.VerifyAuditParams{})
+	must(t, "VerifyAudit", err)
+	mine, err := s.VerifyAudit(ctx, store.VerifyAuditParams{Scoped: true, AgentIDs: []string{a.ID}})
+	must(t, "VerifyAudit(scoped)", err)
+	if !all.OK || all.Checked != 6 || !mine.OK || mine.Checked != 2 {
+		t.Fatalf("verify all = %+v, scoped = %+v; want 6 and 2 checked", all, mine)
+	}
+	if in.Tamper == nil {
+		return
+	}
+	in.Tamper(t, 3) // one of beta's entries
+	mine, err = s.VerifyAudit(ctx, store.VerifyAuditParams{Scoped: true, AgentIDs: []string{a.ID}})
+	must(t, "VerifyAudit(scoped, tampered elsewhere)", err)
+	if mine.OK || mine.Checked != 2 || len(mine.Warnings) != 1 || mine.Warnings[0] != domain.AuditBreakElsewhere {
+		t.Fatalf("scoped verify after tampering elsewhere = %+v", mine)
+	}
+}
