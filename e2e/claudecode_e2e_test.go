@@ -158,10 +158,11 @@ func (ce *claudeEnv) debugLog() string {
 func (ce *claudeEnv) waitChannel(t *testing.T, onWait func()) {
 	t.Helper()
 	skipRE := regexp.MustCompile(`Channel notifications skipped[^\n]*`)
+	okRE := regexp.MustCompile(`Channel notifications (re-)?registered`)
 	deadline := time.Now().Add(claudeWait)
 	for {
 		log := ce.debugLog()
-		if strings.Contains(log, "Channel notifications registered") {
+		if okRE.MatchString(log) {
 			return
 		}
 		if m := skipRE.FindString(log); m != "" {
