@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -256,11 +258,21 @@ func TestE2EClaudeCodeInteractive(t *testing.T) {
 	if out, err := ts.tmux("new-session", "-d", "-s", "main", "-x", "200", "-y", "50", script); err != nil {
 		t.Fatalf("tmux: %v\n%s", err, out)
 	}
+	panePID, _ := ts.tmux("display-message", "-p", "-t", "main", "#{pane_pid}")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("claude screen:\n%s", ts.screen())
 		}
 		ts.tmux("kill-server")
+		// Claude Code writes to its HOME until it is gone: wait before the
+		// temp dir is removed.
+		if pid, err := strconv.Atoi(strings.TrimSpace(panePID)); err == nil {
+			deadline := time.Now().Add(30 * time.Second)
+			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	})
 	// Enter accepts the development-channels warning (and any other
 	// confirmation shown first); the channel registers after it.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ type fakeAnthropic struct {
 	channels []string // every <channel …> opening tag seen, in order, deduplicated
 	calls    []string // tool calls the model made: "<tool> <todo_id>"
 	requests int
+	bodies   []string // the last requests, for the log of a failed test
 }
 
 func startFakeAnthropic(t *testing.T, prefixes ...string) *fakeAnthropic {
@@ -51,7 +53,22 @@ func startFakeAnthropic(t *testing.T, prefixes ...string) *fakeAnthropic {
 	f := &fakeAnthropic{URL: "http://" + ln.Addr().String(), prefixes: prefixes}
 	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve)}
 	go f.srv.Serve(ln)
-	t.Cleanup(func() { f.srv.Close() })
+	t.Cleanup(func() {
+		f.srv.Close()
+		if t.Failed() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if d := os.Getenv("ROLLCALL_FAKE_API_DUMP"); d != "" {
+				os.WriteFile(d, []byte(strings.Join(f.bodies, "\n")), 0o644)
+			}
+			for i, b := range f.bodies {
+				if len(b) > 4000 {
+					b = b[:1000] + " … " + b[len(b)-3000:]
+				}
+				t.Logf("fake API request %d of the last %d:\n%s", i+1, len(f.bodies), b)
+			}
+		}
+	})
 	return f
 }
 
@@ -136,6 +153,12 @@ func (f *fakeAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 		} `json:"tools"`
 	}
 	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(body))
+	if len(f.bodies) > 6 {
+		f.bodies = f.bodies[1:]
+	}
+	f.mu.Unlock()
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
@@ -228,6 +251,10 @@ func (f *fakeAnthropic) toolName(tool string, listed map[string]bool) string {
 
 // decide picks the next tool call from the conversation (nil = answer text).
 func (f *fakeAnthropic) decide(msgs []anthMessage) *toolCall {
+	// Claude Code may end the list with role "system" messages (the date).
+	for len(msgs) > 0 && msgs[len(msgs)-1].Role == "system" {
+		msgs = msgs[:len(msgs)-1]
+	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
 		return nil
 	}
