@@ -363,7 +363,13 @@ func managedSettings(t *testing.T, v any) {
 		}
 	}
 	path := filepath.Join(dropIn, fmt.Sprintf("90-rollcall-e2e-%d.json", os.Getpid()))
-	writeJSON(t, path, v)
+	b, _ := json.Marshal(v)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		if os.Getenv("ROLLCALL_REQUIRE_CLAUDE") == "1" {
+			t.Fatalf("cannot write managed settings: %v", err)
+		}
+		t.Skipf("cannot write managed settings: %v", err)
+	}
 	t.Cleanup(func() {
 		os.Remove(path)
 		for i := len(created) - 1; i >= 0; i-- {
@@ -522,4 +528,21 @@ func TestE2EClaudeCodePlugin(t *testing.T) {
 		restGet(t, srv, "/v1/agents/cc-fleet/status", &st)
 		return st.State == "offline"
 	})
+	logs, _ := filepath.Glob(filepath.Join(filepath.Dir(ce.home), "adapter", "claude-*.log"))
+	if len(logs) != 1 {
+		t.Fatalf("want one adapter (one log) for the one Claude Code process, got %q", logs)
+	}
+	waitUntil(t, "the adapter stopped", func() bool {
+		b, _ := os.ReadFile(logs[0])
+		return strings.Contains(string(b), "adapter stopped")
+	})
+	b, _ := os.ReadFile(logs[0])
+	for _, ev := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd"} {
+		if !strings.Contains(string(b), "event="+ev+" ") {
+			t.Errorf("the adapter got no %s hook:\n%s", ev, b)
+		}
+	}
+	if bytes.Contains(b, []byte(v.Credential)) || bytes.Contains(b, []byte(fakeAPIKey)) {
+		t.Fatal("the adapter logged a secret")
+	}
 }
