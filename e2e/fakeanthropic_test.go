@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -38,7 +39,8 @@ type fakeAnthropic struct {
 
 	mu       sync.Mutex
 	prefixes []string // tool name prefixes, e.g. mcp__rollcall-e2e
-	channels []string // every <channel …> opening tag seen, in order, deduplicated
+	channels []string // every <channel …> opening tag seen, in order
+	seen     map[string]bool
 	calls    []string // tool calls the model made: "<tool> <todo_id>"
 	requests int
 	bodies   []string // the last requests, for the log of a failed test
@@ -261,13 +263,13 @@ func (f *fakeAnthropic) decide(msgs []anthMessage) *toolCall {
 	last := blocks(msgs[len(msgs)-1].Content)
 	// The newest channel tag of the conversation: the doorbell being worked.
 	var tag string
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if m.Role != "user" {
 			continue
 		}
 		for _, b := range blocks(m.Content) {
 			for _, tg := range channelTagRE.FindAllString(b.text(), -1) {
-				f.seeChannel(tg)
+				f.seeChannel(strconv.Itoa(i), tg)
 				tag = tg
 			}
 		}
@@ -315,14 +317,18 @@ func (f *fakeAnthropic) decide(msgs []anthMessage) *toolCall {
 	return nil
 }
 
-func (f *fakeAnthropic) seeChannel(tag string) {
+// seeChannel records a tag once per message of the conversation: a conversation is resent whole with every request, and
+// two doorbells with equal tags are still two.
+func (f *fakeAnthropic) seeChannel(pos, tag string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range f.channels {
-		if c == tag {
-			return
-		}
+	if f.seen == nil {
+		f.seen = map[string]bool{}
 	}
+	if f.seen[pos+" "+tag] {
+		return
+	}
+	f.seen[pos+" "+tag] = true
 	f.channels = append(f.channels, tag)
 }
 

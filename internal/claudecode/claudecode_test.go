@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -301,5 +302,39 @@ func TestShellQuote(t *testing.T) {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestAdapterEndsWithProcess: the adapter serves a process (here a sleep)
+// and Run returns once it is gone, with no gateway needed; a recycled PID
+// with another start time counts as gone.
+func TestAdapterEndsWithProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := Identify(cmd.Process.Pid)
+	if !p.Alive() {
+		t.Fatal("a running process is not alive")
+	}
+	if (Process{PID: p.PID, Start: p.Start + 1}).Alive() && p.Start != 0 {
+		t.Fatal("another start time is the same process")
+	}
+	a := NewAdapter(AdapterOptions{Server: "http://127.0.0.1:1", Claude: p, StateDir: t.TempDir(),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), WatchInterval: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	cmd.Process.Kill()
+	cmd.Wait()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitBound):
+		t.Fatal("Run did not return after the process was gone")
+	}
+	if p.Alive() {
+		t.Fatal("a reaped process is alive")
 	}
 }

@@ -179,8 +179,10 @@ func newAdapterCommand() *cobra.Command {
 			ctx := cmd.Context()
 			env := os.Environ()
 			ver := claudecode.ReadVersion(ctx, exe, env, 30*time.Second)
-			st := claudecode.ReadAuthStatus(ctx, exe, env, 30*time.Second)
-			ev := claudecode.Billing(os.LookupEnv, st)
+			ev := claudecode.Billing(os.LookupEnv, nil)
+			if ev.KeyType == "unknown" { // the environment says nothing: ask Claude Code
+				ev = claudecode.Billing(os.LookupEnv, claudecode.ReadAuthStatus(ctx, exe, env, 30*time.Second))
+			}
 			if dir == "" {
 				dir = claudecode.StateDir(os.Getenv)
 			}
