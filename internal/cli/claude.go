@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -175,7 +178,12 @@ func newAdapterCommand() *cobra.Command {
 			if !p.Alive() {
 				return fmt.Errorf("claude code process %d is not running", pid)
 			}
+			// Claude Code's own executable answers --version and auth
+			// status; a node running it would answer node's version.
 			exe := p.Exe()
+			if !strings.HasPrefix(filepath.Base(exe), "claude") {
+				exe, _ = exec.LookPath("claude")
+			}
 			ctx := cmd.Context()
 			env := os.Environ()
 			ver := claudecode.ReadVersion(ctx, exe, env, 30*time.Second)
