@@ -98,6 +98,12 @@ func claudeOffline(t *testing.T, apiURL string, allowTools ...string) *claudeEnv
 		"ROLLCALL_ADAPTER_DIR=" + filepath.Join(root, "adapter"),
 	}
 	t.Cleanup(func() {
+		// ROLLCALL_CLAUDE_DEBUG_DIR keeps Claude Code's whole debug log.
+		if d := os.Getenv("ROLLCALL_CLAUDE_DEBUG_DIR"); d != "" {
+			if b, err := os.ReadFile(ce.debug); err == nil {
+				os.WriteFile(filepath.Join(d, t.Name()+".log"), b, 0o644)
+			}
+		}
 		if t.Failed() {
 			if b, err := os.ReadFile(ce.debug); err == nil {
 				lines := strings.Split(string(b), "\n")
