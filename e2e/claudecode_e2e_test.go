@@ -230,9 +230,7 @@ func (s tmuxSession) screen() string {
 // digest, drained with claim_next.
 func TestE2EClaudeCodeInteractive(t *testing.T) {
 	claudeBinary(t)
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed")
-	}
+	needTmux(t)
 	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
 	v := vend(t, srv, "cc-dev", []string{"reviews"}, allVerbs)
 	api := startFakeAnthropic(t, "mcp__rollcall-cc-dev")
@@ -249,46 +247,7 @@ func TestE2EClaudeCodeInteractive(t *testing.T) {
 		t.Fatalf("claude mcp list:\n%s", out)
 	}
 
-	script := filepath.Join(filepath.Dir(ce.home), "run-claude.sh")
-	var sb strings.Builder
-	sb.WriteString("#!/bin/sh\ncd " + shQuote(ce.work) + "\n")
-	for _, kv := range ce.env {
-		sb.WriteString("export " + shQuote(kv) + "\n")
-	}
-	sb.WriteString("exec " + shQuote(ce.bin) + " --debug-file " + shQuote(ce.debug) +
-		" --dangerously-load-development-channels server:rollcall-cc-dev\n")
-	if err := os.WriteFile(script, []byte(sb.String()), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ts := tmuxSession{sock: filepath.Join(filepath.Dir(ce.home), "tmux.sock")}
-	if out, err := ts.tmux("new-session", "-d", "-s", "main", "-x", "200", "-y", "50", script); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
-	panePID, _ := ts.tmux("display-message", "-p", "-t", "main", "#{pane_pid}")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("claude screen:\n%s", ts.screen())
-		}
-		ts.tmux("kill-server")
-		// Claude Code writes to its HOME until it is gone: wait before the
-		// temp dir is removed.
-		if pid, err := strconv.Atoi(strings.TrimSpace(panePID)); err == nil {
-			deadline := time.Now().Add(30 * time.Second)
-			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-				time.Sleep(100 * time.Millisecond)
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	// Enter accepts the development-channels warning (and any other
-	// confirmation shown first); the channel registers after it.
-	lastEnter := time.Time{}
-	ce.waitChannel(t, func() {
-		if sc := ts.screen(); strings.Contains(sc, "Enter") && time.Since(lastEnter) > 2*time.Second {
-			ts.tmux("send-keys", "-t", "main", "Enter")
-			lastEnter = time.Now()
-		}
-	})
+	startInteractive(t, ce, "--dangerously-load-development-channels", "server:rollcall-cc-dev")
 
 	// (a) one todo, one doorbell, claim, complete.
 	id := pushTodo(t, srv, "cc-dev", "reviews", "Review PR 7")
@@ -331,6 +290,57 @@ func TestE2EClaudeCodeInteractive(t *testing.T) {
 	if n := countPrefix(api.Calls(), "claim_next"); n < 2 {
 		t.Fatalf("the digest was not drained with claim_next: calls %q", api.Calls())
 	}
+}
+
+// startInteractive runs an interactive claude with args under tmux (its own
+// socket), accepts the development-channels warning with Enter, and waits
+// for the channel to register. Cleanup kills it and waits for it to exit.
+func startInteractive(t *testing.T, ce *claudeEnv, args ...string) tmuxSession {
+	t.Helper()
+	script := filepath.Join(filepath.Dir(ce.home), "run-claude.sh")
+	var sb strings.Builder
+	sb.WriteString("#!/bin/sh\ncd " + shQuote(ce.work) + "\n")
+	for _, kv := range ce.env {
+		sb.WriteString("export " + shQuote(kv) + "\n")
+	}
+	sb.WriteString("exec " + shQuote(ce.bin) + " --debug-file " + shQuote(ce.debug))
+	for _, a := range args {
+		sb.WriteString(" " + shQuote(a))
+	}
+	sb.WriteString("\n")
+	if err := os.WriteFile(script, []byte(sb.String()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ts := tmuxSession{sock: filepath.Join(filepath.Dir(ce.home), "tmux.sock")}
+	if out, err := ts.tmux("new-session", "-d", "-s", "main", "-x", "200", "-y", "50", script); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	panePID, _ := ts.tmux("display-message", "-p", "-t", "main", "#{pane_pid}")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("claude screen:\n%s", ts.screen())
+		}
+		ts.tmux("kill-server")
+		// Claude Code writes to its HOME until it is gone: wait before the
+		// temp dir is removed.
+		if pid, err := strconv.Atoi(strings.TrimSpace(panePID)); err == nil {
+			deadline := time.Now().Add(30 * time.Second)
+			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// Enter accepts the development-channels warning (and any other
+	// confirmation shown first); the channel registers after it.
+	lastEnter := time.Time{}
+	ce.waitChannel(t, func() {
+		if sc := ts.screen(); strings.Contains(sc, "Enter") && time.Since(lastEnter) > 2*time.Second {
+			ts.tmux("send-keys", "-t", "main", "Enter")
+			lastEnter = time.Now()
+		}
+	})
+	return ts
 }
 
 func countPrefix(ss []string, p string) int {
@@ -428,29 +438,12 @@ func TestE2EClaudeCodePlugin(t *testing.T) {
 	ce := claudeOffline(t, api.URL, prefix)
 	ce.env = append(ce.env, "ROLLCALL_AGENT_CREDENTIAL="+v.Credential)
 
-	mkt := filepath.Join(filepath.Dir(ce.home), "marketplace")
-	out := cli(t, srv, "claude", "plugin", "cc-fleet", "--out", mkt, "--server", srv.URL, "--bin", binPath, "--json")
-	var p struct {
-		Plugin, Marketplace, Channel string
-	}
-	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Channel != "plugin:"+plugin+"@"+market {
-		t.Fatalf("rollcall claude plugin: %v\n%s", err, out)
-	}
-	filepath.WalkDir(mkt, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(v.Credential)) {
-				t.Errorf("%s holds the credential", path)
-			}
-		}
-		return nil
-	})
-	ce.claude(t, "plugin", "marketplace", "add", mkt)
-	ce.claude(t, "plugin", "install", plugin+"@"+market)
+	channel := installPlugin(t, srv, ce, "cc-fleet", v.Credential)
 	managedSettings(t, map[string]any{"channelsEnabled": true,
 		"allowedChannelPlugins": []any{map[string]any{"plugin": plugin, "marketplace": market}}})
 
 	cmd := exec.Command(ce.bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-		"--debug-file", ce.debug, "--channels", p.Channel)
+		"--debug-file", ce.debug, "--channels", channel)
 	cmd.Dir, cmd.Env = ce.work, ce.env
 	h := &headless{cmd: cmd, exited: make(chan struct{})}
 	stdin, err := cmd.StdinPipe()
@@ -514,12 +507,12 @@ func TestE2EClaudeCodePlugin(t *testing.T) {
 	waitUntil(t, "the todo done through the plugin channel", func() bool { return todoState(t, srv, id) == "done" })
 	var tag string
 	for _, c := range api.Channels() {
-		if strings.Contains(c, `todo_id="`+id+`"`) {
+		if strings.Contains(c, `todo_id="`+id+`"`) && strings.Contains(c, `source="plugin:`+plugin+`:rollcall"`) {
 			tag = c
 		}
 	}
 	if tag == "" {
-		t.Fatalf("the model saw no <channel … todo_id=%s> tag; saw %q", id, api.Channels())
+		t.Fatalf("the model saw no <channel source=plugin:%s:rollcall … todo_id=%s> tag; saw %q", plugin, id, api.Channels())
 	}
 
 	// (d) Claude Code exits (stdin closed): SessionEnd, the adapter's last
@@ -551,4 +544,70 @@ func TestE2EClaudeCodePlugin(t *testing.T) {
 	if bytes.Contains(b, []byte(v.Credential)) || bytes.Contains(b, []byte(fakeAPIKey)) {
 		t.Fatal("the adapter logged a secret")
 	}
+}
+
+func needTmux(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("ROLLCALL_REQUIRE_CLAUDE") == "1" {
+			t.Fatal("tmux is not installed")
+		}
+		t.Skip("tmux is not installed")
+	}
+}
+
+// installPlugin writes agent's plugin with `rollcall claude plugin` (the
+// hooks running this test's rollcall binary), checks no file holds the
+// credential, and installs it with `claude plugin marketplace add` and
+// `claude plugin install`. It returns the channel (plugin:<p>@<m>).
+func installPlugin(t *testing.T, srv *server, ce *claudeEnv, agent, credential string) string {
+	t.Helper()
+	mkt := filepath.Join(filepath.Dir(ce.home), "marketplace")
+	out := cli(t, srv, "claude", "plugin", agent, "--out", mkt, "--server", srv.URL, "--bin", binPath, "--json")
+	var p struct {
+		Plugin, Marketplace, Channel string
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Channel != "plugin:rollcall-"+agent+"@rollcall" {
+		t.Fatalf("rollcall claude plugin: %v\n%s", err, out)
+	}
+	filepath.WalkDir(mkt, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(credential)) {
+				t.Errorf("%s holds the credential", path)
+			}
+		}
+		return nil
+	})
+	ce.claude(t, "plugin", "marketplace", "add", mkt)
+	ce.claude(t, "plugin", "install", p.Plugin+"@"+p.Marketplace)
+	return p.Channel
+}
+
+// TestE2EClaudeCodeDevPlugin: the plugin without an organisation's
+// approval, named as a development channel in an interactive session
+// (README, development route with the adapter): the doorbell reaches the
+// model as <channel source="plugin:rollcall-cc-devplug:rollcall" …>, the todo is done, and the adapter
+// has the agent online.
+func TestE2EClaudeCodeDevPlugin(t *testing.T) {
+	claudeBinary(t)
+	needTmux(t)
+	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	v := vend(t, srv, "cc-devplug", []string{"reviews"}, allVerbs)
+	prefix := "mcp__plugin_rollcall-cc-devplug_rollcall"
+	api := startFakeAnthropic(t, prefix)
+	ce := claudeOffline(t, api.URL, prefix)
+	ce.env = append(ce.env, "ROLLCALL_AGENT_CREDENTIAL="+v.Credential)
+	channel := installPlugin(t, srv, ce, "cc-devplug", v.Credential)
+	startInteractive(t, ce, "--dangerously-load-development-channels", channel)
+
+	id := pushTodo(t, srv, "cc-devplug", "reviews", "Review PR 11")
+	waitUntil(t, "the todo done", func() bool { return todoState(t, srv, id) == "done" })
+	found := false
+	for _, c := range api.Channels() {
+		found = found || (strings.Contains(c, `todo_id="`+id+`"`) && strings.Contains(c, `source="plugin:rollcall-cc-devplug:rollcall"`))
+	}
+	if !found {
+		t.Fatalf("the model saw no <channel source=plugin:rollcall-cc-devplug:rollcall … todo_id=%s> tag; saw %q", id, api.Channels())
+	}
+	waitUntil(t, "the agent online through the adapter", func() bool { return agentState(t, srv, "cc-devplug") == "online" })
 }
