@@ -28,6 +28,10 @@ type HookOptions struct {
 	// an adapter for this process (server, agent, credential env); the hook
 	// adds --claude-pid and --claude-start.
 	AdapterArgs []string
+	// CredentialEnv names the variable the adapter reads the credential
+	// from; when it is empty in the hook's environment no adapter is
+	// started (it could not identify). "" = DefaultCredentialEnv.
+	CredentialEnv string
 }
 
 // Hook is `rollcall adapter hook <event>`: it finds the Claude Code process
@@ -60,7 +64,14 @@ func Hook(o HookOptions) error {
 	if err == nil || ev.Event == "SessionEnd" {
 		return err
 	}
-	if err := startAdapter(o, dir, p); err != nil {
+	if o.CredentialEnv == "" {
+		o.CredentialEnv = DefaultCredentialEnv
+	}
+	if o.Getenv(o.CredentialEnv) == "" {
+		return fmt.Errorf("$%s is not set in Claude Code's environment: no adapter, no heartbeats", o.CredentialEnv)
+	}
+	exited, err := startAdapter(o, dir, p)
+	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -68,7 +79,15 @@ func Hook(o HookOptions) error {
 		if err = sendEvent(dir, p, ev, wait); err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(100 * time.Millisecond) // polling for the new adapter's socket
+		select {
+		case <-exited:
+			// It failed to start, or another adapter won the lock: one more try.
+			if err = sendEvent(dir, p, ev, wait); err != nil {
+				return fmt.Errorf("the adapter exited at once; see %s", LogPath(dir, p))
+			}
+			return nil
+		case <-time.After(100 * time.Millisecond): // polling for the new adapter's socket
+		}
 	}
 }
 
@@ -96,20 +115,22 @@ func sendEvent(dir string, p Process, ev HookEvent, wait time.Duration) error {
 // startAdapter runs `<self> adapter run …` in its own session (it outlives
 // the hook and is not killed with the hook's process group), its output
 // appended to the process's log file.
-func startAdapter(o HookOptions, dir string, p Process) error {
+// The returned channel is closed when the adapter exits while the hook
+// still runs.
+func startAdapter(o HookOptions, dir string, p Process) (<-chan struct{}, error) {
 	self := o.Self
 	if self == "" {
 		var err error
 		if self, err = os.Executable(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	logf, err := os.OpenFile(LogPath(dir, p), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	args := append([]string{"adapter", "run", "--claude-pid", strconv.Itoa(p.PID),
@@ -118,7 +139,9 @@ func startAdapter(o HookOptions, dir string, p Process) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	return cmd.Process.Release()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return exited, nil
 }

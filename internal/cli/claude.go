@@ -141,7 +141,8 @@ func newAdapterCommand() *cobra.Command {
 					hf.server = s
 				}
 			}
-			if err := claudecode.Hook(claudecode.HookOptions{Event: args[0], Stdin: cmd.InOrStdin(), AdapterArgs: hf.args()}); err != nil {
+			if err := claudecode.Hook(claudecode.HookOptions{Event: args[0], Stdin: cmd.InOrStdin(),
+				AdapterArgs: hf.args(), CredentialEnv: hf.credEnv}); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "rollcall adapter hook %s: %v\n", args[0], err)
 			}
 			return nil

@@ -35,12 +35,23 @@ func TestClaudePluginCommand(t *testing.T) {
 }
 
 // TestAdapterHookWithoutAdapter: a SessionEnd with no adapter running
-// starts none and still exits 0 (a hook never fails Claude Code).
+// starts none, and neither does a hook without the credential; both exit 0
+// (a hook never fails Claude Code).
 func TestAdapterHookWithoutAdapter(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("ROLLCALL_ADAPTER_DIR", dir)
 	run("adapter", "hook", "SessionEnd").ok(t)
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("SessionEnd left files: %v", entries)
+	}
+	// Without the credential no adapter is started (it could not
+	// identify); the hook says why and still exits 0.
+	t.Setenv("ROLLCALL_AGENT_CREDENTIAL", "")
+	r := run("adapter", "hook", "UserPromptSubmit").ok(t)
+	if !strings.Contains(r.stderr, "ROLLCALL_AGENT_CREDENTIAL is not set") {
+		t.Fatalf("stderr = %q", r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a hook without credential left files: %v", entries)
 	}
 }
