@@ -33,6 +33,9 @@ const (
 	AdapterName = "rollcall-adapter"
 )
 
+// errIdentify: the gateway answered identify with an error frame.
+var errIdentify = errors.New("gateway refused identify")
+
 // ErrRunning is returned by Adapter.Run when another adapter already serves
 // the Claude Code process (it holds the lock).
 var ErrRunning = errors.New("an adapter already serves this Claude Code process")
@@ -318,10 +321,10 @@ func (a *Adapter) connectLoop(ctx context.Context) {
 			backoff = 500 * time.Millisecond
 		}
 		code := websocket.CloseStatus(err)
-		switch code {
-		case closeGoingAway, closeDeadline:
+		switch {
+		case code == closeGoingAway || code == closeDeadline:
 			a.log.Info("gateway closed; reconnecting", "code", int(code))
-		case closeAuthFailed:
+		case code == closeAuthFailed || errors.Is(err, errIdentify):
 			a.log.Warn("gateway refused the credential; retrying slowly", "err", err)
 			backoff = a.o.MaxBackoff
 		default:
@@ -367,6 +370,9 @@ func (a *Adapter) session(ctx context.Context) (ready bool, err error) {
 		var f frame
 		if err := json.Unmarshal(b, &f); err != nil {
 			return err
+		}
+		if f.Op == "error" && want == "ready" {
+			return fmt.Errorf("%w: %s", errIdentify, f.D)
 		}
 		if f.Op != want {
 			return fmt.Errorf("gateway sent %s, want %s: %s", f.Op, want, b)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
@@ -183,12 +186,19 @@ func TestHeartbeatBody(t *testing.T) {
 	}
 }
 
-// TestAdapterGateway runs the adapter against the real gateway and use case
-// on SQLite: it identifies and heartbeats (online, claude-code, api_key), a
-// second adapter for the same process gives way, a gateway shutdown (4013)
-// is followed by a reconnect to the next gateway, hook events arrive on the
-// socket, and SessionEnd ends Run after a last heartbeat.
-func TestAdapterGateway(t *testing.T) {
+type gwEnv struct {
+	svc     *app.Service
+	admin   domain.Person
+	cred    string
+	srv     *httptest.Server
+	current *atomic.Pointer[gateway.Gateway]
+	newGW   func() *gateway.Gateway
+}
+
+// newGatewayEnv runs the real gateway and use case on SQLite behind a
+// handler whose gateway can be replaced (newGW), with an agent "cc".
+func newGatewayEnv(t *testing.T) *gwEnv {
+	t.Helper()
 	dbDir, err := os.MkdirTemp("", "claudecode-test")
 	if err != nil {
 		t.Fatal(err)
@@ -215,19 +225,78 @@ func TestAdapterGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var current atomic.Pointer[gateway.Gateway]
-	newGW := func() *gateway.Gateway {
+	e := &gwEnv{svc: svc, admin: admin, cred: res.Credential, current: &atomic.Pointer[gateway.Gateway]{}}
+	e.newGW = func() *gateway.Gateway {
 		gw := gateway.New(gateway.Options{Service: svc, Bus: b, Log: log})
-		current.Store(gw)
+		e.current.Store(gw)
 		return gw
 	}
-	gw1 := newGW()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
+	e.newGW()
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.current.Load().ServeHTTP(w, r) }))
+	t.Cleanup(e.srv.Close)
+	return e
+}
 
+func poll(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, waitBound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAdapterBadCredential: identify refused → the adapter says so in its
+// log and keeps retrying slowly; it never logs the credential.
+func TestAdapterBadCredential(t *testing.T) {
+	e := newGatewayEnv(t)
+	var logs syncBuffer
+	const bad = "rca_not-a-real-credential-0000000000000000"
+	a := NewAdapter(AdapterOptions{Server: e.srv.URL, Credential: bad, Claude: Identify(os.Getpid()), StateDir: t.TempDir(),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), MaxBackoff: 50 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	poll(t, "refusal logged twice (retried)", func() bool { return strings.Count(logs.String(), "gateway refused the credential") >= 2 })
+	a.endOnce.Do(func() { close(a.end) })
+	<-done
+	if strings.Contains(logs.String(), bad) {
+		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
+
+// TestAdapterGateway runs the adapter against the real gateway and use case
+// on SQLite: it identifies and heartbeats (online, claude-code, api_key), a
+// second adapter for the same process gives way, a gateway shutdown (4013)
+// is followed by a reconnect to the next gateway, hook events arrive on the
+// socket, and SessionEnd ends Run after a last heartbeat.
+func TestAdapterGateway(t *testing.T) {
+	e := newGatewayEnv(t)
+	svc, admin, srv, current := e.svc, e.admin, e.srv, e.current
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gw1 := current.Load()
 	dir := t.TempDir()
 	self := Identify(os.Getpid())
-	opts := AdapterOptions{Server: srv.URL, Credential: res.Credential, Claude: self, StateDir: dir, RuntimeVersion: "2.1.328",
+	opts := AdapterOptions{Server: srv.URL, Credential: e.cred, Claude: self, StateDir: dir, RuntimeVersion: "2.1.328",
 		Evidence: Evidence{liveness.BillingEvidence{KeyType: "api_key", Method: "env"}, BillingModeAPI}, Log: log,
 		MaxBackoff: time.Second}
 	a := NewAdapter(opts)
@@ -238,16 +307,6 @@ func TestAdapterGateway(t *testing.T) {
 		<-done
 	})
 
-	poll := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(waitBound)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %s", what, waitBound)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	status := func() app.AgentRuntimeStatus {
 		s, err := svc.AgentStatus(t.Context(), admin, "cc")
 		if err != nil {
@@ -255,7 +314,7 @@ func TestAdapterGateway(t *testing.T) {
 		}
 		return s
 	}
-	poll("online through the adapter", func() bool { return status().State == "online" })
+	poll(t, "online through the adapter", func() bool { return status().State == "online" })
 	s := status()
 	if s.BillingEvidence == nil || s.BillingEvidence.KeyType != "api_key" || s.ReportedToolClass == nil || *s.ReportedToolClass != "claude-code" {
 		b, _ := json.Marshal(s)
@@ -268,11 +327,11 @@ func TestAdapterGateway(t *testing.T) {
 	}
 
 	// 4013: the adapter reconnects (to the next gateway).
-	newGW()
+	e.newGW()
 	if err := gw1.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	poll("reconnected after 4013", func() bool { return current.Load().Connections() == 1 })
+	poll(t, "reconnected after 4013", func() bool { return current.Load().Connections() == 1 })
 
 	// Hook events on the socket; SessionEnd answers after the last heartbeat.
 	if err := sendEvent(dir, self, HookEvent{Event: "UserPromptSubmit", SessionID: "s"}, waitBound); err != nil {
@@ -290,7 +349,7 @@ func TestAdapterGateway(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("Run did not return after SessionEnd")
 	}
-	poll("connection closed", func() bool { return current.Load().Connections() == 0 })
+	poll(t, "connection closed", func() bool { return current.Load().Connections() == 0 })
 	if _, err := os.Stat(SocketPath(dir, self)); !os.IsNotExist(err) {
 		t.Fatalf("socket left behind: %v", err)
 	}
