@@ -47,4 +47,10 @@ if [ ! -d e2e/tsclient/node_modules/@modelcontextprotocol/sdk ]; then
   (cd e2e/tsclient && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# The real Claude Code binary, pinned in e2e/claudecode/package-lock.json, for
+# the end-to-end tests of e2e/claudecode_e2e_test.go.
+if [ ! -x e2e/claudecode/node_modules/.bin/claude ]; then
+  (cd e2e/claudecode && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 go test -race -count=1 -timeout 30m "$@" ./...

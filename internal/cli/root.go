@@ -55,5 +55,6 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newServeCommand(), newMigrateCommand())
 	addClientCommands(root)
+	addClaudeCommands(root)
 	return root
 }
