@@ -88,7 +88,12 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 
 // BuildDigest renders the digest notification: meta kind=digest, pending
 // (decimal), queues (sorted, comma-joined), reason; no todo_id. Content is
-// one line of counts, queue names and the oldest pending age.
+// one line that stands alone (DESIGN.md §3.10): counts, queue names, the
+// oldest pending age and how to drain them with claim_next, e.g.
+//
+//	digest: 3 pending todos (q1 2, q2 1), oldest waiting 5m — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found
+//
+// Never a title or payload.
 func BuildDigest(pend []store.PendingTodo, reason string, now time.Time) domain.ChannelMessage {
 	counts := map[string]int{}
 	oldest := now
@@ -111,7 +116,7 @@ func BuildDigest(pend []store.PendingTodo, reason string, now time.Time) domain.
 	if len(pend) == 1 {
 		noun = "todo"
 	}
-	content := fmt.Sprintf("digest: %d pending %s (%s); oldest waiting %s. Drain them with claim_next.",
+	content := fmt.Sprintf(`digest: %d pending %s (%s), oldest waiting %s — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`,
 		len(pend), noun, strings.Join(parts, ", "), humanAge(now.Sub(oldest)))
 	return domain.ChannelMessage{Content: domain.Neutralize(content), Meta: map[string]string{
 		"kind": "digest", "pending": strconv.Itoa(len(pend)), "queues": strings.Join(queues, ","), "reason": reason,
