@@ -62,6 +62,9 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 		d.s.log.Warn("digest not built", "agent_id", agentID, "reason", reason, "err", err)
 		return false
 	}
+	if reason == ReasonReconnect {
+		pend = withoutTold(hub, target, pend)
+	}
 	if len(pend) == 0 {
 		return false
 	}
@@ -84,6 +87,40 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 	}
 	d.s.log.Info("digest sent", "agent_id", agentID, "reason", reason, "pending", len(pend))
 	return true
+}
+
+// ToldReporter is optionally implemented by a SessionHub whose streams can
+// deliver doorbells on their own when they open: queued ones written to
+// the new stream, and replayed ones after a resume (SSE Last-Event-ID).
+// ToldOnOpen lists the todo ids the session's stream opening right now
+// delivers that way; a reconnect digest does not count them again, so no
+// todo is told twice (DESIGN.md §3.7).
+type ToldReporter interface {
+	ToldOnOpen(sessionID string) []string
+}
+
+// withoutTold drops from pend the todos the target session's opening
+// stream delivers by itself (ToldReporter).
+func withoutTold(hub SessionHub, sessionID string, pend []store.PendingTodo) []store.PendingTodo {
+	tr, ok := hub.(ToldReporter)
+	if !ok {
+		return pend
+	}
+	told := tr.ToldOnOpen(sessionID)
+	if len(told) == 0 {
+		return pend
+	}
+	skip := make(map[string]bool, len(told))
+	for _, id := range told {
+		skip[id] = true
+	}
+	out := pend[:0:0]
+	for _, t := range pend {
+		if !skip[t.ID] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // BuildDigest renders the digest notification: meta kind=digest, pending

@@ -89,6 +89,12 @@ type Options struct {
 	// WriteTimeout bounds one keepalive write on a stream; a client that
 	// does not read for that long loses the stream. 0 = DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// ReplayEvents and ReplayWindow bound each session's log of GET-stream
+	// events kept for a resume with Last-Event-ID: at most ReplayEvents
+	// events, none older than ReplayWindow. 0 = DefaultReplayEvents,
+	// DefaultReplayWindow.
+	ReplayEvents int
+	ReplayWindow time.Duration
 	// Clock drives keepalive and idle expiry; nil = real clock.
 	Clock clockwork.Clock
 	// OnEvent, when set, observes session and stream lifecycle (metrics,
@@ -175,6 +181,12 @@ func New(svc *app.Service, opts Options) *Server {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clockwork.NewRealClock()
+	}
+	if opts.ReplayEvents <= 0 {
+		opts.ReplayEvents = DefaultReplayEvents
+	}
+	if opts.ReplayWindow <= 0 {
+		opts.ReplayWindow = DefaultReplayWindow
 	}
 	s := &Server{
 		svc: svc, log: opts.Log, opts: opts,
