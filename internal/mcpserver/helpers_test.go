@@ -330,6 +330,7 @@ type toolErr struct {
 	Code    domain.Code `json:"code"`
 	Detail  string      `json:"detail"`
 	Pointer string      `json:"pointer"`
+	Reason  string      `json:"reason"`
 }
 
 // fails calls a tool that must answer a tool error (isError) and returns it.
