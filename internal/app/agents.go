@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/presence"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
@@ -103,6 +104,7 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 		ID: newID(), Handle: in.Handle, OwnerID: by.ID, Name: name, Active: true, Scope: scope,
 		BillingMode: in.BillingMode, BillingModes: modes, ToolClass: in.ToolClass,
 		CreatedAt: now, UpdatedAt: now,
+		SelfClockInCap: domain.ClockInCap(presence.DefaultSelfClockInCap), // the column's default
 	}
 	token := NewToken(AgentTokenPrefix)
 	credID := newID()
@@ -172,6 +174,9 @@ type UpdateInput struct {
 	// Owner hands the agent to another person (a person id). Admin only,
 	// and alone in the body (issue 9 item 1).
 	Owner *string `json:"owner,omitempty"`
+	// SelfClockInCap is the self_clock_in_cap of DESIGN.md §3.4 ("8h",
+	// "90m", "0"); written through SetSelfClockInCap.
+	SelfClockInCap *string `json:"self_clock_in_cap,omitempty"`
 }
 
 // UpdateAgent changes name, billing configuration or the active flag.
@@ -187,6 +192,16 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 	}
 	if a.Revoked() {
 		return domain.Agent{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot be changed", a.Handle)
+	}
+	capText := in.SelfClockInCap // the presence part, written last (SetSelfClockInCap)
+	in.SelfClockInCap = nil
+	if capText != nil {
+		if _, err := presence.ParseSelfClockInCap(*capText); err != nil {
+			return domain.Agent{}, err
+		}
+		if in == (UpdateInput{}) {
+			return s.SetSelfClockInCap(ctx, by, a.ID, *capText)
+		}
 	}
 	if in == (UpdateInput{}) {
 		return a, nil // nothing to change: no write, no audit entry
@@ -225,6 +240,9 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 		s.closeSessions(ctx, a.ID, nil)
 	}
 	s.signalPresence(ctx, a.ID, "")
+	if capText != nil {
+		return s.SetSelfClockInCap(ctx, by, a.ID, *capText)
+	}
 	return updated, nil
 }
 

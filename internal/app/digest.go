@@ -62,6 +62,9 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 		d.s.log.Warn("digest not built", "agent_id", agentID, "reason", reason, "err", err)
 		return false
 	}
+	if reason == ReasonReconnect {
+		pend = withoutTold(hub, target, pend)
+	}
 	if len(pend) == 0 {
 		return false
 	}
@@ -86,9 +89,48 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 	return true
 }
 
+// ToldReporter is optionally implemented by a SessionHub whose streams can
+// deliver doorbells on their own when they open: queued ones written to
+// the new stream, and replayed ones after a resume (SSE Last-Event-ID).
+// ToldOnOpen lists the todo ids the session's stream opening right now
+// delivers that way; a reconnect digest does not count them again, so no
+// todo is told twice (DESIGN.md §3.7).
+type ToldReporter interface {
+	ToldOnOpen(sessionID string) []string
+}
+
+// withoutTold drops from pend the todos the target session's opening
+// stream delivers by itself (ToldReporter).
+func withoutTold(hub SessionHub, sessionID string, pend []store.PendingTodo) []store.PendingTodo {
+	tr, ok := hub.(ToldReporter)
+	if !ok {
+		return pend
+	}
+	told := tr.ToldOnOpen(sessionID)
+	if len(told) == 0 {
+		return pend
+	}
+	skip := make(map[string]bool, len(told))
+	for _, id := range told {
+		skip[id] = true
+	}
+	out := pend[:0:0]
+	for _, t := range pend {
+		if !skip[t.ID] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // BuildDigest renders the digest notification: meta kind=digest, pending
 // (decimal), queues (sorted, comma-joined), reason; no todo_id. Content is
-// one line of counts, queue names and the oldest pending age.
+// one line that stands alone (DESIGN.md §3.10): counts, queue names, the
+// oldest pending age and how to drain them with claim_next, e.g.
+//
+//	digest: 3 pending todos (q1 2, q2 1), oldest waiting 5m — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found
+//
+// Never a title or payload.
 func BuildDigest(pend []store.PendingTodo, reason string, now time.Time) domain.ChannelMessage {
 	counts := map[string]int{}
 	oldest := now
@@ -111,7 +153,7 @@ func BuildDigest(pend []store.PendingTodo, reason string, now time.Time) domain.
 	if len(pend) == 1 {
 		noun = "todo"
 	}
-	content := fmt.Sprintf("digest: %d pending %s (%s); oldest waiting %s. Drain them with claim_next.",
+	content := fmt.Sprintf(`digest: %d pending %s (%s), oldest waiting %s — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`,
 		len(pend), noun, strings.Join(parts, ", "), humanAge(now.Sub(oldest)))
 	return domain.ChannelMessage{Content: domain.Neutralize(content), Meta: map[string]string{
 		"kind": "digest", "pending": strconv.Itoa(len(pend)), "queues": strings.Join(queues, ","), "reason": reason,

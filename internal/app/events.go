@@ -149,7 +149,7 @@ func (e *Events) presenceTransitionHere(ctx context.Context, agentID, presence, 
 		return
 	}
 	raw, _ := json.Marshal(PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
-	e.deliver(eventWire{ID: strconv.FormatUint(e.seq.Add(1), 10) + "-" + e.instance, Kind: EventPresenceTransition, At: e.s.now(),
+	e.deliver(eventWire{ID: newEventID(), Kind: EventPresenceTransition, At: e.s.now(),
 		AgentID: agentID, OwnerID: id.owner, Data: raw})
 }
 

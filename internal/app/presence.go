@@ -109,8 +109,8 @@ func (s *Service) PresenceOf(ctx context.Context, a *domain.Agent) (PresenceView
 // until the next shift start (no end without a shift). Idempotent: a repeat
 // writes nothing and rings nothing.
 func (s *Service) ClockOut(ctx context.Context, a *domain.Agent) (PresenceView, error) {
-	after, now, err := s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
-		return presence.ClockOut(cur, now), nil
+	after, now, err := s.applyAgentPresence(ctx, a.ID, ReasonClockIn, func(cur presence.Inputs, b presence.Budget, now time.Time) (presence.Change, presence.Budget, error) {
+		return presence.ClockOut(cur, now), b, nil
 	})
 	if err != nil {
 		return PresenceView{}, err
@@ -118,8 +118,13 @@ func (s *Service) ClockOut(ctx context.Context, a *domain.Agent) (PresenceView, 
 	return s.viewOf(ctx, &after, now)
 }
 
-// ClockIn is the `clock_in {for?}` self verb; forArg "" = 1h, max 8h.
-// Errors: invalid_argument (pointer /for), nothing changes.
+// ClockIn is the `clock_in {for?}` self verb (DESIGN.md §3.4); forArg
+// absent = 1h, max 8h. Outside the shift the agent's own in overrides of one
+// off-shift stretch cover at most its self_clock_in_cap together
+// (presence.ClockIn). Errors, nothing changed: invalid_argument (pointer
+// /for); forbidden with reason operator_override (the owner's live out
+// override) or self_clock_in_cap (the cap of this stretch is used up, or
+// 0).
 func (s *Service) ClockIn(ctx context.Context, a *domain.Agent, forArg *string) (PresenceView, error) {
 	d := presence.DefaultClockIn
 	if forArg != nil {
@@ -128,8 +133,8 @@ func (s *Service) ClockIn(ctx context.Context, a *domain.Agent, forArg *string) 
 			return PresenceView{}, err
 		}
 	}
-	after, now, err := s.applyPresence(ctx, a.ID, "agent:"+a.ID, ReasonClockIn, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
-		return presence.ClockIn(cur, d, now)
+	after, now, err := s.applyAgentPresence(ctx, a.ID, ReasonClockIn, func(cur presence.Inputs, b presence.Budget, now time.Time) (presence.Change, presence.Budget, error) {
+		return presence.ClockIn(cur, b, d, now)
 	})
 	if err != nil {
 		return PresenceView{}, err
@@ -264,6 +269,18 @@ func (s *Service) SetShift(ctx context.Context, by domain.Person, ref string, sh
 // (DESIGN.md §3.7 "right after every presence write"). It returns the row
 // after the change (the unchanged row on Keep) and the decision time.
 func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (domain.Agent, time.Time, error) {
+	return s.applyPresenceOnce(ctx, agentID, actor, cause, false, func(cur presence.Inputs, b presence.Budget, now time.Time) (presence.Change, presence.Budget, error) {
+		ch, err := decide(cur, now)
+		return ch, b, err
+	})
+}
+
+// applyPresenceOnce is applyPresence with the self clock-in budget: decide
+// also gets the agent's presence.Budget and returns the one to store (the
+// ledger is written with the override when it changed). With guarded the
+// write happens only while the override columns still hold what decide
+// saw, else store.ErrPresenceChanged.
+func (s *Service) applyPresenceOnce(ctx context.Context, agentID, actor, cause string, guarded bool, decide func(presence.Inputs, presence.Budget, time.Time) (presence.Change, presence.Budget, error)) (domain.Agent, time.Time, error) {
 	a, err := s.freshAgent(ctx, agentID)
 	if err != nil {
 		return domain.Agent{}, time.Time{}, err
@@ -273,7 +290,8 @@ func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause strin
 	}
 	now := s.now()
 	cur := s.inputsOf(&a)
-	ch, err := decide(cur, now)
+	b := budgetOf(&a)
+	ch, nb, err := decide(cur, b, now)
 	if err != nil {
 		return domain.Agent{}, time.Time{}, err
 	}
@@ -282,6 +300,16 @@ func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause strin
 	}
 	oldP, _, _ := presence.Effective(cur, now)
 	p := store.UpdatePresenceParams{AgentID: a.ID, Now: now, SetOverride: true}
+	if nb != b {
+		p.SetBudget, p.SelfInUsed = true, nb.Used
+		if !nb.Stretch.IsZero() {
+			st := nb.Stretch
+			p.SelfInStretch = &st
+		}
+	}
+	if guarded {
+		p.Guard = &store.OverrideGuard{Override: a.Presence.Override, SetAt: a.Presence.OverrideSetAt, By: a.Presence.OverrideBy}
+	}
 	data := map[string]any{"override": nil}
 	if ch.Action == presence.Set {
 		o := ch.Override
@@ -291,6 +319,9 @@ func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause strin
 	}
 	p.Audit = domain.AuditRecord{Actor: actor, Action: "agent.presence", AgentID: a.ID, Data: data}
 	updated, err := s.presenceStore().UpdatePresence(ctx, p)
+	if errors.Is(err, store.ErrPresenceChanged) {
+		return domain.Agent{}, time.Time{}, err
+	}
 	if err != nil {
 		return domain.Agent{}, time.Time{}, storeErr(err, fmt.Sprintf("agent %q not found", agentID), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
 	}
@@ -758,4 +789,64 @@ func (h *dueHeap) Pop() any {
 	en.idx = -1
 	*h = old[:n-1]
 	return en
+}
+
+// budgetOf returns the agent's self clock-in budget (DESIGN.md §3.4): the
+// owner's cap and the stored ledger.
+func budgetOf(a *domain.Agent) presence.Budget {
+	b := presence.Budget{Cap: time.Duration(a.SelfClockInCap), Used: a.Presence.SelfInUsed}
+	if a.Presence.SelfInStretch != nil {
+		b.Stretch = *a.Presence.SelfInStretch
+	}
+	return b
+}
+
+// applyAgentPresence applies an agent's own self verb (clock_in, clock_out)
+// with the override guard: a write of the owner's that lands between the
+// read and the write (an operator out override) is never overwritten; the
+// verb is decided again on the new row, up to three times (DESIGN.md §3.4:
+// the owner's word beats the agent's).
+func (s *Service) applyAgentPresence(ctx context.Context, agentID, cause string, decide func(presence.Inputs, presence.Budget, time.Time) (presence.Change, presence.Budget, error)) (domain.Agent, time.Time, error) {
+	for attempt := 0; ; attempt++ {
+		a, now, err := s.applyPresenceOnce(ctx, agentID, "agent:"+agentID, cause, true, decide)
+		if !errors.Is(err, store.ErrPresenceChanged) {
+			return a, now, err
+		}
+		if attempt == 2 {
+			return domain.Agent{}, time.Time{}, domain.Errorf(domain.CodeConflict, "the presence changed while this call ran; call it again")
+		}
+	}
+}
+
+// SetSelfClockInCap sets the agent's self_clock_in_cap (DESIGN.md §3.4:
+// "8h", "90m", "0" = never outside its shift; at most 168h): the owner's
+// part of PATCH /v1/agents/{ref}. Audited as agent.update. Errors:
+// invalid_argument (pointer /self_clock_in_cap), not_found, conflict
+// (revoked).
+func (s *Service) SetSelfClockInCap(ctx context.Context, by domain.Person, ref, capText string) (domain.Agent, error) {
+	d, err := presence.ParseSelfClockInCap(capText)
+	if err != nil {
+		return domain.Agent{}, err
+	}
+	a, err := s.OwnedAgent(ctx, by, ref)
+	if err != nil {
+		return domain.Agent{}, err
+	}
+	if a.Revoked() {
+		return domain.Agent{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot be changed", a.Handle)
+	}
+	if time.Duration(a.SelfClockInCap) == d {
+		return a, nil
+	}
+	updated, err := s.presenceStore().UpdatePresence(ctx, store.UpdatePresenceParams{
+		AgentID: a.ID, Now: s.now(), SetCap: true, SelfClockInCap: d,
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.update", AgentID: a.ID,
+			Data: map[string]any{"self_clock_in_cap": presence.FormatCap(d)}},
+	})
+	if err != nil {
+		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot be changed", a.Handle))
+	}
+	s.log.Info("self clock-in cap changed", "agent", a.Handle, "agent_id", a.ID, "cap", presence.FormatCap(d), "by", by.ID)
+	s.signalPresence(ctx, a.ID, "")
+	return updated, nil
 }

@@ -146,6 +146,7 @@ func printAgent(w io.Writer, asJSON bool, a domain.Agent) error {
 	t.row("Billing mode:", orDash(a.BillingMode))
 	t.row("Billing modes:", joinOrDash(a.BillingModes))
 	t.row("Tool class:", orDash(a.ToolClass))
+	t.row("Self clock-in cap:", a.SelfClockInCap.String()+" per off-shift stretch")
 	t.row("Created:", fmtTime(a.CreatedAt))
 	t.row("Updated:", fmtTime(a.UpdatedAt))
 	t.row("Revoked:", fmtTimePtr(a.RevokedAt))
@@ -157,9 +158,10 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 		name, mode, class string
 		modes             []string
 		active            bool
+		selfCap           string
 	)
 	cmd := &cobra.Command{
-		Use:   "update AGENT [--name N] [--active=true|false] [--billing-mode M] [--billing-modes A,B] [--tool-class C]",
+		Use:   "update AGENT [--name N] [--active=true|false] [--billing-mode M] [--billing-modes A,B] [--tool-class C] [--self-clock-in-cap D]",
 		Short: "Change an agent's name, billing configuration or active flag (the scope is fixed)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -180,8 +182,11 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 			if f.Changed("active") {
 				in.Active = &active
 			}
+			if f.Changed("self-clock-in-cap") {
+				in.SelfClockInCap = &selfCap
+			}
 			if in == (app.UpdateInput{}) {
-				return usageError{fmt.Errorf("nothing to change: pass at least one of --name, --active, --billing-mode, --billing-modes, --tool-class")}
+				return usageError{fmt.Errorf("nothing to change: pass at least one of --name, --active, --billing-mode, --billing-modes, --tool-class, --self-clock-in-cap")}
 			}
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -200,6 +205,7 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 	f.StringVar(&mode, "billing-mode", "", `configured billing mode ("" clears it)`)
 	f.StringSliceVar(&modes, "billing-modes", nil, "allowed billing modes (comma-separated)")
 	f.StringVar(&class, "tool-class", "", `tool class ("" clears it)`)
+	f.StringVar(&selfCap, "self-clock-in-cap", "", `how long the agent's own clock_in may keep it in per off-shift stretch, all calls together (e.g. 8h, 90m; 0 = never outside its shift)`)
 	return cmd
 }
 

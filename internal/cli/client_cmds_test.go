@@ -103,6 +103,15 @@ func TestCLIClientCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &upd); err != nil || upd.Name != "Builder" {
 		t.Fatalf("agent update: %v\n%s", err, r.stdout)
 	}
+	// The owner's self clock-in cap (DESIGN.md §3.4): default 8h, set to 90m, refused when out of range.
+	if upd.SelfClockInCap.String() != "8h" {
+		t.Fatalf("default self_clock_in_cap %s, want 8h", upd.SelfClockInCap)
+	}
+	r = run(cmd("agent", "update", "builder", "--self-clock-in-cap", "90m")...).ok(t)
+	if !strings.Contains(r.stdout, "Self clock-in cap:") || !strings.Contains(r.stdout, "1h30m per off-shift stretch") {
+		t.Fatalf("agent update --self-clock-in-cap printed:\n%s", r.stdout)
+	}
+	run(cmd("agent", "update", "builder", "--self-clock-in-cap", "169h")...).fails(t, 1, "self_clock_in_cap")
 
 	// push: prints the id only
 	r = run(cmd("todo", "push", "builder", "--queue", "build", "--title", "Build #42", "--payload", `{"pr":42}`, "--kind", "ci", "--source", "github")...).ok(t)

@@ -104,6 +104,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("GET "+Prefix+"events", h.fragment(h.eventStream))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/presence", h.form(h.setPresence))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/shift", h.form(h.setShift))
+	h.mux.Handle("POST "+Prefix+"agents/{ref}/self-clock-in-cap", h.form(h.setSelfClockInCap))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/todos", h.form(h.pushTodo))
 	h.mux.Handle("GET "+Prefix+"agents/{ref}/revoke", h.page(h.revokePage))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/revoke", h.form(h.revoke))
@@ -352,6 +353,7 @@ var flashes = map[string]string{
 	"clear":     "Override cleared: the shift (or the default) decides again.",
 	"shift":     "Shift saved.",
 	"noshift":   "Shift removed.",
+	"selfcap":   "Self clock-in cap saved.",
 	"pushed":    "Todo pushed.",
 	"exists":    "A live todo with that idempotency key already exists; nothing new was created.",
 	"revoked":   "Agent revoked.",

@@ -380,6 +380,7 @@ func TestAnotherPersonsAgentIsNotVisible(t *testing.T) {
 	}{
 		{"/console/agents/secret-agent/presence", url.Values{"action": {"out"}}},
 		{"/console/agents/secret-agent/shift", url.Values{"shift": {"Mon 09:00-10:00"}}},
+		{"/console/agents/secret-agent/self-clock-in-cap", url.Values{"self_clock_in_cap": {"24h"}}},
 		{"/console/agents/secret-agent/todos", url.Values{"queue": {"reviews"}, "title": {"x"}}},
 		{"/console/agents/secret-agent/revoke", nil},
 	} {
@@ -387,7 +388,7 @@ func TestAnotherPersonsAgentIsNotVisible(t *testing.T) {
 		wantStatus(t, resp, body, http.StatusNotFound)
 	}
 	a, err := e.Service.OwnedAgent(t.Context(), me, "secret-agent")
-	if err != nil || a.Revoked() || a.Presence.Shift != "" || a.Presence.Override != "" {
+	if err != nil || a.Revoked() || a.Presence.Shift != "" || a.Presence.Override != "" || a.SelfClockInCap.String() != "8h" {
 		t.Fatalf("bob changed the admin's agent: %+v, %v", a.Presence, err)
 	}
 	todos, _ := e.Service.ListAgentTodos(t.Context(), me, "secret-agent", app.TodoFilter{})
@@ -462,6 +463,29 @@ func TestShiftErrorShownNextToField(t *testing.T) {
 	a, _ := e.Service.OwnedAgent(t.Context(), admin(t, e), "reviewer")
 	if a.Presence.Shift != "" {
 		t.Fatalf("shift after remove = %q", a.Presence.Shift)
+	}
+}
+
+// The owner sets the agent's self clock-in cap on the agent page (DESIGN.md
+// §3.4); a bad value is shown next to the field and changes nothing.
+func TestSelfClockInCapForm(t *testing.T) {
+	e := newEnv(t, console.Options{})
+	vend(t, e, admin(t, e), "reviewer")
+	b := e.browser(t)
+	b.signIn(e.AdminToken)
+	_, body := b.get("/console/agents/reviewer")
+	wantContains(t, body, `id="self_clock_in_cap"`, `value="8h"`)
+
+	resp, body := b.post("/console/agents/reviewer/self-clock-in-cap", url.Values{"self_clock_in_cap": {"9 hours"}})
+	wantStatus(t, resp, body, http.StatusUnprocessableEntity)
+	wantContains(t, body, `id="cap-error"`, "self_clock_in_cap", `aria-describedby="cap-help cap-error"`, `value="9 hours"`)
+
+	resp, body = b.post("/console/agents/reviewer/self-clock-in-cap", url.Values{"self_clock_in_cap": {"90m"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	_, body = b.get(resp.Header.Get("Location"))
+	wantContains(t, body, "Self clock-in cap saved.", `value="1h30m"`)
+	if a, _ := e.Service.OwnedAgent(t.Context(), admin(t, e), "reviewer"); a.SelfClockInCap.String() != "1h30m" {
+		t.Fatalf("cap after save = %s", a.SelfClockInCap)
 	}
 }
 

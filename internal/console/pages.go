@@ -100,6 +100,8 @@ type agentView struct {
 	Queues         []string
 	ShiftValue     string
 	ShiftError     string
+	CapValue       string // self_clock_in_cap (DESIGN.md §3.4)
+	CapError       string
 	Todos          []todoView
 	TodosCapped    bool
 	Audit          []domain.AuditEntry
@@ -150,6 +152,10 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 	view := agentView{Card: card, Queues: a.Scope.Queues, ShiftValue: a.Presence.Shift, Push: form.Push}
 	if form.ShiftError != "" {
 		view.ShiftValue, view.ShiftError = form.ShiftValue, form.ShiftError
+	}
+	view.CapValue = a.SelfClockInCap.String()
+	if form.CapError != "" {
+		view.CapValue, view.CapError = form.CapValue, form.CapError
 	}
 	for _, state := range []string{domain.TodoClaimed, domain.TodoPending, domain.TodoFailed} {
 		ts, err := h.svc.Store().ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: state, Limit: agentListLimit})
@@ -304,6 +310,22 @@ func (h *Handler) setShift(w http.ResponseWriter, r *http.Request, v *visit) {
 		return
 	}
 	redirectDone(w, r, Prefix+"agents/"+a.Agent, done)
+}
+
+// setSelfClockInCap saves the agent's self clock-in cap from the agent page
+// (DESIGN.md §3.4; PATCH /v1/agents/{ref} self_clock_in_cap).
+func (h *Handler) setSelfClockInCap(w http.ResponseWriter, r *http.Request, v *visit) {
+	text := strings.TrimSpace(r.PostFormValue("self_clock_in_cap"))
+	a, err := h.svc.SetSelfClockInCap(r.Context(), v.person, r.PathValue("ref"), text)
+	if err != nil {
+		if _, msg, ok := fieldOf(err); ok {
+			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{CapValue: text, CapError: msg})
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	redirectDone(w, r, Prefix+"agents/"+a.ID, "selfcap")
 }
 
 // pushTodo pushes a todo from the agent page form.

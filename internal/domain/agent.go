@@ -1,8 +1,11 @@
 package domain
 
 import (
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -87,6 +90,9 @@ type Agent struct {
 	ToolClass    string     `json:"tool_class,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
+	// SelfClockInCap is the owner's self_clock_in_cap (DESIGN.md §3.4): how
+	// much of one off-shift stretch the agent's own clock_in may cover.
+	SelfClockInCap ClockInCap `json:"self_clock_in_cap"`
 
 	// Presence holds the in/out columns of DESIGN.md §3.1.
 	Presence PresenceColumns `json:"-"`
@@ -106,6 +112,51 @@ type PresenceColumns struct {
 	Seen          string // last claimed transition: "in" (default) or "out"
 	ChangedAt     *time.Time
 	ChangedBy     string
+	// SelfInStretch and SelfInUsed are the self clock-in ledger (DESIGN.md
+	// §3.4): how much of the off-shift stretch that ends at SelfInStretch
+	// (nil = none yet) the agent's own in overrides were granted.
+	SelfInStretch *time.Time
+	SelfInUsed    time.Duration
+}
+
+// ClockInCap is a duration written as Go duration text without zero units:
+// "8h", "1h30m", "0" (JSON: a string).
+type ClockInCap time.Duration
+
+// String writes c as "8h", "1h30m", "45s" or "0".
+func (c ClockInCap) String() string { return FormatDuration(time.Duration(c)) }
+
+// MarshalJSON writes c as a JSON string (String).
+func (c ClockInCap) MarshalJSON() ([]byte, error) { return []byte(`"` + c.String() + `"`), nil }
+
+// UnmarshalJSON reads a JSON string in Go duration syntax ("8h", "0").
+func (c *ClockInCap) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("self_clock_in_cap: %w", err)
+	}
+	*c = ClockInCap(d)
+	return nil
+}
+
+// FormatDuration writes d like time.Duration.String without zero units:
+// 8h0m0s as "8h", 1h30m0s as "1h30m", and 0 as "0".
+func FormatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // LivenessColumns are the stored heartbeat columns (DESIGN.md §5).

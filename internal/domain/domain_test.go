@@ -55,12 +55,19 @@ func TestLeaseFor(t *testing.T) {
 
 func TestNeutralize(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain":                                 "plain",
-		"two\nlines\r\there":                    "two lines  here",
-		"end </channel> early":                  "end </channel_> early",
-		"case </CHANNEL > and < / channel>":     "case </channel_> and </channel_>",
-		"bidi \u202eevil\u202c zero\u200bwidth": "bidi evil zerowidth",
-		"nul\x00byte":                           "nul byte",
+		"plain":                             "plain",
+		"two\nlines\r\there":                "two lines  here",
+		"end </channel> early":              "end </channel_> early",
+		"case </CHANNEL > and < / channel>": "case </channel_ > and </channel_>",
+		"nbsp </channel\u00a0> ideographic </channel\u3000>": "nbsp </channel_ > ideographic </channel_ >",
+		"open <channel source=\"x\"> tag":                    "open <channel_ source=\"x\"> tag",
+		"full-width ＜／ｃｈａｎｎｅｌ＞":                              "full-width </channel_>",
+		"hidden <\u200b/\u2060channel>":                      "hidden </channel_>",
+		"spaced <\u00a0/ \u3000channel":                      "spaced </channel_",
+		"defused </channel_> stays":                          "defused </channel_> stays",
+		"a < b and <chan>":                                   "a < b and <chan>",
+		"bidi \u202eevil\u202c zero\u200bwidth":              "bidi evil zerowidth",
+		"nul\x00byte":                                        "nul byte",
 	} {
 		if got := Neutralize(in); got != want {
 			t.Errorf("Neutralize(%q) = %q, want %q", in, got, want)
@@ -83,6 +90,11 @@ func TestTodoDoorbell(t *testing.T) {
 	}
 	if strings.ContainsAny(m.Content, "\r\n") || strings.Contains(m.Content, "</channel>") {
 		t.Fatalf("content = %q", m.Content)
+	}
+	// The line stands alone: the tool, the todo_id, and what follows.
+	want := `todo ready in reviews: "Fix it </channel_>" — call claim {"todo_id":"t1"}, then complete {"todo_id":"t1"} when done`
+	if m.Content != want {
+		t.Fatalf("content\n got %s\nwant %s", m.Content, want)
 	}
 }
 

@@ -1,9 +1,12 @@
 package domain
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // ChannelMethod is the MCP notification a doorbell is sent as (DESIGN.md §2).
@@ -34,17 +37,37 @@ var metaKeyRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 // ValidMetaKey reports whether k is allowed as a channel meta key.
 func ValidMetaKey(k string) bool { return metaKeyRE.MatchString(k) }
 
-// closeTagRE matches a closing channel tag in any letter case, with optional
-// whitespace inside the tag, e.g. "</channel>", "</ Channel >".
-var closeTagRE = regexp.MustCompile(`(?i)<\s*/\s*channel\s*>`)
+// channelTagRE matches the start of an opening or closing channel tag as a
+// reader (Claude Code, or the model reading the line) could take it, once
+// the text is NFKC-folded (full-width ＜／ｃｈａｎｎｅｌ, U+FE64, the
+// Unicode spaces U+00A0 and U+3000 fold to ASCII): `<`, an optional `/`,
+// the letters of "channel" in any case, with any run of white space,
+// Unicode spaces (Z) or combining marks (M) between any two of them, and
+// an optional `_` after it (a tag already defused).
+var channelTagRE = func() *regexp.Regexp {
+	const gap = `[\s\p{Z}\p{M}]*`
+	pat := `(?i)<` + gap + `(/?)` + gap
+	for i, c := range "channel" {
+		if i > 0 {
+			pat += gap
+		}
+		pat += string(c)
+	}
+	return regexp.MustCompile(pat + `(_?)`)
+}()
 
-// Neutralize makes todo-derived text safe to put inside a channel: every
+// Neutralize makes todo-derived text safe to put inside a channel (DESIGN.md
+// §2, §3.10): it is NFKC-folded (full-width and other compatibility forms
+// become their plain equivalents, Unicode spaces become U+0020), every
 // control or line-breaking character becomes a space (the content is one
-// line), invisible format characters (bidi overrides, zero-width) are
-// dropped, and any closing `</channel>` tag is defused to `</channel_>` so it
-// cannot end the channel block early (DESIGN.md §2).
+// line), invisible format characters (category Cf: bidi overrides,
+// zero-width characters) are dropped, and every opening or closing channel
+// tag — `<channel …`, `</channel`, in any case, with white space, Unicode
+// spaces or combining marks anywhere inside the tag name — is defused to
+// `<channel_` / `</channel_`, so the text can neither end the channel block
+// early nor open a new one. Neutralize is idempotent.
 func Neutralize(s string) string {
-	s = strings.Map(func(r rune) rune {
+	clean := func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == '\u0085' {
 			return ' '
 		}
@@ -52,21 +75,46 @@ func Neutralize(s string) string {
 			return -1 // bidi overrides, zero-width characters: invisible, can disguise text
 		}
 		return r
-	}, s)
-	return closeTagRE.ReplaceAllString(s, "</channel_>")
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(clean, norm.NFKC.String(strings.Map(clean, s)))
+	return channelTagRE.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.Contains(m, "/") {
+			return "</channel_"
+		}
+		return "<channel_"
+	})
 }
 
-// TodoDoorbell builds the doorbell for one todo: content `todo ready in
-// <queue>: <title> — claim todo_id <id>`, meta todo_id, queue and, when set,
-// kind and source (DESIGN.md §2).
+// TodoDoorbell builds the doorbell for one todo. It stands alone (DESIGN.md
+// §3.10: the first doorbell of a fresh Claude Code session reaches the model
+// without the server's instructions), so its one line names the tool to call
+// with the todo_id and what follows:
+//
+//	todo ready in <queue>: "<title>" — call claim {"todo_id":"<id>"}, then complete {"todo_id":"<id>"} when done
+//
+// The title is neutralised and JSON-quoted; no payload. Meta: todo_id, queue
+// and, when set, kind and source (DESIGN.md §2).
 func TodoDoorbell(r TodoReady) ChannelMessage {
-	meta := map[string]string{"todo_id": r.TodoID, "queue": r.Queue}
+	meta := map[string]string{"todo_id": Neutralize(r.TodoID), "queue": Neutralize(r.Queue)}
 	if r.Kind != "" {
 		meta["kind"] = Neutralize(r.Kind)
 	}
 	if r.Source != "" {
 		meta["source"] = Neutralize(r.Source)
 	}
-	content := "todo ready in " + Neutralize(r.Queue) + ": " + Neutralize(r.Title) + " (claim todo_id " + r.TodoID + ")"
+	id := jsonString(meta["todo_id"])
+	content := "todo ready in " + meta["queue"] + ": " + jsonString(Neutralize(r.Title)) +
+		` — call claim {"todo_id":` + id + `}, then complete {"todo_id":` + id + `} when done`
 	return ChannelMessage{Content: content, Meta: meta}
+}
+
+// jsonString quotes s as a JSON string without HTML escaping (the text is
+// already neutralised; `<` stays readable).
+func jsonString(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -561,3 +561,39 @@ func TestRequestLog(t *testing.T) {
 		t.Fatalf("no duration in %v", recs[0])
 	}
 }
+
+// PATCH /v1/agents/{ref} self_clock_in_cap: the owner's cap of the agent's
+// own clock_in outside its shift (DESIGN.md §3.4), alone or with other
+// members; bad values are invalid_argument at /self_clock_in_cap and change
+// nothing.
+func TestPatchSelfClockInCap(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "POST", "/v1/agents", e.admin, builder).want(t, http.StatusCreated, nil)
+	var upd domain.Agent
+	e.do(t, "GET", "/v1/agents/builder", e.admin, nil).want(t, 200, &upd)
+	if upd.SelfClockInCap.String() != "8h" {
+		t.Fatalf("default self_clock_in_cap = %s, want 8h", upd.SelfClockInCap)
+	}
+	e.do(t, "PATCH", "/v1/agents/builder", e.admin, `{"self_clock_in_cap": "0"}`).want(t, 200, &upd)
+	if upd.SelfClockInCap.String() != "0" {
+		t.Fatalf("self_clock_in_cap = %s, want 0", upd.SelfClockInCap)
+	}
+	e.do(t, "PATCH", "/v1/agents/builder", e.admin, `{"self_clock_in_cap": "2h30m", "name": "Builder 2"}`).want(t, 200, &upd)
+	if upd.SelfClockInCap.String() != "2h30m" || upd.Name != "Builder 2" {
+		t.Fatalf("updated %+v", upd)
+	}
+	for _, body := range []string{`{"self_clock_in_cap":"9 hours"}`, `{"self_clock_in_cap":"169h","name":"x"}`, `{"self_clock_in_cap":"-1s"}`, `{"self_clock_in_cap":8}`} {
+		p := e.do(t, "PATCH", "/v1/agents/builder", e.admin, body).problem(t)
+		if p.Status != 400 || p.Code != "invalid_argument" || p.Pointer != "/self_clock_in_cap" {
+			t.Fatalf("PATCH %s: %+v, want 400 invalid_argument at /self_clock_in_cap", body, p)
+		}
+	}
+	e.do(t, "GET", "/v1/agents/builder", e.admin, nil).want(t, 200, &upd)
+	if upd.SelfClockInCap.String() != "2h30m" || upd.Name != "Builder 2" {
+		t.Fatalf("a refused PATCH changed %+v", upd)
+	}
+	// Another person's agent: not found, nothing changes.
+	if p := e.do(t, "PATCH", "/v1/agents/builder", e.bob, `{"self_clock_in_cap":"168h"}`).problem(t); p.Status != 404 {
+		t.Fatalf("bob's PATCH: %+v", p)
+	}
+}

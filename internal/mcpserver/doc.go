@@ -42,6 +42,14 @@
 //     a newer GET replaces an older one; SSE comment keepalives are written
 //     from one goroutine for all streams; sessions without a stream expire
 //     after Options.IdleTimeout.
+//   - Resumable streams (resume.go): every message event on a GET stream
+//     carries an SSE event id (random per session, then a sequence number)
+//     and is kept in a per-session log bounded by Options.ReplayEvents (200)
+//     and Options.ReplayWindow (10 min). A GET with a Last-Event-ID the
+//     session issued gets the events after it, with their ids, before
+//     anything else; any other Last-Event-ID is ignored (the GET answers
+//     as without it). The reconnect digest sent as a stream opens does not
+//     count todos that stream delivers by itself (app.ToldReporter).
 //   - Tools: the scope verbs granted to the agent, in domain.ScopeVerbs order,
 //     then the self verbs (DESIGN.md §3.4) in every session. A tool outside
 //     the scope is neither listed nor callable (JSON-RPC invalid params,

@@ -54,6 +54,10 @@ type env struct {
 
 type envOption func(*mcpserver.Options)
 
+// envClock, set as Options.Clock by an envOption, stands for the env's own
+// fake clock (the adapter runs on the real clock otherwise).
+var envClock = clockwork.NewFakeClock()
+
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -78,6 +82,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	o := mcpserver.Options{Log: log, OnEvent: e.record}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.Clock == envClock {
+		o.Clock = e.clock
 	}
 	e.srv = mcpserver.New(e.svc, o)
 	mux := http.NewServeMux()
@@ -323,6 +330,7 @@ type toolErr struct {
 	Code    domain.Code `json:"code"`
 	Detail  string      `json:"detail"`
 	Pointer string      `json:"pointer"`
+	Reason  string      `json:"reason"`
 }
 
 // fails calls a tool that must answer a tool error (isError) and returns it.

@@ -21,7 +21,7 @@ Working a todo. claim and claim_next give you a lease (lease_seconds, default 30
 `
 
 const instructionsPresence = `
-Presence. Doorbells ring only while you are in. clock_out {} when you stop working (you are out until your next shift starts, or until you clock in); clock_in {"for": "2h"} to work outside your shift (at most 8h, ended early by your next shift start); presence {} tells you whether you are in, why, until when, and how many todos wait. While you are out, todos still arrive and every pull verb works; when you come back in you get one digest doorbell instead of a ring per todo.
+Presence. Doorbells ring only while you are in. clock_out {} when you stop working (you are out until your next shift starts, or until you clock in); clock_in {"for": "2h"} to work outside your shift (at most 8h a call, ended early by your next shift start; all your clock_ins between two shift boundaries together keep you in at most as long as your owner allows — 8h unless your owner set another self_clock_in_cap — and then answer forbidden, reason self_clock_in_cap); if your owner clocked you out, clock_in answers forbidden with reason operator_override and only your owner can bring you back; presence {} tells you whether you are in, why, until when, and how many todos wait. While you are out, todos still arrive and every pull verb works; when you come back in you get one digest doorbell instead of a ring per todo.
 `
 
 const instructionsErrors = `

@@ -393,6 +393,10 @@ func TestDigestQueuesSortedNoTitles(t *testing.T) {
 	if strings.Contains(content, "secret") {
 		t.Fatalf("digest content carries a title: %q", content)
 	}
+	// It stands alone: what to call to drain the backlog (DESIGN.md §3.10).
+	if want := `digest: 7 pending todos (lane-m 2, reviews 5), oldest waiting 0s — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`; content != want {
+		t.Fatalf("digest content\n got %s\nwant %s", content, want)
+	}
 }
 
 // failingHub is fault injection around the real session hub: every digest

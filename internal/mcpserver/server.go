@@ -103,6 +103,12 @@ type Options struct {
 	// Recheck is how often sessions re-check their credential
 	// (recheck.go); 0 = app.RecheckInterval, negative disables.
 	Recheck time.Duration
+	// ReplayEvents and ReplayWindow bound each session's log of GET-stream
+	// events kept for a resume with Last-Event-ID: at most ReplayEvents
+	// events, none older than ReplayWindow. 0 = DefaultReplayEvents,
+	// DefaultReplayWindow.
+	ReplayEvents int
+	ReplayWindow time.Duration
 	// Clock drives keepalive and idle expiry; nil = real clock.
 	Clock clockwork.Clock
 	// OnEvent, when set, observes session and stream lifecycle (metrics,
@@ -192,6 +198,12 @@ func New(svc *app.Service, opts Options) *Server {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clockwork.NewRealClock()
+	}
+	if opts.ReplayEvents <= 0 {
+		opts.ReplayEvents = DefaultReplayEvents
+	}
+	if opts.ReplayWindow <= 0 {
+		opts.ReplayWindow = DefaultReplayWindow
 	}
 	s := &Server{
 		svc: svc, log: opts.Log, opts: opts,

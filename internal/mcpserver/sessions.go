@@ -51,6 +51,8 @@ type session struct {
 	lastSeen    time.Time // end of the last request
 	streams     []*stream // open GET streams; a newer GET replaces the older
 	streamed    bool      // a GET stream of the session was open at least once
+
+	rp replayLog // SSE event ids and replay (resume.go)
 }
 
 func (x *session) streaming() bool {
@@ -102,7 +104,11 @@ func (s *Server) Notify(sessionID string, m domain.ChannelMessage) error {
 	if meta == nil {
 		meta = map[string]string{}
 	}
+	held := x.hold(m, s.opts.Clock.Now())
 	err := s.mcp.SendNotificationToSpecificClient(sessionID, domain.ChannelMethod, map[string]any{"content": m.Content, "meta": meta})
+	if err != nil {
+		x.unhold(held)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -552,6 +558,8 @@ type stream struct {
 	sess   *session
 	cancel context.CancelFunc
 	open   atomic.Bool // the 200 and SSE headers are written
+	// lastEventID is the GET's Last-Event-ID header (resume.go).
+	lastEventID string
 
 	mu      sync.Mutex
 	w       http.ResponseWriter
@@ -567,7 +575,8 @@ type stream struct {
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, x *session) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	st := &stream{s: s, sess: x, cancel: cancel, w: w, rc: http.NewResponseController(w)}
+	st := &stream{s: s, sess: x, cancel: cancel, w: w, rc: http.NewResponseController(w), lastEventID: r.Header.Get("Last-Event-ID")}
+	r.Header.Del("Last-Event-ID") // resume.go replays; mcp-go serves a plain stream
 	s.mu.Lock()
 	if x.gone {
 		s.mu.Unlock()
@@ -586,6 +595,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, x *session)
 	st.mu.Lock()
 	st.done = true
 	st.mu.Unlock()
+	st.streamEnded()
 	s.mu.Lock()
 	x.streams = slices.DeleteFunc(x.streams, func(o *stream) bool { return o == st })
 	s.mu.Unlock()
@@ -621,12 +631,17 @@ func (st *stream) opened() {
 func (st *stream) Write(b []byte) (int, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	n, err := st.w.Write(b)
-	if err != nil {
+	out, requeue := st.stamp(b) // SSE event id (resume.go)
+	if requeue {
+		st.requeue(b)
+		return len(b), nil
+	}
+	if _, err := st.w.Write(out); err != nil {
 		st.done = true
 		st.cancel()
+		return 0, err
 	}
-	return n, err
+	return len(b), nil
 }
 
 func (st *stream) Flush() {
@@ -638,9 +653,13 @@ func (st *stream) Flush() {
 	}
 	first := st.sse && !st.flushed && err == nil
 	st.flushed = true
+	if first {
+		st.openStream() // replay after Last-Event-ID (resume.go)
+	}
 	st.mu.Unlock()
 	if first {
 		st.opened()
+		st.streamSettled()
 	}
 }
 

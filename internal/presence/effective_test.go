@@ -148,7 +148,7 @@ func TestScenarios(t *testing.T) {
 		if again := ClockOut(in, utc("2026-01-06T10:00:00Z")); again.Action != Keep {
 			t.Errorf("repeated ClockOut = %v, want keep", again.Action)
 		}
-		back, err := ClockIn(in, DefaultClockIn, utc("2026-01-06T10:00:00Z"))
+		back, _, err := ClockIn(in, DefaultBudget(), DefaultClockIn, utc("2026-01-06T10:00:00Z"))
 		if err != nil || back.Action != Clear {
 			t.Fatalf("ClockIn = %+v, %v; want clear", back, err)
 		}
@@ -162,7 +162,7 @@ func TestScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		cur := Inputs{Shift: sh}
-		ch, err := ClockIn(cur, d, now)
+		ch, _, err := ClockIn(cur, DefaultBudget(), d, now)
 		if err != nil || ch.Action != Set || ch.Override.Presence != In || !ch.Override.Until.Equal(utc("2026-01-05T22:00:00Z")) {
 			t.Fatalf("ClockIn = %+v, %v", ch, err)
 		}
@@ -175,7 +175,7 @@ func TestScenarios(t *testing.T) {
 	t.Run("clock_in for 9h is invalid_argument and changes nothing", func(t *testing.T) {
 		_, err := ParseFor("9h")
 		assertForErr(t, err)
-		ch, err := ClockIn(Inputs{Shift: sh}, 9*time.Hour, utc("2026-01-05T20:00:00Z"))
+		ch, _, err := ClockIn(Inputs{Shift: sh}, DefaultBudget(), 9*time.Hour, utc("2026-01-05T20:00:00Z"))
 		assertForErr(t, err)
 		if ch.Action != Keep {
 			t.Errorf("change %v, want keep", ch.Action)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/rollcall/rollcall/internal/domain"
 )
 
 // refWindow is a generated window, kept apart from the parser's own
@@ -354,7 +356,14 @@ func TestPropVerbs(t *testing.T) {
 		cur, now := genInputs(t)
 		d := time.Duration(rapid.Int64Range(1, int64(MaxClockIn/time.Minute)).Draw(t, "forMin")) * time.Minute
 
-		ch, err := ClockIn(cur, d, now)
+		if operatorOutLive(cur, now) {
+			ch, b, err := ClockIn(cur, DefaultBudget(), d, now)
+			if domain.CodeOf(err) != domain.CodeForbidden || ch.Action != Keep || b != DefaultBudget() {
+				t.Fatalf("clock_in under an operator out override: %+v %+v %v, want forbidden and nothing changed", ch, b, err)
+			}
+			return
+		}
+		ch, b, err := ClockIn(cur, DefaultBudget(), d, now)
 		if err != nil {
 			t.Fatalf("ClockIn: %v", err)
 		}
@@ -363,7 +372,11 @@ func TestPropVerbs(t *testing.T) {
 		if p != In {
 			t.Fatalf("after clock_in: %s (change %+v)", p, ch)
 		}
-		if cur.Shift != nil {
+		if live, _ := OverrideLive(cur, now); live && cur.Override == In && sourceOf(cur.OverrideBy) == SourceOperator {
+			if ch.Action != Keep {
+				t.Fatalf("clock_in over an operator's in override: %v, want keep", ch.Action)
+			}
+		} else if cur.Shift != nil {
 			if sIn, next, ok := cur.Shift.In(now); !sIn {
 				limit := now.Add(d)
 				if ok && next.Before(limit) {
@@ -378,7 +391,7 @@ func TestPropVerbs(t *testing.T) {
 				}
 			}
 		}
-		if again, _ := ClockIn(after, d, now); again.Action != Keep {
+		if again, _, _ := ClockIn(after, b, d, now); again.Action != Keep {
 			t.Fatalf("repeated clock_in: %v", again.Action)
 		}
 

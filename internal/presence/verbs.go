@@ -73,8 +73,13 @@ func (c Change) Apply(in Inputs) Inputs {
 // (and, like every override, ends at the first shift boundary after now);
 // with no shift, or a shift that never starts (always in), it has no end.
 // It returns Keep when a live "out" override by the agent with the same end
-// is already in place, so a repeated clock_out changes nothing.
+// is already in place, so a repeated clock_out changes nothing, and while an
+// operator's out override is live (the agent is out already; replacing the
+// owner's override with its own would let a later clock_in clear it).
 func ClockOut(cur Inputs, now time.Time) Change {
+	if operatorOutLive(cur, now) {
+		return Change{Action: Keep}
+	}
 	var until *time.Time
 	if start, ok := cur.Shift.NextStart(now); ok {
 		until = &start
@@ -83,32 +88,48 @@ func ClockOut(cur Inputs, now time.Time) Change {
 }
 
 // ClockIn is the `clock_in {for}` self verb (DESIGN.md §3.4) at now; d is
-// `for` (DefaultClockIn when the agent gave none). d must be in
-// (0, MaxClockIn]; otherwise the error is a *domain.Error with code
-// invalid_argument and pointer "/for", and nothing changes.
+// `for` (DefaultClockIn when the agent gave none) and b the agent's self
+// clock-in budget. d must be in (0, MaxClockIn]; otherwise the error is a
+// *domain.Error with code invalid_argument and pointer "/for", and nothing
+// changes. It returns the change to store and the budget to store with it
+// (b itself unless the change is a Set).
+//
+// The owner's word beats the agent's: while an operator's out override is
+// live, ClockIn answers forbidden with reason operator_override and changes
+// nothing; an operator's live in override is kept as it is.
 //
 // If the shift puts the agent out at now, the change is an "in" override by
-// the agent until the earlier of now+d and the shift's next start (Keep when
-// exactly that override is already live). Otherwise (no shift, or inside the
-// shift) it clears an "out" override, live or not, and keeps anything else;
-// an "in" override set by an operator stays.
-func ClockIn(cur Inputs, d time.Duration, now time.Time) (Change, error) {
+// the agent until the earliest of now+d, the shift's next start and what
+// is left of b.Cap in this off-shift stretch (the stretch that the next
+// shift start ends): the agent's own in overrides of one stretch together
+// cover at most b.Cap, so calling again cannot extend past it. Nothing left
+// (or b.Cap 0) answers forbidden with reason self_clock_in_cap. Keep when
+// exactly that override is already live.
+//
+// Otherwise (no shift, or inside the shift) it clears an "out" override the
+// agent set itself, live or not, and keeps anything else. Without a shift
+// an agent is in unless overridden, so ClockIn never sets an in override
+// and the cap (DESIGN.md: "in any rolling 24 h") has nothing to count.
+func ClockIn(cur Inputs, b Budget, d time.Duration, now time.Time) (Change, Budget, error) {
 	if err := checkFor(d); err != nil {
-		return Change{}, err
+		return Change{}, b, err
+	}
+	if operatorOutLive(cur, now) {
+		return Change{}, b, forbidden(ReasonOperatorOverride,
+			"your owner put you out (operator override); clock_in cannot clear it — only your owner can")
+	}
+	if _, live := overrideLive(cur, now); live && cur.Override == In && sourceOf(cur.OverrideBy) == SourceOperator {
+		return Change{Action: Keep}, b, nil
 	}
 	if cur.Shift != nil {
-		if in, next, ok := cur.Shift.In(now); !in {
-			until := now.Add(d)
-			if ok && next.Before(until) {
-				until = next
-			}
-			return setOrKeep(cur, now, Override{Presence: In, Until: &until, SetAt: now, By: ByAgent}), nil
+		if in, next, ok := cur.Shift.In(now); !in && ok {
+			return clockInOffShift(cur, b, d, now, next)
 		}
 	}
-	if cur.Override == Out {
-		return Change{Action: Clear}, nil
+	if cur.Override == Out && sourceOf(cur.OverrideBy) == SourceAgent {
+		return Change{Action: Clear}, b, nil
 	}
-	return Change{Action: Keep}, nil
+	return Change{Action: Keep}, b, nil
 }
 
 // ParseFor parses clock_in's `for` argument in Go duration syntax ("2h",

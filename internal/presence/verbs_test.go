@@ -41,32 +41,32 @@ func TestClockIn(t *testing.T) {
 
 	t.Run("bad durations", func(t *testing.T) {
 		for _, d := range []time.Duration{0, -time.Minute, MaxClockIn + time.Nanosecond} {
-			_, err := ClockIn(Inputs{Shift: sh}, d, mon20)
+			_, _, err := ClockIn(Inputs{Shift: sh}, DefaultBudget(), d, mon20)
 			assertForErr(t, err)
 		}
-		if _, err := ClockIn(Inputs{Shift: sh}, MaxClockIn, mon20); err != nil {
+		if _, _, err := ClockIn(Inputs{Shift: sh}, DefaultBudget(), MaxClockIn, mon20); err != nil {
 			t.Errorf("MaxClockIn rejected: %v", err)
 		}
 	})
 	t.Run("capped by the next shift start", func(t *testing.T) {
-		ch, err := ClockIn(Inputs{Shift: sh}, 2*time.Hour, utc("2026-01-06T08:00:00Z"))
+		ch, _, err := ClockIn(Inputs{Shift: sh}, DefaultBudget(), 2*time.Hour, utc("2026-01-06T08:00:00Z"))
 		if err != nil || ch.Action != Set || !ch.Override.Until.Equal(utc("2026-01-06T09:00:00Z")) {
 			t.Fatalf("ClockIn = %+v, %v; want in until 09:00", ch, err)
 		}
 	})
 	t.Run("8h over the weekend is not capped", func(t *testing.T) {
-		ch, _ := ClockIn(Inputs{Shift: sh}, MaxClockIn, utc("2026-01-10T10:00:00Z"))
+		ch, _, _ := ClockIn(Inputs{Shift: sh}, DefaultBudget(), MaxClockIn, utc("2026-01-10T10:00:00Z"))
 		if ch.Action != Set || !ch.Override.Until.Equal(utc("2026-01-10T18:00:00Z")) {
 			t.Fatalf("ClockIn = %+v", ch)
 		}
 	})
 	t.Run("repeat at the same instant keeps, later extends", func(t *testing.T) {
-		ch, _ := ClockIn(Inputs{Shift: sh}, 2*time.Hour, mon20)
+		ch, b, _ := ClockIn(Inputs{Shift: sh}, DefaultBudget(), 2*time.Hour, mon20)
 		in := ch.Apply(Inputs{Shift: sh})
-		if again, _ := ClockIn(in, 2*time.Hour, mon20); again.Action != Keep {
+		if again, _, _ := ClockIn(in, b, 2*time.Hour, mon20); again.Action != Keep {
 			t.Errorf("repeat = %v, want keep", again.Action)
 		}
-		later, _ := ClockIn(in, 2*time.Hour, mon20.Add(30*time.Minute))
+		later, _, _ := ClockIn(in, b, 2*time.Hour, mon20.Add(30*time.Minute))
 		if later.Action != Set || !later.Override.Until.Equal(utc("2026-01-05T22:30:00Z")) {
 			t.Errorf("later = %+v, want in until 22:30", later)
 		}
@@ -74,7 +74,7 @@ func TestClockIn(t *testing.T) {
 	t.Run("inside the shift clears an out override", func(t *testing.T) {
 		now := utc("2026-01-05T10:00:00Z")
 		out := ClockOut(Inputs{Shift: sh}, now).Apply(Inputs{Shift: sh})
-		ch, err := ClockIn(out, time.Hour, now.Add(time.Minute))
+		ch, _, err := ClockIn(out, DefaultBudget(), time.Hour, now.Add(time.Minute))
 		if err != nil || ch.Action != Clear {
 			t.Fatalf("ClockIn = %+v, %v; want clear", ch, err)
 		}
@@ -83,18 +83,19 @@ func TestClockIn(t *testing.T) {
 	t.Run("inside the shift keeps an operator in override and no override", func(t *testing.T) {
 		now := utc("2026-01-05T10:00:00Z")
 		op := Inputs{Shift: sh, Override: In, OverrideSetAt: now, OverrideBy: ByOperator("p1")}
-		if ch, _ := ClockIn(op, time.Hour, now); ch.Action != Keep {
+		if ch, _, _ := ClockIn(op, DefaultBudget(), time.Hour, now); ch.Action != Keep {
 			t.Errorf("with operator in: %v, want keep", ch.Action)
 		}
-		if ch, _ := ClockIn(Inputs{Shift: sh}, time.Hour, now); ch.Action != Keep {
+		if ch, _, _ := ClockIn(Inputs{Shift: sh}, DefaultBudget(), time.Hour, now); ch.Action != Keep {
 			t.Errorf("with nothing: %v, want keep", ch.Action)
 		}
 	})
-	t.Run("shift out replaces an operator out override", func(t *testing.T) {
-		op := Inputs{Shift: sh, Override: Out, OverrideSetAt: mon20, OverrideBy: ByOperator("p1")}
-		ch, _ := ClockIn(op, time.Hour, mon20)
-		if ch.Action != Set || ch.Override.Presence != In || ch.Override.By != ByAgent {
-			t.Errorf("ClockIn = %+v", ch)
+	t.Run("a dead operator out override is replaced off shift", func(t *testing.T) {
+		// Set Monday 10:00, ended by the 13:00 boundary: it no longer decides.
+		op := Inputs{Shift: sh, Override: Out, OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")}
+		ch, _, err := ClockIn(op, DefaultBudget(), time.Hour, mon20)
+		if err != nil || ch.Action != Set || ch.Override.Presence != In || ch.Override.By != ByAgent {
+			t.Errorf("ClockIn = %+v, %v", ch, err)
 		}
 	})
 }
@@ -103,7 +104,7 @@ func TestClockOut(t *testing.T) {
 	sh := mustShift(t, weekdayMornings)
 	t.Run("after clock_in replaces the in override", func(t *testing.T) {
 		now := utc("2026-01-05T20:00:00Z")
-		ch, _ := ClockIn(Inputs{Shift: sh}, 2*time.Hour, now)
+		ch, _, _ := ClockIn(Inputs{Shift: sh}, DefaultBudget(), 2*time.Hour, now)
 		in := ch.Apply(Inputs{Shift: sh})
 		out := ClockOut(in, now.Add(time.Hour))
 		if out.Action != Set || out.Override.Presence != Out {
@@ -117,11 +118,11 @@ func TestClockOut(t *testing.T) {
 			t.Errorf("ClockOut = %+v", ch)
 		}
 	})
-	t.Run("after an operator out override sets its own", func(t *testing.T) {
+	t.Run("under an operator out override keeps the owner's", func(t *testing.T) {
 		now := utc("2026-01-05T20:00:00Z")
 		op := Inputs{Override: Out, OverrideSetAt: now, OverrideBy: ByOperator("p1")}
-		if ch := ClockOut(op, now); ch.Action != Set || ch.Override.By != ByAgent {
-			t.Errorf("ClockOut = %+v", ch)
+		if ch := ClockOut(op, now); ch.Action != Keep {
+			t.Errorf("ClockOut = %+v, want keep: replacing it would let clock_in clear the owner's word", ch)
 		}
 	})
 	t.Run("a dead out override is replaced", func(t *testing.T) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -12,8 +13,11 @@ import (
 // contract suite covers it.
 type PresenceStore interface {
 	// UpdatePresence writes the shift and/or the override columns of an
-	// agent, bumps updated_at, and appends the audit record, in one
-	// transaction. A revoked agent returns ErrConflict; unknown ErrNotFound.
+	// agent (and, when asked, the self clock-in cap and ledger), bumps
+	// updated_at, and appends the audit record, in one transaction. A
+	// revoked agent returns ErrConflict; unknown ErrNotFound; with Guard set
+	// and the override columns no longer as read, ErrPresenceChanged and
+	// nothing is written.
 	UpdatePresence(ctx context.Context, p UpdatePresenceParams) (domain.Agent, error)
 	// ClaimTransition claims a presence transition with the conditional
 	// update of DESIGN.md §3.7:
@@ -98,7 +102,32 @@ type UpdatePresenceParams struct {
 	OverrideBy    string
 
 	Audit domain.AuditRecord
+
+	// SetBudget writes the self clock-in ledger (DESIGN.md §3.4):
+	// self_in_stretch and self_in_used (whole seconds).
+	SetBudget     bool
+	SelfInStretch *time.Time
+	SelfInUsed    time.Duration
+	// SetCap writes self_clock_in_cap (whole seconds, >= 0).
+	SetCap         bool
+	SelfClockInCap time.Duration
+	// Guard, when not nil, makes the write conditional on the override
+	// columns still holding what the caller decided on (an agent's verb
+	// must not undo an operator's override written meanwhile).
+	Guard *OverrideGuard
 }
+
+// OverrideGuard is the override as read: presence_override ("" = null),
+// override_set_at and override_by ("" = null).
+type OverrideGuard struct {
+	Override string
+	SetAt    *time.Time
+	By       string
+}
+
+// ErrPresenceChanged: UpdatePresence's Guard no longer matched; re-read and
+// decide again.
+var ErrPresenceChanged = errors.New("store: the override changed since it was read")
 
 // ClaimTransitionParams claims presence_seen = New.
 type ClaimTransitionParams struct {

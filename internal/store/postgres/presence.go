@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -66,6 +67,11 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				setAt = &now
 			}
 		}
+		var gOverride, gBy *string
+		var gSetAt *time.Time
+		if g := p.Guard; g != nil {
+			gOverride, gSetAt, gBy = textPtr(g.Override), storeutil.MicroPtr(g.SetAt), textPtr(g.By)
+		}
 		var err error
 		a, err = scanAgent(tx.QueryRow(ctx, `UPDATE agents SET
 				shift = CASE WHEN $2::boolean THEN $3::text ELSE shift END,
@@ -73,9 +79,20 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				override_until = CASE WHEN $4 THEN $6::timestamptz ELSE override_until END,
 				override_set_at = CASE WHEN $4 THEN $7::timestamptz ELSE override_set_at END,
 				override_by = CASE WHEN $4 THEN $8::text ELSE override_by END,
+				self_in_stretch = CASE WHEN $10::boolean THEN $11::timestamptz ELSE self_in_stretch END,
+				self_in_used = CASE WHEN $10 THEN $12::bigint ELSE self_in_used END,
+				self_clock_in_cap = CASE WHEN $13::boolean THEN $14::bigint ELSE self_clock_in_cap END,
 				updated_at = $9
-			WHERE id = $1 RETURNING `+agentCols,
-			p.AgentID, p.SetShift, textPtr(p.Shift), p.SetOverride, override, until, setAt, by, micro(p.Now)))
+			WHERE id = $1 AND (NOT $15::boolean OR (presence_override IS NOT DISTINCT FROM $16::text
+				AND override_set_at IS NOT DISTINCT FROM $17::timestamptz AND override_by IS NOT DISTINCT FROM $18::text))
+			RETURNING `+agentCols,
+			p.AgentID, p.SetShift, textPtr(p.Shift), p.SetOverride, override, until, setAt, by, micro(p.Now),
+			p.SetBudget, storeutil.MicroPtr(p.SelfInStretch), int64(p.SelfInUsed/time.Second),
+			p.SetCap, int64(p.SelfClockInCap/time.Second),
+			p.Guard != nil, gOverride, gSetAt, gBy))
+		if errors.Is(err, pgx.ErrNoRows) && p.Guard != nil {
+			return store.ErrPresenceChanged // agentGate found the row: the guard failed
+		}
 		if err != nil {
 			return mapErr("update presence", err)
 		}

@@ -120,7 +120,8 @@ const agentCols = agentCoreCols + `,
 	shift, presence_override, override_until, override_set_at, override_by,
 	presence_seen, presence_changed_at, presence_changed_by,
 	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
-	reported_runtime_version, reported_state, project_readiness`
+	reported_runtime_version, reported_state, project_readiness,
+	self_clock_in_cap, self_in_stretch, self_in_used`
 
 // agentColsA is agentCols qualified with the alias a.
 var agentColsA = storeutil.Qualify("a", agentCols)
@@ -130,13 +131,15 @@ var agentColsA = storeutil.Qualify("a", agentCols)
 func scanAgent(row pgx.Row, extra ...any) (domain.Agent, error) {
 	var a domain.Agent
 	var shift, override, overrideBy, changedBy, repState, readiness *string
+	var capSecs, usedSecs int64
 	pr, lv := &a.Presence, &a.Liveness
 	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &a.RevokedAt,
 		&a.Scope.Queues, &a.Scope.Verbs, &a.BillingMode, &a.BillingModes, &a.ToolClass,
 		&a.CreatedAt, &a.UpdatedAt,
 		&shift, &override, &pr.OverrideUntil, &pr.OverrideSetAt, &overrideBy, &pr.Seen, &pr.ChangedAt, &changedBy,
 		&lv.State, &lv.LastHeartbeatAt, &lv.ReportedBillingMode, &lv.ReportedToolClass,
-		&lv.ReportedRuntimeVersion, &repState, &readiness}, extra...)
+		&lv.ReportedRuntimeVersion, &repState, &readiness,
+		&capSecs, &pr.SelfInStretch, &usedSecs}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return domain.Agent{}, err
 	}
@@ -146,6 +149,8 @@ func scanAgent(row pgx.Row, extra ...any) (domain.Agent, error) {
 	pr.OverrideUntil, pr.OverrideSetAt, pr.ChangedAt = utcPtr(pr.OverrideUntil), utcPtr(pr.OverrideSetAt), utcPtr(pr.ChangedAt)
 	lv.LastHeartbeatAt = utcPtr(lv.LastHeartbeatAt)
 	lv.ReportedState, lv.ProjectReadiness = rawBytes(repState), rawBytes(readiness)
+	a.SelfClockInCap = domain.ClockInCap(time.Duration(capSecs) * time.Second)
+	pr.SelfInStretch, pr.SelfInUsed = utcPtr(pr.SelfInStretch), time.Duration(usedSecs)*time.Second
 	a.Scope.Queues = storeutil.Strings(a.Scope.Queues)
 	a.Scope.Verbs = storeutil.Strings(a.Scope.Verbs)
 	a.BillingModes = storeutil.Strings(a.BillingModes)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -55,6 +56,10 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				setAt = micros(*p.OverrideSetAt)
 			}
 		}
+		var gOverride, gSetAt, gBy any
+		if g := p.Guard; g != nil {
+			gOverride, gSetAt, gBy = nullText(g.Override), microsPtr(g.SetAt), nullText(g.By)
+		}
 		var err error
 		a, err = scanAgent(tx.QueryRowContext(ctx, `UPDATE agents SET
 				shift = CASE WHEN ?2 THEN ?3 ELSE shift END,
@@ -62,9 +67,19 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				override_until = CASE WHEN ?4 THEN ?6 ELSE override_until END,
 				override_set_at = CASE WHEN ?4 THEN ?7 ELSE override_set_at END,
 				override_by = CASE WHEN ?4 THEN ?8 ELSE override_by END,
+				self_in_stretch = CASE WHEN ?10 THEN ?11 ELSE self_in_stretch END,
+				self_in_used = CASE WHEN ?10 THEN ?12 ELSE self_in_used END,
+				self_clock_in_cap = CASE WHEN ?13 THEN ?14 ELSE self_clock_in_cap END,
 				updated_at = ?9
-			WHERE id = ?1 RETURNING `+agentCols,
-			p.AgentID, p.SetShift, nullText(p.Shift), p.SetOverride, override, until, setAt, by, micros(p.Now)))
+			WHERE id = ?1 AND (NOT ?15 OR (presence_override IS ?16 AND override_set_at IS ?17 AND override_by IS ?18))
+			RETURNING `+agentCols,
+			p.AgentID, p.SetShift, nullText(p.Shift), p.SetOverride, override, until, setAt, by, micros(p.Now),
+			p.SetBudget, microsPtr(p.SelfInStretch), int64(p.SelfInUsed/time.Second),
+			p.SetCap, int64(p.SelfClockInCap/time.Second),
+			p.Guard != nil, gOverride, gSetAt, gBy))
+		if errors.Is(err, sql.ErrNoRows) && p.Guard != nil {
+			return store.ErrPresenceChanged // agentGate found the row: the guard failed
+		}
 		if err != nil {
 			return mapErr("update presence", err)
 		}

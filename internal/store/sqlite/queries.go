@@ -67,7 +67,8 @@ const agentCols = agentCoreCols + `,
 	shift, presence_override, override_until, override_set_at, override_by,
 	presence_seen, presence_changed_at, presence_changed_by,
 	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
-	reported_runtime_version, reported_state, project_readiness`
+	reported_runtime_version, reported_state, project_readiness,
+	self_clock_in_cap, self_in_stretch, self_in_used`
 
 // agentColsA is agentCols qualified with the alias a.
 var agentColsA = storeutil.Qualify("a", agentCols)
@@ -81,11 +82,14 @@ func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 	var created, updated int64
 	var shift, override, overrideBy, changedBy sql.NullString
 	var repMode, repClass, repVersion, repState, readiness sql.NullString
+	var capSecs, usedSecs int64
+	var stretch sql.NullInt64
 	pr, lv := &a.Presence, &a.Liveness
 	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &revoked,
 		&queues, &verbs, &a.BillingMode, &modes, &a.ToolClass, &created, &updated,
 		&shift, &override, &until, &setAt, &overrideBy, &pr.Seen, &changedAt, &changedBy,
-		&lv.State, &heartbeat, &repMode, &repClass, &repVersion, &repState, &readiness}, extra...)
+		&lv.State, &heartbeat, &repMode, &repClass, &repVersion, &repState, &readiness,
+		&capSecs, &stretch, &usedSecs}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return domain.Agent{}, err
 	}
@@ -96,6 +100,8 @@ func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 	lv.LastHeartbeatAt = fromNullMicros(heartbeat)
 	lv.ReportedBillingMode, lv.ReportedToolClass, lv.ReportedRuntimeVersion = nullStr(repMode), nullStr(repClass), nullStr(repVersion)
 	lv.ReportedState, lv.ProjectReadiness = nullBytes(repState), nullBytes(readiness)
+	a.SelfClockInCap = domain.ClockInCap(time.Duration(capSecs) * time.Second)
+	pr.SelfInStretch, pr.SelfInUsed = fromNullMicros(stretch), time.Duration(usedSecs)*time.Second
 	var err error
 	if a.Scope.Queues, err = decodeList(queues); err != nil {
 		return domain.Agent{}, err

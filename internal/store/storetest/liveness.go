@@ -472,7 +472,7 @@ func testReportedChangesBatch(t *testing.T, in Instance) {
 			t.Errorf("agent %s after racing batches: %d entries, want %d", id, len(es), n)
 		}
 	}
-	res, err := s.VerifyAudit(ctx)
+	res, err := s.VerifyAudit(ctx, store.VerifyAuditParams{})
 	must(t, "VerifyAudit", err)
 	if !res.OK {
 		t.Errorf("VerifyAudit = %+v, want ok", res)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -26,6 +27,8 @@ func RunPresence(t *testing.T, h Harness) {
 		{"Presence/Defaults", testPresenceDefaults},
 		{"Presence/UpdatePresence", testUpdatePresence},
 		{"Presence/UpdatePresenceAtomic", testUpdatePresenceAtomic},
+		{"Presence/SelfClockInCapAndLedger", testSelfClockInCap},
+		{"Presence/UpdatePresenceGuard", testUpdatePresenceGuard},
 		{"Presence/EveryReadScansPresence", testPresenceEveryRead},
 		{"Presence/ClaimTransition", testClaimTransition},
 		{"Presence/ClaimTransitionRace", testClaimTransitionRace},
@@ -988,5 +991,107 @@ func testFailoverRing(t *testing.T, in Instance) {
 	}
 	if fo("00000000-0000-0000-0000-000000000000", rung, now) {
 		t.Error("an unknown todo was failed over")
+	}
+}
+
+// testSelfClockInCap: self_clock_in_cap defaults to 8 h and is written by
+// SetCap; the ledger (self_in_stretch, self_in_used) by SetBudget, with or
+// without an override in the same write; each group leaves the others
+// alone (DESIGN.md §3.4).
+func testSelfClockInCap(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("capped", ownerID, "q"))
+	got := agentByID(t, s, a.ID)
+	if got.SelfClockInCap != domain.ClockInCap(8*time.Hour) || got.Presence.SelfInStretch != nil || got.Presence.SelfInUsed != 0 {
+		t.Fatalf("new agent: cap %s stretch %v used %s, want 8h, nil, 0", got.SelfClockInCap, got.Presence.SelfInStretch, got.Presence.SelfInUsed)
+	}
+	want := wantAgent(a.Agent)
+
+	now1 := at(time.Minute)
+	got, err := s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: now1, SetCap: true, SelfClockInCap: 90 * time.Minute,
+		Audit: presenceRecord(a.ID, "agent.update", map[string]any{"self_clock_in_cap": "1h30m"})})
+	must(t, "UpdatePresence(cap)", err)
+	want.UpdatedAt, want.SelfClockInCap = micro(now1), domain.ClockInCap(90*time.Minute)
+	diff(t, "agent after setting the cap", want, got)
+
+	// The ledger with an override, in one write.
+	now2 := at(2 * time.Minute)
+	stretch, until := at(20*time.Hour+time.Microsecond), at(2*time.Hour)
+	got, err = s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: now2, SetOverride: true,
+		Override: "in", OverrideUntil: &until, OverrideBy: "agent",
+		SetBudget: true, SelfInStretch: &stretch, SelfInUsed: 118 * time.Minute,
+		Audit: presenceRecord(a.ID, "agent.presence", map[string]any{"override": "in"})})
+	must(t, "UpdatePresence(override+ledger)", err)
+	want.UpdatedAt = micro(now2)
+	want.Presence.Override, want.Presence.OverrideUntil, want.Presence.OverrideSetAt, want.Presence.OverrideBy = "in", ptr(micro(until)), ptr(micro(now2)), "agent"
+	want.Presence.SelfInStretch, want.Presence.SelfInUsed = ptr(micro(stretch)), 118*time.Minute
+	diff(t, "agent after clock_in", want, got)
+
+	// A cap of 0, then an override without the ledger: the ledger stays.
+	now3 := at(3 * time.Minute)
+	got, err = s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: now3, SetCap: true, SelfClockInCap: 0,
+		SetOverride: true, Override: "",
+		Audit: presenceRecord(a.ID, "agent.presence", nil)})
+	must(t, "UpdatePresence(cap 0, clear)", err)
+	want.UpdatedAt, want.SelfClockInCap = micro(now3), 0
+	want.Presence.Override, want.Presence.OverrideUntil, want.Presence.OverrideSetAt, want.Presence.OverrideBy = "", nil, nil, ""
+	diff(t, "agent after cap 0", want, got)
+	diff(t, "stored agent", want, agentByID(t, s, a.ID))
+
+	// The ledger cleared.
+	now4 := at(4 * time.Minute)
+	got, err = s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: now4, SetBudget: true,
+		Audit: presenceRecord(a.ID, "agent.presence", nil)})
+	must(t, "UpdatePresence(ledger cleared)", err)
+	want.UpdatedAt = micro(now4)
+	want.Presence.SelfInStretch, want.Presence.SelfInUsed = nil, 0
+	diff(t, "agent after clearing the ledger", want, got)
+}
+
+// testUpdatePresenceGuard: a guarded write happens only while the override
+// columns hold what the guard says; otherwise ErrPresenceChanged, nothing
+// written, no audit entry. A revoked agent is still ErrConflict.
+func testUpdatePresenceGuard(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("guarded", ownerID, "q"))
+	// Unguarded: the operator puts it out.
+	opAt := at(time.Minute)
+	op, err := s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: opAt, SetOverride: true,
+		Override: "out", OverrideBy: "operator:" + ownerID, Audit: presenceRecord(a.ID, "agent.presence", nil)})
+	must(t, "UpdatePresence(operator out)", err)
+	entries := auditCount(t, s)
+
+	// The agent decided on "no override": stale.
+	until := at(3 * time.Hour)
+	_, err = s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: at(2 * time.Minute), SetOverride: true,
+		Override: "in", OverrideUntil: &until, OverrideBy: "agent", SetBudget: true, SelfInUsed: time.Hour,
+		Guard: &store.OverrideGuard{}, Audit: presenceRecord(a.ID, "agent.presence", nil)})
+	if !errors.Is(err, store.ErrPresenceChanged) {
+		t.Fatalf("stale guard: %v, want ErrPresenceChanged", err)
+	}
+	diff(t, "agent after a stale guarded write", op, agentByID(t, s, a.ID))
+	if n := auditCount(t, s); n != entries {
+		t.Fatalf("a refused guarded write appended %d audit entries", n-entries)
+	}
+
+	// A guard that matches writes.
+	g := &store.OverrideGuard{Override: "out", SetAt: op.Presence.OverrideSetAt, By: "operator:" + ownerID}
+	got, err := s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: at(3 * time.Minute), SetOverride: true,
+		Override: "", Guard: g, Audit: presenceRecord(a.ID, "agent.presence", nil)})
+	must(t, "UpdatePresence(matching guard)", err)
+	if got.Presence.Override != "" {
+		t.Fatalf("matching guard did not write: %+v", got.Presence)
+	}
+	// Now "no override" matches.
+	_, err = s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: at(4 * time.Minute), SetShift: true, Shift: "Mon 09:00-10:00",
+		Guard: &store.OverrideGuard{}, Audit: presenceRecord(a.ID, "agent.shift", nil)})
+	must(t, "UpdatePresence(empty guard on no override)", err)
+
+	_, err = s.RevokeAgent(ctx, revokeParams(a.ID, at(5*time.Minute)))
+	must(t, "RevokeAgent", err)
+	_, err = s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: at(6 * time.Minute), SetOverride: true,
+		Override: "in", OverrideBy: "agent", Guard: &store.OverrideGuard{}, Audit: presenceRecord(a.ID, "agent.presence", nil)})
+	if !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("guarded write on a revoked agent: %v, want ErrConflict", err)
 	}
 }

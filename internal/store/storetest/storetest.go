@@ -97,6 +97,8 @@ func newAgent(handle, owner string, queues ...string) domain.Agent {
 		ToolClass:    "claude-code",
 		CreatedAt:    Base,
 		UpdatedAt:    Base,
+		// CreateAgent leaves self_clock_in_cap at its default (DESIGN.md §3.4).
+		SelfClockInCap: domain.ClockInCap(8 * time.Hour),
 	}
 }
 

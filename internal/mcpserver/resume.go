@@ -1,0 +1,330 @@
+package mcpserver
+
+// Resumable notification streams (DESIGN.md §3.7, issue 10 item 4): every
+// message event written on a session's GET stream carries an SSE event id
+// and is kept in a small per-session log; a GET with Last-Event-ID replays
+// what the session's client missed after that id, before anything else is
+// written on the new stream.
+//
+// Why not mcp-go's WithEventStore (v1.2.1): it answers an unknown
+// Last-Event-ID with 400 (a forged or foreign id must answer normally), its
+// in-memory store is unbounded until the session ends, and it moves the GET
+// path to a session-scoped pump that is started before the first
+// connection attaches (ensureListeningStream, then attach), so a doorbell
+// queued before a session's first GET can be recorded with no connection
+// and never written — it would also stop holding a streamless session's
+// doorbells for its next stream. Here mcp-go keeps its connection-scoped
+// GET path; this file only stamps ids on what that path writes and replays
+// from the log.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// Defaults of Options.ReplayEvents and Options.ReplayWindow.
+const (
+	DefaultReplayEvents = 200
+	DefaultReplayWindow = 10 * time.Minute
+)
+
+// replayEvent is one message event written on a GET stream.
+type replayEvent struct {
+	seq    uint64
+	at     time.Time
+	frame  []byte // "event: message\ndata: …\n\n", as mcp-go wrote it
+	todoID string // a todo doorbell's todo_id, else ""
+}
+
+// replayLog is one session's stamped events and the doorbells queued on it
+// but not yet written. Its zero value is ready; mu guards every field.
+type replayLog struct {
+	mu      sync.Mutex
+	tag     string // random per session: another session's ids never parse here
+	seq     uint64 // last id issued
+	events  []replayEvent
+	current *stream // the stream that opened last; older ones are superseded
+	// held counts, per todo id, doorbells Notify queued on the session and
+	// no GET stream has written yet (mcp-go's buffer, or a POST took it).
+	held map[string]heldDoorbell
+	// told is what a reconnect digest must not count while the stream in
+	// current is opening (ToldOnOpen).
+	told []string
+}
+
+type heldDoorbell struct {
+	n  int
+	at time.Time
+}
+
+var (
+	sseMessagePrefix = []byte("event: message\ndata: ")
+	sseIDPrefix      = "id: "
+)
+
+func newTag() string {
+	var b [9]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (l *replayLog) idLocked(seq uint64) string {
+	return l.tag + "." + strconv.FormatUint(seq, 10)
+}
+
+// parseLocked returns the sequence number of an id this log issued and still
+// could replay after, or false for anything else (forged, foreign, future).
+func (l *replayLog) parseLocked(id string) (uint64, bool) {
+	tag, num, ok := strings.Cut(strings.TrimSpace(id), ".")
+	if !ok || l.tag == "" || tag != l.tag {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || seq > l.seq {
+		return 0, false
+	}
+	return seq, true
+}
+
+// trimLocked drops events beyond the bounds: more than max, or older than
+// window at now.
+func (l *replayLog) trimLocked(now time.Time, max int, window time.Duration) {
+	drop := 0
+	for drop < len(l.events) && (len(l.events)-drop > max || now.Sub(l.events[drop].at) > window) {
+		drop++
+	}
+	if drop > 0 {
+		clear(l.events[:drop])
+		l.events = l.events[drop:]
+	}
+	for id, h := range l.held {
+		if now.Sub(h.at) > window {
+			delete(l.held, id)
+		}
+	}
+}
+
+// todoOf returns the todo_id of a todo doorbell notification, else "".
+func todoOf(data []byte) string {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]any `json:"meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(data, &m) != nil || m.Method != domain.ChannelMethod {
+		return ""
+	}
+	if k, _ := m.Params.Meta["kind"].(string); k == "digest" {
+		return ""
+	}
+	id, _ := m.Params.Meta["todo_id"].(string)
+	return id
+}
+
+// stamp is called with every write mcp-go makes on a GET stream, under
+// st.mu. A message event gets the next id of the session's log, is
+// recorded, and is written with its id line in the same write (a keepalive
+// can never split it). Anything else is written as is. A stream superseded
+// by a newer one writes no event: what mcp-go hands it then is queued again
+// on the session, for the newer stream.
+func (st *stream) stamp(b []byte) (out []byte, requeue bool) {
+	if !bytes.HasPrefix(b, sseMessagePrefix) {
+		return b, false
+	}
+	s, l := st.s, &st.sess.rp
+	data := bytes.TrimSuffix(b[len(sseMessagePrefix):], []byte("\n\n"))
+	todo := todoOf(data)
+	now := s.opts.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.current != nil && l.current != st {
+		return nil, true
+	}
+	if l.tag == "" {
+		l.tag = newTag()
+	}
+	l.seq++
+	frame := append([]byte(nil), b...)
+	l.events = append(l.events, replayEvent{seq: l.seq, at: now, frame: frame, todoID: todo})
+	if h, ok := l.held[todo]; ok && todo != "" {
+		if h.n--; h.n <= 0 {
+			delete(l.held, todo)
+		} else {
+			l.held[todo] = h
+		}
+	}
+	l.trimLocked(now, s.opts.ReplayEvents, s.opts.ReplayWindow)
+	out = make([]byte, 0, len(sseIDPrefix)+len(l.tag)+24+len(b))
+	out = append(out, sseIDPrefix...)
+	out = append(out, l.idLocked(l.seq)...)
+	out = append(out, '\n')
+	return append(out, b...), false
+}
+
+// requeue hands a message a superseded stream was about to write back to
+// the session, so the stream that replaced it writes it (or it waits in
+// the session's buffer for the next one).
+func (st *stream) requeue(b []byte) {
+	var n struct {
+		Method string         `json:"method"`
+		Params map[string]any `json:"params"`
+	}
+	data := bytes.TrimSuffix(b[len(sseMessagePrefix):], []byte("\n\n"))
+	if err := json.Unmarshal(data, &n); err != nil || n.Method == "" {
+		return
+	}
+	if err := st.s.mcp.SendNotificationToSpecificClient(st.sess.id, n.Method, n.Params); err != nil {
+		st.s.log.Warn("notification of a superseded stream dropped", "session", st.sess.id, "err", err)
+	}
+}
+
+// openStream runs at the first flush of a GET stream's SSE response, under
+// st.mu, before mcp-go writes any event on it: the stream becomes the
+// session's current one (older streams stop writing events), and when the
+// GET carries a Last-Event-ID this session issued, every logged event after
+// it is written now, with its id. Any other Last-Event-ID (forged, another
+// session's, malformed) is ignored: the GET answers as one without it. It
+// also fixes what a reconnect digest sent while the stream opens must not
+// count (ToldOnOpen).
+func (st *stream) openStream() {
+	s, l := st.s, &st.sess.rp
+	now := s.opts.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.current = st
+	l.trimLocked(now, s.opts.ReplayEvents, s.opts.ReplayWindow)
+	l.told = l.told[:0]
+	for id := range l.held {
+		l.told = append(l.told, id)
+	}
+	if st.lastEventID == "" {
+		return
+	}
+	resume, ok := l.parseLocked(st.lastEventID)
+	if !ok {
+		s.log.Info("mcp stream resume with an unknown Last-Event-ID ignored", "session", st.sess.id)
+		return
+	}
+	// On a resume the client has every event up to its id and gets every
+	// later one now: all doorbells in the log reach it exactly once.
+	replayed, first := 0, true
+	_ = st.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	defer func() { _ = st.rc.SetWriteDeadline(time.Time{}) }()
+	for _, ev := range l.events {
+		if ev.todoID != "" {
+			l.told = append(l.told, ev.todoID)
+		}
+		if ev.seq <= resume {
+			continue
+		}
+		if first && ev.seq > resume+1 {
+			s.log.Warn("mcp stream resume: events beyond the replay bounds are lost", "session", st.sess.id,
+				"missed", ev.seq-resume-1, "max_events", s.opts.ReplayEvents, "window", s.opts.ReplayWindow.String())
+		}
+		first = false
+		if st.done {
+			continue
+		}
+		if _, err := st.w.Write(append([]byte(sseIDPrefix+l.idLocked(ev.seq)+"\n"), ev.frame...)); err != nil {
+			st.done = true
+			st.cancel()
+			continue
+		}
+		replayed++
+	}
+	if replayed > 0 && !st.done {
+		if err := st.rc.Flush(); err != nil {
+			st.done = true
+			st.cancel()
+		}
+	}
+	if first && resume < l.seq {
+		s.log.Warn("mcp stream resume: every missed event is beyond the replay bounds", "session", st.sess.id, "missed", l.seq-resume)
+	}
+	s.log.Info("mcp stream resumed", "session", st.sess.id, "replayed", replayed)
+}
+
+// streamSettled runs after the stream's opening (and the reconnect digest
+// it may send) is done: the told set is dropped so a later digest counts
+// normally.
+func (st *stream) streamSettled() {
+	l := &st.sess.rp
+	l.mu.Lock()
+	l.told = l.told[:0]
+	l.mu.Unlock()
+}
+
+// streamEnded runs when the stream's GET has returned: the log lets go of it.
+func (st *stream) streamEnded() {
+	l := &st.sess.rp
+	l.mu.Lock()
+	if l.current == st {
+		l.current = nil
+	}
+	l.mu.Unlock()
+}
+
+// hold records a todo doorbell about to be queued on x (Notify), until a
+// GET stream writes it; unhold undoes it when the queueing failed.
+func (x *session) hold(m domain.ChannelMessage, now time.Time) string {
+	id := m.Meta["todo_id"]
+	if id == "" || m.Meta["kind"] == "digest" {
+		return ""
+	}
+	l := &x.rp
+	l.mu.Lock()
+	if l.held == nil {
+		l.held = map[string]heldDoorbell{}
+	}
+	h := l.held[id]
+	h.n++
+	h.at = now
+	l.held[id] = h
+	l.mu.Unlock()
+	return id
+}
+
+func (x *session) unhold(id string) {
+	if id == "" {
+		return
+	}
+	l := &x.rp
+	l.mu.Lock()
+	if h, ok := l.held[id]; ok {
+		if h.n--; h.n <= 0 {
+			delete(l.held, id)
+		} else {
+			l.held[id] = h
+		}
+	}
+	l.mu.Unlock()
+}
+
+// ToldOnOpen lists the todos whose doorbell the session's stream that is
+// opening right now delivers without a digest's help: doorbells queued on
+// the session and not yet written (they are written next, on this stream)
+// and, when the GET resumed a known Last-Event-ID, every doorbell in the
+// session's replay log (the client had them up to its id and gets the rest
+// by replay). A reconnect digest does not count them again (DESIGN.md §3.7;
+// issue 10 item 4). Outside a stream's opening it is empty. Implements the
+// optional app.ToldReporter of the session hub.
+func (s *Server) ToldOnOpen(sessionID string) []string {
+	s.mu.RLock()
+	x := s.sessions[sessionID]
+	s.mu.RUnlock()
+	if x == nil {
+		return nil
+	}
+	x.rp.mu.Lock()
+	defer x.rp.mu.Unlock()
+	return append([]string(nil), x.rp.told...)
+}
