@@ -40,6 +40,7 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -273,10 +274,19 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 			a.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
 				slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Duration("duration", time.Since(start)),
-				slog.Int64("bytes", rec.bytes))
+				slog.Int64("bytes", rec.bytes), slog.String("client", clientHost(r.RemoteAddr)))
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// clientHost is the client address of a request without its port (behind
+// a trusted proxy the edge has already put the forwarded client there).
+func clientHost(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
 }
 
 // statusRecorder remembers the status and size of a response. Unwrap lets
