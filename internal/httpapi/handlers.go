@@ -83,11 +83,16 @@ func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person
 }
 
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	agents, err := a.svc.ListAgents(r.Context(), by)
+	q := r.URL.Query() // wrap checked the names
+	limit, err := positiveInt(q, "limit")
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, items(agents))
+	page, err := a.svc.ListAgentsPage(r.Context(), by, limit, q.Get("cursor"))
+	if err != nil {
+		return asQueryError(err, "limit", "cursor")
+	}
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (a *api) getAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -206,11 +211,11 @@ func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.P
 	if f.Limit, err = positiveInt(q, "limit"); err != nil {
 		return err
 	}
-	todos, err := a.svc.ListAgentTodos(r.Context(), by, r.PathValue("ref"), f)
+	page, err := a.svc.ListAgentTodosPage(r.Context(), by, r.PathValue("ref"), f, q.Get("cursor"))
 	if err != nil {
-		return asQueryError(err, "queue", "state", "limit")
+		return asQueryError(err, "queue", "state", "limit", "cursor")
 	}
-	return writeJSON(w, http.StatusOK, items(todos))
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (a *api) getTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -238,11 +243,11 @@ func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person
 	if f.Limit, err = positiveInt(q, "limit"); err != nil {
 		return err
 	}
-	entries, err := a.svc.ListAudit(r.Context(), by, f)
+	page, err := a.svc.ListAuditPage(r.Context(), by, f, q.Get("cursor"))
 	if err != nil {
-		return asQueryError(err, "agent", "after", "limit")
+		return asQueryError(err, "agent", "after", "limit", "cursor")
 	}
-	return writeJSON(w, http.StatusOK, items(entries))
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {

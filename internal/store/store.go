@@ -184,6 +184,9 @@ type ListTodosParams struct {
 	Queues  []string // any of
 	State   string
 	Limit   int
+	// AfterID, when set, starts the list after that todo in the
+	// (created_at, id) order: keyset paging (issue 9 item 6).
+	AfterID string
 }
 
 // ClaimTodoParams claims one todo.
