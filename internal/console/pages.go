@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -88,7 +89,7 @@ func (h *Handler) cardFragment(w http.ResponseWriter, r *http.Request, v *visit)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := h.pages["card"].ExecuteTemplate(w, "card", c); err != nil {
+	if err := writeNeutral(w, func(w io.Writer) error { return h.pages["card"].ExecuteTemplate(w, "card", c) }); err != nil {
 		h.log.Error("console card template failed", "err", err)
 	}
 }
