@@ -152,3 +152,17 @@ func TestServerHostCheck(t *testing.T) {
 		t.Errorf("Origin public_url: %d", resp.StatusCode)
 	}
 }
+
+// /favicon.ico is an icon, not a 404.
+func TestServerFavicon(t *testing.T) {
+	url, _ := start(t)
+	resp, err := http.Get(url + "/favicon.ico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/x-icon" || len(b) < 22 || !bytes.HasPrefix(b, []byte{0, 0, 1, 0}) {
+		t.Fatalf("/favicon.ico: %d %s %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(b))
+	}
+}
