@@ -84,3 +84,46 @@ func TestNextRefusesControlCharacters(t *testing.T) {
 		t.Fatalf("a clean next: %q", resp.Header.Get("Location"))
 	}
 }
+
+// The agent page lists done and failed todos too, and filters by state.
+func TestAgentPageShowsFinishedTodosFiltered(t *testing.T) {
+	e := newEnv(t, console.Options{})
+	me := admin(t, e)
+	res := vend(t, e, me, "worker")
+	ctx := t.Context()
+	p, err := e.Service.AuthenticateAgent(ctx, res.Credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(title string) string {
+		td, _, err := e.Service.PushTodo(ctx, me, "worker", app.PushInput{Queue: "reviews", Title: title, MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return td.ID
+	}
+	done, failed := push("Finished one"), push("Broken one")
+	push("Waiting one")
+	for id, finish := range map[string]func(string) error{
+		done:   func(id string) error { _, err := e.Service.Complete(ctx, p.Agent, id, []byte(`{"ok":true}`)); return err },
+		failed: func(id string) error { _, err := e.Service.Fail(ctx, p.Agent, id, "it broke"); return err },
+	} {
+		if _, err := e.Service.Claim(ctx, p.Agent, id, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := finish(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := e.browser(t)
+	b.signIn(e.AdminToken)
+	_, body := b.get("/console/agents/worker")
+	wantContains(t, body, "Finished one", "Broken one", "Waiting one", `todo-done">done`, `todo-failed">failed`, "Finished ", `aria-current="true" class="current">all`)
+	_, body = b.get("/console/agents/worker?todos=done")
+	wantContains(t, body, "Finished one", `aria-current="true" class="current">done`)
+	if strings.Contains(body, "Broken one") || strings.Contains(body, "Waiting one") {
+		t.Fatal("?todos=done shows other states")
+	}
+	_, body = b.get("/console/agents/worker?todos=claimed")
+	wantContains(t, body, "No claimed todos.")
+}

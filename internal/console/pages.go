@@ -103,10 +103,22 @@ type agentView struct {
 	ShiftError     string
 	Todos          []todoView
 	TodosCapped    bool
+	TodoFilter     string       // "" (all) or a todo state: ?todos=
+	TodoFilters    []todoFilter // the filter links, in order
 	Audit          []domain.AuditEntry
 	AuditTruncated bool
 	Push           pushForm
 }
+
+// todoFilter is one link of the agent page's todo filter.
+type todoFilter struct {
+	Value, Label string
+	Current      bool
+}
+
+// todoStates are the states the agent page lists, in display order (open
+// work first, then what is finished).
+var todoStates = []string{domain.TodoClaimed, domain.TodoPending, domain.TodoFailed, domain.TodoDone}
 
 type todoView struct {
 	domain.Todo
@@ -152,7 +164,22 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 	if form.ShiftError != "" {
 		view.ShiftValue, view.ShiftError = form.ShiftValue, form.ShiftError
 	}
-	for _, state := range []string{domain.TodoClaimed, domain.TodoPending, domain.TodoFailed} {
+	filter := r.URL.Query().Get("todos")
+	if !slices.Contains(todoStates, filter) {
+		filter = ""
+	}
+	view.TodoFilter = filter
+	for _, f := range append([]string{""}, todoStates...) {
+		label := f
+		if f == "" {
+			label = "all"
+		}
+		view.TodoFilters = append(view.TodoFilters, todoFilter{Value: f, Label: label, Current: f == filter})
+	}
+	for _, state := range todoStates {
+		if filter != "" && state != filter {
+			continue
+		}
 		ts, err := h.svc.Store().ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: state, Limit: agentListLimit})
 		if err != nil {
 			h.fail(w, r, v, err)
