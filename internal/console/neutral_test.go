@@ -15,7 +15,7 @@ func TestNeutralize(t *testing.T) {
 		{"plain title", "plain title"},
 		{"Grüße, 日本語, emoji 🎉", "Grüße, 日本語, emoji 🎉"},
 		{"tab\tnew\nline\r", "tab\tnew\nline\r"},
-		{"invoice\u202Efdp.exe", "invoice[U+202E]fdp.exe"},                          // RLO
+		{"invoice\u202Efdp.exe", "invoice[U+202E]fdp.exe"},                         // RLO
 		{"a\u202Ab\u202Bc\u202Cd\u202De", "a[U+202A]b[U+202B]c[U+202C]d[U+202D]e"}, // LRE RLE PDF LRO
 		{"\u2066x\u2067y\u2068z\u2069", "[U+2066]x[U+2067]y[U+2068]z[U+2069]"},     // isolates
 		{"\u200Eltr\u200Frtl\u061Calm", "[U+200E]ltr[U+200F]rtl[U+061C]alm"},       // marks
@@ -105,7 +105,10 @@ func TestAgentPageShowsFinishedTodosFiltered(t *testing.T) {
 	done, failed := push("Finished one"), push("Broken one")
 	push("Waiting one")
 	for id, finish := range map[string]func(string) error{
-		done:   func(id string) error { _, err := e.Service.Complete(ctx, p.Agent, id, []byte(`{"ok":true}`)); return err },
+		done: func(id string) error {
+			_, err := e.Service.Complete(ctx, p.Agent, id, []byte(`{"ok":true}`))
+			return err
+		},
 		failed: func(id string) error { _, err := e.Service.Fail(ctx, p.Agent, id, "it broke"); return err },
 	} {
 		if _, err := e.Service.Claim(ctx, p.Agent, id, 0); err != nil {
