@@ -117,6 +117,13 @@ type Store interface {
 	ListAudit(ctx context.Context, p ListAuditParams) ([]domain.AuditEntry, error)
 	// VerifyAudit walks the whole chain and reports breaks.
 	VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error)
+
+	// MarkFirstStream records that the agent opened a notification stream
+	// at now, and reports whether it was the agent's first ever: true for
+	// exactly one caller across instances, false afterwards and for an
+	// unknown agent (the digest reason "connect" vs "reconnect", DESIGN.md
+	// §3.7 as amended by issue 9 item 9).
+	MarkFirstStream(ctx context.Context, agentID string, now time.Time) (bool, error)
 }
 
 // BootstrapAdminParams creates the first person.
