@@ -24,6 +24,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -129,9 +130,32 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 			}
 		}
+		r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, e))
 		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ip, cred: cred}
 		next.ServeHTTP(ww, r)
 	})
+}
+
+type edgeKey struct{}
+
+// FailureFunc returns the function an adapter calls when it refuses a
+// credential outside an HTTP 401 (the gateway's identify frame, after the
+// WebSocket upgrade): it counts one failure of r's client IP and of the
+// token's prefix and logs the refusal at info (never the token). Outside
+// the edge it does nothing.
+func FailureFunc(r *http.Request) func(reason, token string) {
+	e, _ := r.Context().Value(edgeKey{}).(*Edge)
+	if e == nil {
+		return func(string, string) {}
+	}
+	ip := ClientIP(r)
+	return func(reason, token string) {
+		cred := token
+		if len(cred) > 12 {
+			cred = cred[:12]
+		}
+		e.Failed(r, ip, cred, reason)
+	}
 }
 
 // probe reports requests a rate-limited client may still make: health

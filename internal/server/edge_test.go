@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/rollcall/rollcall/internal/config"
 )
 
@@ -164,5 +166,37 @@ func TestServerFavicon(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/x-icon" || len(b) < 22 || !bytes.HasPrefix(b, []byte{0, 0, 1, 0}) {
 		t.Fatalf("/favicon.ico: %d %s %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(b))
+	}
+}
+
+// A refused gateway identify (after the WebSocket upgrade, so no 401)
+// counts towards the same limit; past it the upgrade itself is a 429.
+func TestServerGatewayIdentifyFailuresCount(t *testing.T) {
+	url, logs := start(t, "ROLLCALL_AUTH_MAX_FAILURES=3")
+	ws := "ws" + strings.TrimPrefix(url, "http") + "/v1/gateway"
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, _, err := websocket.Dial(ctx, ws, nil)
+		if err != nil {
+			cancel()
+			t.Fatalf("dial %d: %v", i+1, err)
+		}
+		_, _, _ = c.Read(ctx) // hello
+		_ = c.Write(ctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"rca_wrongwrongwrongwrongwrongwrongwrongwrongwro"}}`))
+		_, _, err = c.Read(ctx)
+		if websocket.CloseStatus(err) != 4004 {
+			t.Fatalf("identify %d: %v, want close 4004", i+1, err)
+		}
+		c.CloseNow()
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, ws, nil)
+	if err == nil || resp == nil || resp.StatusCode != 429 {
+		t.Fatalf("4th dial: %v %v, want 429", err, resp)
+	}
+	if out := logs.String(); strings.Count(out, `msg="authentication refused" client=127.0.0.1 reason=invalid_token method=GET path=/v1/gateway`) != 3 || strings.Contains(out, "rca_wrong") {
+		t.Fatalf("log:\n%s", out)
 	}
 }
