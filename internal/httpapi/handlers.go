@@ -15,17 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// list is the envelope of every list response.
-type list[T any] struct {
-	Items []T `json:"items"`
-}
-
-func items[T any](s []T) list[T] {
-	if s == nil {
-		s = []T{}
-	}
-	return list[T]{Items: s}
-}
+// Every list response is an app.Page: {"items": [...], "next_cursor"?}.
 
 // writeJSON writes v as a JSON response with the status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
