@@ -54,6 +54,9 @@ func validBilling(mode string, modes []string, toolClass string) error {
 	if err := validCode("billing_mode", mode); err != nil {
 		return err
 	}
+	if len(modes) > domain.MaxBillingModes {
+		return domain.Errorf(domain.CodeInvalidArgument, "at most %d billing modes, got %d", domain.MaxBillingModes, len(modes)).At("/billing_modes")
+	}
 	seen := map[string]bool{}
 	for i, m := range modes {
 		if !domain.ValidName(m) {

@@ -173,10 +173,22 @@ func humanAge(d time.Duration) string {
 }
 
 // StreamOpened is called by the session hub when an agent gains its first
-// open notification stream on this instance. If the agent is in, it sends a
-// reconnect digest, at most once per agent per ReconnectDigestGate here.
+// open notification stream on this instance. It records the agent's first
+// stream ever (store.MarkFirstStream); if the agent is in, it sends a
+// digest, at most once per agent per ReconnectDigestGate here, with reason
+// "connect" on the agent's first stream ever and "reconnect" after that.
 func (d *Digests) StreamOpened(agentID string) {
 	now := d.s.now()
+	mctx, mcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	first, err := d.s.store.MarkFirstStream(mctx, agentID, now)
+	mcancel()
+	if err != nil {
+		d.s.log.Warn("recording an agent's first stream failed", "agent_id", agentID, "err", err)
+	}
+	reason := ReasonReconnect
+	if first {
+		reason = ReasonConnect
+	}
 	if p, ok := d.s.Evaluator.Presence(agentID, now); !ok || p != "in" {
 		return
 	}
@@ -190,7 +202,7 @@ func (d *Digests) StreamOpened(agentID string) {
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if !d.Send(ctx, agentID, ReasonReconnect) {
+	if !d.Send(ctx, agentID, reason) {
 		d.mu.Lock()
 		if had {
 			d.reconnect[agentID] = last

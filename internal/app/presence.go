@@ -23,6 +23,10 @@ const (
 	ReasonShiftStart  = "shift_start"
 	ReasonOverrideEnd = "override_end"
 	ReasonReconnect   = "reconnect"
+	// ReasonConnect is the digest of an agent's first notification stream
+	// ever (issue 9 item 9); later first streams on an instance are
+	// ReasonReconnect.
+	ReasonConnect = "connect"
 )
 
 // PresenceView is what the self verbs and the presence routes return

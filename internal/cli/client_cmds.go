@@ -101,11 +101,26 @@ func (cf *clientFlags) wrap(err error) error {
 
 // --- argument and flag checks that exit 2 ---
 
-func noArgs(_ *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", args[0])}
+// noArgs refuses positional arguments. On a parent command (agent, todo …)
+// the argument is a mistyped subcommand: the error names it and suggests
+// the closest subcommands ("rollcall agent vnd" → did you mean vend?).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	return nil
+	if cmd.HasSubCommands() {
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2 // cobra's default for the root
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		} else {
+			msg += "; see " + cmd.CommandPath() + " --help"
+		}
+		return usageError{errors.New(msg)}
+	}
+	return usageError{fmt.Errorf("unexpected argument %q", args[0])}
 }
 
 // exactArgs requires the named positional arguments.

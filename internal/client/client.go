@@ -94,11 +94,25 @@ func (c *Client) VendAgent(ctx context.Context, in app.VendInput) (app.VendResul
 	return out, err
 }
 
-// ListAgents lists the caller's agents ordered by handle (GET /v1/agents).
+// ListAgents lists all the caller's agents ordered by handle (GET
+// /v1/agents, following next_cursor over every page).
 func (c *Client) ListAgents(ctx context.Context) ([]domain.Agent, error) {
-	var out listOf[domain.Agent]
-	_, err := c.do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out)
-	return out.Items, err
+	var all []domain.Agent
+	q := url.Values{"limit": {"500"}}
+	for {
+		var out listOf[domain.Agent]
+		if _, err := c.do(ctx, http.MethodGet, "/v1/agents", q, nil, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Items...)
+		if out.NextCursor == "" {
+			if all == nil {
+				all = []domain.Agent{}
+			}
+			return all, nil
+		}
+		q.Set("cursor", out.NextCursor)
+	}
 }
 
 // GetAgent returns one agent by id or handle (GET /v1/agents/{ref}).
@@ -213,7 +227,8 @@ func (c *Client) Ready(ctx context.Context) error {
 // --- plumbing ---
 
 type listOf[T any] struct {
-	Items []T `json:"items"`
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
 }
 
 // problem mirrors the server's RFC 9457 problem document.

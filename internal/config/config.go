@@ -10,9 +10,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +68,36 @@ type Config struct {
 		// process (sessions end at restart).
 		SessionKey string `koanf:"session_key"`
 	} `koanf:"console"`
+	Edge `koanf:",squash"`
+}
+
+// Edge is the configuration of the HTTP edge (issue 9 items 5 and 6):
+// which Host and Origin values are accepted, which peers may speak for a
+// client through X-Forwarded-*, the body read deadline and the limit of
+// failed authentications.
+type Edge struct {
+	// AllowedHosts are host names (port ignored, case-insensitive) accepted
+	// in the Host header besides loopback names and the host of public_url.
+	AllowedHosts []string `koanf:"allowed_hosts"`
+	// AllowedOrigins are Origin values (scheme://host[:port]) accepted
+	// besides the request's own origin and that of public_url.
+	AllowedOrigins []string `koanf:"allowed_origins"`
+	// TrustedProxies are CIDRs (or single addresses) of reverse proxies
+	// whose X-Forwarded-For/Proto/Host headers are believed.
+	TrustedProxies []string `koanf:"trusted_proxies"`
+	HTTP           struct {
+		// ReadTimeout bounds the time from the start of a request to the
+		// last byte of its body; a slower body is cut off and its
+		// connection closed. Responses (SSE, the gateway) have no write
+		// timeout.
+		ReadTimeout time.Duration `koanf:"read_timeout"`
+	} `koanf:"http"`
+	Auth struct {
+		// MaxFailures is how many failed authentications one client IP or
+		// one credential prefix may make per minute before it is answered
+		// 429 with Retry-After.
+		MaxFailures int `koanf:"max_failures"`
+	} `koanf:"auth"`
 }
 
 // Key describes one configuration key: its default and its help text.
@@ -91,6 +123,12 @@ var Keys = []Key{
 	{"presence.evaluate_interval", 30 * time.Second, "presence evaluator period"},
 	{"doorbell.sweep_interval", 30 * time.Second, "doorbell sweep period"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
+	// The HTTP edge (README "Running it for a team").
+	{"allowed_hosts", []string{}, "extra Host names accepted besides loopback names and the host of public_url (comma list)"},
+	{"allowed_origins", []string{}, "extra Origin values (scheme://host[:port]) accepted besides the server's own (comma list)"},
+	{"trusted_proxies", []string{}, "CIDRs of reverse proxies whose X-Forwarded-For/Proto/Host are believed (comma list)"},
+	{"http.read_timeout", 15 * time.Second, "a request body not complete this long after the request started is cut off"},
+	{"auth.max_failures", 20, "failed authentications per minute per client IP or credential prefix before 429"},
 }
 
 // EnvName returns the environment variable of a key.
@@ -108,6 +146,10 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			fs.String(k.Name, d, help)
 		case time.Duration:
 			fs.Duration(k.Name, d, help)
+		case int:
+			fs.Int(k.Name, d, help)
+		case []string:
+			fs.StringSlice(k.Name, d, help)
 		}
 	}
 }
@@ -145,6 +187,13 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
 			return Config{}, fmt.Errorf("config file %s: %w", path, err)
 		}
+		// `log: debug` is short for `log.level: debug`.
+		if lv, ok := fk.Get("log").(string); ok {
+			fk.Delete("log")
+			if err := fk.Set("log.level", lv); err != nil {
+				return Config{}, err
+			}
+		}
 		var unknown []string
 		for _, key := range fk.Keys() {
 			if !known[key] {
@@ -155,9 +204,17 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 			sort.Strings(unknown)
 			return Config{}, fmt.Errorf("config file %s: unknown key %q (known keys: %s)", path, unknown[0], knownList())
 		}
+		flat := fk.All()
+		for key, v := range flat {
+			cv, err := convertYAML(defaults[key], v)
+			if err != nil {
+				return Config{}, fmt.Errorf("config file %s: key %s: %s", path, key, err)
+			}
+			flat[key] = cv
+		}
 		// fk.All() is flat ("log.level"): loading it through confmap nests it
 		// again, so `log.level: x` and `log: {level: x}` mean the same.
-		if err := k.Load(confmap.Provider(fk.All(), "."), nil); err != nil {
+		if err := k.Load(confmap.Provider(flat, "."), nil); err != nil {
 			return Config{}, err
 		}
 	}
@@ -167,12 +224,11 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		if !ok {
 			continue
 		}
-		if _, isDur := defaults[key].(time.Duration); isDur {
-			if _, err := time.ParseDuration(val); err != nil {
-				return Config{}, fmt.Errorf("%s=%q: not a duration; use Go syntax such as \"45s\" or \"10m\"", name, val)
-			}
+		v, err := convert(defaults[key], val)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s=%q: %s", name, val, err)
 		}
-		fromEnv[key] = val
+		fromEnv[key] = v
 	}
 	if err := k.Load(confmap.Provider(fromEnv, "."), nil); err != nil {
 		return Config{}, err
@@ -192,6 +248,115 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, fmt.Errorf("configuration: %w", err)
 	}
 	return c, c.Validate()
+}
+
+const durationHint = "use Go syntax such as \"45s\" or \"10m\""
+
+// convert parses an environment value into the type of the key's default:
+// a duration, an integer, or a comma-separated list.
+func convert(def any, val string) (any, error) {
+	switch def.(type) {
+	case time.Duration:
+		d, err := time.ParseDuration(val)
+		if err != nil {
+			return nil, fmt.Errorf("not a duration; %s", durationHint)
+		}
+		return d, nil
+	case int:
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if err != nil {
+			return nil, fmt.Errorf("not an integer")
+		}
+		return n, nil
+	case []string:
+		return splitList(val), nil
+	}
+	return val, nil
+}
+
+// convertYAML checks a YAML value against the type of the key's default and
+// converts it, so a wrong type is reported with the file and key instead of
+// the decoder's text.
+func convertYAML(def, v any) (any, error) {
+	switch def.(type) {
+	case time.Duration:
+		switch x := v.(type) {
+		case string:
+			d, err := time.ParseDuration(x)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a duration; %s", x, durationHint)
+			}
+			return d, nil
+		case int, int64, uint64, float64:
+			return v, nil // nanoseconds; Validate refuses tiny values with a hint
+		}
+		return nil, fmt.Errorf("want a duration (%s), got %s", durationHint, describe(v))
+	case int:
+		switch x := v.(type) {
+		case int, int64, uint64:
+			return v, nil
+		case float64:
+			if x == float64(int(x)) {
+				return int(x), nil
+			}
+		case string:
+			if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil {
+				return n, nil
+			}
+		}
+		return nil, fmt.Errorf("want an integer, got %s", describe(v))
+	case []string:
+		switch x := v.(type) {
+		case string:
+			return splitList(x), nil
+		case []any:
+			out := make([]string, 0, len(x))
+			for _, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					return nil, fmt.Errorf("want a list of strings, got an element %s", describe(e))
+				}
+				out = append(out, s)
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("want a list of strings, got %s", describe(v))
+	case string:
+		switch v.(type) {
+		case string:
+			return v, nil
+		case map[string]any, []any:
+			return nil, fmt.Errorf("want a string, got %s", describe(v))
+		}
+		return fmt.Sprint(v), nil // a number or bool written without quotes
+	}
+	return v, nil
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case bool:
+		return fmt.Sprintf("the boolean %v", x)
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case nil:
+		return "nothing"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func knownList() string {
@@ -245,8 +410,49 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.format %q must be text or json", c.Log.Format))
 	}
+	errs = append(errs, c.Edge.validate()...)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
+}
+
+func (e Edge) validate() []error {
+	var errs []error
+	if e.HTTP.ReadTimeout < MinDuration {
+		errs = append(errs, fmt.Errorf("http.read_timeout must be a duration of at least %s in Go syntax (e.g. \"15s\"), got %s", MinDuration, e.HTTP.ReadTimeout))
+	}
+	if e.Auth.MaxFailures < 1 {
+		errs = append(errs, fmt.Errorf("auth.max_failures must be at least 1, got %d", e.Auth.MaxFailures))
+	}
+	for _, p := range e.TrustedProxies {
+		if _, err := ParsePrefix(p); err != nil {
+			errs = append(errs, fmt.Errorf("trusted_proxies: %q is neither a CIDR (10.0.0.0/8) nor an IP address", p))
+		}
+	}
+	for _, o := range e.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("allowed_origins: %q must be scheme://host[:port], e.g. https://rollcall.example.com", o))
+		}
+	}
+	for _, h := range e.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			errs = append(errs, fmt.Errorf("allowed_hosts: %q must be a host name such as rollcall.example.com", h))
+		}
+	}
+	return errs
+}
+
+// ParsePrefix parses a CIDR or a single IP address (a /32 or /128).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
 
 // ParseStore splits a store URL into its dialect ("sqlite" or "postgres")

@@ -271,6 +271,35 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(fmt.Sprintf(`document.querySelector('#agent-%s [data-state]').textContent.includes('Offline (resting)')`, id), time.Second),
 	)
 
+	// "Clear override" follows live updates (issue 9 item 9): cleared
+	// elsewhere, the button goes without a reload; set elsewhere, it comes.
+	person, err := svc.AuthenticatePerson(ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clearBtn := fmt.Sprintf(`document.querySelector('#agent-%s button[value="clear"]')`, id)
+	run("clear override shown after clock out",
+		waitJS(clearBtn+` && !`+clearBtn+`.hidden && `+clearBtn+`.offsetParent !== null`, 5*time.Second),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`window.__noReload = true`)(ctx, t)
+			return err
+		}),
+	)
+	if _, err := svc.ClearPresence(ctx, person, "reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	run("clear override hidden live",
+		waitJS(clearBtn+`.hidden && `+clearBtn+`.offsetParent === null`, 10*time.Second),
+		waitJS(`window.__noReload === true`, time.Second),
+	)
+	if _, err := svc.SetPresence(ctx, person, "reviewer", app.PresenceInput{Presence: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	run("clear override shown live",
+		waitJS(`!`+clearBtn+`.hidden && `+clearBtn+`.offsetParent !== null`, 10*time.Second),
+		waitJS(`window.__noReload === true`, time.Second),
+	)
+
 	// An invalid shift: the error (the API's message) is next to the field.
 	run("invalid shift",
 		chromedp.Navigate(srv.URL+"/console/agents/reviewer"),

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -292,9 +293,11 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, Prefix+"signin?done=signedout", http.StatusSeeOther)
 }
 
-// safeNext keeps redirects inside the console.
+// safeNext keeps redirects inside the console; a next with a backslash, a
+// control character (tab and line breaks included) or a format character
+// (bidi controls, zero-width …) is refused for the console's start page.
 func safeNext(next string) string {
-	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") {
+	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\t\r\n") && !needsNeutralizing(next) {
 		return next
 	}
 	return Prefix
@@ -319,7 +322,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	if err := h.pages[name].ExecuteTemplate(w, "layout", d); err != nil {
+	if err := writeNeutral(w, func(w io.Writer) error { return h.pages[name].ExecuteTemplate(w, "layout", d) }); err != nil {
 		h.log.Error("console template failed", "page", name, "err", err)
 	}
 }

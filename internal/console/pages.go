@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -88,7 +89,7 @@ func (h *Handler) cardFragment(w http.ResponseWriter, r *http.Request, v *visit)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := h.pages["card"].ExecuteTemplate(w, "card", c); err != nil {
+	if err := writeNeutral(w, func(w io.Writer) error { return h.pages["card"].ExecuteTemplate(w, "card", c) }); err != nil {
 		h.log.Error("console card template failed", "err", err)
 	}
 }
@@ -104,10 +105,22 @@ type agentView struct {
 	CapError       string
 	Todos          []todoView
 	TodosCapped    bool
+	TodoFilter     string       // "" (all) or a todo state: ?todos=
+	TodoFilters    []todoFilter // the filter links, in order
 	Audit          []domain.AuditEntry
 	AuditTruncated bool
 	Push           pushForm
 }
+
+// todoFilter is one link of the agent page's todo filter.
+type todoFilter struct {
+	Value, Label string
+	Current      bool
+}
+
+// todoStates are the states the agent page lists, in display order (open
+// work first, then what is finished).
+var todoStates = []string{domain.TodoClaimed, domain.TodoPending, domain.TodoFailed, domain.TodoDone}
 
 type todoView struct {
 	domain.Todo
@@ -157,7 +170,22 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 	if form.CapError != "" {
 		view.CapValue, view.CapError = form.CapValue, form.CapError
 	}
-	for _, state := range []string{domain.TodoClaimed, domain.TodoPending, domain.TodoFailed} {
+	filter := r.URL.Query().Get("todos")
+	if !slices.Contains(todoStates, filter) {
+		filter = ""
+	}
+	view.TodoFilter = filter
+	for _, f := range append([]string{""}, todoStates...) {
+		label := f
+		if f == "" {
+			label = "all"
+		}
+		view.TodoFilters = append(view.TodoFilters, todoFilter{Value: f, Label: label, Current: f == filter})
+	}
+	for _, state := range todoStates {
+		if filter != "" && state != filter {
+			continue
+		}
 		ts, err := h.svc.Store().ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: state, Limit: agentListLimit})
 		if err != nil {
 			h.fail(w, r, v, err)

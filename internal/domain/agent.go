@@ -45,12 +45,25 @@ func (s Scope) HasQueue(q string) bool { return slices.Contains(s.Queues, q) }
 // HasVerb reports whether v is a granted verb.
 func (s Scope) HasVerb(v string) bool { return slices.Contains(s.Verbs, v) }
 
-// Validate checks queue names and verbs: at least one queue, every queue of
-// the name form, every verb a known scope verb, no duplicates. Errors are
-// invalid_argument with pointers /queues/N or /verbs/N.
+// Bounds of a vend or update body (issue 9 item 6; api/openapi.yaml
+// maxItems).
+const (
+	MaxQueues       = 100 // queues of one agent's scope
+	MaxBillingModes = 20  // billing_modes of one agent
+)
+
+// Validate checks queue names and verbs: one to MaxQueues queues, every
+// queue of the name form, every verb a known scope verb, no duplicates.
+// Errors are invalid_argument with pointers /queues, /queues/N or /verbs/N.
 func (s Scope) Validate() error {
 	if len(s.Queues) == 0 {
 		return Errorf(CodeInvalidArgument, "at least one queue is required").At("/queues")
+	}
+	if len(s.Queues) > MaxQueues {
+		return Errorf(CodeInvalidArgument, "at most %d queues, got %d", MaxQueues, len(s.Queues)).At("/queues")
+	}
+	if len(s.Verbs) > len(ScopeVerbs) {
+		return Errorf(CodeInvalidArgument, "at most %d verbs (each scope verb once), got %d", len(ScopeVerbs), len(s.Verbs)).At("/verbs")
 	}
 	seen := map[string]bool{}
 	for i, q := range s.Queues {

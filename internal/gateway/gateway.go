@@ -48,6 +48,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
@@ -185,7 +186,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the HTTP error
 	}
 	ws.SetReadLimit(ReadLimit)
-	c := &conn{g: g, ws: ws}
+	c := &conn{g: g, ws: ws, authFailed: edge.FailureFunc(r)}
 	g.wg.Add(1)
 	defer g.wg.Done()
 	if !g.register(c) {
@@ -268,12 +269,15 @@ func contains(list []string, s string) bool {
 
 // conn is one gateway connection.
 type conn struct {
-	g       *Gateway
-	ws      *websocket.Conn
-	closing atomic.Bool
-	seen    atomic.Int64 // clock time (unix ns) of the last heartbeat or identify
-	bad     int          // malformed frames in a row (reader goroutine only)
-	buf     bytes.Buffer // the frame being read (reader goroutine only)
+	g  *Gateway
+	ws *websocket.Conn
+	// authFailed counts a refused identify towards the edge's limit of
+	// failed authentications (edge.FailureFunc).
+	authFailed func(reason, token string)
+	closing    atomic.Bool
+	seen       atomic.Int64 // clock time (unix ns) of the last heartbeat or identify
+	bad        int          // malformed frames in a row (reader goroutine only)
+	buf        bytes.Buffer // the frame being read (reader goroutine only)
 
 	mu        sync.Mutex
 	timer     clockwork.Timer
@@ -470,6 +474,7 @@ func (c *conn) identify(d json.RawMessage) {
 		if len(reason) > 120 { // close reasons are limited to 123 bytes
 			reason = reason[:120]
 		}
+		c.authFailed("missing_credential", "")
 		c.close(CloseAuthFailed, reason)
 		return
 	}
@@ -477,6 +482,8 @@ func (c *conn) identify(d json.RawMessage) {
 	if err != nil {
 		if domain.CodeOf(err) == domain.CodeInternal {
 			c.g.log.Error("gateway: identify failed", "err", err)
+		} else if domain.CodeOf(err) == domain.CodeUnauthenticated {
+			c.authFailed("invalid_token", in.Token)
 		}
 		c.close(CloseAuthFailed, "authentication failed")
 		return

@@ -470,7 +470,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "repeated parameter", method: "GET", path: "/v1/agents/builder/todos?state=pending&state=done", status: 400, code: "invalid_argument", detail: "more than once"},
 		{name: "negative after", method: "GET", path: "/v1/audit?after=-1", status: 400, code: "invalid_argument", detail: "query parameter after"},
 		{name: "audit limit too large", method: "GET", path: "/v1/audit?limit=1001", status: 400, code: "invalid_argument", detail: "query parameter limit"},
-		{name: "parameter on list agents", method: "GET", path: "/v1/agents?ownr=bob", status: 400, code: "invalid_argument", detail: "known: owner"},
+		{name: "parameter on list agents", method: "GET", path: "/v1/agents?ownr=bob", status: 400, code: "invalid_argument", detail: "known: owner, limit, cursor"},
 		// Routing.
 		{name: "unknown route", method: "GET", path: "/v1/nothing", status: 404, code: "not_found", detail: "no route"},
 		{name: "wrong method", method: "PUT", path: "/v1/agents", body: `{}`, status: 405, code: "invalid_argument", detail: "not allowed"},

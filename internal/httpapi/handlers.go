@@ -15,17 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// list is the envelope of every list response.
-type list[T any] struct {
-	Items []T `json:"items"`
-}
-
-func items[T any](s []T) list[T] {
-	if s == nil {
-		s = []T{}
-	}
-	return list[T]{Items: s}
-}
+// Every list response is an app.Page: {"items": [...], "next_cursor"?}.
 
 // writeJSON writes v as a JSON response with the status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
@@ -87,17 +77,16 @@ func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person
 }
 
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var agents []domain.Agent
-	var err error
-	if q := r.URL.Query(); q.Has("owner") { // an admin finding another person's agents
-		agents, err = a.svc.ListAgentsOf(r.Context(), by, q.Get("owner"))
-	} else {
-		agents, err = a.svc.ListAgents(r.Context(), by)
-	}
+	q := r.URL.Query() // wrap checked the names
+	limit, err := positiveInt(q, "limit")
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, items(agents))
+	page, err := a.svc.ListAgentsPage(r.Context(), by, q.Get("owner"), q.Has("owner"), limit, q.Get("cursor"))
+	if err != nil {
+		return asQueryError(err, "limit", "cursor")
+	}
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (a *api) getAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -216,11 +205,11 @@ func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.P
 	if f.Limit, err = positiveInt(q, "limit"); err != nil {
 		return err
 	}
-	todos, err := a.svc.ListAgentTodos(r.Context(), by, r.PathValue("ref"), f)
+	page, err := a.svc.ListAgentTodosPage(r.Context(), by, r.PathValue("ref"), f, q.Get("cursor"))
 	if err != nil {
-		return asQueryError(err, "queue", "state", "limit")
+		return asQueryError(err, "queue", "state", "limit", "cursor")
 	}
-	return writeJSON(w, http.StatusOK, items(todos))
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (a *api) getTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -248,11 +237,11 @@ func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person
 	if f.Limit, err = positiveInt(q, "limit"); err != nil {
 		return err
 	}
-	entries, err := a.svc.ListAudit(r.Context(), by, f)
+	page, err := a.svc.ListAuditPage(r.Context(), by, f, q.Get("cursor"))
 	if err != nil {
-		return asQueryError(err, "agent", "after", "limit")
+		return asQueryError(err, "agent", "after", "limit", "cursor")
 	}
-	return writeJSON(w, http.StatusOK, items(entries))
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {

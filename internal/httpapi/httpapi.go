@@ -44,6 +44,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -94,13 +95,13 @@ var routes = []route{
 	{Route{"GET", "/readyz", "getReady", false, nil}, (*api).getReady},
 	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false, nil}, (*api).getOpenAPI},
 	{Route{"POST", "/v1/agents", "vendAgent", true, nil}, (*api).vendAgent},
-	{Route{"GET", "/v1/agents", "listAgents", true, []string{"owner"}}, (*api).listAgents},
+	{Route{"GET", "/v1/agents", "listAgents", true, []string{"owner", "limit", "cursor"}}, (*api).listAgents},
 	{Route{"GET", "/v1/agents/{ref}", "getAgent", true, nil}, (*api).getAgent},
 	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true, nil}, (*api).updateAgent},
 	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true, nil}, (*api).revokeAgent},
 	{Route{"POST", "/v1/agents/{ref}/credentials", "rotateCredential", true, nil}, (*api).rotateCredential},
 	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true, nil}, (*api).pushTodo},
-	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true, []string{"queue", "state", "limit"}}, (*api).listAgentTodos},
+	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true, []string{"queue", "state", "limit", "cursor"}}, (*api).listAgentTodos},
 	{Route{"GET", "/v1/todos/{id}", "getTodo", true, nil}, (*api).getTodo},
 	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, (*api).getPresence},
 	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, (*api).setPresence},
@@ -109,7 +110,7 @@ var routes = []route{
 	{Route{"POST", "/v1/agents/{agent}/heartbeat", "sendHeartbeat", true, nil}, (*api).sendHeartbeat},
 	{Route{"GET", "/v1/agents/{ref}/status", "getAgentStatus", true, nil}, (*api).getAgentStatus},
 	{Route{"GET", "/v1/events", "streamEvents", true, nil}, (*api).streamEvents},
-	{Route{"GET", "/v1/audit", "listAudit", true, []string{"agent", "after", "limit"}}, (*api).listAudit},
+	{Route{"GET", "/v1/audit", "listAudit", true, []string{"agent", "after", "limit", "cursor"}}, (*api).listAudit},
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true, nil}, (*api).verifyAudit},
 	// Persons and personal tokens (issue 9 items 1, 2; team.go).
 	{Route{"POST", "/v1/persons", "createPerson", true, nil}, (*api).createPerson},
@@ -308,10 +309,19 @@ func (a *api) logRequests(next http.Handler) http.Handler {
 			a.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
 				slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Duration("duration", time.Since(start)),
-				slog.Int64("bytes", rec.bytes))
+				slog.Int64("bytes", rec.bytes), slog.String("client", clientHost(r.RemoteAddr)))
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// clientHost is the client address of a request without its port (behind
+// a trusted proxy the edge has already put the forwarded client there).
+func clientHost(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
 }
 
 // statusRecorder remembers the status and size of a response. Unwrap lets

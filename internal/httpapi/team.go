@@ -81,3 +81,12 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request, by domain.Pers
 	}
 	return writeJSON(w, http.StatusOK, t)
 }
+
+// items wraps a short, unpaged list (persons, tokens) in the list shape of
+// every list route, {"items": [...]}, never null.
+func items[T any](s []T) app.Page[T] {
+	if s == nil {
+		s = []T{}
+	}
+	return app.Page[T]{Items: s}
+}

@@ -492,7 +492,14 @@ func TestReconnectDigest(t *testing.T) {
 		e.push("returning", "q", "overnight "+string(rune('a'+i)))
 	}
 	e.at(tuesday0900)
+	// The agent's first stream ever: reason connect (issue 9 item 9).
 	ac := e.listening(v.Credential)
+	wantDigest(t, ac, "3", "q", app.ReasonConnect)
+	ac.c.Close()
+	e.waitEvent(ac.sessionID(), mcpserver.SessionClosed)
+	// Back after the 10-minute gate: reason reconnect.
+	e.at(tuesday0900.Add(11 * time.Minute))
+	ac = e.listening(v.Credential)
 	wantDigest(t, ac, "3", "q", app.ReasonReconnect)
 }
 

@@ -7,10 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/edge"
 )
 
 // ServerName is the initialize result's serverInfo.name (DESIGN.md §2).
@@ -477,42 +475,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return body, true
 }
 
-// checkHostOrigin returns why the request is refused, or "". On a loopback
+// checkHostOrigin returns why the request is refused, or "": the edge's
+// rule (edge.Policy) with AllowedHosts and AllowedOrigins. On a loopback
 // listener the Host must be a loopback name or one of AllowedHosts (DNS
 // rebinding); an Origin, when sent, must be the server's own or one of
 // AllowedOrigins.
 func (s *Server) checkHostOrigin(r *http.Request) string {
-	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
-		isLoopback(local.String()) && !isLoopback(r.Host) && !s.hostAllowed(r.Host) {
-		return "Host " + quote(r.Host) + " is not allowed on this listener"
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || slices.Contains(s.opts.AllowedOrigins, origin) {
-		return ""
-	}
-	if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Host, r.Host) {
-		return ""
-	}
-	return "Origin " + quote(origin) + " is not allowed"
-}
-
-func (s *Server) hostAllowed(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return slices.ContainsFunc(s.opts.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = strings.Trim(addr, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return edge.Policy{AllowedHosts: s.opts.AllowedHosts, AllowedOrigins: s.opts.AllowedOrigins}.Check(r)
 }
 
 func quote(s string) string {

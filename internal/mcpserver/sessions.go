@@ -721,14 +721,7 @@ func (s *Server) keepAliveLoop() {
 // initialized Options.InitTimeout after their initialize, busy or not.
 func (s *Server) expireLoop() {
 	defer s.loops.Done()
-	every := time.Minute
-	for _, d := range []time.Duration{s.opts.IdleTimeout, s.opts.InitTimeout, s.opts.StreamlessIdleTimeout} {
-		if d > 0 {
-			every = min(every, d/2)
-		}
-	}
-	every = max(every, time.Millisecond)
-	t := s.opts.Clock.NewTicker(every)
+	t := s.opts.Clock.NewTicker(expiryScanEvery(s.opts.IdleTimeout, s.opts.InitTimeout, s.opts.StreamlessIdleTimeout))
 	defer t.Stop()
 	for {
 		select {
@@ -761,6 +754,23 @@ func (s *Server) expireLoop() {
 			s.closeSession(id, "idle without a stream")
 		}
 	}
+}
+
+// expiryScanEvery is the period of the expiry scan. A session expires at
+// the first scan after its deadline: scanning every InitTimeout/15 (4 s of
+// the default 60 s) closes an unfinished handshake within 5 s of the
+// documented timeout; idle sessions are scanned at least every minute.
+func expiryScanEvery(idle, init, streamless time.Duration) time.Duration {
+	every := time.Minute
+	for _, d := range []time.Duration{idle, streamless} {
+		if d > 0 {
+			every = min(every, d/2)
+		}
+	}
+	if init > 0 {
+		every = min(every, init/15)
+	}
+	return max(every, time.Millisecond)
 }
 
 // isClosed reports whether ch is closed (here: the session's initialize

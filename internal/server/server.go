@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/console"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/httpapi"
 	"github.com/rollcall/rollcall/internal/mcpserver"
@@ -51,6 +54,7 @@ type Server struct {
 	MCP     *mcpserver.Server
 	Gateway *gateway.Gateway // /v1/gateway
 	Metrics *metrics.Metrics // /metrics
+	Edge    *edge.Edge       // in front of every route
 	// URL is the base URL the server is reachable at once Listen returned.
 	URL string
 
@@ -149,7 +153,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		fmt.Fprintf(o.Stdout, "Bootstrap admin token (shown once, store it safely):\n  %s\n  export ROLLCALL_TOKEN=%s\n", token, token)
 	}
 
-	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log})
+	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log, AllowedHosts: allowedHosts(cfg, url), AllowedOrigins: allowedOrigins(cfg, url)})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP)
 	s.Gateway = gateway.New(gateway.Options{Service: svc, Bus: b, Log: o.Log})
@@ -164,7 +168,9 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 	mux.Handle(console.Prefix, con)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	mux.HandleFunc("GET /favicon.ico", console.Favicon)
+	s.Edge = newEdge(cfg, url, o)
+	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.Events.Close) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
 		fmt.Fprintf(o.Stdout, "rollcall listening on %s (public URL %s, store %s)\n", bound, url, redact(cfg.Store))
@@ -273,3 +279,34 @@ func Redact(u string) string {
 }
 
 func redact(u string) string { return Redact(u) }
+
+// newEdge builds the HTTP edge of issue 9 items 5–6 from the configuration
+// (Validate has checked the CIDRs).
+func newEdge(cfg config.Config, publicURL string, o Options) *edge.Edge {
+	var proxies []netip.Prefix
+	for _, p := range cfg.TrustedProxies {
+		if pf, err := config.ParsePrefix(p); err == nil {
+			proxies = append(proxies, pf)
+		}
+	}
+	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
+		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, Log: o.Log, Clock: o.Clock})
+}
+
+// allowedHosts and allowedOrigins are the MCP endpoint's own copies of the
+// edge rule: the configured values plus public_url.
+func allowedHosts(cfg config.Config, publicURL string) []string {
+	out := slices.Clone(cfg.AllowedHosts)
+	if u, err := url.Parse(publicURL); err == nil && u.Host != "" {
+		out = append(out, u.Hostname())
+	}
+	return out
+}
+
+func allowedOrigins(cfg config.Config, publicURL string) []string {
+	out := slices.Clone(cfg.AllowedOrigins)
+	if u, err := url.Parse(publicURL); err == nil && u.Host != "" {
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out
+}

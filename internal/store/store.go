@@ -118,6 +118,13 @@ type Store interface {
 	// VerifyAudit walks the whole chain and reports breaks; with Scoped set
 	// it counts and names only the entries of AgentIDs (DESIGN.md §1).
 	VerifyAudit(ctx context.Context, p VerifyAuditParams) (domain.AuditVerifyResult, error)
+
+	// MarkFirstStream records that the agent opened a notification stream
+	// at now, and reports whether it was the agent's first ever: true for
+	// exactly one caller across instances, false afterwards and for an
+	// unknown agent (the digest reason "connect" vs "reconnect", DESIGN.md
+	// §3.7 as amended by issue 9 item 9).
+	MarkFirstStream(ctx context.Context, agentID string, now time.Time) (bool, error)
 }
 
 // VerifyAuditParams scopes VerifyAudit. Scoped false = the whole chain, as
@@ -200,6 +207,9 @@ type ListTodosParams struct {
 	Queues  []string // any of
 	State   string
 	Limit   int
+	// AfterID, when set, starts the list after that todo in the
+	// (created_at, id) order: keyset paging (issue 9 item 6).
+	AfterID string
 }
 
 // ClaimTodoParams claims one todo.

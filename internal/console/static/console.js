@@ -80,6 +80,9 @@
         card.setAttribute('data-summary', next.getAttribute('data-summary'));
         var oldStatus = card.querySelector('[data-status]'), newStatus = next.querySelector('[data-status]');
         if (oldStatus && newStatus) oldStatus.replaceWith(newStatus);
+        // The controls stay, but "Clear override" follows the override.
+        var oldClear = card.querySelector('[data-clear]'), newClear = next.querySelector('[data-clear]');
+        if (oldClear && newClear) oldClear.hidden = newClear.hidden;
         tick(card);
         if (!quiet && before !== next.getAttribute('data-summary')) announce(next.getAttribute('data-summary'));
       })

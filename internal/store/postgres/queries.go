@@ -435,8 +435,10 @@ func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domai
 		WHERE ($1 = '' OR agent_id = $1)
 		  AND (cardinality($2::text[]) = 0 OR queue = ANY ($2))
 		  AND ($3 = '' OR state = $3)
+		  AND ($5 = '' OR created_at > (SELECT created_at FROM todos WHERE id = $5)
+		       OR (created_at = (SELECT created_at FROM todos WHERE id = $5) AND id > $5))
 		ORDER BY created_at, id LIMIT $4`,
-		p.AgentID, storeutil.Strings(p.Queues), p.State, limitArg(p.Limit))
+		p.AgentID, storeutil.Strings(p.Queues), p.State, limitArg(p.Limit), p.AfterID)
 	if err != nil {
 		return nil, mapErr("list todos", err)
 	}

@@ -438,8 +438,10 @@ func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domai
 		WHERE (?1 = '' OR agent_id = ?1)
 		  AND (json_array_length(?2) = 0 OR `+inQueues+`)
 		  AND (?3 = '' OR state = ?3)
+		  AND (?5 = '' OR created_at > (SELECT created_at FROM todos WHERE id = ?5)
+		       OR (created_at = (SELECT created_at FROM todos WHERE id = ?5) AND id > ?5))
 		ORDER BY created_at, id LIMIT ?4`,
-		p.AgentID, encodeList(p.Queues), p.State, limit)
+		p.AgentID, encodeList(p.Queues), p.State, limit, p.AfterID)
 	if err != nil {
 		return nil, mapErr("list todos", err)
 	}

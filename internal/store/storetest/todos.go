@@ -20,6 +20,7 @@ var todoTests = []contractTest{
 	{"Todos/Idempotency", testTodoIdempotency},
 	{"Todos/IdempotencyRace", testTodoIdempotencyRace},
 	{"Todos/List", testListTodos},
+	{"Todos/ListAfter", testListTodosAfter},
 	{"Todos/Claim", testClaim},
 	{"Todos/ClaimRace", testClaimRace},
 	{"Todos/ClaimNextRace", testClaimNextRace},
@@ -192,6 +193,37 @@ func testListTodos(t *testing.T, in Instance) {
 	got, err := s.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: domain.TodoClaimed})
 	must(t, "ListTodos", err)
 	diff(t, "listed todo", []domain.Todo{t1}, got)
+}
+
+// AfterID pages in (created_at, id) order, ties on created_at broken by id.
+func testListTodosAfter(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "q1"))
+	var want []string
+	for i := range 5 {
+		td := push(t, s, newTodo(a.ID, "q1", at(time.Duration(i/2)*time.Second))) // pairs share created_at
+		want = append(want, td.ID)
+	}
+	got, err := s.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID})
+	must(t, "ListTodos", err)
+	want = want[:0]
+	for _, td := range got {
+		want = append(want, td.ID)
+	}
+	var paged []string
+	after := ""
+	for range 10 {
+		page, err := s.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Limit: 2, AfterID: after})
+		must(t, "ListTodos after", err)
+		if len(page) == 0 {
+			break
+		}
+		for _, td := range page {
+			paged = append(paged, td.ID)
+		}
+		after = page[len(page)-1].ID
+	}
+	diff(t, "paged in twos", want, paged)
 }
 
 func testClaim(t *testing.T, in Instance) {

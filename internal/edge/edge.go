@@ -1,0 +1,431 @@
+// Package edge is Rollcall's HTTP edge: one middleware in front of every
+// route (MCP, REST, gateway, console, probes) that
+//
+//   - decides who the client is: X-Forwarded-For/Proto/Host are believed
+//     only from a peer inside trusted_proxies; from any other peer they are
+//     deleted before a handler sees them (so nothing downstream can be
+//     fooled into a Secure cookie or a forged client address);
+//   - checks Host and Origin (DNS-rebinding and cross-site protection,
+//     DESIGN.md §2 Transport): on a loopback listener the Host must be a
+//     loopback name (localhost, 127.0.0.0/8, ::1), the host of public_url or
+//     one of allowed_hosts; an Origin, when sent, must be the request's own
+//     origin, public_url's, one of allowed_origins, or a loopback origin on
+//     the same port as a loopback Host (localhost:7070 = 127.0.0.1:7070);
+//   - bounds the time a request body may take (http.read_timeout) without a
+//     write timeout, so SSE streams, MCP streams and the WebSocket gateway
+//     are never cut;
+//   - counts failed authentications (401 answers) per client IP and per
+//     credential prefix and answers 429 with Retry-After past
+//     auth.max_failures a minute (see Limiter), logging every refusal at
+//     info with the client IP and a reason, never the token.
+//
+// The middleware knows nothing of how authentication works: it watches the
+// status of the answers, so the authenticators stay where they are.
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Options configures the edge. Zero values take the defaults below.
+type Options struct {
+	// PublicURL is the base URL clients use (public_url); its host and
+	// origin are always accepted. "" = none.
+	PublicURL string
+	// AllowedHosts are extra Host names (port ignored, case-insensitive).
+	AllowedHosts []string
+	// AllowedOrigins are extra Origin values, compared case-insensitively.
+	AllowedOrigins []string
+	// TrustedProxies are the peers whose X-Forwarded-* headers are believed.
+	TrustedProxies []netip.Prefix
+	// ReadTimeout bounds the time from the start of the handler to the last
+	// byte of the request body. 0 = DefaultReadTimeout; negative disables.
+	ReadTimeout time.Duration
+	// MaxFailures is the number of failed authentications a client IP or a
+	// credential prefix may make per Window. 0 = DefaultMaxFailures.
+	MaxFailures int
+	// Window is the counting window of MaxFailures. 0 = one minute.
+	Window time.Duration
+	// Log receives the refusals (info); nil = slog.Default().
+	Log *slog.Logger
+	// Clock drives the failure windows; nil = real clock.
+	Clock clockwork.Clock
+}
+
+// Defaults of Options.
+const (
+	DefaultReadTimeout = 15 * time.Second
+	DefaultMaxFailures = 20
+	DefaultWindow      = time.Minute
+)
+
+// Edge is the middleware. It is safe for concurrent use.
+type Edge struct {
+	opts    Options
+	log     *slog.Logger
+	limiter *Limiter
+}
+
+// New returns an edge for opts.
+func New(opts Options) *Edge {
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxFailures == 0 {
+		opts.MaxFailures = DefaultMaxFailures
+	}
+	if opts.Window == 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
+	}
+	e := &Edge{opts: opts, log: opts.Log}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	e.limiter = NewLimiter(opts.MaxFailures, opts.Window, opts.Clock)
+	return e
+}
+
+// Limiter returns the failure counter the middleware uses (for adapters that
+// authenticate outside an HTTP status, such as the gateway's identify frame).
+func (e *Edge) Limiter() *Limiter { return e.limiter }
+
+// Handler wraps next with the edge checks.
+func (e *Edge) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.forwarded(r)
+		if detail := e.CheckHostOrigin(r); detail != "" {
+			e.log.Info("request refused", "client", ClientIP(r), "reason", "host_or_origin", "detail", detail, "method", r.Method, "path", r.URL.Path)
+			writeProblem(w, http.StatusForbidden, "forbidden", detail)
+			return
+		}
+		ip := ClientIP(r)
+		cred := credentialKey(r)
+		if wait, blocked := e.limiter.Blocked(ip, cred); blocked && !probe(r) {
+			e.log.Info("authentication refused", "client", ip, "reason", "rate_limited", "method", r.Method, "path", r.URL.Path, "retry_after", wait.Round(time.Second))
+			w.Header().Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
+			writeProblem(w, http.StatusTooManyRequests, "rate_limited",
+				"too many failed authentications from this client; retry after the Retry-After delay")
+			return
+		}
+		if e.opts.ReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(e.opts.ReadTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, e))
+		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ip, cred: cred}
+		next.ServeHTTP(ww, r)
+	})
+}
+
+type edgeKey struct{}
+
+// FailureFunc returns the function an adapter calls when it refuses a
+// credential outside an HTTP 401 (the gateway's identify frame, after the
+// WebSocket upgrade): it counts one failure of r's client IP and of the
+// token's prefix and logs the refusal at info (never the token). Outside
+// the edge it does nothing.
+func FailureFunc(r *http.Request) func(reason, token string) {
+	e, _ := r.Context().Value(edgeKey{}).(*Edge)
+	if e == nil {
+		return func(string, string) {}
+	}
+	ip := ClientIP(r)
+	return func(reason, token string) {
+		cred := token
+		if len(cred) > 12 {
+			cred = cred[:12]
+		}
+		e.Failed(r, ip, cred, reason)
+	}
+}
+
+// probe reports requests a rate-limited client may still make: health
+// probes carry no credential.
+func probe(r *http.Request) bool {
+	return r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
+}
+
+// forwarded applies or strips the X-Forwarded-* headers. From a trusted
+// peer the client address becomes the rightmost X-Forwarded-For entry that
+// is not itself a trusted proxy (r.RemoteAddr is rewritten to it, port 0)
+// and X-Forwarded-Host replaces r.Host; X-Forwarded-Proto stays for
+// handlers that choose Secure cookies. From any other peer all three (and
+// Forwarded) are deleted.
+func (e *Edge) forwarded(r *http.Request) {
+	peer := addrOf(r.RemoteAddr)
+	if !peer.IsValid() || !e.trusted(peer) {
+		for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"} {
+			r.Header.Del(h)
+		}
+		return
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hops = append(hops, h)
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a := addrOf(hops[i])
+		if !a.IsValid() {
+			break // garbage: stop believing, keep the last good hop
+		}
+		peer = a
+		if !e.trusted(a) {
+			break
+		}
+	}
+	r.RemoteAddr = net.JoinHostPort(peer.String(), "0")
+	if h := strings.TrimSpace(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, ", /") {
+		r.Host = h
+	}
+	if p := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto"))); p != "http" && p != "https" {
+		r.Header.Del("X-Forwarded-Proto")
+	}
+}
+
+func (e *Edge) trusted(a netip.Addr) bool {
+	return slices.ContainsFunc(e.opts.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// addrOf parses "ip", "ip:port" or "[ip]:port".
+func addrOf(s string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap()
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+// ClientIP is the address of the client of r as the edge decided it (after
+// Handler ran: the forwarded client behind a trusted proxy), without port.
+func ClientIP(r *http.Request) string {
+	if a := addrOf(r.RemoteAddr); a.IsValid() {
+		return a.String()
+	}
+	return r.RemoteAddr
+}
+
+// Scheme is "https" when r came over TLS or, from a trusted proxy, with
+// X-Forwarded-Proto: https (after Handler ran); "http" otherwise.
+func Scheme(r *http.Request) string {
+	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return "https"
+	}
+	return "http"
+}
+
+// CheckHostOrigin returns why r is refused, or "" (see the package
+// documentation for the rules).
+func (e *Edge) CheckHostOrigin(r *http.Request) string {
+	return Policy{PublicURL: e.opts.PublicURL, AllowedHosts: e.opts.AllowedHosts, AllowedOrigins: e.opts.AllowedOrigins}.Check(r)
+}
+
+// Policy is the Host/Origin rule on its own, for handlers (the MCP
+// endpoint) that check again behind the middleware.
+type Policy struct {
+	PublicURL      string
+	AllowedHosts   []string
+	AllowedOrigins []string
+}
+
+// Check returns why r is refused, or "".
+func (p Policy) Check(r *http.Request) string {
+	var publicHost, publicOrig string
+	if u, err := url.Parse(p.PublicURL); err == nil && u.Host != "" {
+		publicHost = u.Hostname()
+		publicOrig = u.Scheme + "://" + u.Host
+	}
+	host := r.Host
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil && IsLoopback(local.String()) {
+		name := hostName(host)
+		if !IsLoopback(name) && !strings.EqualFold(name, publicHost) &&
+			!slices.ContainsFunc(p.AllowedHosts, func(a string) bool { return strings.EqualFold(hostName(a), name) }) {
+			return "Host " + quote(host) + " is not allowed on this listener; add it to allowed_hosts or set public_url"
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	if strings.EqualFold(origin, publicOrig) || slices.ContainsFunc(p.AllowedOrigins, func(a string) bool { return strings.EqualFold(strings.TrimSuffix(a, "/"), origin) }) {
+		return ""
+	}
+	if u, err := url.Parse(origin); err == nil && u.Host != "" {
+		if strings.EqualFold(u.Host, host) {
+			return ""
+		}
+		// localhost:7070 and 127.0.0.1:7070 are the same server.
+		if IsLoopback(u.Hostname()) && IsLoopback(hostName(host)) && portOf(u.Host, u.Scheme) == portOf(host, Scheme(r)) {
+			return ""
+		}
+	}
+	return "Origin " + quote(origin) + " is not allowed; add it to allowed_origins"
+}
+
+// hostName strips the port (and IPv6 brackets) of a Host value.
+func hostName(h string) string {
+	if n, _, err := net.SplitHostPort(h); err == nil {
+		return n
+	}
+	return strings.Trim(h, "[]")
+}
+
+func portOf(hostport, scheme string) string {
+	if _, p, err := net.SplitHostPort(hostport); err == nil {
+		return p
+	}
+	if strings.EqualFold(scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// IsLoopback reports whether addr (a host, host:port or [v6]:port) names
+// the loopback interface: "localhost" (any case, also with a trailing dot
+// or as a *.localhost name, RFC 6761) or a loopback IP.
+func IsLoopback(addr string) bool {
+	host := hostName(addr)
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// credentialKey is the limiter key of the bearer credential of r: its
+// first 12 characters (kind prefix + 8), never logged. "" without one.
+func credentialKey(r *http.Request) string {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimSpace(tok)
+	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return ""
+	}
+	if len(tok) > 12 {
+		tok = tok[:12]
+	}
+	return tok
+}
+
+// watch observes the status of the answer: a 401 is a failed
+// authentication.
+type watch struct {
+	http.ResponseWriter
+	r     *http.Request
+	e     *Edge
+	ip    string
+	cred  string
+	wrote bool
+}
+
+func (w *watch) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if code == http.StatusUnauthorized {
+			w.e.Failed(w.r, w.ip, w.cred, reasonOf(w.r, w.Header()))
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *watch) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, hijack).
+func (w *watch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush forwards to the underlying writer (for handlers that type-assert).
+func (w *watch) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// reasonOf names why a 401 was answered, from what the request carried and
+// the WWW-Authenticate error the handler set.
+func reasonOf(r *http.Request, h http.Header) string {
+	switch {
+	case strings.Contains(h.Get("WWW-Authenticate"), `error="invalid_token"`):
+		return "invalid_token"
+	case r.Header.Get("Authorization") == "" && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/console/"):
+		return "invalid_token" // the console's sign-in form carries the token in its body
+	case r.Header.Get("Authorization") == "":
+		return "missing_credential"
+	}
+	return "invalid_token"
+}
+
+// Failed counts one failed authentication of the client ip with the
+// credential key cred ("" = none) and logs it at info with the reason.
+func (e *Edge) Failed(r *http.Request, ip, cred, reason string) {
+	e.limiter.Fail(ip, cred)
+	e.log.Info("authentication refused", "client", ip, "reason", reason, "method", r.Method, "path", r.URL.Path)
+}
+
+// deadlineBody clears the read deadline once the body is complete, so a
+// handler that goes on streaming (or the server's background read that
+// notices a closed connection) is not cut off.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.done {
+		b.done = true
+		if errors.Is(err, io.EOF) {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, detail string) {
+	titles := map[string]string{"forbidden": "Forbidden", "rate_limited": "Rate limited"}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:rollcall:problem:" + code, "title": titles[code], "status": status, "detail": detail, "code": code})
+}
+
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,245 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+const wait = 20 * time.Second // bound of "eventually" waits, not a speed assertion
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// authHandler answers 401 unless the bearer token is "rcp_good".
+func authHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer rcp_good" && r.URL.Path != "/healthz" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rollcall", error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, "client=%s host=%s proto=%s", ClientIP(r), r.Host, Scheme(r))
+	})
+}
+
+func get(t *testing.T, url string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// Past MaxFailures a client IP is answered 429 with Retry-After until its
+// window ends (fake clock), probes still pass, and the log names the IP and
+// the reason but never the token.
+func TestFailedAuthenticationsPerIP(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	var logs syncBuf
+	e := New(Options{MaxFailures: 3, Clock: clock, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv := httptest.NewServer(e.Handler(authHandler()))
+	defer srv.Close()
+	bad := map[string]string{"Authorization": "Bearer rcp_wrong-secret-0123456789"}
+	for i := range 3 {
+		if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 401 {
+			t.Fatalf("failure %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	for _, hdr := range []map[string]string{bad, {"Authorization": "Bearer rcp_good"}, nil} {
+		resp, _ := get(t, srv.URL+"/v1/agents", hdr)
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
+			t.Fatalf("after 3 failures (%v): %d Retry-After %q", hdr, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if resp, _ := get(t, srv.URL+"/healthz", nil); resp.StatusCode != 200 {
+		t.Fatalf("/healthz while limited: %d", resp.StatusCode)
+	}
+	clock.Advance(45 * time.Second)
+	if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "15" {
+		t.Fatalf("45 s later: %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	clock.Advance(15 * time.Second)
+	if resp, body := get(t, srv.URL+"/v1/agents", map[string]string{"Authorization": "Bearer rcp_good"}); resp.StatusCode != 200 || !strings.Contains(body, "client=127.0.0.1") {
+		t.Fatalf("after the window: %d %s", resp.StatusCode, body)
+	}
+	out := logs.String()
+	if strings.Count(out, `msg="authentication refused"`) != 7 || !strings.Contains(out, "client=127.0.0.1 reason=invalid_token") ||
+		!strings.Contains(out, "reason=rate_limited") || strings.Contains(out, "wrong-secret") || strings.Contains(out, "rcp_") {
+		t.Fatalf("log:\n%s", out)
+	}
+}
+
+// One credential tried from many client IPs (through a trusted proxy) is
+// limited by its prefix; X-Forwarded-* from an untrusted peer are ignored.
+func TestFailedAuthenticationsPerCredentialAndForwarded(t *testing.T) {
+	e := New(Options{MaxFailures: 3, PublicURL: "https://rollcall.example.com", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(e.Handler(authHandler()))
+	defer srv.Close()
+	for i := range 4 {
+		resp, _ := get(t, srv.URL+"/v1/agents", map[string]string{"Authorization": "Bearer rcp_stolen-0123456789", "X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i+1)})
+		want := 401
+		if i == 3 {
+			want = 429
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("attempt %d from its own IP: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	// Another credential from a fresh IP is not affected.
+	if resp, body := get(t, srv.URL+"/", map[string]string{"Authorization": "Bearer rcp_good", "X-Forwarded-For": "203.0.113.9, 127.0.0.5",
+		"X-Forwarded-Proto": "https", "X-Forwarded-Host": "rollcall.example.com"}); resp.StatusCode != 200 || body != "client=203.0.113.9 host=rollcall.example.com proto=https" {
+		t.Fatalf("trusted forwarded: %d %q", resp.StatusCode, body)
+	}
+
+	untrusted := New(Options{Log: slog.New(slog.DiscardHandler)})
+	srv2 := httptest.NewServer(untrusted.Handler(authHandler()))
+	defer srv2.Close()
+	if resp, body := get(t, srv2.URL+"/", map[string]string{"Authorization": "Bearer rcp_good", "X-Forwarded-For": "203.0.113.9",
+		"X-Forwarded-Proto": "https", "X-Forwarded-Host": "127.0.0.1"}); resp.StatusCode != 200 || !strings.HasPrefix(body, "client=127.0.0.1 host=127.0.0.1:") || !strings.HasSuffix(body, "proto=http") {
+		t.Fatalf("untrusted forwarded: %d %q", resp.StatusCode, body)
+	}
+}
+
+// Host and Origin rules on a loopback listener, for every path.
+func TestHostOrigin(t *testing.T) {
+	e := New(Options{PublicURL: "https://rollcall.example.com", AllowedHosts: []string{"alias.example"}, AllowedOrigins: []string{"https://app.example"}, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(e.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	for _, tc := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"127.0.0.1:" + port, "", 200},
+		{"localhost:" + port, "", 200},
+		{"LOCALHOST", "", 200},
+		{"[::1]:" + port, "", 200},
+		{"rollcall.example.com", "", 200},
+		{"Rollcall.Example.com:443", "", 200},
+		{"alias.example:8080", "", 200},
+		{"evil.example", "", 403},
+		{"127.0.0.1:" + port, "http://localhost:" + port, 200},
+		{"localhost:" + port, "http://127.0.0.1:" + port, 200},
+		{"127.0.0.1:" + port, "http://localhost:1", 403},
+		{"rollcall.example.com", "https://rollcall.example.com", 200},
+		{"127.0.0.1:" + port, "https://app.example", 200},
+		{"127.0.0.1:" + port, "https://evil.example", 403},
+		{"127.0.0.1:" + port, "null", 403},
+	} {
+		for _, path := range []string{"/mcp", "/v1/agents", "/console/", "/healthz"} {
+			hdr := map[string]string{"Host": tc.host}
+			if tc.origin != "" {
+				hdr["Origin"] = tc.origin
+			}
+			if resp, body := get(t, srv.URL+path, hdr); resp.StatusCode != tc.want {
+				t.Errorf("%s Host %q Origin %q: %d %s, want %d", path, tc.host, tc.origin, resp.StatusCode, body, tc.want)
+			}
+		}
+	}
+}
+
+// A body that does not arrive within ReadTimeout is cut off and the
+// connection closed; a complete body followed by a long streamed answer is
+// neither cut nor cancelled.
+func TestReadTimeout(t *testing.T) {
+	const rt = 300 * time.Millisecond
+	var canceled sync.Map
+	e := New(Options{ReadTimeout: rt, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(e.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "body: "+err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		rc := http.NewResponseController(w)
+		for i := range 8 { // 8 × 150 ms = 4 read timeouts
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			_ = rc.Flush()
+			select {
+			case <-r.Context().Done():
+				canceled.Store(r.URL.Path, true)
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+		}
+		fmt.Fprint(w, "data: end\n\n")
+	})))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	// The slow body: 10 of 100 bytes, then nothing.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /slow HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":12345", addr)
+	conn.SetReadDeadline(time.Now().Add(wait))
+	got, err := io.ReadAll(conn) // ends when the server closes the connection
+	if err != nil {
+		t.Fatalf("the server did not close the connection of a stalled body within %s: %v (read %q)", wait, err, got)
+	}
+	if el := time.Since(start); el < rt {
+		t.Fatalf("closed after %s, before the read timeout %s", el, rt)
+	}
+	if !strings.HasPrefix(string(got), "HTTP/1.1 408") {
+		t.Fatalf("answer to a stalled body: %q", got)
+	}
+
+	// A complete body, then a stream outliving the read timeout.
+	resp, err := http.Post(srv.URL+"/stream", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for sc.Scan() {
+		if l := sc.Text(); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if _, c := canceled.Load("/stream"); c || len(lines) != 9 || lines[8] != "data: end" {
+		t.Fatalf("stream after a complete body: canceled=%v lines=%q err=%v", c, lines, sc.Err())
+	}
+
+	// A bodiless GET stream is not cut either.
+	resp2, err := http.Get(srv.URL + "/get")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp2.Body)
+	resp2.Body.Close()
+	if _, c := canceled.Load("/get"); c || !strings.HasSuffix(string(b), "data: end\n\n") {
+		t.Fatalf("GET stream: canceled=%v %q", c, b)
+	}
+}

@@ -1,0 +1,91 @@
+package edge
+
+import (
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Limiter counts failed authentications per key (a client IP, a credential
+// prefix) in fixed windows: the first failure of a key opens a window of
+// Window; once a key has max failures in its window, Blocked reports it
+// until the window ends. Counts are per process (each instance behind a
+// load balancer counts its own). Memory is bounded: expired windows are
+// swept when the table grows past sweepAt keys, and at hardCap keys the
+// table starts over. It is safe for concurrent use.
+type Limiter struct {
+	max    int
+	window time.Duration
+	clock  clockwork.Clock
+
+	mu   sync.Mutex
+	keys map[string]*failWindow
+}
+
+type failWindow struct {
+	start time.Time
+	n     int
+}
+
+const (
+	sweepAt = 10_000
+	hardCap = 100_000
+)
+
+// NewLimiter returns a limiter allowing max failures per window.
+func NewLimiter(max int, window time.Duration, clock clockwork.Clock) *Limiter {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	return &Limiter{max: max, window: window, clock: clock, keys: map[string]*failWindow{}}
+}
+
+// Fail counts one failure of the client ip and, when cred != "", of the
+// credential prefix cred.
+func (l *Limiter) Fail(ip, cred string) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.keys) >= sweepAt {
+		for k, w := range l.keys {
+			if !now.Before(w.start.Add(l.window)) {
+				delete(l.keys, k)
+			}
+		}
+		if len(l.keys) >= hardCap {
+			l.keys = map[string]*failWindow{}
+		}
+	}
+	for _, k := range []string{"ip:" + ip, "cred:" + cred} {
+		if k == "cred:" {
+			continue
+		}
+		w := l.keys[k]
+		if w == nil || !now.Before(w.start.Add(l.window)) {
+			w = &failWindow{start: now}
+			l.keys[k] = w
+		}
+		w.n++
+	}
+}
+
+// Blocked reports whether ip or cred has used up its failures, and how long
+// until the longer of the two windows ends.
+func (l *Limiter) Blocked(ip, cred string) (time.Duration, bool) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var wait time.Duration
+	for _, k := range []string{"ip:" + ip, "cred:" + cred} {
+		if k == "cred:" {
+			continue
+		}
+		if w := l.keys[k]; w != nil && w.n >= l.max {
+			if left := w.start.Add(l.window).Sub(now); left > wait {
+				wait = left
+			}
+		}
+	}
+	return wait, wait > 0
+}

@@ -1,0 +1,4 @@
+package mcpserver
+
+// ExpiryScanEvery exposes the expiry scan period to the tests.
+var ExpiryScanEvery = expiryScanEvery

@@ -1,0 +1,9 @@
+-- When an agent first opened a notification stream (issue 9 item 9): the
+-- first connection ever gets a digest with reason "connect", later ones
+-- "reconnect". SQLite dialect: INTEGER unix microseconds, NULL = never.
+
+-- +goose Up
+ALTER TABLE agents ADD COLUMN first_stream_at INTEGER;
+
+-- +goose Down
+ALTER TABLE agents DROP COLUMN first_stream_at;
