@@ -62,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, agentTests...)
 	tests = append(tests, todoTests...)
 	tests = append(tests, auditTests...)
+	tests = append(tests, hookTests...)
 	h.run(t, tests)
 }
 
