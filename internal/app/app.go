@@ -83,6 +83,8 @@ type Service struct {
 	Events *Events
 	// Liveness is the heartbeat tracker (DESIGN.md §5).
 	Liveness *Tracker
+
+	intake intakeState // hook rate limits (hooks.go)
 }
 
 // New builds a Service and subscribes its doorbell to the bus.

@@ -31,7 +31,8 @@ const (
 )
 
 // ScopeVerbs lists the grantable verbs in the order tools/list shows them.
-var ScopeVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbRenew, VerbComplete, VerbFail, VerbHandOff}
+// hand_off is not among them: handoff grants grant it (Scope.HasVerb).
+var ScopeVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbRenew, VerbComplete, VerbFail}
 
 // Scope is what an agent may do: the queues it may see and the verbs it may
 // call. It is fixed at vend time (DESIGN.md §1).
@@ -80,14 +81,14 @@ func (s Scope) Validate() error {
 	}
 	seen = map[string]bool{}
 	for i, v := range s.Verbs {
-		if !slices.Contains(ScopeVerbs, v) {
+		if v == VerbHandOff && len(s.Handoff) == 0 {
+			return Errorf(CodeInvalidArgument, "verb hand_off is granted by handoff grants; add handoff: [{agent, queue}]").At(ptrIndex("/verbs", i))
+		}
+		if v != VerbHandOff && !slices.Contains(ScopeVerbs, v) {
 			return Errorf(CodeInvalidArgument, "verb %q is not a scope verb (one of %v)", v, ScopeVerbs).At(ptrIndex("/verbs", i))
 		}
 		if seen[v] {
 			return Errorf(CodeInvalidArgument, "verb %q is listed twice", v).At(ptrIndex("/verbs", i))
-		}
-		if v == VerbHandOff && len(s.Handoff) == 0 {
-			return Errorf(CodeInvalidArgument, "verb hand_off is granted by handoff grants; add handoff: [{agent, queue}]").At(ptrIndex("/verbs", i))
 		}
 		seen[v] = true
 	}
