@@ -257,21 +257,21 @@ func (s *Service) RotateHookSecret(ctx context.Context, by domain.Person, id str
 	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil
 }
 
-// DeleteHook deletes the hook and its delivery log; later deliveries
-// answer 404. Todos it created stay. Audited as hook.delete. Errors:
-// not_found.
-func (s *Service) DeleteHook(ctx context.Context, by domain.Person, id string) error {
+// DeleteHook deletes the hook and its delivery log and returns it as it
+// was; later deliveries answer 404. Todos it created stay. Audited as
+// hook.delete. Errors: not_found.
+func (s *Service) DeleteHook(ctx context.Context, by domain.Person, id string) (HookView, error) {
 	h, err := s.ownedHook(ctx, by, id)
 	if err != nil {
-		return err
+		return HookView{}, err
 	}
 	err = s.store.DeleteHook(ctx, store.DeleteHookParams{ID: h.ID, Now: s.now(),
 		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.delete", AgentID: h.AgentID, Data: map[string]any{"hook_id": h.ID, "kind": h.Kind, "queue": h.Queue}}})
 	if err != nil {
-		return storeErr(err, fmt.Sprintf("hook %q not found", id), "")
+		return HookView{}, storeErr(err, fmt.Sprintf("hook %q not found", id), "")
 	}
 	s.log.Info("hook deleted", "hook_id", h.ID, "by", by.ID)
-	return nil
+	return s.hookView(h, s.handleOf(ctx, h.AgentID)), nil
 }
 
 // DeliveryInput is one delivery as received: the hook id of the URL, the

@@ -55,11 +55,11 @@ func (a *api) getHook(w http.ResponseWriter, r *http.Request, by domain.Person) 
 }
 
 func (a *api) deleteHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	if err := a.svc.DeleteHook(r.Context(), by, r.PathValue("id")); err != nil {
+	h, err := a.svc.DeleteHook(r.Context(), by, r.PathValue("id"))
+	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return writeJSON(w, http.StatusOK, h)
 }
 
 func (a *api) rotateHookSecret(w http.ResponseWriter, r *http.Request, by domain.Person) error {
