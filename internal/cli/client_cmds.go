@@ -34,6 +34,7 @@ const DefaultServer = "http://127.0.0.1:7070"
 // <pointer>)`.
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newAgentCommand(), newTodoCommand(), newAuditCommand())
+	root.AddCommand(newHookCommand())
 }
 
 // clientFlags are the persistent flags of one client parent command.
