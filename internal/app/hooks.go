@@ -92,6 +92,7 @@ func newHookSecret() string {
 func (s *Service) hookURL(id string) string { return s.publicURL + "/v1/hooks/" + id + "/deliveries" }
 
 func (s *Service) hookView(h domain.Hook, handle string) HookView {
+	h.Secret = "" // a view never carries the secret
 	return HookView{Hook: h, URL: s.hookURL(h.ID), AgentHandle: handle}
 }
 
@@ -158,7 +159,7 @@ func (s *Service) CreateHook(ctx context.Context, by domain.Person, in HookInput
 	}
 	s.log.Info("hook created", "hook_id", h.ID, "kind", h.Kind, "agent_id", a.ID, "queue", h.Queue, "by", by.ID)
 	v := s.hookView(h, a.Handle)
-	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil
+	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil // shown once
 }
 
 // ownedHook loads a hook the person owns; another person's hook and an
