@@ -383,3 +383,32 @@ func TestVendHandoffGrants(t *testing.T) {
 		t.Fatalf("grants %+v", g)
 	}
 }
+
+// BenchmarkGitHubDelivery measures one signed pull_request delivery through
+// the real REST stack on SQLite: verify, decode, todo and delivery record
+// committed, doorbell signal published (docs/benchmarks.md).
+func BenchmarkGitHubDelivery(b *testing.B) {
+	e := apitestEnv(b)
+	hk, err := e.Service.CreateHook(b.Context(), e.person, app.HookInput{Kind: "github", Agent: "builder", Queue: "review"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, body := intaketest.GitHub(b, "pull_request.review_requested")
+	intaketest.SignGitHub(h, hk.Secret, body)
+	b.ResetTimer()
+	for i := range b.N {
+		e.Clock.Advance(time.Second) // stay under the per-hook rate limit
+		h.Set("X-GitHub-Delivery", fmt.Sprintf("bench-%d", i))
+		req, _ := http.NewRequest("POST", hk.URL, bytes.NewReader(body))
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatalf("delivery %d = %d", i, resp.StatusCode)
+		}
+	}
+}
