@@ -18,7 +18,8 @@ import (
 
 // Per-hook delivery rate limit (DESIGN.md §3.9): a token bucket of
 // HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
-// minute; past it a delivery answers 429 before its signature is checked.
+// minute on each instance (the buckets live in memory); past it a delivery
+// answers 429 before its signature is checked.
 // Refused deliveries are recorded in the delivery log at most
 // hookRefusalBurst at once per hook (then one per 10 s), so a flood of bad
 // signatures cannot grow the table; every refusal is still logged and
