@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
@@ -89,5 +91,54 @@ func TestE2EGitHubDeliveryRingsTheAgent(t *testing.T) {
 	}
 	if restGet(t, srv, "/v1/agents/e2e-reviewer/todos", &todos); len(todos.Items) != 2 || todos.Items[0].Source != "github" || todos.Items[0].CreatedBy != "hook:"+hook.Hook.ID {
 		t.Fatalf("todos %+v", todos.Items)
+	}
+}
+
+// TestE2EHandOff: an agent vended with a handoff grant (CLI --handoff) sees
+// hand_off in tools/list, hands a todo to the granted agent over MCP
+// (TypeScript SDK), and that agent's session rings with it; the target,
+// without grants, does not list hand_off; a pair outside the grant is
+// invalid_argument.
+func TestE2EHandOff(t *testing.T) {
+	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	reviewer := vend(t, srv, "e2e-reviewer", []string{"reviews", "triage"}, allVerbs)
+	var planner vendResult
+	out := cli(t, srv, "agent", "vend", "--handle", "e2e-planner", "--queue", "plans", "--verb", "list_todos", "--handoff", "e2e-reviewer/reviews", "--json")
+	if err := json.Unmarshal([]byte(out), &planner); err != nil {
+		t.Fatalf("vend --handoff: %v\n%s", err, out)
+	}
+	rc, rready := startTSClient(t, reviewer.MCPURL, reviewer.Credential)
+	if slices.Contains(rready.Tools, "hand_off") {
+		t.Fatalf("reviewer (no grants) lists hand_off: %v", rready.Tools)
+	}
+	pc, pready := startTSClient(t, planner.MCPURL, planner.Credential)
+	if !slices.Contains(pready.Tools, "hand_off") {
+		t.Fatalf("planner tools/list %v lacks hand_off", pready.Tools)
+	}
+	bad := pc.call("hand_off", map[string]any{"to": "e2e-reviewer", "queue": "triage", "title": "not granted"})
+	if !strings.Contains(string(bad), `"isError":true`) || !strings.Contains(string(bad), "invalid_argument") || !strings.Contains(string(bad), "/queue") {
+		t.Fatalf("hand_off outside the grant: %s", bad)
+	}
+	res := pc.call("hand_off", map[string]any{"to": "e2e-reviewer", "queue": "reviews", "title": "Review the plan", "payload": map[string]any{"plan": 1}})
+	var got struct {
+		StructuredContent struct {
+			Todo struct {
+				ID        string `json:"id"`
+				CreatedBy string `json:"created_by"`
+			} `json:"todo"`
+			Created bool `json:"created"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(res, &got); err != nil || !got.StructuredContent.Created || got.StructuredContent.Todo.CreatedBy != "agent:"+planner.Agent.ID {
+		t.Fatalf("hand_off result: %v %s", err, res)
+	}
+	n := rc.next("notification")
+	if n.Params.Meta["todo_id"] != got.StructuredContent.Todo.ID || n.Params.Meta["source"] != "handoff" || n.Params.Meta["queue"] != "reviews" {
+		t.Fatalf("reviewer doorbell %+v, want the handed-off todo", n.Params)
+	}
+	pc.close()
+	rc.close()
+	if got := rc.channelNotifications(); len(got) != 1 {
+		t.Fatalf("reviewer got %d doorbells, want 1", len(got))
 	}
 }
