@@ -55,3 +55,17 @@ func TestRulesReadTheExportedGauge(t *testing.T) {
 		}
 	}
 }
+
+// TestIntakeRuleReadsTheExportedCounter ties the intake alert to the
+// counter the metrics adapter exports.
+func TestIntakeRuleReadsTheExportedCounter(t *testing.T) {
+	b, err := os.ReadFile("rollcall-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"alert: RollcallHookDeliveriesRefused", metrics.PromHookDeliveries + `{outcome="refused"}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("rollcall-alerts.yaml lacks %q", want)
+		}
+	}
+}

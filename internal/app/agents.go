@@ -23,6 +23,9 @@ type VendInput struct {
 	BillingMode  string   `json:"billing_mode,omitempty"`
 	BillingModes []string `json:"billing_modes,omitempty"`
 	ToolClass    string   `json:"tool_class,omitempty"`
+	// Handoff grants the hand_off verb to these agent/queue pairs
+	// (DESIGN.md §3.9); immutable like the rest of the scope.
+	Handoff []HandoffInput `json:"handoff,omitempty"`
 }
 
 // VendResult is returned once by Vend: the credential is never shown again.
@@ -88,6 +91,11 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 	if scope.Verbs == nil {
 		scope.Verbs = []string{}
 	}
+	grants, err := s.resolveHandoff(ctx, by, in.Handoff)
+	if err != nil {
+		return VendResult{}, err
+	}
+	scope.Handoff = grants
 	if err := scope.Validate(); err != nil {
 		return VendResult{}, err
 	}
@@ -111,10 +119,13 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 	}
 	token := NewToken(AgentTokenPrefix)
 	credID := newID()
-	err := s.store.CreateAgent(ctx, store.CreateAgentParams{
+	data := map[string]any{"handle": a.Handle, "queues": scope.Queues, "verbs": scope.Verbs, "credential_id": credID}
+	if len(grants) > 0 {
+		data["handoff"] = grants
+	}
+	err = s.store.CreateAgent(ctx, store.CreateAgentParams{
 		Agent: a, CredentialID: credID, CredentialHash: HashToken(token),
-		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.vend", AgentID: a.ID,
-			Data: map[string]any{"handle": a.Handle, "queues": scope.Queues, "verbs": scope.Verbs, "credential_id": credID}},
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.vend", AgentID: a.ID, Data: data},
 	})
 	if err != nil {
 		return VendResult{}, storeErr(err, "", fmt.Sprintf("handle %q is already taken", in.Handle))

@@ -85,6 +85,7 @@ type Service struct {
 	Liveness *Tracker
 
 	team teamState // persons, tokens, the credential cache (team.go)
+	intake intakeState // hook rate limits (hooks.go)
 }
 
 // New builds a Service and subscribes its doorbell to the bus.

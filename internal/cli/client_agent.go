@@ -21,7 +21,10 @@ func newAgentCommand() *cobra.Command {
 }
 
 func agentVend(cf *clientFlags) *cobra.Command {
-	var in app.VendInput
+	var (
+		in      app.VendInput
+		handoff []string
+	)
 	cmd := &cobra.Command{
 		Use:   "vend --handle H --queue Q [--queue Q…] [--verb V…]",
 		Short: "Vend an agent; prints its credential (once), MCP URL and the claude mcp add line",
@@ -32,6 +35,13 @@ this once, store it now — its MCP URL and a ready-to-paste claude mcp add line
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "handle", "queue"); err != nil {
 				return err
+			}
+			for _, g := range handoff {
+				agent, queue, ok := strings.Cut(g, "/")
+				if !ok || agent == "" || queue == "" {
+					return usageError{fmt.Errorf("--handoff wants AGENT/QUEUE, got %q", g)}
+				}
+				in.Handoff = append(in.Handoff, app.HandoffInput{Agent: agent, Queue: queue})
 			}
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -56,6 +66,7 @@ this once, store it now — its MCP URL and a ready-to-paste claude mcp add line
 	f.StringVar(&in.BillingMode, "billing-mode", "", "configured billing mode")
 	f.StringSliceVar(&in.BillingModes, "billing-modes", nil, "allowed billing modes (comma-separated)")
 	f.StringVar(&in.ToolClass, "tool-class", "", "tool class")
+	f.StringSliceVar(&handoff, "handoff", nil, "grant hand_off to AGENT/QUEUE, another of your agents and one of its queues (repeatable)")
 	return cmd
 }
 

@@ -35,6 +35,7 @@ const DefaultServer = "http://127.0.0.1:7070"
 func addClientCommands(root *cobra.Command) {
 	root.AddCommand(newAgentCommand(), newTodoCommand(), newAuditCommand())
 	root.AddCommand(newPersonCommand(), newTokenCommand(), newAdminCommand())
+	root.AddCommand(newHookCommand())
 }
 
 // clientFlags are the persistent flags of one client parent command.

@@ -110,6 +110,7 @@ type agentView struct {
 	Audit          []domain.AuditEntry
 	AuditTruncated bool
 	Push           pushForm
+	Hooks          []app.HookView // hooks.go
 }
 
 // todoFilter is one link of the agent page's todo filter.
@@ -199,6 +200,10 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 			}
 			view.Todos = append(view.Todos, tv)
 		}
+	}
+	if view.Hooks, err = h.agentHooks(ctx, v.person, a.ID); err != nil {
+		h.fail(w, r, v, err)
+		return
 	}
 	audit, err := h.svc.ListAudit(ctx, v.person, app.AuditFilter{AgentRef: a.ID, Limit: 1000})
 	if err != nil {

@@ -27,9 +27,14 @@ const (
 	VerbRenew     = "renew"
 	VerbComplete  = "complete"
 	VerbFail      = "fail"
+	// VerbHandOff pushes a todo to another agent of the same owner; it is
+	// granted by the scope's handoff grants, never by the verb list alone
+	// (DESIGN.md §3.9).
+	VerbHandOff = "hand_off"
 )
 
 // ScopeVerbs lists the grantable verbs in the order tools/list shows them.
+// hand_off is not among them: handoff grants grant it (Scope.HasVerb).
 var ScopeVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbRenew, VerbComplete, VerbFail}
 
 // Scope is what an agent may do: the queues it may see and the verbs it may
@@ -37,13 +42,28 @@ var ScopeVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbRenew, Ve
 type Scope struct {
 	Queues []string `json:"queues"`
 	Verbs  []string `json:"verbs"`
+	// Handoff lists the agent/queue pairs the hand_off verb may push to
+	// (DESIGN.md §3.9); empty = none, and then hand_off is not granted.
+	Handoff []HandoffGrant `json:"handoff,omitempty"`
 }
 
 // HasQueue reports whether q is a granted queue.
 func (s Scope) HasQueue(q string) bool { return slices.Contains(s.Queues, q) }
 
-// HasVerb reports whether v is a granted verb.
-func (s Scope) HasVerb(v string) bool { return slices.Contains(s.Verbs, v) }
+// HasVerb reports whether v is a granted verb. hand_off is granted exactly
+// when the scope has handoff grants.
+func (s Scope) HasVerb(v string) bool {
+	if v == VerbHandOff {
+		return len(s.Handoff) > 0
+	}
+	return slices.Contains(s.Verbs, v)
+}
+
+// HandoffAllowed reports whether the scope grants handing a todo to the
+// agent with id agentID in queue q.
+func (s Scope) HandoffAllowed(agentID, q string) bool {
+	return slices.ContainsFunc(s.Handoff, func(g HandoffGrant) bool { return g.AgentID == agentID && g.Queue == q })
+}
 
 // Bounds of a vend or update body (issue 9 item 6; api/openapi.yaml
 // maxItems).
@@ -77,13 +97,27 @@ func (s Scope) Validate() error {
 	}
 	seen = map[string]bool{}
 	for i, v := range s.Verbs {
-		if !slices.Contains(ScopeVerbs, v) {
+		if v == VerbHandOff && len(s.Handoff) == 0 {
+			return Errorf(CodeInvalidArgument, "verb hand_off is granted by handoff grants; add handoff: [{agent, queue}]").At(ptrIndex("/verbs", i))
+		}
+		if v != VerbHandOff && !slices.Contains(ScopeVerbs, v) {
 			return Errorf(CodeInvalidArgument, "verb %q is not a scope verb (one of %v)", v, ScopeVerbs).At(ptrIndex("/verbs", i))
 		}
 		if seen[v] {
 			return Errorf(CodeInvalidArgument, "verb %q is listed twice", v).At(ptrIndex("/verbs", i))
 		}
 		seen[v] = true
+	}
+	pairs := map[HandoffGrant]bool{}
+	for i, g := range s.Handoff {
+		if !ValidName(g.Queue) {
+			return Errorf(CodeInvalidArgument, "handoff queue %q must match ^[a-z0-9][a-z0-9._-]*$", g.Queue).At(ptrIndex("/handoff", i) + "/queue")
+		}
+		k := HandoffGrant{AgentID: g.AgentID, Queue: g.Queue}
+		if pairs[k] {
+			return Errorf(CodeInvalidArgument, "handoff to %s in queue %q is listed twice", g.Handle, g.Queue).At(ptrIndex("/handoff", i))
+		}
+		pairs[k] = true
 	}
 	return nil
 }

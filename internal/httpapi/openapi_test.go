@@ -330,7 +330,10 @@ func TestMuxServesEveryDocumentedOperation(t *testing.T) {
 		if hasSec && len(sec) == 0 {
 			want = http.StatusOK
 		}
-		if r.status != want {
+		// A public route on a path parameter ("x") may answer its own 404
+		// problem (an unknown hook), which is not the mux's "no route".
+		ownNotFound := want == http.StatusOK && r.status == http.StatusNotFound && strings.Contains(key, "{") && !bytes.Contains(r.body, []byte("no route"))
+		if r.status != want && !ownNotFound {
 			t.Errorf("%s %s (%s) = %d, want %d: %s", method, path, key, r.status, want, r.body)
 		}
 	}

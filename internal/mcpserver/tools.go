@@ -129,6 +129,22 @@ var scopeVerbs = []verb{
 			return svc.Fail(ctx, a, in.str("todo_id"), in.str("reason"))
 		},
 	},
+	{
+		// Listed only to agents with handoff grants (Scope.HasVerb).
+		name: domain.VerbHandOff, title: "Hand off a todo",
+		desc: "Push a todo to another agent of your owner, in a queue your scope grants for it (DESIGN.md §3.9). Returns {todo, created}. Errors: invalid_argument when to/queue is not granted (the detail lists the grants).",
+		fields: []field{
+			{name: "to", kind: kindString, required: true, desc: "Handle or id of the agent to hand the todo to."},
+			{name: "queue", kind: kindString, required: true, desc: "The queue granted for that agent."},
+			{name: "title", kind: kindString, required: true, desc: "One line saying what to do (at most 500 bytes)."},
+			{name: "payload", kind: kindAny, desc: "Any JSON value with the details (at most 64 KiB)."},
+			{name: "idempotency_key", kind: kindString, desc: "Handing off twice with one key while the todo is live returns the first todo."},
+		},
+		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			return svc.HandOff(ctx, a, app.HandOffInput{To: in.str("to"), Queue: in.str("queue"), Title: in.str("title"),
+				Payload: in.raw("payload"), IdempotencyKey: in.str("idempotency_key")})
+		},
+	},
 }
 
 // selfVerbs are listed after the scope verbs in every session and callable

@@ -77,6 +77,7 @@ type Metrics struct {
 
 	heartbeats, persisted, flushes, doorbells, digests, sweepRings, transitions metric.Int64Counter
 	inAttr, outAttr                                                             metric.MeasurementOption
+	hookDeliveries                                                              metric.Int64Counter // hooks.go
 }
 
 // New builds the instruments on a fresh registry (with the Go runtime and
@@ -108,6 +109,9 @@ func New(o Options) (*Metrics, error) {
 	m.digests = counter(NameDigests, "{digest}", "Digests queued to an MCP session.")
 	m.sweepRings = counter(NameSweepRings, "{ring}", "Todos re-rung by the doorbell sweep.")
 	m.transitions = counter(NameTransitions, "{transition}", "Claimed in/out presence transitions, by the presence entered.")
+	if err == nil {
+		err = m.newHookCounter(meter)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

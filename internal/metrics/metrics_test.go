@@ -75,3 +75,24 @@ func TestExposition(t *testing.T) {
 		t.Errorf("series of an untracked agent still exported")
 	}
 }
+
+func TestHookDeliveriesCounted(t *testing.T) {
+	m, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.HookDelivery("github", "refused")
+	m.HookDelivery("github", "refused")
+	m.HookDelivery("standard", "created")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		PromHookDeliveries + `{kind="github",outcome="refused"} 2`,
+		PromHookDeliveries + `{kind="standard",outcome="created"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type Store interface {
 	PresenceStore
 	// LivenessStore serves heartbeat liveness and the reported-change audit (§5).
 	LivenessStore
+	// HookStore serves intake: hooks and their deliveries (§3.9).
+	HookStore
 
 	// Dialect names the adapter: "sqlite" or "postgres".
 	Dialect() string
@@ -199,6 +201,9 @@ type RotateCredentialParams struct {
 // use case; State is pending).
 type CreateTodoParams struct {
 	Todo domain.Todo
+	// Audit, when set, is appended in the same transaction if (and only if)
+	// the todo is created (a handoff, DESIGN.md §3.9).
+	Audit *domain.AuditRecord
 }
 
 // ListTodosParams filters ListTodos. Empty fields do not filter.

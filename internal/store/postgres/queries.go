@@ -113,7 +113,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 // (DESIGN.md §3.1) and the liveness columns (§5) of a new agent take their
 // defaults: no shift, no override, seen "in", state "unknown".
 const agentCoreCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
-	billing_mode, billing_modes, tool_class, created_at, updated_at`
+	billing_mode, billing_modes, tool_class, created_at, updated_at, handoff`
 
 // agentCols is what every agent read selects and scanAgent scans.
 const agentCols = agentCoreCols + `,
@@ -132,10 +132,11 @@ func scanAgent(row pgx.Row, extra ...any) (domain.Agent, error) {
 	var a domain.Agent
 	var shift, override, overrideBy, changedBy, repState, readiness *string
 	var capSecs, usedSecs int64
+	var handoff string
 	pr, lv := &a.Presence, &a.Liveness
 	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &a.RevokedAt,
 		&a.Scope.Queues, &a.Scope.Verbs, &a.BillingMode, &a.BillingModes, &a.ToolClass,
-		&a.CreatedAt, &a.UpdatedAt,
+		&a.CreatedAt, &a.UpdatedAt, &handoff,
 		&shift, &override, &pr.OverrideUntil, &pr.OverrideSetAt, &overrideBy, &pr.Seen, &pr.ChangedAt, &changedBy,
 		&lv.State, &lv.LastHeartbeatAt, &lv.ReportedBillingMode, &lv.ReportedToolClass,
 		&lv.ReportedRuntimeVersion, &repState, &readiness,
@@ -154,6 +155,10 @@ func scanAgent(row pgx.Row, extra ...any) (domain.Agent, error) {
 	a.Scope.Queues = storeutil.Strings(a.Scope.Queues)
 	a.Scope.Verbs = storeutil.Strings(a.Scope.Verbs)
 	a.BillingModes = storeutil.Strings(a.BillingModes)
+	var err error
+	if a.Scope.Handoff, err = storeutil.DecodeHandoff(handoff); err != nil {
+		return domain.Agent{}, err
+	}
 	return a, nil
 }
 
@@ -162,10 +167,11 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 	a := p.Agent
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO agents (`+agentCoreCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			a.ID, a.Handle, a.OwnerID, a.Name, a.Active, storeutil.MicroPtr(a.RevokedAt),
 			storeutil.Strings(a.Scope.Queues), storeutil.Strings(a.Scope.Verbs), a.BillingMode,
-			storeutil.Strings(a.BillingModes), a.ToolClass, micro(a.CreatedAt), micro(a.UpdatedAt))
+			storeutil.Strings(a.BillingModes), a.ToolClass, micro(a.CreatedAt), micro(a.UpdatedAt),
+			storeutil.EncodeHandoff(a.Scope.Handoff))
 		if err != nil {
 			return mapErr("create agent", err)
 		}
@@ -386,9 +392,29 @@ func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 // next_ring_at = storeutil.NextRingAt(todo): creation + 5 min for a todo not
 // rung yet (DESIGN.md §3.8).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
-	t := p.Todo
+	if p.Audit == nil {
+		return createTodoQ(ctx, s.pool, p.Todo)
+	}
+	var out domain.Todo
+	var created bool
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, created, err = createTodoQ(ctx, tx, p.Todo)
+		if err == nil && created {
+			_, err = appendAudit(ctx, tx, p.Todo.CreatedAt, *p.Audit)
+		}
+		return err
+	})
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	return out, created, nil
+}
+
+// createTodoQ is CreateTodo on a pool or inside a transaction.
+func createTodoQ(ctx context.Context, q querier, t domain.Todo) (domain.Todo, bool, error) {
 	for range 3 {
-		got, err := scanTodo(s.pool.QueryRow(ctx, `INSERT INTO todos (`+todoCols+`)
+		got, err := scanTodo(q.QueryRow(ctx, `INSERT INTO todos (`+todoCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
 			        $18, $19, $20, $21, $22, $23, $24)
 			ON CONFLICT (agent_id, idempotency_key) WHERE `+live+` DO NOTHING
@@ -406,7 +432,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 			return domain.Todo{}, false, mapErr("create todo", err)
 		}
 		// A live todo holds the key: return it.
-		got, err = scanTodo(s.pool.QueryRow(ctx, `SELECT `+todoCols+` FROM todos
+		got, err = scanTodo(q.QueryRow(ctx, `SELECT `+todoCols+` FROM todos
 			WHERE agent_id = $1 AND idempotency_key = $2 AND `+live, t.AgentID, t.IdempotencyKey))
 		if err == nil {
 			return got, false, nil

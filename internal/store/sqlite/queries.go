@@ -60,7 +60,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 // (DESIGN.md §3.1) and the liveness columns (§5) of a new agent take their
 // defaults: no shift, no override, seen "in", state "unknown".
 const agentCoreCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
-	billing_mode, billing_modes, tool_class, created_at, updated_at`
+	billing_mode, billing_modes, tool_class, created_at, updated_at, handoff`
 
 // agentCols is what every agent read selects and scanAgent scans.
 const agentCols = agentCoreCols + `,
@@ -78,7 +78,7 @@ var agentColsA = storeutil.Qualify("a", agentCols)
 func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 	var a domain.Agent
 	var revoked, until, setAt, changedAt, heartbeat sql.NullInt64
-	var queues, verbs, modes string
+	var queues, verbs, modes, handoff string
 	var created, updated int64
 	var shift, override, overrideBy, changedBy sql.NullString
 	var repMode, repClass, repVersion, repState, readiness sql.NullString
@@ -86,7 +86,7 @@ func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 	var stretch sql.NullInt64
 	pr, lv := &a.Presence, &a.Liveness
 	dest := append([]any{&a.ID, &a.Handle, &a.OwnerID, &a.Name, &a.Active, &revoked,
-		&queues, &verbs, &a.BillingMode, &modes, &a.ToolClass, &created, &updated,
+		&queues, &verbs, &a.BillingMode, &modes, &a.ToolClass, &created, &updated, &handoff,
 		&shift, &override, &until, &setAt, &overrideBy, &pr.Seen, &changedAt, &changedBy,
 		&lv.State, &heartbeat, &repMode, &repClass, &repVersion, &repState, &readiness,
 		&capSecs, &stretch, &usedSecs}, extra...)
@@ -110,6 +110,9 @@ func scanAgent(sc scanner, extra ...any) (domain.Agent, error) {
 		return domain.Agent{}, err
 	}
 	if a.BillingModes, err = decodeList(modes); err != nil {
+		return domain.Agent{}, err
+	}
+	if a.Scope.Handoff, err = storeutil.DecodeHandoff(handoff); err != nil {
 		return domain.Agent{}, err
 	}
 	return a, nil
@@ -147,10 +150,11 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 	a := p.Agent
 	return s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (`+agentCoreCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.ID, a.Handle, a.OwnerID, a.Name, a.Active, microsPtr(a.RevokedAt),
 			encodeList(a.Scope.Queues), encodeList(a.Scope.Verbs), a.BillingMode,
-			encodeList(a.BillingModes), a.ToolClass, micros(a.CreatedAt), micros(a.UpdatedAt))
+			encodeList(a.BillingModes), a.ToolClass, micros(a.CreatedAt), micros(a.UpdatedAt),
+			storeutil.EncodeHandoff(a.Scope.Handoff))
 		if err != nil {
 			return mapErr("create agent", err)
 		}
@@ -379,43 +383,50 @@ func nullJSON(b json.RawMessage) any {
 // among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
 // 5 min for a todo not rung yet (DESIGN.md §3.8).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
-	t := p.Todo
 	var out domain.Todo
 	created := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if t.IdempotencyKey != "" {
-			existing, err := scanTodo(s.txRow(ctx, tx, `SELECT `+todoCols+` FROM todos
-				WHERE agent_id = ? AND idempotency_key = ?
-				  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))`,
-				t.AgentID, t.IdempotencyKey))
-			if err == nil {
-				out = existing
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return mapErr("create todo", err)
-			}
-		}
 		var err error
-		out, err = scanTodo(s.txRow(ctx, tx, `INSERT INTO todos (`+todoCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			RETURNING `+todoCols,
-			t.ID, t.AgentID, t.Queue, t.Title, nullJSON(t.Payload), t.Kind, t.Source,
-			t.IdempotencyKey, t.PushEligible, t.CreatedBy, t.State, t.Attempt, t.MaxAttempts,
-			microsPtr(t.LeaseExpiresAt), microsPtr(t.RetryAt), t.RingAttempts,
-			microsPtr(t.LastRingedAt), nullJSON(t.Result), t.LastError, micros(t.CreatedAt),
-			micros(t.UpdatedAt), microsPtr(t.ClaimedAt), microsPtr(t.FinishedAt),
-			microsPtr(storeutil.NextRingAt(t))))
-		if err != nil {
-			return mapErr("create todo", err)
+		out, created, err = s.createTodoTx(ctx, tx, p.Todo)
+		if err == nil && created && p.Audit != nil {
+			_, err = appendAudit(ctx, tx, p.Todo.CreatedAt, *p.Audit)
 		}
-		created = true
-		return nil
+		return err
 	})
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
 	return out, created, nil
+}
+
+// createTodoTx is CreateTodo inside tx: the live todo with the key, or a
+// new row.
+func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (domain.Todo, bool, error) {
+	if t.IdempotencyKey != "" {
+		existing, err := scanTodo(s.txRow(ctx, tx, `SELECT `+todoCols+` FROM todos
+			WHERE agent_id = ? AND idempotency_key = ?
+			  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))`,
+			t.AgentID, t.IdempotencyKey))
+		if err == nil {
+			return existing, false, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return domain.Todo{}, false, mapErr("create todo", err)
+		}
+	}
+	out, err := scanTodo(s.txRow(ctx, tx, `INSERT INTO todos (`+todoCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		RETURNING `+todoCols,
+		t.ID, t.AgentID, t.Queue, t.Title, nullJSON(t.Payload), t.Kind, t.Source,
+		t.IdempotencyKey, t.PushEligible, t.CreatedBy, t.State, t.Attempt, t.MaxAttempts,
+		microsPtr(t.LeaseExpiresAt), microsPtr(t.RetryAt), t.RingAttempts,
+		microsPtr(t.LastRingedAt), nullJSON(t.Result), t.LastError, micros(t.CreatedAt),
+		micros(t.UpdatedAt), microsPtr(t.ClaimedAt), microsPtr(t.FinishedAt),
+		microsPtr(storeutil.NextRingAt(t))))
+	if err != nil {
+		return domain.Todo{}, false, mapErr("create todo", err)
+	}
+	return out, true, nil
 }
 
 // GetTodo implements store.Store.

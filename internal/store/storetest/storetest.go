@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, todoTests...)
 	tests = append(tests, auditTests...)
 	tests = append(tests, firstStreamTests...)
+	tests = append(tests, hookTests...)
 	h.run(t, tests)
 }
 

@@ -1,0 +1,506 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/intake"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Per-hook delivery rate limit (DESIGN.md §3.9): a token bucket of
+// HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
+// minute on each instance (the buckets live in memory); past it a delivery
+// answers 429 before its signature is checked.
+// Refused deliveries are recorded in the delivery log at most
+// hookRefusalBurst at once per hook (then one per 10 s), so a flood of bad
+// signatures cannot grow the table; every refusal is still logged and
+// counted.
+const (
+	HookDeliveryRate  = 1.0
+	HookDeliveryBurst = 60
+	hookRefusalRate   = 0.1
+	hookRefusalBurst  = 10
+)
+
+// HookMetrics is an optional extension of Metrics: a Metrics that also
+// implements it counts hook deliveries by kind and outcome (created,
+// duplicate, ignored, ping, refused, rate_limited).
+type HookMetrics interface {
+	HookDelivery(kind, outcome string)
+}
+
+// intakeState is the per-instance state of intake: the rate limiters.
+type intakeState struct {
+	once     sync.Once
+	limit    *rateLimiter
+	refusals *rateLimiter
+}
+
+func (s *Service) intakeLimits() *intakeState {
+	s.intake.once.Do(func() {
+		s.intake.limit = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
+		s.intake.refusals = newRateLimiter(hookRefusalRate, hookRefusalBurst)
+	})
+	return &s.intake
+}
+
+// HookInput is the body of POST /v1/hooks (DESIGN.md §3.9).
+type HookInput struct {
+	Kind          string             `json:"kind"`
+	Agent         string             `json:"agent"`
+	Queue         string             `json:"queue"`
+	Filter        *domain.HookFilter `json:"filter,omitempty"`
+	TitleTemplate string             `json:"title_template,omitempty"`
+	KindLabel     string             `json:"kind_label,omitempty"`
+}
+
+// HookView is a hook as the API shows it: never its secret; with its
+// delivery URL, its agent's handle and (on show) its last deliveries.
+type HookView struct {
+	domain.Hook
+	URL            string                `json:"url"`
+	AgentHandle    string                `json:"agent_handle"`
+	LastDeliveries []domain.HookDelivery `json:"last_deliveries,omitempty"`
+}
+
+// HookSecretResult is returned by CreateHook and RotateHookSecret: the
+// secret is shown this once.
+type HookSecretResult struct {
+	Hook   HookView `json:"hook"`
+	URL    string   `json:"url"`
+	Secret string   `json:"secret"`
+}
+
+// newHookSecret returns "whsec_" + base64 of 32 random bytes: a Standard
+// Webhooks signing key, and as a string the HMAC key GitHub uses.
+func newHookSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("rollcall: crypto/rand failed: " + err.Error())
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b[:])
+}
+
+func (s *Service) hookURL(id string) string { return s.publicURL + "/v1/hooks/" + id + "/deliveries" }
+
+func (s *Service) hookView(h domain.Hook, handle string) HookView {
+	h.Secret = "" // a view never carries the secret
+	return HookView{Hook: h, URL: s.hookURL(h.ID), AgentHandle: handle}
+}
+
+// CreateHook creates a webhook endpoint for one of the person's agents and
+// queues (DESIGN.md §3.9) and returns it with its URL and secret (shown
+// once). kind "github" takes filter, title_template and kind_label;
+// "standard" takes kind_label (the todo kind when a delivery names none).
+// Audited as hook.create. Errors: invalid_argument (with pointer),
+// not_found (agent), conflict (revoked agent).
+func (s *Service) CreateHook(ctx context.Context, by domain.Person, in HookInput) (HookSecretResult, error) {
+	if in.Kind != domain.HookGitHub && in.Kind != domain.HookStandard {
+		return HookSecretResult{}, domain.Errorf(domain.CodeInvalidArgument, "kind must be github or standard, got %q", in.Kind).At("/kind")
+	}
+	if in.Agent == "" {
+		return HookSecretResult{}, domain.Errorf(domain.CodeInvalidArgument, "agent is required (id or handle)").At("/agent")
+	}
+	a, err := s.OwnedAgent(ctx, by, in.Agent)
+	if err != nil {
+		var de *domain.Error
+		if errors.As(err, &de) && de.Code == domain.CodeNotFound {
+			return HookSecretResult{}, de.At("/agent")
+		}
+		return HookSecretResult{}, err
+	}
+	if a.Revoked() {
+		return HookSecretResult{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it takes no hooks", a.Handle)
+	}
+	if in.Queue == "" {
+		return HookSecretResult{}, domain.Errorf(domain.CodeInvalidArgument, "queue is required").At("/queue")
+	}
+	if !a.Scope.HasQueue(in.Queue) {
+		return HookSecretResult{}, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in agent %s's scope (queues %v)", in.Queue, a.Handle, a.Scope.Queues).At("/queue")
+	}
+	var filter domain.HookFilter
+	if in.Filter != nil {
+		filter = *in.Filter
+	}
+	if in.Kind == domain.HookStandard {
+		if in.Filter != nil {
+			return HookSecretResult{}, domain.Errorf(domain.CodeInvalidArgument, "filter applies to github hooks only").At("/filter")
+		}
+		if in.TitleTemplate != "" {
+			return HookSecretResult{}, domain.Errorf(domain.CodeInvalidArgument, "title_template applies to github hooks only; a standard delivery carries its title").At("/title_template")
+		}
+	}
+	if err := intake.ValidateFilter(filter); err != nil {
+		return HookSecretResult{}, err
+	}
+	if err := intake.ValidateTemplate(in.TitleTemplate); err != nil {
+		return HookSecretResult{}, err
+	}
+	if err := validCode("kind_label", in.KindLabel); err != nil {
+		return HookSecretResult{}, err
+	}
+	now := s.now()
+	h := domain.Hook{ID: newID(), OwnerID: by.ID, AgentID: a.ID, Kind: in.Kind, Queue: in.Queue, Filter: filter,
+		TitleTemplate: in.TitleTemplate, KindLabel: in.KindLabel, Secret: newHookSecret(), CreatedAt: now, UpdatedAt: now}
+	err = s.store.CreateHook(ctx, store.CreateHookParams{Hook: h, Audit: domain.AuditRecord{
+		Actor: "operator:" + by.ID, Action: "hook.create", AgentID: a.ID,
+		Data: map[string]any{"hook_id": h.ID, "kind": h.Kind, "queue": h.Queue, "filter": h.Filter, "title_template": h.TitleTemplate, "kind_label": h.KindLabel},
+	}})
+	if err != nil {
+		return HookSecretResult{}, storeErr(err, fmt.Sprintf("agent %q not found", in.Agent), "")
+	}
+	s.log.Info("hook created", "hook_id", h.ID, "kind", h.Kind, "agent_id", a.ID, "queue", h.Queue, "by", by.ID)
+	v := s.hookView(h, a.Handle)
+	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil // shown once
+}
+
+// ownedHook loads a hook the person owns; another person's hook and an
+// unknown id both answer not_found.
+func (s *Service) ownedHook(ctx context.Context, by domain.Person, id string) (domain.Hook, error) {
+	nf := domain.Errorf(domain.CodeNotFound, "hook %q not found", id)
+	if len(id) != 36 {
+		return domain.Hook{}, nf
+	}
+	h, err := s.store.GetHook(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && h.OwnerID != by.ID) {
+		return domain.Hook{}, nf
+	}
+	return h, err
+}
+
+func (s *Service) handleOf(ctx context.Context, agentID string) string {
+	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: agentID})
+	if err != nil {
+		return ""
+	}
+	return a.Handle
+}
+
+// ListHooks lists the person's hooks, oldest first; with agentRef only
+// that agent's (not_found when the person does not own it).
+func (s *Service) ListHooks(ctx context.Context, by domain.Person, agentRef string) ([]HookView, error) {
+	p := store.ListHooksParams{OwnerID: by.ID}
+	handles := map[string]string{}
+	if agentRef != "" {
+		a, err := s.OwnedAgent(ctx, by, agentRef)
+		if err != nil {
+			return nil, err
+		}
+		p.AgentID = a.ID
+		handles[a.ID] = a.Handle
+	}
+	hs, err := s.store.ListHooks(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HookView, 0, len(hs))
+	for _, h := range hs {
+		if _, ok := handles[h.AgentID]; !ok {
+			handles[h.AgentID] = s.handleOf(ctx, h.AgentID)
+		}
+		out = append(out, s.hookView(h, handles[h.AgentID]))
+	}
+	return out, nil
+}
+
+// GetHook returns one of the person's hooks with its last 20 deliveries,
+// newest first. Errors: not_found.
+func (s *Service) GetHook(ctx context.Context, by domain.Person, id string) (HookView, error) {
+	h, err := s.ownedHook(ctx, by, id)
+	if err != nil {
+		return HookView{}, err
+	}
+	ds, err := s.store.ListDeliveries(ctx, store.ListDeliveriesParams{HookID: h.ID, Limit: 20})
+	if err != nil {
+		return HookView{}, err
+	}
+	v := s.hookView(h, s.handleOf(ctx, h.AgentID))
+	v.LastDeliveries = ds
+	return v, nil
+}
+
+// HookDeliveries returns a hook's last deliveries (at most limit, 1..100,
+// default 20), newest first, for the console. Errors: not_found.
+func (s *Service) HookDeliveries(ctx context.Context, by domain.Person, id string, limit int) ([]domain.HookDelivery, error) {
+	h, err := s.ownedHook(ctx, by, id)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > 100 {
+		limit = 20
+	}
+	return s.store.ListDeliveries(ctx, store.ListDeliveriesParams{HookID: h.ID, Limit: limit})
+}
+
+// RotateHookSecret replaces the hook's secret and returns the new one
+// (shown once); deliveries signed with the old secret are refused from now
+// on. Audited as hook.rotate_secret. Errors: not_found.
+func (s *Service) RotateHookSecret(ctx context.Context, by domain.Person, id string) (HookSecretResult, error) {
+	h, err := s.ownedHook(ctx, by, id)
+	if err != nil {
+		return HookSecretResult{}, err
+	}
+	h, err = s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: newHookSecret(), Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: h.AgentID, Data: map[string]any{"hook_id": h.ID}}})
+	if err != nil {
+		return HookSecretResult{}, storeErr(err, fmt.Sprintf("hook %q not found", id), "")
+	}
+	s.log.Info("hook secret rotated", "hook_id", h.ID, "by", by.ID)
+	v := s.hookView(h, s.handleOf(ctx, h.AgentID))
+	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil
+}
+
+// DeleteHook deletes the hook and its delivery log and returns it as it
+// was; later deliveries answer 404. Todos it created stay. Audited as
+// hook.delete. Errors: not_found.
+func (s *Service) DeleteHook(ctx context.Context, by domain.Person, id string) (HookView, error) {
+	h, err := s.ownedHook(ctx, by, id)
+	if err != nil {
+		return HookView{}, err
+	}
+	err = s.store.DeleteHook(ctx, store.DeleteHookParams{ID: h.ID, Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.delete", AgentID: h.AgentID, Data: map[string]any{"hook_id": h.ID, "kind": h.Kind, "queue": h.Queue}}})
+	if err != nil {
+		return HookView{}, storeErr(err, fmt.Sprintf("hook %q not found", id), "")
+	}
+	s.log.Info("hook deleted", "hook_id", h.ID, "by", by.ID)
+	return s.hookView(h, s.handleOf(ctx, h.AgentID)), nil
+}
+
+// DeliveryInput is one delivery as received: the hook id of the URL, the
+// request headers and the raw body (at most intake.MaxBody bytes; the
+// adapter answers 413 beyond).
+type DeliveryInput struct {
+	HookID string
+	Header http.Header
+	Body   []byte
+}
+
+// DeliveryResult says what became of a delivery: Outcome is one of
+// domain.DeliveryCreated, DeliveryDuplicate, DeliveryIgnored,
+// DeliveryPing; TodoID is the todo created (or found, for a duplicate).
+type DeliveryResult struct {
+	Outcome string `json:"outcome"`
+	TodoID  string `json:"todo_id,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Deliver handles one webhook delivery (DESIGN.md §3.9): the hook's rate
+// limit, then the signature (before anything of the body is parsed), then
+// decoding, the filter, and the todo — created in the same transaction
+// that records the delivery, attributed hook:<id>, push-eligible, its
+// idempotency key the delivery id, so a redelivery creates nothing. The
+// doorbell rings after commit through the bus, as for a pushed todo.
+//
+// Errors (nothing is created by any of them): not_found (unknown hook),
+// rate_limited (*RateLimitedError), unauthenticated (missing or bad
+// signature; logged, counted, recorded — the body is never echoed),
+// invalid_argument (stale Standard Webhooks timestamp, missing delivery
+// headers, a body that is not the event it claims, a queue outside the
+// agent's scope; Reason "unsupported_media_type" for a Content-Type other
+// than JSON or form), conflict (the hook's agent is revoked).
+func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult, error) {
+	nf := domain.Errorf(domain.CodeNotFound, "hook %q not found", in.HookID)
+	if len(in.HookID) != 36 {
+		return DeliveryResult{}, nf
+	}
+	h, err := s.store.GetHook(ctx, in.HookID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return DeliveryResult{}, nf
+	}
+	if err != nil {
+		return DeliveryResult{}, err
+	}
+	now := s.now()
+	lim := s.intakeLimits()
+	if ok, wait := lim.limit.allow(h.ID, now); !ok {
+		s.countDelivery(h.Kind, "rate_limited")
+		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
+			Err: domain.Errorf(domain.CodeRateLimited, "hook %s takes at most %d deliveries a minute", h.ID, int(HookDeliveryRate*60))}
+	}
+	switch h.Kind {
+	case domain.HookGitHub:
+		return s.deliverGitHub(ctx, h, in, now)
+	default:
+		return s.deliverStandard(ctx, h, in, now)
+	}
+}
+
+func (s *Service) countDelivery(kind, outcome string) {
+	if m, ok := s.metrics.(HookMetrics); ok {
+		m.HookDelivery(kind, outcome)
+	}
+}
+
+// refuse logs, counts and (within the refusal budget) records a refused
+// delivery and returns err. The body is never logged or echoed.
+func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, reason string, err error) (DeliveryResult, error) {
+	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
+	s.countDelivery(h.Kind, domain.DeliveryRefused)
+	if ok, _ := s.intakeLimits().refusals.allow(h.ID, now); ok {
+		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
+			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
+		if rerr != nil && !errors.Is(rerr, domain.ErrNotFound) {
+			s.log.Warn("recording a refused delivery failed", "hook_id", h.ID, "err", rerr)
+		}
+	}
+	return DeliveryResult{}, err
+}
+
+var errBadSignature = &domain.Error{Code: domain.CodeUnauthenticated, Detail: "the delivery's signature is missing or does not verify with this hook's secret"}
+
+func (s *Service) verifyErr(ctx context.Context, h domain.Hook, now time.Time, err error) (DeliveryResult, error) {
+	switch {
+	case errors.Is(err, intake.ErrUnsigned):
+		return s.refuse(ctx, h, now, "missing signature", errBadSignature)
+	case errors.Is(err, intake.ErrBadSignature):
+		return s.refuse(ctx, h, now, "bad signature", errBadSignature)
+	case errors.Is(err, intake.ErrStale):
+		return s.refuse(ctx, h, now, "stale timestamp", domain.Errorf(domain.CodeInvalidArgument,
+			"webhook-timestamp is more than %s away from the server's time", intake.Tolerance))
+	case errors.Is(err, intake.ErrContentType):
+		return s.refuse(ctx, h, now, "unsupported content type", &domain.Error{Code: domain.CodeInvalidArgument, Reason: "unsupported_media_type",
+			Detail: "Content-Type must be application/json (or application/x-www-form-urlencoded for GitHub)"})
+	}
+	return DeliveryResult{}, err
+}
+
+// deliveryKey checks a delivery id header: required, one line, ≤ 200 bytes.
+func deliveryKey(name, v string) error {
+	if v == "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "the %s header is required", name)
+	}
+	if err := validText("key", v, domain.MaxKeyLen, true); err != nil {
+		return domain.Errorf(domain.CodeInvalidArgument, "the %s header must be one line of at most %d bytes", name, domain.MaxKeyLen)
+	}
+	return nil
+}
+
+func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
+	payload, err := intake.VerifyGitHub(h.Secret, in.Header, in.Body)
+	if err != nil {
+		return s.verifyErr(ctx, h, now, err)
+	}
+	// Verified: from here on the sender is the repository's webhook.
+	key, event := in.Header.Get(intake.HeaderGitHubDelivery), in.Header.Get(intake.HeaderGitHubEvent)
+	if err := deliveryKey("X-GitHub-Delivery", key); err != nil {
+		return s.refuse(ctx, h, now, "no delivery id", err)
+	}
+	if err := validCode("event", event); err != nil || event == "" {
+		return s.refuse(ctx, h, now, "no event", domain.Errorf(domain.CodeInvalidArgument, "the X-GitHub-Event header must name an event"))
+	}
+	ev, known, err := intake.DecodeGitHub(event, payload)
+	if err != nil {
+		return s.refuse(ctx, h, now, "body is not a "+event+" event", domain.Errorf(domain.CodeInvalidArgument, "the body is not a valid %s event", event))
+	}
+	d := domain.HookDelivery{ID: newID(), HookID: h.ID, Key: key, Event: ev.Event, Action: ev.Action, ReceivedAt: now}
+	var todo *domain.Todo
+	switch {
+	case event == "ping":
+		d.Outcome = domain.DeliveryPing
+	case !known || !ev.Supported():
+		d.Outcome, d.Reason = domain.DeliveryIgnored, "event or action not taken"
+	default:
+		if ok, why := intake.Match(h.Filter, ev); !ok {
+			d.Outcome, d.Reason = domain.DeliveryIgnored, why
+			break
+		}
+		a, err := s.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
+		if err != nil {
+			return DeliveryResult{}, err
+		}
+		if a.Revoked() {
+			return s.refuse(ctx, h, now, "agent revoked", domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos"))
+		}
+		payload, _ := json.Marshal(struct {
+			intake.Event
+			Delivery string `json:"delivery"`
+		}{ev, key})
+		kind := h.KindLabel
+		if kind == "" {
+			kind = ev.Event
+		}
+		d.Outcome = domain.DeliveryCreated
+		todo = &domain.Todo{ID: newID(), AgentID: h.AgentID, Queue: h.Queue, Title: intake.Render(h.TitleTemplate, ev),
+			Payload: payload, Kind: kind, Source: domain.HookGitHub, IdempotencyKey: key, PushEligible: true,
+			CreatedBy: "hook:" + h.ID, State: domain.TodoPending, MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
+	}
+	return s.record(ctx, h, d, todo)
+}
+
+// standardSource is the todo source of a Standard Webhooks delivery.
+const standardSource = "webhook"
+
+func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
+	if err := intake.VerifyStandard(h.Secret, in.Header, in.Body, now); err != nil {
+		return s.verifyErr(ctx, h, now, err)
+	}
+	key := in.Header.Get(intake.HeaderStandardID)
+	if err := deliveryKey("webhook-id", key); err != nil {
+		return s.refuse(ctx, h, now, "bad webhook-id", err)
+	}
+	body, err := intake.DecodeStandard(in.Body)
+	if err != nil {
+		return s.refuse(ctx, h, now, "bad body", domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object {title, queue?, kind?, payload?}: %v", errors.Unwrap(err)))
+	}
+	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
+	if err != nil {
+		return DeliveryResult{}, err
+	}
+	if a.Revoked() {
+		return s.refuse(ctx, h, now, "agent revoked", domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos"))
+	}
+	queue := h.Queue
+	if body.Queue != "" {
+		if !a.Scope.HasQueue(body.Queue) {
+			return s.refuse(ctx, h, now, "queue not in scope", domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in the agent's scope", body.Queue).At("/queue"))
+		}
+		queue = body.Queue
+	}
+	kind := body.Kind
+	if kind == "" {
+		kind = h.KindLabel
+	}
+	if err := validCode("kind", kind); err != nil {
+		return s.refuse(ctx, h, now, "bad kind", err)
+	}
+	if err := validJSON("payload", body.Payload, domain.MaxPayloadLen); err != nil {
+		return s.refuse(ctx, h, now, "bad payload", err)
+	}
+	d := domain.HookDelivery{ID: newID(), HookID: h.ID, Key: key, Event: kind, Outcome: domain.DeliveryCreated, ReceivedAt: now}
+	todo := &domain.Todo{ID: newID(), AgentID: h.AgentID, Queue: queue, Title: intake.Safe(body.Title, "webhook delivery"),
+		Payload: body.Payload, Kind: kind, Source: standardSource, IdempotencyKey: key, PushEligible: true,
+		CreatedBy: "hook:" + h.ID, State: domain.TodoPending, MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
+	return s.record(ctx, h, d, todo)
+}
+
+// record writes the delivery (and its todo) and rings after commit.
+func (s *Service) record(ctx context.Context, h domain.Hook, d domain.HookDelivery, todo *domain.Todo) (DeliveryResult, error) {
+	res, err := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: d, Todo: todo})
+	if errors.Is(err, domain.ErrNotFound) {
+		return DeliveryResult{}, domain.Errorf(domain.CodeNotFound, "hook %q not found", h.ID) // deleted meanwhile
+	}
+	if err != nil {
+		return DeliveryResult{}, err
+	}
+	if res.Duplicate {
+		s.countDelivery(h.Kind, domain.DeliveryDuplicate)
+		s.log.Info("hook delivery duplicate", "hook_id", h.ID, "key", d.Key)
+		return DeliveryResult{Outcome: domain.DeliveryDuplicate, TodoID: res.Delivery.TodoID}, nil
+	}
+	s.countDelivery(h.Kind, d.Outcome)
+	s.log.Info("hook delivery", "hook_id", h.ID, "key", d.Key, "event", d.Event, "action", d.Action, "outcome", d.Outcome, "reason", d.Reason, "todo_id", res.Todo.ID)
+	if res.Created && res.Todo.PushEligible {
+		s.publishTodoReady(ctx, res.Todo)
+	}
+	return DeliveryResult{Outcome: d.Outcome, TodoID: res.Delivery.TodoID, Reason: d.Reason}, nil
+}

@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// newHookCommand builds `rollcall hook add|list|show|rotate|rm` over the
+// REST hook routes (DESIGN.md §3.9).
+func newHookCommand() *cobra.Command {
+	cmd, cf := newClientParent("hook", "Webhook endpoints that turn GitHub or Standard Webhooks deliveries into todos (REST /v1/hooks)")
+	cmd.AddCommand(hookAdd(cf), hookList(cf), hookShow(cf), hookRotate(cf), hookRemove(cf))
+	return cmd
+}
+
+func hookAdd(cf *clientFlags) *cobra.Command {
+	var (
+		in     app.HookInput
+		filter domain.HookFilter
+	)
+	cmd := &cobra.Command{
+		Use:   "add --kind github|standard --agent A --queue Q [--repo OWNER/NAME…] [--label L…] [--action EVENT[.ACTION]…] [--title-template T] [--kind-label K]",
+		Short: "Create a hook; prints its URL and secret (once)",
+		Long: `Add creates a webhook endpoint for one of your agents and queues and prints
+the URL to point the sender at and the secret — shown only this once.
+
+A github hook turns pull_request opened/ready_for_review/review_requested,
+issues opened/labeled, issue_comment created and check_run/workflow_run
+completed with failure into todos; --repo, --label and --action (repeatable)
+narrow that. --title-template uses {number}, {title}, {repository}, {url},
+{sender}, {labels}, {label}, {name}, {conclusion}, {branch}, {reviewer},
+{event}, {action}. A standard hook takes Standard Webhooks deliveries with
+the body {title, queue?, kind?, payload?}.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "kind", "agent", "queue"); err != nil {
+				return err
+			}
+			if len(filter.Repositories)+len(filter.Labels)+len(filter.Actions) > 0 {
+				in.Filter = &filter
+			}
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := c.CreateHook(cmd.Context(), in)
+			if err != nil {
+				return cf.wrap(err)
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			printHookSecret(cmd.OutOrStdout(), "created", res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.Kind, "kind", "", "github or standard (required)")
+	f.StringVar(&in.Agent, "agent", "", "the agent's id or handle (required)")
+	f.StringVar(&in.Queue, "queue", "", "one of the agent's queues (required)")
+	f.StringSliceVar(&filter.Repositories, "repo", nil, "only deliveries from this repository, owner/name (repeatable)")
+	f.StringSliceVar(&filter.Labels, "label", nil, "only issues and pull requests with this label (repeatable)")
+	f.StringSliceVar(&filter.Actions, "action", nil, "only this event or event.action, e.g. pull_request.review_requested (repeatable)")
+	f.StringVar(&in.TitleTemplate, "title-template", "", "todo title template (github)")
+	f.StringVar(&in.KindLabel, "kind-label", "", "todo kind instead of the event name")
+	return cmd
+}
+
+// printHookSecret prints a hook with its freshly issued secret and how to
+// point a sender at it.
+func printHookSecret(w io.Writer, what string, res app.HookSecretResult) {
+	h := res.Hook
+	fmt.Fprintf(w, "Hook %s %s (%s hook for %s, queue %s).\n\n", h.ID, what, h.Kind, clean(h.AgentHandle), clean(h.Queue))
+	fmt.Fprintf(w, "URL:\n  %s\n\n", clean(res.URL))
+	fmt.Fprintf(w, "Secret (shown only this once; store it now):\n  %s\n\n", res.Secret)
+	if h.Kind == domain.HookGitHub {
+		fmt.Fprintf(w, "On GitHub: repository Settings → Webhooks → Add webhook; Payload URL = the URL,\nContent type = application/json, Secret = the secret, and pick the events.\n")
+	} else {
+		fmt.Fprintf(w, "Sign deliveries with this Standard Webhooks secret (webhook-id, webhook-timestamp,\nwebhook-signature); the body is {\"title\": …, \"queue\"?, \"kind\"?, \"payload\"?}.\n")
+	}
+}
+
+func hookFilterText(f domain.HookFilter) string {
+	var parts []string
+	if len(f.Repositories) > 0 {
+		parts = append(parts, "repo="+strings.Join(f.Repositories, ","))
+	}
+	if len(f.Labels) > 0 {
+		parts = append(parts, "label="+strings.Join(f.Labels, ","))
+	}
+	if len(f.Actions) > 0 {
+		parts = append(parts, "action="+strings.Join(f.Actions, ","))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func hookList(cf *clientFlags) *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "list [--agent A]",
+		Short: "List your hooks (never their secrets)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			hs, err := c.ListHooks(cmd.Context(), agent)
+			if err != nil {
+				return cf.wrap(err)
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"items": nonNil(hs)})
+			}
+			t := newTable(cmd.OutOrStdout(), "ID", "KIND", "AGENT", "QUEUE", "FILTER", "URL")
+			for _, h := range hs {
+				t.row(h.ID, h.Kind, h.AgentHandle, h.Queue, hookFilterText(h.Filter), h.URL)
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's hooks (id or handle)")
+	return cmd
+}
+
+func hookShow(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one hook and its last deliveries",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			h, err := c.GetHook(cmd.Context(), args[0])
+			if err != nil {
+				return cf.wrap(err)
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), h)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Hook %s: %s for %s, queue %s, filter %s\nURL: %s\n\n", h.ID, h.Kind, clean(h.AgentHandle), clean(h.Queue), clean(hookFilterText(h.Filter)), clean(h.URL))
+			t := newTable(w, "RECEIVED", "OUTCOME", "EVENT", "REASON", "TODO")
+			for _, d := range h.LastDeliveries {
+				t.row(d.ReceivedAt.Format("2006-01-02T15:04:05Z"), d.Outcome, strings.TrimSuffix(d.Event+"."+d.Action, "."), orDash(d.Reason), orDash(d.TodoID))
+			}
+			return t.flush()
+		},
+	}
+}
+
+func hookRotate(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate ID",
+		Short: "Rotate a hook's secret; prints the new one (once)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := c.RotateHookSecret(cmd.Context(), args[0])
+			if err != nil {
+				return cf.wrap(err)
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			printHookSecret(cmd.OutOrStdout(), "rotated", res)
+			return nil
+		},
+	}
+}
+
+func hookRemove(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID",
+		Short: "Delete a hook (its todos stay)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			h, err := c.DeleteHook(cmd.Context(), args[0])
+			if err != nil {
+				return cf.wrap(err)
+			}
+			if cf.json {
+				return printJSON(cmd.OutOrStdout(), h)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Hook %s deleted.\n", h.ID)
+			return nil
+		},
+	}
+}

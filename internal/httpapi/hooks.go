@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/intake"
+)
+
+// Intake routes (DESIGN.md §3.9). The operator routes follow the owner
+// rule (another person's hook is 404, like an unknown one). The delivery
+// route takes no bearer token: the hook's signature authenticates it.
+var hookRoutes = []route{
+	{Route{"POST", "/v1/hooks", "createHook", true, nil}, (*api).createHook},
+	{Route{"GET", "/v1/hooks", "listHooks", true, []string{"agent"}}, (*api).listHooks},
+	{Route{"GET", "/v1/hooks/{id}", "getHook", true, nil}, (*api).getHook},
+	{Route{"DELETE", "/v1/hooks/{id}", "deleteHook", true, nil}, (*api).deleteHook},
+	{Route{"POST", "/v1/hooks/{id}/secret", "rotateHookSecret", true, nil}, (*api).rotateHookSecret},
+	{Route{"POST", "/v1/hooks/{id}/deliveries", "deliverHook", false, nil}, (*api).deliverHook},
+}
+
+func init() { routes = append(routes, hookRoutes...) }
+
+func (a *api) createHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var in app.HookInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	res, err := a.svc.CreateHook(r.Context(), by, in)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/hooks/"+res.Hook.ID)
+	return writeJSON(w, http.StatusCreated, res)
+}
+
+func (a *api) listHooks(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	hs, err := a.svc.ListHooks(r.Context(), by, r.URL.Query().Get("agent"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, items(hs))
+}
+
+func (a *api) getHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	h, err := a.svc.GetHook(r.Context(), by, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, h)
+}
+
+func (a *api) deleteHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	h, err := a.svc.DeleteHook(r.Context(), by, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, h)
+}
+
+func (a *api) rotateHookSecret(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	res, err := a.svc.RotateHookSecret(r.Context(), by, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, res)
+}
+
+// deliverHook receives one webhook delivery: at most 1 MiB (413 beyond),
+// then app.Service.Deliver. Answers: 201 created {outcome, todo_id}, 200
+// duplicate or ping, 202 ignored; 401 bad or missing signature, 400 stale
+// timestamp or bad body, 415 unsupported Content-Type, 404 unknown hook,
+// 409 revoked agent, 429 rate limit (with Retry-After). A refusal never
+// echoes the body.
+func (a *api) deliverHook(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
+	tooLarge := &statusError{http.StatusRequestEntityTooLarge,
+		domain.Errorf(domain.CodeInvalidArgument, "the delivery body exceeds the limit of %d bytes (1 MiB)", intake.MaxBody)}
+	if r.ContentLength > intake.MaxBody {
+		return tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, intake.MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge
+		}
+		return domain.Errorf(domain.CodeInvalidArgument, "reading the delivery body failed")
+	}
+	res, err := a.svc.Deliver(r.Context(), app.DeliveryInput{HookID: r.PathValue("id"), Header: r.Header, Body: body})
+	if err != nil {
+		var rl *app.RateLimitedError
+		if errors.As(err, &rl) {
+			w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))
+		}
+		var de *domain.Error
+		if errors.As(err, &de) {
+			switch {
+			case de.Reason == "unsupported_media_type":
+				return &statusError{http.StatusUnsupportedMediaType, de}
+			case de.Code == domain.CodeUnauthenticated:
+				// No WWW-Authenticate: a signature, not a bearer token, is wanted.
+				writeProblem(w, r, http.StatusUnauthorized, de)
+				return nil
+			}
+		}
+		return err
+	}
+	status := http.StatusOK
+	switch res.Outcome {
+	case domain.DeliveryCreated:
+		status = http.StatusCreated
+	case domain.DeliveryIgnored:
+		status = http.StatusAccepted
+	}
+	return writeJSON(w, status, res)
+}
