@@ -91,6 +91,13 @@ var matrixOps = map[string]matrixOp{
 	"createToken":      {"POST", "/v1/tokens", map[string]any{"name": "mine"}, ownScope(201)},
 	"listTokens":       {"GET", "/v1/tokens", nil, ownScope(200)},
 	"revokeToken":      {"DELETE", "/v1/tokens/{token}", nil, theirs},
+	"createHook":       {"POST", "/v1/hooks", map[string]any{"kind": "github", "agent": "{agent}", "queue": "q"}, theirs},
+	"listHooks":        {"GET", "/v1/hooks?agent={agent}", nil, theirs},
+	"getHook":          {"GET", "/v1/hooks/{hook}", nil, theirs},
+	"rotateHookSecret": {"POST", "/v1/hooks/{hook}/secret", nil, theirs},
+	"deleteHook":       {"DELETE", "/v1/hooks/{hook}", nil, theirs},
+	// Deliveries carry no token: an unsigned one is 401 for everyone.
+	"deliverHook": {"POST", "/v1/hooks/{hook}/deliveries", map[string]any{"zen": "x"}, expect{cMember: 401, cAdmin: 401, cAgent: 401, cRevoked: 401, cExpired: 401}},
 }
 
 func TestTenantIsolationMatrix(t *testing.T) {
@@ -133,6 +140,8 @@ func TestTenantIsolationMatrix(t *testing.T) {
 		e.do(t, "POST", "/v1/tokens", ann, map[string]any{"name": name, "expires_at": expires}).want(t, 201, &m)
 		return m
 	}
+	var hook app.HookSecretResult
+	e.do(t, "POST", "/v1/hooks", ann, map[string]any{"kind": "github", "agent": "ann-bot", "queue": "q"}).want(t, 201, &hook)
 	live := mint("live", nil)
 	revoked := mint("revoked", nil)
 	e.do(t, "DELETE", "/v1/tokens/"+revoked.ID, ann, nil).want(t, 200, nil)
@@ -142,7 +151,7 @@ func TestTenantIsolationMatrix(t *testing.T) {
 
 	tokens := map[string]string{cMember: bob, cAdmin: e.admin, cAgent: bobAgent.Credential, cRevoked: revoked.Token, cExpired: expired.Token}
 	fill := func(s, caller string) string {
-		return strings.NewReplacer("{agent}", agent.Agent.ID, "{todo}", todo.ID, "{person}", annP.ID, "{token}", live.ID,
+		return strings.NewReplacer("{agent}", agent.Agent.ID, "{todo}", todo.ID, "{person}", annP.ID, "{token}", live.ID, "{hook}", hook.Hook.ID,
 			"{caller}", strings.ReplaceAll(strings.Split(caller, " ")[1], "-", "")).Replace(s)
 	}
 	ids := make([]string, 0, len(matrixOps))
@@ -231,6 +240,8 @@ func (e *env) annSnapshot(t *testing.T, personID string) string {
 		`SELECT au.seq, au.action FROM audit au JOIN agents a ON a.id = au.agent_id WHERE a.handle = 'ann-bot' ORDER BY au.seq`,
 		`SELECT count(*) FROM audit WHERE data LIKE '%' || ?1 || '%' AND action <> 'person.create'`,
 		`SELECT id, ended_at FROM console_sessions WHERE person_id = ?1 ORDER BY id`,
+		`SELECT id, agent_id, queue, secret, updated_at FROM hooks WHERE owner_id = ?1 ORDER BY id`,
+		`SELECT count(*) FROM hook_deliveries d JOIN hooks h ON h.id = d.hook_id WHERE h.owner_id = ?1 AND d.outcome <> 'refused'`,
 	}
 	h := sha256.New()
 	var dump strings.Builder
