@@ -148,8 +148,8 @@ func TestResumeReplaysWhatTheSessionMissed(t *testing.T) {
 
 	s1 := e.stream(v.Credential, id, "")
 	dig := s1.next()
-	if dig.meta["kind"] != "digest" || dig.meta["pending"] != "1" || dig.meta["reason"] != app.ReasonReconnect || dig.id == "" {
-		t.Fatalf("first event %+v, want a reconnect digest of 1 with an id", dig)
+	if dig.meta["kind"] != "digest" || dig.meta["pending"] != "1" || dig.meta["reason"] != app.ReasonConnect || dig.id == "" {
+		t.Fatalf("first event %+v, want a connect digest (the first stream ever) of 1 with an id", dig)
 	}
 	a := e.push("ada", "q", "seen")
 	evA := s1.doorbellOf(a)
