@@ -234,16 +234,6 @@ func (s *agentSession) next(what string) map[string]string {
 	}
 }
 
-// none asserts that no notification is queued for the client now.
-func (s *agentSession) none(what string) {
-	s.t.Helper()
-	select {
-	case m := <-s.notes:
-		s.t.Fatalf("%s: unexpected notification %v", what, m)
-	default:
-	}
-}
-
 func vend(t *testing.T, in *instance, handle string) app.VendResult {
 	t.Helper()
 	res, err := in.srv.Service.Vend(context.Background(), in.admin, app.VendInput{Handle: handle, Queues: []string{"q1"}, Verbs: domain.ScopeVerbs})
