@@ -54,11 +54,20 @@ type env struct {
 
 type envOption func(*mcpserver.Options)
 
-// envClock, set as Options.Clock by an envOption, stands for the env's own
-// fake clock (the adapter runs on the real clock otherwise).
-var envClock = clockwork.NewFakeClock()
+// appClock, as Options.Clock, makes newEnv give the adapter the use cases'
+// fake clock.
+var appClock clockwork.Clock = clockwork.NewFakeClock()
+
+func withAppClock(o *mcpserver.Options) { o.Clock = appClock }
 
 func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	return newEnvServer(t, nil, opts...)
+}
+
+// newEnvServer is newEnv with hook applied to the test HTTP server before
+// it starts.
+func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
@@ -83,13 +92,17 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.Clock == envClock {
+	if o.Clock == appClock {
 		o.Clock = e.clock
 	}
 	e.srv = mcpserver.New(e.svc, o)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.srv)
-	e.ts = httptest.NewServer(mux)
+	e.ts = httptest.NewUnstartedServer(mux)
+	if hook != nil {
+		hook(e.ts)
+	}
+	e.ts.Start()
 	e.url = e.ts.URL + "/mcp"
 	e.svc.SetPublicURL(e.ts.URL)
 	t.Cleanup(func() {

@@ -245,7 +245,7 @@ func TestResumeWithForeignOrForgedIDAnswersNormally(t *testing.T) {
 // The replay log is bounded per session: at most ReplayEvents events, none
 // older than ReplayWindow.
 func TestReplayLogIsBounded(t *testing.T) {
-	e := newEnv(t, func(o *mcpserver.Options) { o.ReplayEvents = 3; o.ReplayWindow = 5 * time.Minute; o.Clock = envClock })
+	e := newEnv(t, func(o *mcpserver.Options) { o.ReplayEvents = 3; o.ReplayWindow = 5 * time.Minute; o.Clock = appClock })
 	v := e.vend("ada", allScope, "q", "fence")
 	ac := e.connect(v.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
 	id := ac.sessionID()
