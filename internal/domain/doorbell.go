@@ -67,6 +67,9 @@ var channelTagRE = func() *regexp.Regexp {
 // `<channel_` / `</channel_`, so the text can neither end the channel block
 // early nor open a new one. Neutralize is idempotent.
 func Neutralize(s string) string {
+	if plainASCII(s) {
+		return s // nothing to fold, map or defuse: the common case
+	}
 	clean := func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == '\u0085' {
 			return ' '
@@ -84,6 +87,16 @@ func Neutralize(s string) string {
 		}
 		return "<channel_"
 	})
+}
+
+// plainASCII reports whether s is printable ASCII without '<'.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '<' {
+			return false
+		}
+	}
+	return true
 }
 
 // TodoDoorbell builds the doorbell for one todo. It stands alone (DESIGN.md

@@ -198,46 +198,60 @@ func (st *stream) requeue(b []byte) {
 func (st *stream) openStream() {
 	s, l := st.s, &st.sess.rp
 	now := s.opts.Clock.Now()
+	var frames [][]byte
+	missed := uint64(0)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.current = st
 	l.trimLocked(now, s.opts.ReplayEvents, s.opts.ReplayWindow)
 	l.told = l.told[:0]
 	for id := range l.held {
 		l.told = append(l.told, id)
 	}
-	if st.lastEventID == "" {
-		return
+	resume, ok := uint64(0), false
+	if st.lastEventID != "" {
+		resume, ok = l.parseLocked(st.lastEventID)
 	}
-	resume, ok := l.parseLocked(st.lastEventID)
-	if !ok {
+	if ok {
+		// On a resume the client has every event up to its id and gets
+		// every later one now: all doorbells in the log reach it once.
+		next := resume + 1
+		for _, ev := range l.events {
+			if ev.todoID != "" {
+				l.told = append(l.told, ev.todoID)
+			}
+			if ev.seq <= resume {
+				continue
+			}
+			if ev.seq > next && len(frames) == 0 {
+				missed = ev.seq - next
+			}
+			frames = append(frames, append([]byte(sseIDPrefix+l.idLocked(ev.seq)+"\n"), ev.frame...))
+		}
+		if len(frames) == 0 && resume < l.seq {
+			missed = l.seq - resume
+		}
+	}
+	l.mu.Unlock()
+	switch {
+	case st.lastEventID == "":
+		return
+	case !ok:
 		s.log.Info("mcp stream resume with an unknown Last-Event-ID ignored", "session", st.sess.id)
 		return
+	case missed > 0:
+		s.log.Warn("mcp stream resume: events beyond the replay bounds are lost", "session", st.sess.id,
+			"missed", missed, "max_events", s.opts.ReplayEvents, "window", s.opts.ReplayWindow.String())
 	}
-	// On a resume the client has every event up to its id and gets every
-	// later one now: all doorbells in the log reach it exactly once.
-	replayed, first := 0, true
+	// Written outside l.mu (Notify must never wait on a slow client), still
+	// under st.mu: no live event can reach this stream first, and older
+	// streams requeue what they are handed now that st is current.
+	replayed := 0
 	_ = st.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	defer func() { _ = st.rc.SetWriteDeadline(time.Time{}) }()
-	for _, ev := range l.events {
-		if ev.todoID != "" {
-			l.told = append(l.told, ev.todoID)
-		}
-		if ev.seq <= resume {
-			continue
-		}
-		if first && ev.seq > resume+1 {
-			s.log.Warn("mcp stream resume: events beyond the replay bounds are lost", "session", st.sess.id,
-				"missed", ev.seq-resume-1, "max_events", s.opts.ReplayEvents, "window", s.opts.ReplayWindow.String())
-		}
-		first = false
-		if st.done {
-			continue
-		}
-		if _, err := st.w.Write(append([]byte(sseIDPrefix+l.idLocked(ev.seq)+"\n"), ev.frame...)); err != nil {
+	for _, f := range frames {
+		if _, err := st.w.Write(f); err != nil {
 			st.done = true
 			st.cancel()
-			continue
+			break
 		}
 		replayed++
 	}
@@ -247,10 +261,8 @@ func (st *stream) openStream() {
 			st.cancel()
 		}
 	}
-	if first && resume < l.seq {
-		s.log.Warn("mcp stream resume: every missed event is beyond the replay bounds", "session", st.sess.id, "missed", l.seq-resume)
-	}
-	s.log.Info("mcp stream resumed", "session", st.sess.id, "replayed", replayed)
+	_ = st.rc.SetWriteDeadline(time.Time{})
+	s.log.Info("mcp stream resumed", "session", st.sess.id, "replayed", replayed, "of", len(frames))
 }
 
 // streamSettled runs after the stream's opening (and the reconnect digest

@@ -79,7 +79,6 @@ func TestClockInCapPerStretch(t *testing.T) {
 		used    time.Duration
 		reason  string // forbidden reason, "" = allowed
 		keep    bool
-		cap     time.Duration
 		stretch time.Time
 	}
 	for _, tc := range []struct {
