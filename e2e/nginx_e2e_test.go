@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // nginxBinary finds Debian's nginx (often in /usr/sbin, outside a user's
@@ -228,5 +231,23 @@ func TestE2ENginx(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no request logged with the forwarded client address")
 		}
+	}
+
+	// The gateway through nginx: the WebSocket upgrade passes, identify works.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://127.0.0.1:"+port+"/v1/gateway", nil)
+	if err != nil {
+		t.Fatalf("gateway through nginx: %v", err)
+	}
+	defer ws.CloseNow()
+	if _, hello, err := ws.Read(ctx); err != nil || !strings.Contains(string(hello), `"hello"`) {
+		t.Fatalf("gateway hello through nginx: %s %v", hello, err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+v.Credential+`"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ready, err := ws.Read(ctx); err != nil || !strings.Contains(string(ready), `"ready"`) {
+		t.Fatalf("gateway identify through nginx: %s %v", ready, err)
 	}
 }
