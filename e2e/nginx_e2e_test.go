@@ -1,9 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // nginxBinary finds Debian's nginx (often in /usr/sbin, outside a user's
@@ -77,6 +88,13 @@ func nginxConfig(t *testing.T, port string, upstreams [2]string) string {
 // 127.0.0.1:port; it is stopped at cleanup.
 func startNginx(t *testing.T, conf string, port string) {
 	t.Helper()
+	startNginxProbe(t, conf, http.DefaultClient, "http://127.0.0.1:"+port+"/healthz")
+}
+
+// startNginxProbe is startNginx with the readiness probe given: nginx is up
+// once probe answers 200 through client.
+func startNginxProbe(t *testing.T, conf string, client *http.Client, probe string) {
+	t.Helper()
 	bin := nginxBinary(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755) // workers may run as nobody
@@ -139,7 +157,7 @@ http {
 			t.Fatalf("nginx exited: %s", out.String())
 		default:
 		}
-		resp, err := http.Get("http://127.0.0.1:" + port + "/healthz")
+		resp, err := client.Get(probe)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -229,4 +247,118 @@ func TestE2ENginx(t *testing.T) {
 			t.Fatalf("no request logged with the forwarded client address")
 		}
 	}
+
+	// The gateway through nginx: the WebSocket upgrade passes, identify works.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://127.0.0.1:"+port+"/v1/gateway", nil)
+	if err != nil {
+		t.Fatalf("gateway through nginx: %v", err)
+	}
+	defer ws.CloseNow()
+	if _, hello, err := ws.Read(ctx); err != nil || !strings.Contains(string(hello), `"hello"`) {
+		t.Fatalf("gateway hello through nginx: %s %v", hello, err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+v.Credential+`"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ready, err := ws.Read(ctx); err != nil || !strings.Contains(string(ready), `"ready"`) {
+		t.Fatalf("gateway identify through nginx: %s %v", ready, err)
+	}
+}
+
+// TestE2ENginxTLS runs the shipped config with its TLS part intact — only
+// the certificate paths (a self-signed certificate made here) and the
+// listen addresses (loopback, free ports) replaced — and reaches an
+// instance over HTTPS: the instance believes nginx's X-Forwarded-Proto, so
+// the console's cookies are Secure.
+func TestE2ENginxTLS(t *testing.T) {
+	nginxBinary(t)
+	dir := t.TempDir()
+	certPEM, keyPEM, pool := selfSigned(t)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, certPEM, 0o644)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	tlsAddr, plainAddr := freePort(t), freePort(t)
+	a := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(dir, "r.db"),
+		"--public_url", "https://rollcall.example.com", "--trusted_proxies", "127.0.0.1/32")
+	shipped, err := os.ReadFile("../deploy/nginx/rollcall.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(shipped)
+	for old, repl := range map[string]string{
+		"/etc/letsencrypt/live/rollcall.example.com/fullchain.pem": certFile,
+		"/etc/letsencrypt/live/rollcall.example.com/privkey.pem":   keyFile,
+		"listen 443 ssl http2;":                                    "listen " + tlsAddr + " ssl http2;",
+		"listen [::]:443 ssl http2;\n":                             "",
+		"listen 80;":                                               "listen " + plainAddr + ";",
+		"listen [::]:80;\n":                                        "",
+		"127.0.0.1:7070":                                           strings.TrimPrefix(a.URL, "http://"),
+		"127.0.0.1:7071":                                           strings.TrimPrefix(a.URL, "http://"),
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("the shipped config lacks %q", old)
+		}
+		conf = strings.ReplaceAll(conf, old, repl)
+	}
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "rollcall.example.com"}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	startNginxProbe(t, conf, client, "https://"+tlsAddr+"/healthz")
+
+	// Plain HTTP redirects to https.
+	resp, err := client.Get("http://" + plainAddr + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMovedPermanently || !strings.HasPrefix(resp.Header.Get("Location"), "https://") {
+		t.Fatalf("plain HTTP: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// Over TLS, Host rollcall.example.com (public_url) passes and the
+	// console's cookie is Secure.
+	req, _ := http.NewRequest("GET", "https://"+tlsAddr+"/console/signin", nil)
+	req.Host = "rollcall.example.com"
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("console over TLS: %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
+	}
+	var secure bool
+	for _, c := range resp.Cookies() {
+		secure = secure || (c.Name == "rollcall_signin" && c.Secure)
+	}
+	if !secure {
+		t.Fatalf("the sign-in cookie over TLS is not Secure: %v", resp.Header.Values("Set-Cookie"))
+	}
+}
+
+// selfSigned makes a certificate for rollcall.example.com and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rollcall.example.com"},
+		DNSNames: []string{"rollcall.example.com"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), pool
 }

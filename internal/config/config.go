@@ -309,6 +309,8 @@ func convertYAML(def, v any) (any, error) {
 		return nil, fmt.Errorf("want an integer, got %s", describe(v))
 	case []string:
 		switch x := v.(type) {
+		case nil:
+			return []string{}, nil
 		case string:
 			return splitList(x), nil
 		case []any:
@@ -325,6 +327,8 @@ func convertYAML(def, v any) (any, error) {
 		return nil, fmt.Errorf("want a list of strings, got %s", describe(v))
 	case string:
 		switch v.(type) {
+		case nil:
+			return "", nil // `key:` with no value
 		case string:
 			return v, nil
 		case map[string]any, []any:

@@ -66,6 +66,17 @@ func TestEdgeAndTypeErrors(t *testing.T) {
 	}
 }
 
+// An empty YAML value is an empty string or list, not "<nil>".
+func TestEmptyYAMLValues(t *testing.T) {
+	c, err := load(t, "public_url:\nallowed_hosts:\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PublicURL != "" || len(c.AllowedHosts) != 0 {
+		t.Fatalf("empty values: %q %q", c.PublicURL, c.AllowedHosts)
+	}
+}
+
 // `log: debug` is short for `log.level: debug`.
 func TestLogShorthand(t *testing.T) {
 	c, err := load(t, "log: debug\n", nil)

@@ -40,9 +40,10 @@ func getPage(t *testing.T, e *apitest.Env, path string) (pageJSON, int, int) {
 	return p, resp.StatusCode, len(b)
 }
 
-// Issue 9 item 6: 500 todos with 63 KiB payloads. One request asking for
-// all 500 gets a page of at most 4 MiB and a cursor; following the cursors
-// yields every todo exactly once, in order.
+// Issue 9 item 6: todos with 63 KiB payloads (200 here, to keep the test
+// short under the race detector; the issue's 500 page the same way). One
+// request asking for 500 gets a page of at most 4 MiB and a cursor;
+// following the cursors yields every todo exactly once, in order.
 func TestTodoPagesBoundedByBytes(t *testing.T) {
 	e := apitest.New(t)
 	ctx := t.Context()
@@ -55,7 +56,8 @@ func TestTodoPagesBoundedByBytes(t *testing.T) {
 	}
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 63<<10) + `"}`)
 	var want []string
-	for i := range 500 {
+	const n = 200
+	for i := range n {
 		td, _, err := e.Service.PushTodo(ctx, admin, "big", app.PushInput{Queue: "q", Title: fmt.Sprintf("t%d", i), Payload: payload})
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +69,7 @@ func TestTodoPagesBoundedByBytes(t *testing.T) {
 	runtime.ReadMemStats(&ms0)
 	first, code, size := getPage(t, e, "/v1/agents/big/todos?limit=500")
 	runtime.ReadMemStats(&ms1)
-	if code != 200 || size > app.MaxPageBytes+1024 || first.NextCursor == "" || len(first.Items) == 0 || len(first.Items) >= 500 {
+	if code != 200 || size > app.MaxPageBytes+1024 || first.NextCursor == "" || len(first.Items) == 0 || len(first.Items) >= n {
 		t.Fatalf("first page: %d, %d bytes, %d items, cursor %q", code, size, len(first.Items), first.NextCursor)
 	}
 	t.Logf("limit=500 with 63 KiB payloads: %d items, %d bytes, %.1f MB allocated by the process during the request", len(first.Items), size, float64(ms1.TotalAlloc-ms0.TotalAlloc)/1e6)
@@ -86,7 +88,7 @@ func TestTodoPagesBoundedByBytes(t *testing.T) {
 		}
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("paged %d todos, want the 500 in order", len(got))
+		t.Fatalf("paged %d todos, want the %d in order", len(got), n)
 	}
 	// Small todos: count bounds the page.
 	p, _, _ = getPage(t, e, "/v1/agents/big/todos?limit=2")

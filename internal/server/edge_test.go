@@ -200,3 +200,26 @@ func TestServerGatewayIdentifyFailuresCount(t *testing.T) {
 		t.Fatalf("log:\n%s", out)
 	}
 }
+
+// X-Forwarded-Proto makes console cookies Secure only from a trusted proxy.
+func TestServerForwardedProtoOnlyFromTrustedProxies(t *testing.T) {
+	secure := func(url string) bool {
+		t.Helper()
+		resp := do(t, "GET", url+"/console/signin", "", nil, "X-Forwarded-Proto", "https")
+		for _, c := range resp.Cookies() {
+			if c.Name == "rollcall_signin" {
+				return c.Secure
+			}
+		}
+		t.Fatalf("no sign-in cookie (status %d)", resp.StatusCode)
+		return false
+	}
+	untrusted, _ := start(t)
+	if secure(untrusted) {
+		t.Fatal("an untrusted X-Forwarded-Proto made the cookie Secure")
+	}
+	trusted, _ := start(t, "ROLLCALL_TRUSTED_PROXIES=127.0.0.1/32")
+	if !secure(trusted) {
+		t.Fatal("X-Forwarded-Proto: https from a trusted proxy did not make the cookie Secure")
+	}
+}
