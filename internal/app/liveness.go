@@ -166,8 +166,8 @@ type lvEntry struct {
 		mu           sync.Mutex
 		latest, prev time.Time
 	}
-	state   string // the state last evaluated and published
-	pub     liveness.PublishPair
+	state string // the state last evaluated and published
+	pub   liveness.PublishPair
 
 	hb             *liveness.Heartbeat // the last full report (nil: none known)
 	audited        store.ReportedPair  // the audited pair as last stored
