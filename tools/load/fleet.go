@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -50,6 +51,8 @@ func runFleet(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 3*time.Second, "agent.presence_timeout of the spawned server")
 	persist := fs.Duration("persist", 60*time.Second, "agent.heartbeat_persist_interval of the spawned server")
 	duration := fs.Duration("duration", 60*time.Second, "how long every agent heartbeats (at most 10m)")
+	stopAt := fs.Duration("stop-at", 0, "spawned server only: SIGSTOP it this long into the run (0 = never), the stall of issue 8 item 4")
+	stopFor := fs.Duration("stop-for", 5*time.Second, "how long the server stays stopped (then SIGCONT)")
 	_ = fs.Parse(args)
 	if *agents < 0 || *agents > maxAgents || *restAgents < 0 || *restAgents > 100 || *agents+*restAgents == 0 ||
 		*duration <= 0 || *duration > maxDuration || *interval < 10*time.Millisecond || *timeout <= *interval {
@@ -220,6 +223,23 @@ func runFleet(ctx context.Context, args []string) error {
 				}
 			}
 		})
+	}
+	if *stopAt > 0 {
+		if t.PID == 0 {
+			return errors.New("-stop-at needs -spawn")
+		}
+		go func() {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(*stopAt):
+			}
+			fmt.Printf("SIGSTOP the server for %s …\n", *stopFor)
+			_ = syscall.Kill(t.PID, syscall.SIGSTOP)
+			time.Sleep(*stopFor)
+			_ = syscall.Kill(t.PID, syscall.SIGCONT)
+			fmt.Println("SIGCONT")
+		}()
 	}
 	cpu := startCPU(t)
 	// The counts are taken (timeout − interval) / 2 after the run ends: an
