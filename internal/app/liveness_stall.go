@@ -26,7 +26,7 @@ import (
 // DefaultStallThreshold is the gap of the ticker that counts as a stall
 // (the server's setting; LivenessConfig.StallThreshold 0 keeps the
 // detector off, as in tests whose fake clock jumps on purpose).
-const DefaultStallThreshold = time.Second
+const DefaultStallThreshold = 500 * time.Millisecond
 
 // stallMemory is how long a stall is remembered: far beyond any deadline
 // it could extend.
@@ -52,7 +52,7 @@ func newStallDetector(clock clockwork.Clock, threshold time.Duration, log *slog.
 	if threshold <= 0 {
 		return nil
 	}
-	return &StallDetector{clock: clock, threshold: threshold, period: min(threshold/4, 250*time.Millisecond), log: log, last: clock.Now()}
+	return &StallDetector{clock: clock, threshold: threshold, period: min(threshold/5, 250*time.Millisecond), log: log, last: clock.Now()}
 }
 
 // run ticks until ctx ends (Tracker.Start runs it).
