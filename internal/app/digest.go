@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,14 @@ func newDigests(s *Service) *Digests { return &Digests{s: s, reconnect: map[stri
 // todos (ring_attempts unchanged); a failed write is logged and marks
 // nothing. It reports whether a digest was sent.
 func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
+	return d.send(ctx, agentID, reason, time.Time{})
+}
+
+// send is Send counting, when openedAt is set, only the todos created at or
+// before it: a (re)connect digest tells the backlog the new stream found; a
+// todo pushed after the stream opened gets its own doorbell and must not be
+// told twice.
+func (d *Digests) send(ctx context.Context, agentID, reason string, openedAt time.Time) bool {
 	hub := d.s.sessionHub()
 	if hub == nil {
 		return false
@@ -62,8 +71,11 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 		d.s.log.Warn("digest not built", "agent_id", agentID, "reason", reason, "err", err)
 		return false
 	}
-	if reason == ReasonReconnect {
+	if reason == ReasonReconnect || reason == ReasonConnect {
 		pend = withoutTold(hub, target, pend)
+	}
+	if !openedAt.IsZero() {
+		pend = slices.DeleteFunc(pend, func(t store.PendingTodo) bool { return t.CreatedAt.After(openedAt) })
 	}
 	if len(pend) == 0 {
 		return false
@@ -202,7 +214,7 @@ func (d *Digests) StreamOpened(agentID string) {
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if !d.Send(ctx, agentID, reason) {
+	if !d.send(ctx, agentID, reason, now) {
 		d.mu.Lock()
 		if had {
 			d.reconnect[agentID] = last
