@@ -82,7 +82,9 @@ func Run(in io.Reader, out io.Writer) (Summary, error) {
 			}
 		case e.Test == "":
 		case e.Action == "output":
-			buf[key] = append(buf[key], e.Output)
+			if !strings.HasPrefix(e.Output, "=== ") { // RUN, PAUSE, CONT, NAME: -v's markers
+				buf[key] = append(buf[key], e.Output)
+			}
 		case e.Action == "pass":
 			s.Passed++
 			delete(buf, key)
