@@ -21,6 +21,21 @@ type SessionInfo struct {
 	// notification stream open.
 	Streaming bool
 	OpenedAt  time.Time
+	// LastActive is when the client was last seen on the session: now while
+	// a request of it (a GET stream included) is in flight, else the end of
+	// its last request.
+	LastActive time.Time
+}
+
+// SessionLiveWindow: a session without an open stream whose client has not
+// been seen for this long is not counted as live (the console's session
+// count, issue 8 item 6); it expires soon after.
+const SessionLiveWindow = 2 * time.Minute
+
+// Live reports whether the session counts as live at now: it has an open
+// stream or its client was seen within SessionLiveWindow.
+func (si SessionInfo) Live(now time.Time) bool {
+	return si.Streaming || now.Sub(si.LastActive) < SessionLiveWindow
 }
 
 // SessionHub is the port to this instance's MCP sessions, implemented by
@@ -54,8 +69,8 @@ type Doorbell struct {
 	s *Service
 
 	mu     sync.Mutex
-	recent map[string]time.Time // todo id → rung at
-	rr     map[string]int       // agent id → round-robin cursor
+	recent dedup          // todo ids rung in the last DoorbellDedupTTL
+	rr     map[string]int // agent id → round-robin cursor
 	marks  chan store.MarkRungParams
 
 	// OnRing, when set, observes every doorbell queued (metrics, tests).
@@ -63,7 +78,7 @@ type Doorbell struct {
 }
 
 func newDoorbell(s *Service) *Doorbell {
-	d := &Doorbell{s: s, recent: map[string]time.Time{}, rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096)}
+	d := &Doorbell{s: s, recent: newDedup(DoorbellDedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096)}
 	s.bus.Subscribe(bus.ChannelTodoReady, d.onTodoReady)
 	s.bus.Subscribe(bus.ChannelAgentSessions, s.onAgentSessions)
 	return d
@@ -84,14 +99,29 @@ func (d *Doorbell) onTodoReady(payload string) {
 // A queued ring is recorded (ring_attempts+1). It reports whether a
 // notification was queued.
 func (d *Doorbell) Ring(r domain.TodoReady) bool {
-	return d.deliver(r, true)
+	return d.deliver(r, ringCreate)
 }
 
+// ringKind says where a ring comes from.
+type ringKind int
+
+const (
+	// ringCreate: the todo-ready signal (or the pushing instance itself).
+	// Filtered by presence and readiness, deduplicated, recorded here.
+	ringCreate ringKind = iota
+	// ringSweep: the sweep selected, filtered and counted the todo in one
+	// statement; it is sent whatever the dedup says, and marks it.
+	ringSweep
+	// ringCatchUp: RingMissed after a bus outage selected and counted it;
+	// skipped when this instance rang it within the dedup TTL (its record
+	// was not written yet), and marks the dedup so a late echo is not sent.
+	ringCatchUp
+)
+
 // deliver queues the doorbell on one of this instance's sessions of the
-// agent. onCreate=true applies the presence/readiness filter, the dedup and
-// records the ring; the sweep (onCreate=false) has already selected,
-// filtered and counted the todo in one statement.
-func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
+// agent (see ringKind for the filters of each kind).
+func (d *Doorbell) deliver(r domain.TodoReady, kind ringKind) bool {
+	onCreate := kind == ringCreate
 	hub := d.s.sessionHub()
 	if hub == nil {
 		return false
@@ -110,19 +140,9 @@ func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 		}
 	}
 	d.mu.Lock()
-	if onCreate {
-		if at, ok := d.recent[r.TodoID]; ok && now.Sub(at) < DoorbellDedupTTL {
-			d.mu.Unlock()
-			return false
-		}
-		d.recent[r.TodoID] = now
-		if len(d.recent) > 10000 {
-			for id, at := range d.recent {
-				if now.Sub(at) >= DoorbellDedupTTL {
-					delete(d.recent, id)
-				}
-			}
-		}
+	if !d.recent.add(r.TodoID, now) && kind != ringSweep {
+		d.mu.Unlock()
+		return false
 	}
 	order := pickOrder(sessions, d.rr[r.AgentID])
 	d.rr[r.AgentID]++
@@ -148,7 +168,7 @@ func (d *Doorbell) deliver(r domain.TodoReady, onCreate bool) bool {
 	}
 	if onCreate {
 		d.mu.Lock()
-		delete(d.recent, r.TodoID)
+		d.recent.remove(r.TodoID)
 		d.mu.Unlock()
 	}
 	return false
@@ -216,5 +236,64 @@ func (d *Doorbell) DrainRecords() {
 		default:
 			return
 		}
+	}
+}
+
+// dedup is a set of keys that expire ttl after they were added, with O(1)
+// amortised cost per add and remove whatever its size: keys are kept in a
+// FIFO in insertion order next to a map, and each add first drops the
+// expired keys at the FIFO's head (issue 8 item 3: no sweep of the whole set
+// on the hot path). Not safe for concurrent use (Doorbell.mu guards it).
+type dedup struct {
+	ttl  time.Duration
+	at   map[string]time.Time // key → added at
+	fifo []dedupEntry         // insertion order; fifo[head:] are live or stale
+	head int
+}
+
+type dedupEntry struct {
+	key string
+	at  time.Time
+}
+
+func newDedup(ttl time.Duration) dedup { return dedup{ttl: ttl, at: map[string]time.Time{}} }
+
+// add records key at now unless it was added less than ttl ago; it reports
+// whether it was added. Keys older than ttl at now are dropped first.
+func (d *dedup) add(key string, now time.Time) bool {
+	d.expire(now)
+	if at, ok := d.at[key]; ok && now.Sub(at) < d.ttl {
+		return false
+	}
+	d.at[key] = now
+	d.fifo = append(d.fifo, dedupEntry{key: key, at: now})
+	return true
+}
+
+// remove forgets key (its FIFO entry is skipped when it reaches the head).
+func (d *dedup) remove(key string) { delete(d.at, key) }
+
+// len is the number of keys held (expired ones included until the next add).
+func (d *dedup) len() int { return len(d.at) }
+
+func (d *dedup) expire(now time.Time) {
+	for d.head < len(d.fifo) {
+		e := d.fifo[d.head]
+		if now.Sub(e.at) < d.ttl {
+			break
+		}
+		if at, ok := d.at[e.key]; ok && at.Equal(e.at) {
+			delete(d.at, e.key)
+		}
+		d.fifo[d.head] = dedupEntry{}
+		d.head++
+	}
+	// Compact once the dead prefix is at least half of the slice: each entry
+	// is moved O(1) times on average.
+	if d.head > 1024 && d.head*2 >= len(d.fifo) {
+		n := copy(d.fifo, d.fifo[d.head:])
+		clear(d.fifo[n:])
+		d.fifo = d.fifo[:n]
+		d.head = 0
 	}
 }

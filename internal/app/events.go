@@ -140,6 +140,21 @@ func (e *Events) PresenceTransition(ctx context.Context, agentID, presence, reas
 	e.Publish(ctx, EventPresenceTransition, agentID, id.owner, PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
 }
 
+// presenceTransitionHere delivers agent.presence_transition to this
+// instance's hub only, with an ID of this instance: a transition whose
+// broadcast this instance missed while its bus listener was down (the other
+// instances had it). CatchUp calls it.
+func (e *Events) presenceTransitionHere(ctx context.Context, agentID, presence, reason string) {
+	id, err := e.ident(ctx, agentID)
+	if err != nil {
+		e.s.log.Warn("missed presence transition event not delivered: agent lookup failed", "agent_id", agentID, "err", err)
+		return
+	}
+	raw, _ := json.Marshal(PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
+	e.deliver(eventWire{ID: strconv.FormatUint(e.seq.Add(1), 10) + "-" + e.instance, Kind: EventPresenceTransition, At: e.s.now(),
+		AgentID: agentID, OwnerID: id.owner, Data: raw})
+}
+
 // Publish sends one event of kind about agentID (owned by ownerID) with
 // data (marshalled with encoding/json) to the hubs of every instance. When
 // the bus refuses it, the event still reaches this instance's subscribers.

@@ -60,6 +60,21 @@ type LivenessConfig struct {
 	// heartbeats (token bucket).
 	RateLimit float64
 	RateBurst int
+	// DBClock reads the database's clock (the server passes the store's
+	// DBNow). The tracker keeps every time it stores or compares across
+	// instances — last heartbeats, claims, deadlines read from rows — on
+	// that clock: it measures the offset of the database's clock from its
+	// own every ClockSyncInterval and applies it, so a skewed wall clock of
+	// one instance changes nothing (DESIGN.md §4). nil = this process's
+	// clock is the reference (one instance; tests on a fake clock).
+	DBClock func(context.Context) (time.Time, error)
+	// ClockSyncInterval is how often the offset is measured again (default
+	// 5 s).
+	ClockSyncInterval time.Duration
+	// StallThreshold turns on the stall detector (liveness_stall.go): a gap
+	// this long in the process's run extends every deadline by it. 0 = off
+	// (the server sets DefaultStallThreshold).
+	StallThreshold time.Duration
 }
 
 func (c LivenessConfig) withDefaults() LivenessConfig {
@@ -73,6 +88,7 @@ func (c LivenessConfig) withDefaults() LivenessConfig {
 	def(&c.HeartbeatInterval, 15*time.Second)
 	def(&c.MismatchAlertAfter, 10*time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.ClockSyncInterval, 5*time.Second)
 	if c.RateLimit <= 0 {
 		c.RateLimit = DefaultHeartbeatRate
 	}
@@ -104,6 +120,15 @@ type Tracker struct {
 	runMu     sync.Mutex
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
+
+	dbOff  atomic.Int64 // database clock − this process's clock, ns (liveness_clock.go)
+	stalls *StallDetector
+
+	urgentMu  sync.Mutex
+	urgent    map[*lvEntry]struct{} // transitions to write at once (liveness_flush.go)
+	urgentRun bool
+
+	audits auditBatcher // group commit of reported changes (liveness_audit.go)
 }
 
 type lvShard struct {
@@ -128,9 +153,15 @@ type lvEntry struct {
 	fromStart     bool      // loaded by the start rule, no heartbeat since
 	startDeadline time.Time // the start rule's deadline (fromStart only)
 	reported      string    // state the last heartbeat reported (online/degraded)
-	lastHB        time.Time // latest known heartbeat, server clock (local or claimed)
-	state         string    // the state last evaluated and published
-	pub           liveness.PublishPair
+	lastHB        time.Time // latest known heartbeat, database clock (local or claimed)
+	// pending is the arrival (database clock, unix ns) of the newest
+	// heartbeat still being processed — queued behind the agent part of an
+	// earlier one on a gateway connection, or waiting for the audit's group
+	// commit. It defers the deadline (liveness first) but never makes the
+	// agent online by itself; 0 = none.
+	pending atomic.Int64
+	state   string // the state last evaluated and published
+	pub     liveness.PublishPair
 
 	hb             *liveness.Heartbeat // the last full report (nil: none known)
 	audited        store.ReportedPair  // the audited pair as last stored
@@ -145,8 +176,10 @@ type lvEntry struct {
 
 func newTracker(s *Service, cfg LivenessConfig) *Tracker {
 	cfg = cfg.withDefaults()
-	t := &Tracker{s: s, cfg: cfg, limiter: newRateLimiter(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed()}
+	t := &Tracker{s: s, cfg: cfg, limiter: newRateLimiter(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
+		urgent: map[*lvEntry]struct{}{}, stalls: newStallDetector(s.clock, cfg.StallThreshold, s.log)}
 	t.ls = s.store
+	t.audits.t = t
 	for i := range t.shards {
 		t.shards[i].m = map[string]*lvEntry{}
 	}
@@ -262,7 +295,7 @@ func (e *lvEntry) refreshConfigLocked(a *domain.Agent) {
 // fresh as the last one known here and flushes them.
 func (t *Tracker) stateOf(e *lvEntry, now time.Time) string {
 	if e.fromStart {
-		if e.startDeadline.IsZero() || !now.Before(e.startDeadline) {
+		if e.startDeadline.IsZero() || !now.Before(t.deadline(e)) {
 			return liveness.StateOffline
 		}
 		return e.reported
@@ -276,15 +309,42 @@ func (t *Tracker) stateOf(e *lvEntry, now time.Time) string {
 		}
 		return e.reported
 	}
-	return liveness.StateAt(e.reported, e.lastHB, t.cfg.PresenceTimeout, now)
+	if e.lastHB.IsZero() {
+		return liveness.StateUnknown
+	}
+	if !now.Before(t.deadline(e)) {
+		return liveness.StateOffline // at and after the deadline (inclusive, D-M2-20-4)
+	}
+	switch e.reported {
+	case liveness.StateOnline, liveness.StateDegraded:
+		return e.reported
+	}
+	return liveness.StateUnknown
 }
 
-// deadline is when the entry becomes offline without another heartbeat.
-func (e *lvEntry) deadline(timeout time.Duration) time.Time {
-	if e.fromStart {
-		return e.startDeadline
+// alive is the time the entry's deadline runs from: the last heartbeat, or
+// a later one that arrived and is still being processed (liveness first).
+func (e *lvEntry) alive() time.Time {
+	if p := e.pending.Load(); p != 0 {
+		if at := time.Unix(0, p).UTC(); at.After(e.lastHB) {
+			return at
+		}
 	}
-	return liveness.Deadline(e.lastHB, timeout)
+	return e.lastHB
+}
+
+// deadline is when the entry becomes offline without another heartbeat:
+// agent.presence_timeout after alive (the start rule's deadline for an
+// entry loaded at start), extended by every stall of the process since.
+func (t *Tracker) deadline(e *lvEntry) time.Time {
+	if e.fromStart {
+		if e.startDeadline.IsZero() {
+			return e.startDeadline
+		}
+		return e.startDeadline.Add(t.stalledSince(e.startDeadline.Add(-t.cfg.PresenceTimeout)))
+	}
+	from := e.alive()
+	return liveness.Deadline(from, t.cfg.PresenceTimeout).Add(t.stalledSince(from))
 }
 
 func (e *lvEntry) reportedMode() *string {
@@ -322,7 +382,42 @@ func (s *Service) Heartbeat(ctx context.Context, p domain.Principal, agentRef st
 
 // Heartbeat is Service.Heartbeat.
 func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef string, body []byte) (Ack, error) {
-	now := t.s.now()
+	return t.HeartbeatAt(ctx, p, agentRef, body, time.Time{})
+}
+
+// Arrive notes, on a transport's read path, that a heartbeat of the agent
+// arrived now, before its agent part runs (the gateway processes that off
+// its read loop): until the part is done, the agent's deadline runs from
+// this arrival (liveness first, DESIGN.md §5.2). It returns the arrival
+// time (database clock) to pass to HeartbeatAt.
+func (t *Tracker) Arrive(agentID string) time.Time {
+	now := t.now()
+	if e := t.lookup(agentID); e != nil {
+		e.notePending(now)
+	}
+	return now
+}
+
+func (e *lvEntry) notePending(at time.Time) {
+	ns := at.UnixNano()
+	for {
+		old := e.pending.Load()
+		if old >= ns || e.pending.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
+
+func (e *lvEntry) donePending(at time.Time) { e.pending.CompareAndSwap(at.UnixNano(), 0) }
+
+// HeartbeatAt is Heartbeat for a heartbeat that arrived at arrived (a time
+// Arrive returned; zero = now): the heartbeat time it records is the
+// arrival, not when its agent part ran.
+func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef string, body []byte, arrived time.Time) (Ack, error) {
+	now := arrived
+	if now.IsZero() {
+		now = t.now()
+	}
 	if ok, wait := t.limiter.allow(limiterKey(p), now); !ok {
 		return Ack{}, &RateLimitedError{RetryAfter: wait, Err: &domain.Error{Code: domain.CodeRateLimited,
 			Detail: fmt.Sprintf("too many heartbeats: at most %g per second (burst %d); retry in %s", t.cfg.RateLimit, t.cfg.RateBurst, wait.Round(time.Millisecond))}}
@@ -337,6 +432,8 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef st
 	}
 	e := t.entryFor(a)
 	claim := false
+	e.notePending(now)
+	defer e.donePending(now)
 	e.mu.Lock()
 	e.refreshConfigLocked(a)
 	if h.ProjectReadinessPresent && !(e.readinessKnown && liveness.SameReadiness(e.readiness, h.ProjectReadiness)) {
@@ -351,9 +448,17 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef st
 			return Ack{}, err
 		}
 	}
-	if e.owned && e.state != liveness.StateOffline && t.stateOf(e, now) == liveness.StateOffline {
+	if e.owned && e.state != liveness.StateOffline && !e.fromStart && !e.lastHB.IsZero() &&
+		!now.Before(liveness.Deadline(e.lastHB, t.cfg.PresenceTimeout)) {
 		// The deadline passed and its timer has not run yet: the agent was
-		// offline until this heartbeat, whatever the goroutines' order.
+		// offline until this heartbeat, whatever the goroutines' order —
+		// unless the process itself stalled meanwhile (the heartbeat may
+		// have waited on the socket), which extends the deadline.
+		t.stalls.Check()
+		if !now.Before(liveness.Deadline(e.lastHB, t.cfg.PresenceTimeout).Add(t.stalledSince(e.lastHB))) {
+			t.goOfflineLocked(e, now)
+		}
+	} else if e.owned && e.fromStart && e.state != liveness.StateOffline && t.stateOf(e, now) == liveness.StateOffline {
 		t.goOfflineLocked(e, now)
 	}
 	if !e.owned {
@@ -361,6 +466,9 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef st
 		if pair, ok := t.s.Events.lastPair(e.id); ok {
 			e.pub = pair
 		}
+	}
+	if e.state != liveness.StateOnline && e.state != liveness.StateDegraded {
+		claim = true // coming back (or first heartbeat): announce it at once
 	}
 	if now.After(e.lastHB) {
 		e.lastHB = now
@@ -373,7 +481,7 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef st
 	// Lazily: a timer armed for an earlier instant fires there and re-arms
 	// to the deadline then current (onTimer), so a steady heartbeat does not
 	// touch the timer at all.
-	if dl := e.deadline(t.cfg.PresenceTimeout); e.armedAt.IsZero() || e.armedAt.After(dl) {
+	if dl := t.deadline(e); e.armedAt.IsZero() || e.armedAt.After(dl) {
 		t.armLocked(e, dl)
 	}
 	t.publishLocked(e)
@@ -469,7 +577,7 @@ func (t *Tracker) applyReadiness(ctx context.Context, e *lvEntry, rs []liveness.
 func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, p domain.Principal, h *liveness.Heartbeat, now time.Time) error {
 	next := store.ReportedPair{BillingMode: h.BillingMode, ToolClass: h.ToolClass}
 	actor := p.Actor()
-	wrote, err := t.ls.ApplyReportedChange(ctx, store.ApplyReportedChangeParams{
+	wrote, err := t.audits.apply(ctx, store.ApplyReportedChangeParams{
 		AgentID: e.id, BillingMode: h.BillingMode, ToolClass: h.ToolClass,
 		RuntimeVersion: h.RuntimeVersion, ReportedState: h.Canonical(), State: h.State, HeartbeatAt: now,
 		Audit: func(old store.ReportedPair) domain.AuditRecord {
@@ -522,7 +630,7 @@ func (t *Tracker) armLocked(e *lvEntry, at time.Time) {
 	if t.stopped.Load() {
 		return
 	}
-	d := max(at.Sub(t.s.now()), 0)
+	d := max(at.Sub(t.now()), 0)
 	e.armedAt = at
 	if e.timer == nil {
 		e.timer = t.s.clock.AfterFunc(d, func() { t.onTimer(e) })
@@ -532,7 +640,7 @@ func (t *Tracker) armLocked(e *lvEntry, at time.Time) {
 	// The clock may have passed at between reading it and arming (a fake
 	// clock advanced by another goroutine): fire now rather than late. The
 	// callbacks are idempotent, so a second firing is harmless.
-	if d > 0 && !t.s.now().Before(at) {
+	if d > 0 && !t.now().Before(at) {
 		e.timer.Reset(0)
 	}
 }
@@ -544,7 +652,8 @@ func (t *Tracker) onTimer(e *lvEntry) {
 	if t.stopped.Load() {
 		return // shutdown: timers stop without publishing
 	}
-	now := t.s.now()
+	t.stalls.Check() // a stall that ended just now extends the deadline first
+	now := t.now()
 	e.mu.Lock()
 	e.armedAt = time.Time{}
 	if !e.owned {
@@ -558,7 +667,7 @@ func (t *Tracker) onTimer(e *lvEntry) {
 	}
 	if t.stateOf(e, now) != liveness.StateOffline {
 		// A heartbeat moved the deadline (or the timer fired a hair early).
-		t.armLocked(e, e.deadline(t.cfg.PresenceTimeout))
+		t.armLocked(e, t.deadline(e))
 		e.mu.Unlock()
 		return
 	}
@@ -584,6 +693,11 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 	pair := liveness.PublishPair{State: e.state, ReportedBillingMode: e.reportedMode()}
 	if pair.Equal(e.pub) {
 		return
+	}
+	if pair.State != e.pub.State {
+		// A transition is written at once, not at the next flush, so every
+		// other instance reading the row sees it (issue 8 item 1).
+		t.persistSoon(e)
 	}
 	e.pub = pair
 	var last *time.Time
@@ -619,7 +733,7 @@ func (t *Tracker) onPresenceSignal(payload string) {
 			}
 			return
 		}
-		now := t.s.now()
+		now := t.now()
 		e.mu.Lock()
 		e.refreshConfigLocked(&a)
 		t.assessLocked(e, now)

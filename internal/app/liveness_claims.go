@@ -114,7 +114,7 @@ func (t *Tracker) takeoverAt(e *lvEntry) time.Time {
 // answerClaimRequest broadcasts claims for every agent this instance owns
 // and holds a fresh heartbeat of, batched under the NOTIFY limit.
 func (t *Tracker) answerClaimRequest() {
-	now := t.s.now()
+	now := t.now()
 	var b strings.Builder
 	flush := func() {
 		if b.Len() == 0 {

@@ -28,11 +28,22 @@ func (t *Tracker) Start(ctx context.Context) error {
 	if t.cancel != nil {
 		return errors.New("liveness tracker already started")
 	}
+	// The start rule compares stored heartbeats with now: on the database's
+	// clock, measured first.
+	if err := t.SyncClock(ctx); err != nil {
+		t.s.log.Warn("liveness: database clock not measured at start; this process's clock is used until it is", "err", err)
+	}
 	if err := t.load(ctx); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.loopDone = cancel, make(chan struct{})
+	if t.cfg.DBClock != nil {
+		go t.clockLoop(lctx)
+	}
+	if t.stalls != nil {
+		go t.stalls.run(lctx)
+	}
 	// A timer re-armed one persist interval after each pass has committed
 	// (not a ticker): a pass that runs long never lets the next one follow
 	// closer than the interval, so each agent is written at most once per
@@ -50,11 +61,11 @@ func (t *Tracker) Start(ctx context.Context) error {
 			if _, err := t.Flush(lctx); err != nil && lctx.Err() == nil {
 				t.s.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
 			}
-			t.limiter.prune(t.s.now())
+			t.limiter.prune(t.now())
 			t.flushMu.Lock()
 			next := t.flushedAt.Add(t.cfg.PersistInterval)
 			t.flushMu.Unlock()
-			timer.Reset(max(next.Sub(t.s.now()), 0))
+			timer.Reset(max(next.Sub(t.now()), 0))
 		}
 	}()
 	t.RequestClaims(ctx)
@@ -62,7 +73,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 }
 
 func (t *Tracker) load(ctx context.Context) error {
-	start := t.s.now()
+	start := t.now()
 	after, loaded, offline := "", 0, 0
 	for {
 		page, err := t.ls.ListLiveAgents(ctx, store.ListLiveAgentsParams{AfterID: after, Limit: 1000})
@@ -127,9 +138,18 @@ func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
 func (t *Tracker) Flush(ctx context.Context) (int, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
+	n, err := t.flushLocked(ctx, t.entries())
+	t.flushedAt = t.now() // the commit: the next pass follows one interval after it
+	return n, err
+}
+
+// flushLocked writes the dirty ones of es (flushMu held: the flush loop and
+// the transition writer never write the same agent concurrently, so rows
+// reach the store in the order their state was read).
+func (t *Tracker) flushLocked(ctx context.Context, es []*lvEntry) (int, error) {
 	var rows []store.HeartbeatRow
 	var dirty []*lvEntry
-	for _, e := range t.entries() {
+	for _, e := range es {
 		e.mu.Lock()
 		if e.dirty && !e.lastHB.IsZero() {
 			r := store.HeartbeatRow{AgentID: e.id, State: e.state, LastHeartbeatAt: e.lastHB}
@@ -146,12 +166,10 @@ func (t *Tracker) Flush(ctx context.Context) (int, error) {
 		e.mu.Unlock()
 	}
 	if len(rows) == 0 {
-		t.flushedAt = t.s.now()
 		return 0, nil
 	}
 	slices.SortFunc(rows, func(a, b store.HeartbeatRow) int { return strings.Compare(a.AgentID, b.AgentID) })
 	n, err := t.ls.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows})
-	t.flushedAt = t.s.now() // the commit: the next pass follows one interval after it
 	if err != nil {
 		for _, e := range dirty {
 			e.mu.Lock()
@@ -163,6 +181,62 @@ func (t *Tracker) Flush(ctx context.Context) (int, error) {
 	t.written.Add(int64(n))
 	t.s.metrics.HeartbeatRowsPersisted(n)
 	return n, nil
+}
+
+// persistSoon queues the entry for the transition writer: a change of the
+// liveness state (online, degraded, offline; the first heartbeat; coming
+// back) is written at once, in a small group commit, instead of at the next
+// flush one agent.heartbeat_persist_interval later, so another instance
+// reading the row — GET /v1/agents/{ref}/status there — agrees within a
+// write's latency (issue 8 item 1). Called with e.mu held; it only takes
+// urgentMu.
+func (t *Tracker) persistSoon(e *lvEntry) {
+	t.urgentMu.Lock()
+	t.urgent[e] = struct{}{}
+	start := !t.urgentRun
+	t.urgentRun = true
+	t.urgentMu.Unlock()
+	if start {
+		go t.writeTransitions()
+	}
+}
+
+// transitionRetry is the pause before a failed transition write is tried
+// again (the flush loop would retry only one persist interval later).
+const transitionRetry = time.Second
+
+// writeTransitions writes queued transitions until none is left.
+func (t *Tracker) writeTransitions() {
+	for {
+		t.urgentMu.Lock()
+		batch := make([]*lvEntry, 0, len(t.urgent))
+		for e := range t.urgent {
+			batch = append(batch, e)
+		}
+		clear(t.urgent)
+		if len(batch) == 0 || t.stopped.Load() {
+			// Stopped: the final flush of Stop writes what is dirty.
+			t.urgentRun = false
+			t.urgentMu.Unlock()
+			return
+		}
+		t.urgentMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.flushMu.Lock()
+		_, err := t.flushLocked(ctx, batch)
+		t.flushMu.Unlock()
+		cancel()
+		if err != nil {
+			t.s.log.Warn("liveness: transitions not written; retrying", "agents", len(batch), "err", err)
+			t.urgentMu.Lock()
+			for _, e := range batch {
+				t.urgent[e] = struct{}{}
+			}
+			t.urgentMu.Unlock()
+			time.Sleep(transitionRetry) // a backoff, not a wait for correctness
+			continue
+		}
+	}
 }
 
 // Stop stops the tracker for shutdown (DESIGN.md §5.2, D-M2-20-5): the

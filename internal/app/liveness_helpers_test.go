@@ -57,7 +57,12 @@ type envOptions struct {
 	cfg       app.LivenessConfig
 	store     func(*sqlite.Store) store.Store
 	realClock bool
+	postgres  bool
 }
+
+// onPostgres runs the environment on a fresh PostgreSQL database (skipped
+// when ROLLCALL_TEST_POSTGRES is unreachable) instead of SQLite.
+func onPostgres() envOpt { return func(o *envOptions) { o.postgres = true } }
 
 func withConfig(c app.LivenessConfig) envOpt { return func(o *envOptions) { o.cfg = c } }
 
@@ -82,6 +87,9 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 	o := envOptions{cfg: lvCfg}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.postgres {
+		return newPgEnv(t, o)
 	}
 	dbPath := filepath.Join(looseTempDir(t), "r.db")
 	// Not closed at cleanup: goroutines the presence evaluator starts per

@@ -80,7 +80,7 @@ func (s *Service) AgentStatus(ctx context.Context, by domain.Person, ref string)
 	if err != nil {
 		return AgentRuntimeStatus{}, err
 	}
-	st := s.Liveness.status(&a, s.now())
+	st := s.Liveness.status(&a, s.Liveness.now())
 	if s.presenceStore() != nil {
 		if st.Presence, err = s.GetPresence(ctx, by, a.ID); err != nil {
 			return AgentRuntimeStatus{}, err
@@ -136,22 +136,20 @@ func (t *Tracker) status(a *domain.Agent, now time.Time) AgentRuntimeStatus {
 	return out
 }
 
-// fromRow builds a throwaway entry for an agent this instance does not own:
-// the stored row (refreshed by the owner's flush every persist interval),
-// with the freshest heartbeat known here (claims), judged like the start
-// rule: the stored state until the heartbeat is older than timeout +
-// persist interval.
+// fromRow builds a throwaway entry for an agent this instance does not own,
+// judged from the stored row: the owner writes every transition at once
+// (liveness_flush.go, persistSoon) and its steady heartbeats once per
+// persist interval, so the row's state is the owner's. A row stored online
+// or degraded stays so until its heartbeat — or a fresher one known here
+// from a claim — is older than the takeover bound (timeout + 2 × persist
+// interval: the owner is gone). Every time compared is on the database's
+// clock (t.now), never on this instance's wall clock (DESIGN.md §4).
 func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEntry {
 	e := t.newEntry(a)
-	stored, hb := e.state, a.Liveness.LastHeartbeatAt
 	if known != nil {
 		known.mu.Lock()
 		if known.lastHB.After(e.lastHB) {
 			e.lastHB = known.lastHB
-			hb = &e.lastHB
-		}
-		if stored != liveness.StateOnline && stored != liveness.StateDegraded && known.reported != "" && known.state != liveness.StateOffline {
-			stored = known.reported
 		}
 		if known.hb != nil {
 			e.hb = known.hb
@@ -159,12 +157,15 @@ func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEnt
 		e.mismatchSince, e.modeMismatchSince = known.mismatchSince, known.modeMismatchSince
 		known.mu.Unlock()
 	}
-	if stored == liveness.StateOnline || stored == liveness.StateDegraded {
-		st, dl := liveness.StartRule(stored, hb, t.cfg.PresenceTimeout, t.cfg.PersistInterval, now)
-		e.fromStart, e.reported, e.startDeadline = true, stored, dl
-		if st == liveness.StateOffline {
+	if st := e.state; (st == liveness.StateOnline || st == liveness.StateDegraded) && !e.lastHB.IsZero() {
+		e.fromStart, e.reported = true, st
+		// The start rule's deadline form: offline at and after it.
+		e.startDeadline = e.lastHB.Add(t.cfg.PresenceTimeout + claimTTLMargin*t.cfg.PersistInterval)
+		if !now.Before(e.startDeadline) {
 			e.startDeadline = now
 		}
+	} else if st == liveness.StateOnline || st == liveness.StateDegraded {
+		e.fromStart, e.reported, e.startDeadline = true, st, now // online without a heartbeat: offline
 	}
 	e.owned = true // judged by the rule above, not by the watch
 	return e
@@ -176,7 +177,7 @@ func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEnt
 // DESIGN.md §5.2 began, 0 without one (D-M2-20-8). Inactive agents have no
 // series. The metrics adapter calls it at every collection.
 func (t *Tracker) MismatchAges(yield func(handle string, seconds float64)) {
-	now := t.s.now()
+	now := t.now()
 	for _, e := range t.entries() {
 		e.mu.Lock()
 		ok := e.active && e.owned
@@ -201,7 +202,7 @@ func (t *Tracker) LivenessState(agentID string) (string, bool) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return t.stateOf(e, t.s.now()), true
+	return t.stateOf(e, t.now()), true
 }
 
 // Owns reports whether this instance owns the agent's deadline (only the

@@ -354,7 +354,9 @@ func TestProjectReadiness(t *testing.T) {
 
 // TestFlushLoop: dirty entries are written at most once per persist
 // interval per agent, in one pass, with the monotone write; the rows carry
-// the state and the full report; updated_at is untouched.
+// the state and the full report; updated_at is untouched. Transitions (the
+// first heartbeat, offline) are written at once besides (issue 8 item 1),
+// so the steady heartbeats between them cost no write.
 func TestFlushLoop(t *testing.T) {
 	e := newLvEnv(t)
 	if err := e.svc.Liveness.Start(t.Context()); err != nil {
@@ -372,11 +374,12 @@ func TestFlushLoop(t *testing.T) {
 		}
 		e.clock.Advance(time.Second)
 	}
-	if n := e.svc.Liveness.RowsWritten(); n != 0 {
-		t.Fatalf("rows written before the first flush tick: %d", n)
+	waitRows(t, e.svc, 5) // the first heartbeats, written at once
+	if n := e.svc.Liveness.RowsWritten(); n != 5 {
+		t.Fatalf("rows written before the first flush tick: %d, want the 5 first heartbeats", n)
 	}
 	e.clock.Advance(30 * time.Second) // the tick at t0+60s
-	waitRows(t, e.svc, 5)
+	waitRows(t, e.svc, 10)
 	a := e.agent(ps[0].Agent.ID)
 	if a.Liveness.State != "online" || a.Liveness.LastHeartbeatAt == nil || !a.Liveness.LastHeartbeatAt.Equal(t0.Add(29*time.Second)) {
 		t.Errorf("stored liveness = %s at %s, want online at %s", a.Liveness.State, fmtTime(a.Liveness.LastHeartbeatAt), t0.Add(29*time.Second))
@@ -390,8 +393,9 @@ func TestFlushLoop(t *testing.T) {
 	if !a.UpdatedAt.Equal(created) {
 		t.Errorf("updated_at moved: %s → %s", created, a.UpdatedAt)
 	}
-	// No heartbeat during the next interval: offline at 29+45 = 74 s, then
-	// the tick at 120 s writes the offline rows with the last heartbeat.
+	// No heartbeat during the next interval: offline at 29+45 = 74 s,
+	// written at once with the last heartbeat; the tick at 120 s has
+	// nothing left to write.
 	for range ps {
 		rec.expect("", "online", nil)
 	}
@@ -399,14 +403,14 @@ func TestFlushLoop(t *testing.T) {
 	for range ps {                    // published after the entry is marked dirty
 		rec.expect("", "offline", nil)
 	}
+	waitRows(t, e.svc, 15)
 	e.clock.Advance(45 * time.Second) // the tick at t0+120s
-	waitRows(t, e.svc, 10)
 	if a := e.agent(ps[0].Agent.ID); a.Liveness.State != "offline" || !a.Liveness.LastHeartbeatAt.Equal(t0.Add(29*time.Second)) {
 		t.Errorf("after the offline flush: %s at %s, want offline at the last heartbeat", a.Liveness.State, fmtTime(a.Liveness.LastHeartbeatAt))
 	}
 	e.clock.Advance(60 * time.Second)
-	if n := e.svc.Liveness.RowsWritten(); n != 10 {
-		t.Errorf("rows written with nothing dirty = %d, want still 10", n)
+	if n := e.svc.Liveness.RowsWritten(); n != 15 {
+		t.Errorf("rows written with nothing dirty = %d, want still 15", n)
 	}
 }
 

@@ -339,16 +339,21 @@ type Evaluator struct {
 }
 
 type presenceEntry struct {
-	agentID  string
-	handle   string
-	active   bool
-	inputs   presence.Inputs
-	seen     string
-	notReady map[string]bool // queues last reported ready:false
-	cause    string          // cause of the last presence write, for the digest reason
-	updated  time.Time       // the row's updated_at: an older read never replaces a newer one
-	due      time.Time       // zero = nothing scheduled
-	idx      int             // heap index, -1 when not in the heap
+	agentID string
+	handle  string
+	active  bool
+	inputs  presence.Inputs
+	seen    string
+	// handled is the last transition this instance handled (its digest on
+	// "in"): set by the transition broadcast and by CatchUp. A stored seen
+	// that differs after a bus outage is a transition this instance missed.
+	handled   string
+	changedBy string          // presence_changed_by of the stored transition
+	notReady  map[string]bool // queues last reported ready:false
+	cause     string          // cause of the last presence write, for the digest reason
+	updated   time.Time       // the row's updated_at: an older read never replaces a newer one
+	due       time.Time       // zero = nothing scheduled
+	idx       int             // heap index, -1 when not in the heap
 }
 
 // SyncSlack re-reads rows changed slightly before the last sync so clock
@@ -364,6 +369,7 @@ func (e *Evaluator) entryFor(a *domain.Agent) *presenceEntry {
 	if en.seen == "" {
 		en.seen = presence.In
 	}
+	en.handled, en.changedBy = en.seen, a.Presence.ChangedBy
 	if len(a.Liveness.ProjectReadiness) > 0 {
 		var rs []struct {
 			Queue string `json:"queue"`
@@ -412,6 +418,7 @@ func (e *Evaluator) putLocked(en *presenceEntry, due time.Time) {
 		if en.cause == "" {
 			en.cause = old.cause
 		}
+		en.handled = old.handled
 	}
 	e.entries[en.agentID] = en
 	if !en.active {
@@ -611,11 +618,55 @@ func (e *Evaluator) onTransition(payload string) {
 	e.mu.Lock()
 	if en, ok := e.entries[agentID]; ok {
 		en.seen = p
+		if en.handled == p {
+			// Already handled here: CatchUp got to it first after a bus
+			// outage, and this is the broadcast arriving after all.
+			e.mu.Unlock()
+			return
+		}
+		en.handled = p
 	}
 	e.mu.Unlock()
 	if p == presence.In {
 		e.s.Digests.Send(context.Background(), agentID, reason)
 	}
+}
+
+// missedTransitions returns, and marks handled, the cached agents whose
+// stored transition (seen, refreshed by a reload) this instance has not
+// handled: the broadcasts it missed while its bus listener was down.
+func (e *Evaluator) missedTransitions() []missedTransition {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []missedTransition
+	for _, en := range e.entries {
+		if en.active && en.seen != en.handled {
+			en.handled = en.seen
+			out = append(out, missedTransition{agentID: en.agentID, presence: en.seen, by: en.changedBy, inputs: en.inputs})
+		}
+	}
+	return out
+}
+
+type missedTransition struct {
+	agentID, presence, by string
+	inputs                presence.Inputs
+}
+
+// catchUpReason names the reason of a transition learnt from the store
+// rather than from its broadcast: from the stored source of the change
+// (presence_changed_by), else as transitionReason would at now.
+func catchUpReason(p, by string, in presence.Inputs, now time.Time) string {
+	switch by {
+	case "operator":
+		return ReasonOperator
+	case "agent":
+		if p == presence.Out {
+			return "clock_out"
+		}
+		return ReasonClockIn
+	}
+	return transitionReason(in, "", now)
 }
 
 // Presence returns the cached effective presence of an agent at now, and

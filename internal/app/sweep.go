@@ -50,7 +50,7 @@ func (s *Service) SweepOnce(ctx context.Context) (int, error) {
 	d := s.Doorbell
 	s.metrics.SweepRung(len(todos))
 	for _, t := range todos {
-		d.deliver(domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}, false)
+		d.deliver(domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}, ringSweep)
 	}
 	return len(todos), nil
 }

@@ -124,8 +124,14 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 	return got, created, nil
 }
 
+// publishTodoReady rings the todo's doorbell on this instance's sessions
+// directly (they do not depend on the bus listener, issue 8 item 2), then
+// signals every instance; this instance's own echo is deduplicated by the
+// doorbell.
 func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
-	b, _ := json.Marshal(domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source})
+	r := domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}
+	s.Doorbell.Ring(r)
+	b, _ := json.Marshal(r)
 	if err := s.bus.Publish(ctx, bus.ChannelTodoReady, string(b)); err != nil {
 		// Lossy by design (DESIGN.md §4): the sweep re-rings.
 		s.log.Warn("todo-ready signal not published", "todo_id", t.ID, "err", err)

@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/spf13/cobra"
 
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/server"
+	"github.com/rollcall/rollcall/internal/skewclock"
 )
 
 func newServeCommand() *cobra.Command {
@@ -28,7 +30,19 @@ underscores) and a key of the YAML file given with --config.`,
 				return err
 			}
 			log := newLogger(cfg, cmd.ErrOrStderr())
-			srv, err := server.Open(cmd.Context(), cfg, server.Options{Log: log, Stdout: cmd.OutOrStdout()})
+			// Test only (issue 8): ROLLCALL_TEST_CLOCK_OFFSET shifts this
+			// process's wall clock, so fault tests can run two instances
+			// whose clocks disagree. Not a configuration key.
+			offset, err := skewclock.FromEnv(nil)
+			if err != nil {
+				return err
+			}
+			var clock clockwork.Clock
+			if offset != 0 {
+				log.Warn("test only: the wall clock of this process is shifted", "env", skewclock.EnvVar, "offset", offset)
+				clock = skewclock.New(clockwork.NewRealClock(), offset)
+			}
+			srv, err := server.Open(cmd.Context(), cfg, server.Options{Log: log, Stdout: cmd.OutOrStdout(), Clock: clock})
 			if err != nil {
 				return err
 			}

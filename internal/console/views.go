@@ -197,8 +197,13 @@ func (h *Handler) buildCard(ctx context.Context, v *visit, a *domain.Agent) (car
 	c.Claimed, c.ClaimedCapped = len(claimed), len(claimed) >= domain.MaxListLimit
 	if h.sessions != nil {
 		ss := h.sessions.AgentSessions(a.ID)
-		c.Sessions = len(ss)
+		live := h.svc.Clock().Now()
+		c.Sessions = 0
 		for _, s := range ss {
+			if !s.Live(live) {
+				continue // a client gone without DELETE (issue 8 item 6)
+			}
+			c.Sessions++
 			if s.Streaming {
 				c.Streaming++
 			}

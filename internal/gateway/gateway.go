@@ -266,6 +266,13 @@ type conn struct {
 	timer     clockwork.Timer
 	principal *domain.Principal
 	credID    string // guarded by g.mu once registered by agent
+
+	// The agent part of heartbeats runs off the read loop (agentPart): the
+	// newest body waiting, when it arrived, and whether a worker runs.
+	apMu      sync.Mutex
+	apBody    []byte
+	apAt      time.Time
+	apRunning bool
 }
 
 // frame is the envelope of every message.
@@ -327,8 +334,15 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 // when they arrived (resetDeadline), so the timer fires at the deadline the
 // previous firing computed: it closes with 4009 when no heartbeat came for
 // Options.Deadline, and otherwise re-arms for the rest.
+//
+// A stall of the server (app.StallDetector) extends the deadline by the
+// time the process could not run since the last heartbeat: frames queued
+// on the socket meanwhile are not the agent's fault (issue 8 item 4).
 func (c *conn) onDeadline() {
-	due := time.Unix(0, c.seen.Load()).Add(c.g.o.Deadline)
+	st := c.g.svc.Liveness.Stalls()
+	st.Check() // a stall that ended just now is recorded before judging
+	seen := time.Unix(0, c.seen.Load())
+	due := seen.Add(c.g.o.Deadline + st.Since(seen))
 	if now := c.g.clock.Now(); now.Before(due) {
 		c.mu.Lock()
 		c.timer.Reset(due.Sub(now))
@@ -516,8 +530,47 @@ func (c *conn) heartbeatAgent(agent []byte) {
 	if agent == nil {
 		return
 	}
-	if _, err := c.g.svc.Heartbeat(context.Background(), *p, p.Agent.ID, agent); err != nil {
-		c.sendError("heartbeat", err, "/agent")
+	c.agentPart(p, agent)
+}
+
+// agentPart hands the member agent of a heartbeat to the connection's
+// worker and returns at once: the read loop keeps reading and acking
+// (liveness first, DESIGN.md §5.2) while an audited first report or billing
+// change waits for the store (issue 8 item 3). At most one worker runs per
+// connection and at most one body waits: a newer heartbeat replaces a
+// waiting one (each heartbeat is the whole reported state, so the newest
+// is all that matters). The tracker is told at once that a heartbeat
+// arrived, so the agent's deadline runs from its arrival.
+func (c *conn) agentPart(p *domain.Principal, agent []byte) {
+	at := c.g.svc.Liveness.Arrive(p.Agent.ID)
+	c.apMu.Lock()
+	c.apBody = append(c.apBody[:0], agent...)
+	c.apAt = at
+	start := !c.apRunning
+	c.apRunning = true
+	c.apMu.Unlock()
+	if start {
+		c.g.wg.Add(1)
+		go c.runAgentParts(p)
+	}
+}
+
+func (c *conn) runAgentParts(p *domain.Principal) {
+	defer c.g.wg.Done()
+	var body []byte
+	for {
+		c.apMu.Lock()
+		if len(c.apBody) == 0 {
+			c.apRunning = false
+			c.apMu.Unlock()
+			return
+		}
+		body, c.apBody = c.apBody, body[:0] // swap buffers: no copy, no allocation
+		at := c.apAt
+		c.apMu.Unlock()
+		if _, err := c.g.svc.Liveness.HeartbeatAt(context.Background(), *p, p.Agent.ID, body, at); err != nil && !c.closing.Load() {
+			c.sendError("heartbeat", err, "/agent")
+		}
 	}
 }
 

@@ -55,7 +55,11 @@ func (a *api) getHealth(w http.ResponseWriter, _ *http.Request, _ domain.Person)
 func (a *api) getReady(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
 	if err := a.ready(r.Context()); err != nil {
 		a.log.Warn("not ready", "err", err)
-		return &statusError{http.StatusServiceUnavailable, &domain.Error{Code: domain.CodeInternal, Detail: "not ready: the store is not reachable"}}
+		detail := "not ready: the store is not reachable"
+		if de, ok := errors.AsType[*domain.Error](err); ok {
+			detail = "not ready: " + de.Detail
+		}
+		return &statusError{http.StatusServiceUnavailable, &domain.Error{Code: domain.CodeInternal, Detail: detail}}
 	}
 	return writeJSON(w, http.StatusOK, health{Status: "ready"})
 }

@@ -32,9 +32,12 @@
 //     carry that id (400 without, 404 when unknown or closed) and the same
 //     credential (403 otherwise, nothing changes). An agent holds at most
 //     Options.MaxSessionsPerAgent sessions here (32), initialized or
-//     pending; one more initialize answers 429 rate_limited with
-//     Retry-After. A session whose client has not sent
-//     notifications/initialized within Options.InitTimeout (60 s) is closed.
+//     pending; one more initialize evicts the least recently used session
+//     without an open stream, else the oldest (429 rate_limited with
+//     Retry-After only while every place is an initialize in flight). A
+//     session whose client has not sent notifications/initialized within
+//     Options.InitTimeout (60 s) is closed, one that never opened a GET
+//     stream after Options.StreamlessIdleTimeout (2 min) idle.
 //   - GET notification streams are tracked per session (SessionInfo.Streaming);
 //     a newer GET replaces an older one; SSE comment keepalives are written
 //     from one goroutine for all streams; sessions without a stream expire

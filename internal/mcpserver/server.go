@@ -48,6 +48,10 @@ const (
 	DefaultMaxBodyBytes        = 1 << 20 // 1 MiB
 	DefaultWriteTimeout        = 10 * time.Second
 	DefaultMaxSessionsPerAgent = 32
+	// DefaultStreamlessIdleTimeout expires a session that never opened a
+	// GET stream once it has been idle this long (issue 8 item 6: health
+	// checks and CLIs that never send DELETE).
+	DefaultStreamlessIdleTimeout = 2 * time.Minute
 )
 
 // Options configures a Server. The zero value is usable.
@@ -77,11 +81,18 @@ type Options struct {
 	// notifications/initialized this long after its initialize, whatever
 	// it is doing meanwhile. 0 = DefaultInitTimeout; negative disables.
 	InitTimeout time.Duration
+	// StreamlessIdleTimeout closes a session that never opened a GET stream
+	// and has had no request in flight for this long. 0 =
+	// DefaultStreamlessIdleTimeout; negative disables.
+	StreamlessIdleTimeout time.Duration
 	// MaxSessionsPerAgent bounds the sessions one agent holds on this
 	// instance, initialized or pending (initialize answered or in flight,
-	// notifications/initialized not yet sent). An initialize beyond it
-	// answers 429 rate_limited with Retry-After. 0 =
-	// DefaultMaxSessionsPerAgent; negative = no limit.
+	// notifications/initialized not yet sent). An initialize at the bound
+	// evicts the agent's least recently used session without an open
+	// stream, else its oldest session (issue 8 item 6); only when every
+	// place is an initialize still in flight does it answer 429
+	// rate_limited with Retry-After. 0 = DefaultMaxSessionsPerAgent;
+	// negative = no limit.
 	MaxSessionsPerAgent int
 	// MaxBodyBytes bounds a POST body; larger answers 413 invalid_argument.
 	// 0 = DefaultMaxBodyBytes.
@@ -164,6 +175,9 @@ func New(svc *app.Service, opts Options) *Server {
 	if opts.InitTimeout == 0 {
 		opts.InitTimeout = DefaultInitTimeout
 	}
+	if opts.StreamlessIdleTimeout == 0 {
+		opts.StreamlessIdleTimeout = DefaultStreamlessIdleTimeout
+	}
 	if opts.MaxSessionsPerAgent == 0 {
 		opts.MaxSessionsPerAgent = DefaultMaxSessionsPerAgent
 	}
@@ -215,7 +229,7 @@ func New(svc *app.Service, opts Options) *Server {
 		s.loops.Add(1)
 		go s.keepAliveLoop()
 	}
-	if opts.IdleTimeout > 0 || opts.InitTimeout > 0 {
+	if opts.IdleTimeout > 0 || opts.InitTimeout > 0 || opts.StreamlessIdleTimeout > 0 {
 		s.loops.Add(1)
 		go s.expireLoop()
 	}

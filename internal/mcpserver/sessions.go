@@ -50,6 +50,7 @@ type session struct {
 	inflight    int       // requests in flight, GET streams included
 	lastSeen    time.Time // end of the last request
 	streams     []*stream // open GET streams; a newer GET replaces the older
+	streamed    bool      // a GET stream of the session was open at least once
 }
 
 func (x *session) streaming() bool {
@@ -60,11 +61,16 @@ func (x *session) streaming() bool {
 // (the client sent notifications/initialized), oldest first. Streaming is
 // true while a GET stream of the session is open. Implements app.SessionHub.
 func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
+	now := s.opts.Clock.Now()
 	s.mu.RLock()
 	out := make([]app.SessionInfo, 0, len(s.byAgent[agentID]))
 	for _, x := range s.byAgent[agentID] {
 		if x.registered && x.initialized && !x.gone {
-			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming(), OpenedAt: x.openedAt})
+			active := x.lastSeen
+			if x.inflight > 0 {
+				active = now
+			}
+			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming(), OpenedAt: x.openedAt, LastActive: active})
 		}
 	}
 	s.mu.RUnlock()
@@ -133,13 +139,14 @@ func (s *Server) CloseAgentSessions(agentID string, creds []string) {
 
 // serveInitialize passes an initialize request to mcp-go and binds the
 // session id it mints to the request's credential before the response (and
-// so the id) reaches the client. Beyond Options.MaxSessionsPerAgent it
+// so the id) reaches the client. At Options.MaxSessionsPerAgent it evicts
+// one of the agent's sessions (reserve); when none can be evicted it
 // answers 429 instead, and mcp-go never sees the request.
 func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *domain.Principal) {
 	if retry, ok := s.reserve(p.Agent.ID); !ok {
 		s.log.Warn("mcp initialize refused: session limit", "agent", p.Agent.Handle, "agent_id", p.Agent.ID, "limit", s.opts.MaxSessionsPerAgent)
 		writeRateLimited(w, retry, fmt.Sprintf(
-			"agent %s already has %d MCP sessions on this server, the limit per agent: end one (DELETE /mcp with its Mcp-Session-Id) or retry after Retry-After seconds, when an idle or uninitialized one expires",
+			"agent %s already has %d MCP sessions on this server, the limit per agent, all of them initializes still in flight: retry after Retry-After seconds",
 			p.Agent.Handle, s.opts.MaxSessionsPerAgent))
 		return
 	}
@@ -176,17 +183,73 @@ func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, p *doma
 
 // reserve takes one of the agent's Options.MaxSessionsPerAgent places for
 // an initialize about to run; bind turns it into the session, unreserve
-// gives it back. When every place is taken it returns false and how long
-// until the first of the agent's sessions could expire.
+// gives it back. At the bound it evicts one of the agent's sessions (see
+// evictableLocked) and takes its place. Only when none can be evicted
+// (every place is an initialize in flight) does it return false, with how
+// long until the first of the agent's sessions could expire.
 func (s *Server) reserve(agentID string) (time.Duration, bool) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if limit := s.opts.MaxSessionsPerAgent; limit > 0 && len(s.byAgent[agentID])+s.reserved[agentID] >= limit {
-		return s.firstExpiryLocked(agentID, now), false
+	limit := s.opts.MaxSessionsPerAgent
+	if limit <= 0 || len(s.byAgent[agentID])+s.reserved[agentID] < limit {
+		s.reserved[agentID]++
+		s.mu.Unlock()
+		return 0, true
 	}
+	victim := s.evictableLocked(agentID)
+	if victim == nil {
+		d := s.firstExpiryLocked(agentID, now)
+		s.mu.Unlock()
+		return d, false
+	}
+	streams := s.detachLocked(victim)
 	s.reserved[agentID]++
+	s.mu.Unlock()
+	s.log.Warn("mcp session evicted: the agent reached its session limit", "session", victim.id, "agent_id", agentID, "limit", limit)
+	s.finishClose(victim, streams, "evicted: the agent opened a session beyond the limit")
 	return 0, true
+}
+
+// evictableLocked picks the session a new initialize of the agent evicts
+// at the session limit (issue 8 item 6): the least recently used one (by
+// the end of its last request) among those without an open GET stream and
+// no request in flight, else among those without an open stream, else the
+// oldest session. Sessions whose initialize is still running are never
+// picked. nil = none. Callers hold s.mu.
+func (s *Server) evictableLocked(agentID string) *session {
+	var idle, streamless, oldest *session
+	for _, x := range s.byAgent[agentID] {
+		if x.gone || !isClosed(x.ready) {
+			continue
+		}
+		if oldest == nil || x.openedAt.Before(oldest.openedAt) || (x.openedAt.Equal(oldest.openedAt) && x.id < oldest.id) {
+			oldest = x
+		}
+		if x.streaming() {
+			continue
+		}
+		if streamless == nil || lru(x, streamless) {
+			streamless = x
+		}
+		if x.inflight == 0 && (idle == nil || lru(x, idle)) {
+			idle = x
+		}
+	}
+	switch {
+	case idle != nil:
+		return idle
+	case streamless != nil:
+		return streamless
+	}
+	return oldest
+}
+
+// lru reports whether x was used less recently than y.
+func lru(x, y *session) bool {
+	if !x.lastSeen.Equal(y.lastSeen) {
+		return x.lastSeen.Before(y.lastSeen)
+	}
+	return x.id < y.id
 }
 
 // unreserveLocked gives back a place taken by reserve. Callers hold s.mu.
@@ -390,9 +453,18 @@ func (s *Server) forget(id, reason string) bool {
 		s.mu.Unlock()
 		return false
 	}
-	delete(s.sessions, id)
+	streams := s.detachLocked(x)
+	s.mu.Unlock()
+	s.forgotten(x, streams, reason)
+	return true
+}
+
+// detachLocked removes x from the records and marks it gone; it returns
+// the streams to cancel. Callers hold s.mu.
+func (s *Server) detachLocked(x *session) []*stream {
+	delete(s.sessions, x.id)
 	if m := s.byAgent[x.agentID]; m != nil {
-		delete(m, id)
+		delete(m, x.id)
 		if len(m) == 0 {
 			delete(s.byAgent, x.agentID)
 		}
@@ -400,13 +472,22 @@ func (s *Server) forget(id, reason string) bool {
 	x.gone = true
 	streams := x.streams
 	x.streams = nil
-	s.mu.Unlock()
+	return streams
+}
+
+// forgotten ends the streams of a detached session, logs and emits.
+func (s *Server) forgotten(x *session, streams []*stream, reason string) {
 	for _, st := range streams {
 		st.cancel()
 	}
-	s.log.Info("mcp session closed", "session", id, "agent_id", x.agentID, "reason", reason)
-	s.emit(Event{Kind: SessionClosed, SessionID: id, AgentID: x.agentID, Reason: reason})
-	return true
+	s.log.Info("mcp session closed", "session", x.id, "agent_id", x.agentID, "reason", reason)
+	s.emit(Event{Kind: SessionClosed, SessionID: x.id, AgentID: x.agentID, Reason: reason})
+}
+
+// finishClose completes closeSession for a session detached by the caller.
+func (s *Server) finishClose(x *session, streams []*stream, reason string) {
+	s.forgotten(x, streams, reason)
+	s.dropTransport(x.id)
 }
 
 // closeSession forgets the session and has mcp-go drop its state for it
@@ -416,6 +497,11 @@ func (s *Server) closeSession(id, reason string) {
 	if !s.forget(id, reason) {
 		return
 	}
+	s.dropTransport(id)
+}
+
+// dropTransport has mcp-go drop its state for the session.
+func (s *Server) dropTransport(id string) {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, "/mcp", nil)
 	if err != nil {
 		return
@@ -523,6 +609,7 @@ func (st *stream) opened() {
 	s, x := st.s, st.sess
 	s.mu.Lock()
 	st.open.Store(true)
+	x.streamed = true
 	first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
 	s.mu.Unlock()
 	if first {
@@ -610,12 +697,13 @@ func (s *Server) keepAliveLoop() {
 }
 
 // expireLoop closes sessions idle for Options.IdleTimeout (no request in
-// flight, GET streams included, since then) and sessions still not
+// flight, GET streams included, since then), sessions that never opened a
+// GET stream idle for Options.StreamlessIdleTimeout, and sessions still not
 // initialized Options.InitTimeout after their initialize, busy or not.
 func (s *Server) expireLoop() {
 	defer s.loops.Done()
 	every := time.Minute
-	for _, d := range []time.Duration{s.opts.IdleTimeout, s.opts.InitTimeout} {
+	for _, d := range []time.Duration{s.opts.IdleTimeout, s.opts.InitTimeout, s.opts.StreamlessIdleTimeout} {
 		if d > 0 {
 			every = min(every, d/2)
 		}
@@ -630,7 +718,7 @@ func (s *Server) expireLoop() {
 		case <-t.Chan():
 		}
 		now := s.opts.Clock.Now()
-		var idle, uninit []string
+		var idle, streamless, uninit []string
 		s.mu.RLock()
 		for id, x := range s.sessions {
 			switch {
@@ -638,6 +726,9 @@ func (s *Server) expireLoop() {
 				uninit = append(uninit, id)
 			case s.opts.IdleTimeout > 0 && x.inflight == 0 && now.Sub(x.lastSeen) >= s.opts.IdleTimeout:
 				idle = append(idle, id)
+			case s.opts.StreamlessIdleTimeout > 0 && !x.streamed && x.inflight == 0 && isClosed(x.ready) &&
+				now.Sub(x.lastSeen) >= s.opts.StreamlessIdleTimeout:
+				streamless = append(streamless, id)
 			}
 		}
 		s.mu.RUnlock()
@@ -646,6 +737,9 @@ func (s *Server) expireLoop() {
 		}
 		for _, id := range idle {
 			s.closeSession(id, "idle")
+		}
+		for _, id := range streamless {
+			s.closeSession(id, "idle without a stream")
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/console"
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/httpapi"
 	"github.com/rollcall/rollcall/internal/mcpserver"
@@ -98,11 +99,14 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	var b bus.Bus = bus.NewLocal()
 	var svcRef atomic.Pointer[app.Service] // set below; read by the reconnect hook
 	if dialect, target, _ := config.ParseStore(cfg.Store); dialect == "postgres" {
-		pb, err := pgbus.Open(ctx, pgbus.Options{URL: target, Log: o.Log, OnReconnect: func() {
-			// Signals sent while the listener was down are lost: resync.
+		pb, err := pgbus.Open(ctx, pgbus.Options{URL: target, Log: o.Log, OnReconnect: func(lostAt time.Time) {
+			// Signals sent while the listener was down are lost: catch up
+			// (missed transitions, never-rung todos; DESIGN.md §4).
 			if svc := svcRef.Load(); svc != nil {
-				if err := svc.Evaluator.Load(context.Background()); err != nil {
-					o.Log.Warn("presence resync after bus reconnect failed", "err", err)
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if _, err := svc.CatchUp(cctx, lostAt); err != nil {
+					o.Log.Warn("catch-up after bus reconnect failed; the evaluator and the sweep are the net", "err", err)
 				}
 				svc.Liveness.RequestClaims(context.Background()) // claims sent meanwhile were lost too
 			}
@@ -129,7 +133,10 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m,
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
-			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout}})
+			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
+			// Issue 8: cross-instance times on the database's clock; a stall
+			// of this process extends deadlines.
+			DBClock: st.DBNow, StallThreshold: app.DefaultStallThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
@@ -148,7 +155,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s.Gateway = gateway.New(gateway.Options{Service: svc, Bus: b, Log: o.Log})
 	mux.Handle("/v1/gateway", s.Gateway)
 	mux.Handle("GET /metrics", m.Handler())
-	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log}))
+	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log, Ready: readiness(st, b)}))
 	con, err := console.New(svc, console.Options{Log: o.Log, Sessions: s.MCP,
 		SessionKey: []byte(cfg.Console.SessionKey), SecureCookies: strings.HasPrefix(url, "https://")})
 	if err != nil {
@@ -215,6 +222,25 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// readiness is GET /readyz (DESIGN.md §4): not ready while the bus
+// listener of a PostgreSQL instance is down, or when the store does not
+// answer a query within 2 s.
+func readiness(st store.Store, b bus.Bus) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if pb, ok := b.(*pgbus.Bus); ok {
+			if err := pb.Listening(); err != nil {
+				return &domain.Error{Code: domain.CodeInternal, Detail: "the bus listener is down (reconnecting); signals from other instances are not received"}
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := st.ListAgents(ctx, store.ListAgentsParams{OwnerID: "00000000-0000-0000-0000-000000000000"}); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		return nil
+	}
 }
 
 func (s *Server) closeAll() {

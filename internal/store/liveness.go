@@ -48,6 +48,24 @@ type LivenessStore interface {
 	// Errors: ErrNotFound for an unknown agent.
 	ApplyReportedChange(ctx context.Context, p ApplyReportedChangeParams) (wrote bool, err error)
 
+	// ApplyReportedChanges runs ApplyReportedChange for every element of ps
+	// in ONE transaction (a group commit: the heartbeats of many agents
+	// reporting at once — e.g. the first reports after a restart — share
+	// one row-lock pass in ascending agent id order and one acquisition of
+	// the audit chain's lock instead of queueing one by one behind it).
+	// Each element is compared again under the lock and audited on its
+	// own, in the order of ps; wrote[i] says whether ps[i] wrote. At most
+	// one element per agent id. An unknown agent id is wrote[i] = false
+	// and not an error (the agent was deleted meanwhile); any other error
+	// fails the whole batch and writes nothing.
+	ApplyReportedChanges(ctx context.Context, ps []ApplyReportedChangeParams) (wrote []bool, err error)
+
+	// DBNow returns the database's clock (PostgreSQL clock_timestamp(); for
+	// SQLite, which runs inside the process, the operating system's clock).
+	// The liveness tracker compares and stores cross-instance times on this
+	// clock, never on one instance's wall clock (DESIGN.md §4).
+	DBNow(ctx context.Context) (time.Time, error)
+
 	// ApplyProjectReadiness writes project_readiness (a JSON array, stored
 	// byte for byte) and bumps updated_at to p.Now, in its own transaction,
 	// so the presence caches of every instance pick the change up

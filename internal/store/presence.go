@@ -46,6 +46,40 @@ type PresenceStore interface {
 	// domain.NextRingAt; the rows are returned, in no particular order. A
 	// receiver listed twice counts once. Empty Receivers → no query.
 	SweepRing(ctx context.Context, p SweepParams) ([]domain.Todo, error)
+	// RingMissed selects and rings, in ONE statement, the todos whose
+	// create doorbell may have been lost while this instance's bus listener
+	// was down (DESIGN.md §4 catch-up, issue 8 item 2): pending,
+	// push-eligible, of one of the Receivers, queue not excluded, never rung
+	// (ring_attempts = 0 and last_ringed_at NULL: no doorbell, sweep ring
+	// or digest), created at or after Since; oldest first, at most Limit.
+	// Each gets ring_attempts+1, last_ringed_at = Now and next_ring_at per
+	// domain.NextRingAt, as the sweep does; racing callers ring each todo
+	// once. Empty Receivers → no query.
+	RingMissed(ctx context.Context, p MissedRingParams) ([]domain.Todo, error)
+	// FailoverRing counts a failover ring of one todo (DESIGN.md §3.8
+	// doorbell.failover_after, issue 8 item 5) in ONE conditional statement:
+	// only while the todo is pending, push-eligible, has ring budget left
+	// (ring_attempts < domain.MaxRings) and was not rung after RungAt (by a
+	// sweep, a digest or another failover). It sets ring_attempts+1,
+	// last_ringed_at = At and next_ring_at per domain.NextRingAt, and
+	// reports whether it did.
+	FailoverRing(ctx context.Context, p FailoverRingParams) (bool, error)
+}
+
+// FailoverRingParams names the todo, the ring being failed over and now.
+type FailoverRingParams struct {
+	TodoID string
+	RungAt time.Time
+	At     time.Time
+}
+
+// MissedRingParams bounds one RingMissed catch-up.
+type MissedRingParams struct {
+	Receivers []string // agent ids
+	Excluded  []string // "<agent_id>:<queue>" pairs that get no rings
+	Since     time.Time
+	Now       time.Time
+	Limit     int // <= 0 = no bound
 }
 
 // UpdatePresenceParams changes presence columns. SetShift/SetOverride say

@@ -1,9 +1,13 @@
 // Package pgbus is the PostgreSQL adapter of the bus port (DESIGN.md §4):
 // signals travel as NOTIFY on the store's database, and every instance
 // LISTENs on one dedicated connection. A dropped listener connection is
-// re-established with capped exponential backoff; after each reconnect the
-// OnReconnect hook runs, because signals sent while it was down are lost
-// (delivery is at-most-once; the evaluator's next pass is the net).
+// re-established with capped exponential backoff (100 ms to 1 s); after
+// each reconnect the OnReconnect hook runs with the time the connection was
+// lost, because signals sent while it was down are lost (delivery is
+// at-most-once; the hook catches up, DESIGN.md §4). While the listener is
+// down, Listening reports it (GET /readyz answers 503) and signals this
+// instance publishes are delivered to its own subscribers directly, since
+// their NOTIFY echo will not come.
 package pgbus
 
 import (
@@ -12,9 +16,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rollcall/rollcall/internal/bus"
@@ -31,10 +38,16 @@ type Options struct {
 	Channels []string
 	Log      *slog.Logger
 	// OnReconnect runs (on its own goroutine) after the listener connection
-	// was re-established following a drop.
-	OnReconnect func()
-	// MinBackoff and MaxBackoff bound the reconnect delay (default 100 ms, 10 s).
+	// was re-established following a drop, with the time the drop was
+	// noticed: signals sent from shortly before it until the new LISTENs
+	// were lost.
+	OnReconnect func(lostAt time.Time)
+	// MinBackoff and MaxBackoff bound the reconnect delay (default 100 ms, 1 s).
 	MinBackoff, MaxBackoff time.Duration
+	// PingInterval is how long the listener may be silent before it is
+	// checked with a ping, so a connection that died without an error
+	// (network partition) is noticed (default 5 s).
+	PingInterval time.Duration
 }
 
 // Bus publishes with pg_notify over a small pool and delivers on one
@@ -52,6 +65,8 @@ type Bus struct {
 
 	connMu sync.Mutex
 	conn   *pgx.Conn // the listener, for tests that drop it
+
+	listening atomic.Bool // the listener connection is up and LISTENing
 }
 
 // Open connects the publisher pool and the listener, LISTENs on every
@@ -67,7 +82,10 @@ func Open(ctx context.Context, o Options) (*Bus, error) {
 		o.MinBackoff = 100 * time.Millisecond
 	}
 	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 10 * time.Second
+		o.MaxBackoff = time.Second
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 5 * time.Second
 	}
 	cfg, err := pgxpool.ParseConfig(o.URL)
 	if err != nil {
@@ -91,12 +109,26 @@ func Open(ctx context.Context, o Options) (*Bus, error) {
 }
 
 func (b *Bus) listen(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, b.o.URL)
+	cfg, err := pgx.ParseConfig(b.o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pgbus: listener: %w", err)
+	}
+	if _, set := cfg.RuntimeParams["application_name"]; !set {
+		cfg.RuntimeParams["application_name"] = "rollcall bus listener"
+	}
+	// The listener's wait is bounded by PingInterval: interrupt it with a
+	// read deadline (the connection stays usable), not a cancel request.
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgbus: listener: %w", err)
 	}
 	for _, ch := range b.o.Channels {
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+		if _, err := conn.Exec(cctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			conn.Close(ctx)
 			return nil, fmt.Errorf("pgbus: LISTEN %s: %w", ch, err)
 		}
@@ -104,6 +136,7 @@ func (b *Bus) listen(ctx context.Context) (*pgx.Conn, error) {
 	b.connMu.Lock()
 	b.conn = conn
 	b.connMu.Unlock()
+	b.listening.Store(true)
 	return conn, nil
 }
 
@@ -111,6 +144,8 @@ func (b *Bus) loop(ctx context.Context, conn *pgx.Conn) {
 	defer close(b.done)
 	for {
 		err := b.receive(ctx, conn)
+		b.listening.Store(false)
+		lostAt := time.Now()
 		conn.Close(context.Background())
 		if ctx.Err() != nil {
 			return
@@ -131,39 +166,90 @@ func (b *Bus) loop(ctx context.Context, conn *pgx.Conn) {
 			b.o.Log.Warn("bus listener reconnect failed", "err", err, "retry_in", delay)
 			delay = min(delay*2, b.o.MaxBackoff)
 		}
-		b.o.Log.Info("bus listener reconnected")
+		b.o.Log.Info("bus listener reconnected", "down_for", time.Since(lostAt).Round(time.Millisecond))
 		if b.o.OnReconnect != nil {
-			go b.o.OnReconnect()
+			go b.o.OnReconnect(lostAt)
 		}
 	}
 }
 
 func (b *Bus) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, b.o.PingInterval)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
 		if err != nil {
-			return err
+			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) || conn.IsClosed() {
+				return err
+			}
+			// Silent for PingInterval: make sure the connection is alive.
+			pctx, pcancel := context.WithTimeout(ctx, b.o.PingInterval)
+			err = conn.Ping(pctx)
+			pcancel()
+			if err != nil {
+				return fmt.Errorf("pgbus: listener ping: %w", err)
+			}
+			continue
 		}
-		b.mu.RLock()
-		hs := make([]bus.Handler, 0, len(b.subs[n.Channel]))
-		for _, h := range b.subs[n.Channel] {
-			hs = append(hs, h)
-		}
-		b.mu.RUnlock()
-		for _, h := range hs {
-			h(n.Payload)
-		}
+		b.dispatch(n.Channel, n.Payload)
 	}
 }
 
+// dispatch calls the handlers of channel with payload.
+func (b *Bus) dispatch(channel, payload string) {
+	b.mu.RLock()
+	hs := make([]bus.Handler, 0, len(b.subs[channel]))
+	for _, h := range b.subs[channel] {
+		hs = append(hs, h)
+	}
+	b.mu.RUnlock()
+	for _, h := range hs {
+		h(payload)
+	}
+}
+
+// ErrNotListening is Listening's error while the listener is down.
+var ErrNotListening = errors.New("pgbus: the bus listener is down; reconnecting")
+
+// Listening returns nil while the listener connection is up and LISTENing,
+// ErrNotListening while it is down or reconnecting (GET /readyz answers
+// 503, DESIGN.md §4).
+func (b *Bus) Listening() error {
+	if b.listening.Load() {
+		return nil
+	}
+	return ErrNotListening
+}
+
+// ListenerPID is the PostgreSQL backend process id of the listener
+// connection (0 while there is none), for operators and for tests that
+// pg_terminate_backend it.
+func (b *Bus) ListenerPID() uint32 {
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	if b.conn == nil || !b.listening.Load() {
+		return 0
+	}
+	return b.conn.PgConn().PID()
+}
+
 // Publish sends payload on channel to every instance (this one included)
-// with pg_notify. Errors: payload over MaxPayload bytes, database errors.
+// with pg_notify. While this instance's listener is down the NOTIFY echo
+// cannot reach it, so after a successful pg_notify the payload is also
+// delivered to this instance's subscribers directly, on the caller's
+// goroutine. Errors: payload over MaxPayload bytes, database errors (then
+// nothing was delivered anywhere).
 func (b *Bus) Publish(ctx context.Context, channel, payload string) error {
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("pgbus: payload of %d bytes exceeds %d", len(payload), MaxPayload)
 	}
-	_, err := b.pool.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload)
-	return err
+	if _, err := b.pool.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload); err != nil {
+		return err
+	}
+	if !b.listening.Load() {
+		b.dispatch(channel, payload)
+	}
+	return nil
 }
 
 // Subscribe registers fn for channel. Channel must be one of Options.Channels.

@@ -2,9 +2,12 @@ package pgbus_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
@@ -68,7 +71,7 @@ func TestReconnectAfterDrop(t *testing.T) {
 	u := pgURL(t)
 	reconnected := make(chan struct{}, 1)
 	b, err := pgbus.Open(ctx, pgbus.Options{URL: u, Channels: []string{"rc_test_drop"}, MinBackoff: 10 * time.Millisecond,
-		OnReconnect: func() { reconnected <- struct{}{} }})
+		OnReconnect: func(time.Time) { reconnected <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +91,108 @@ func TestReconnectAfterDrop(t *testing.T) {
 	}
 	if p := recv(t, got); p != "after" {
 		t.Fatalf("got %q after reconnect", p)
+	}
+}
+
+// terminate ends one backend of the shared server with
+// pg_terminate_backend, as an operator or a failover would.
+func terminate(t *testing.T, u string, pid uint32) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	if err := conn.QueryRow(context.Background(), "SELECT pg_terminate_backend($1)", int32(pid)).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
+	}
+}
+
+// pg_terminate_backend of the listener (issue 8 item 2): Listening reports
+// the outage (GET /readyz is 503 meanwhile); while it lasts this
+// instance's own publications still reach its subscribers, exactly once;
+// another instance's are lost (at-most-once); the listener comes back on
+// its own, OnReconnect gets the time the loss was noticed, and delivery
+// resumes.
+func TestListenerTerminated(t *testing.T) {
+	ctx := context.Background()
+	u := pgURL(t)
+	const ch = "rc_test_terminated"
+	lost := make(chan time.Time, 1)
+	// A wide first backoff keeps the outage open long enough to act in it.
+	b, err := pgbus.Open(ctx, pgbus.Options{URL: u, Channels: []string{ch}, MinBackoff: 3 * time.Second, MaxBackoff: 3 * time.Second,
+		OnReconnect: func(at time.Time) { lost <- at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	other, err := pgbus.Open(ctx, pgbus.Options{URL: u, Channels: []string{ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	got := make(chan string, 16)
+	b.Subscribe(ch, func(p string) { got <- p })
+	if err := b.Listening(); err != nil {
+		t.Fatalf("Listening before the outage: %v", err)
+	}
+	pid := b.ListenerPID()
+	if pid == 0 {
+		t.Fatal("no listener pid")
+	}
+	before := time.Now()
+	terminate(t, u, pid)
+	deadline := time.Now().Add(wait)
+	for b.Listening() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Listening still nil after the listener was terminated")
+		}
+		time.Sleep(5 * time.Millisecond) // polling an observable state, not timing
+	}
+	if !errors.Is(b.Listening(), pgbus.ErrNotListening) {
+		t.Fatalf("Listening during the outage = %v", b.Listening())
+	}
+	if err := other.Publish(ctx, ch, "from-other-during"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Publish(ctx, ch, "own-during"); err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, got); p != "own-during" {
+		t.Fatalf("during the outage got %q, want this instance's own signal", p)
+	}
+	var at time.Time
+	select {
+	case at = <-lost:
+	case <-time.After(wait):
+		t.Fatal("listener did not reconnect")
+	}
+	if at.Before(before) || time.Since(at) < 0 {
+		t.Fatalf("lostAt %v not within the outage (terminated after %v)", at, before)
+	}
+	if err := b.Listening(); err != nil {
+		t.Fatalf("Listening after the reconnect: %v", err)
+	}
+	if b.ListenerPID() == pid {
+		t.Fatal("same listener pid after the reconnect")
+	}
+	if err := other.Publish(ctx, ch, "after"); err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, got); p != "after" {
+		t.Fatalf("after the reconnect got %q, want %q (and own-during once)", p, "after")
+	}
+	if err := b.Publish(ctx, ch, "own-after"); err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, got); p != "own-after" {
+		t.Fatalf("got %q, want own-after exactly once through the echo", p)
+	}
+	select {
+	case p := <-got:
+		t.Fatalf("extra delivery %q", p)
+	default:
 	}
 }
 

@@ -122,6 +122,79 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 	return wrote, err
 }
 
+// ApplyReportedChanges implements store.LivenessStore: one transaction
+// that locks the rows in ascending id order (as PersistHeartbeats does, so
+// they cannot deadlock with each other), then compares, writes and audits
+// each element in the order given; the audit chain's advisory lock is
+// taken once for the whole batch.
+func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) ([]bool, error) {
+	wrote := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return wrote, nil
+	}
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.AgentID
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		clear(wrote)
+		rows, err := tx.Query(ctx, `SELECT id, reported_billing_mode, reported_tool_class FROM agents
+			WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+		if err != nil {
+			return mapErr("apply reported changes", err)
+		}
+		stored := make(map[string]store.ReportedPair, len(ps))
+		for rows.Next() {
+			var id string
+			var old store.ReportedPair
+			if err := rows.Scan(&id, &old.BillingMode, &old.ToolClass); err != nil {
+				rows.Close()
+				return mapErr("apply reported changes", err)
+			}
+			stored[id] = old
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return mapErr("apply reported changes", err)
+		}
+		for i, p := range ps {
+			old, ok := stored[p.AgentID]
+			if !ok || (lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass)) {
+				continue
+			}
+			_, err = tx.Exec(ctx, `UPDATE agents SET
+					reported_billing_mode = $2, reported_tool_class = $3,
+					reported_runtime_version = $4, reported_state = $5, state = $6,
+					last_heartbeat_at = GREATEST(last_heartbeat_at, $7)
+				WHERE id = $1`,
+				p.AgentID, p.BillingMode, p.ToolClass, p.RuntimeVersion, nullJSON(p.ReportedState), p.State, micro(p.HeartbeatAt))
+			if err != nil {
+				return mapErr("apply reported changes", err)
+			}
+			if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+				return err
+			}
+			stored[p.AgentID] = store.ReportedPair{BillingMode: p.BillingMode, ToolClass: p.ToolClass}
+			wrote[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return make([]bool, len(ps)), err
+	}
+	return wrote, nil
+}
+
+// DBNow implements store.LivenessStore: the server's clock_timestamp() (the
+// real time, not the transaction's start).
+func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, mapErr("database clock", err)
+	}
+	return t.UTC(), nil
+}
+
 // ApplyProjectReadiness implements store.LivenessStore (D-M2-20-10).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE agents SET project_readiness = $2, updated_at = $3 WHERE id = $1`,

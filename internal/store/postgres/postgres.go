@@ -24,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -90,11 +92,33 @@ func Migrations() fs.FS {
 	return sub
 }
 
+// DefaultPoolMaxConns is the pool size when the URL sets no pool_max_conns.
+// pgx's own default (max(4, CPUs)) is too small for a server: on a 2-core
+// host, 4 connections are all taken by a burst of audited heartbeats and a
+// REST heartbeat's credential lookup waits seconds for one (issue 8 item
+// 3). The audited writes of the heartbeat path are group-committed by the
+// tracker (one connection for a whole batch), so this many connections
+// leave ample room for request reads.
+const DefaultPoolMaxConns = 24
+
+// sizePool applies the server's pool defaults to what the URL left unset:
+// DefaultPoolMaxConns connections and a 5 s connect timeout, so an
+// unreachable database fails a request instead of hanging it.
+func sizePool(cfg *pgxpool.Config, url string) {
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultPoolMaxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+}
+
 func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: invalid url: %w", err)
 	}
+	sizePool(cfg, url)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)

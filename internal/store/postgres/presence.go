@@ -244,3 +244,58 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	}
 	return out, nil
 }
+
+// ringMissedSQL is the catch-up ring of RingMissed as one statement. $1
+// receivers, $2 excluded "<agent_id>:<queue>" pairs, $3 since, $4 now, $5
+// limit (NULL: none). The picks are a MATERIALIZED CTE, evaluated once (an
+// IN subquery may be rescanned per outer row, and a rescan skips the rows
+// this statement already updated and takes the next ones past LIMIT). The
+// todos_sweep index serves the per-agent scan; rows another caller is
+// ringing are skipped (FOR UPDATE SKIP LOCKED) and the UPDATE re-checks
+// "never rung" on the committed row.
+var ringMissedSQL = `WITH pick AS MATERIALIZED (
+		SELECT id AS pick_id FROM todos
+		WHERE agent_id = ANY ($1::text[]) AND ` + sweepable + `
+		  AND ring_attempts = 0 AND last_ringed_at IS NULL AND created_at >= $3
+		  AND agent_id || ':' || queue <> ALL ($2::text[])
+		ORDER BY created_at, id
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED)
+	UPDATE todos
+	SET ring_attempts = ring_attempts + 1, last_ringed_at = $4,
+	    next_ring_at = $4::timestamptz + ` + ringDelayAfterRing + `
+	FROM pick
+	WHERE todos.id = pick.pick_id AND todos.state = 'pending' AND todos.ring_attempts = 0 AND todos.last_ringed_at IS NULL
+	RETURNING ` + todoCols
+
+// RingMissed implements store.PresenceStore (issue 8 item 2) with
+// ringMissedSQL. The rows come back in no particular order.
+func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
+	if len(p.Receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	rows, err := s.pool.Query(ctx, ringMissedSQL, storeutil.SortedUnique(p.Receivers),
+		storeutil.Strings(p.Excluded), micro(p.Since), micro(p.Now), limitArg(p.Limit))
+	if err != nil {
+		return nil, mapErr("ring missed", err)
+	}
+	out, err := collectTodos(rows)
+	if err != nil {
+		return nil, mapErr("ring missed", err)
+	}
+	return out, nil
+}
+
+// FailoverRing implements store.PresenceStore (issue 8 item 5): one
+// conditional UPDATE.
+func (s *Store) FailoverRing(ctx context.Context, p store.FailoverRingParams) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE todos
+		SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
+		    next_ring_at = $3::timestamptz + `+ringDelayAfterRing+`
+		WHERE id = $1 AND `+sweepable+` AND (last_ringed_at IS NULL OR last_ringed_at <= $2)`,
+		p.TodoID, micro(p.RungAt), micro(p.At))
+	if err != nil {
+		return false, mapErr("failover ring", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

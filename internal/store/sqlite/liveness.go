@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
@@ -127,6 +129,58 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 	})
 	return wrote, err
 }
+
+// ApplyReportedChanges implements store.LivenessStore: one BEGIN IMMEDIATE
+// transaction (one commit for the whole batch), each element compared,
+// written and audited in the order given.
+func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) ([]bool, error) {
+	wrote := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return wrote, nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		clear(wrote)
+		for i, p := range ps {
+			var mode, class sql.NullString
+			err := tx.QueryRowContext(ctx, `SELECT reported_billing_mode, reported_tool_class FROM agents WHERE id = ?`, p.AgentID).
+				Scan(&mode, &class)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return mapErr("apply reported changes", err)
+			}
+			old := store.ReportedPair{BillingMode: lvStr(mode), ToolClass: lvStr(class)}
+			if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
+				continue
+			}
+			hb := micros(p.HeartbeatAt)
+			_, err = tx.ExecContext(ctx, `UPDATE agents SET
+					reported_billing_mode = ?2, reported_tool_class = ?3,
+					reported_runtime_version = ?4, reported_state = ?5, state = ?6,
+					last_heartbeat_at = max(coalesce(last_heartbeat_at, ?7), ?7)
+				WHERE id = ?1`,
+				p.AgentID, p.BillingMode, p.ToolClass, p.RuntimeVersion, lvText(p.ReportedState), p.State, hb)
+			if err != nil {
+				return mapErr("apply reported changes", err)
+			}
+			if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+				return err
+			}
+			wrote[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return make([]bool, len(ps)), err
+	}
+	return wrote, nil
+}
+
+// DBNow implements store.LivenessStore. SQLite runs inside this process:
+// the database's clock is the operating system's (SQLite's 'now' reads it
+// too), whatever clock the service was given.
+func (s *Store) DBNow(context.Context) (time.Time, error) { return time.Now().UTC(), nil }
 
 // ApplyProjectReadiness implements store.LivenessStore (D-M2-20-10).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {

@@ -257,3 +257,73 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	}
 	return out, nil
 }
+
+// ringMissedSQL is the catch-up ring of RingMissed as one statement. ?1
+// receivers (JSON array), ?2 excluded "<agent_id>:<queue>" pairs (JSON
+// array), ?3 since, ?4 now, ?5 limit (-1: none). Writes are serialised, so
+// the outer re-check is enough for racing callers.
+var ringMissedSQL = `UPDATE todos
+	SET ring_attempts = ring_attempts + 1, last_ringed_at = ?4,
+	    next_ring_at = ?4 + ` + ringDelayAfterRing + `
+	WHERE rowid IN (
+		SELECT d.rowid FROM todos AS d
+		WHERE d.agent_id IN (SELECT value FROM json_each(?1)) AND ` + sweepable + `
+		  AND d.ring_attempts = 0 AND d.last_ringed_at IS NULL AND d.created_at >= ?3
+		  AND d.agent_id || ':' || d.queue NOT IN (SELECT value FROM json_each(?2))
+		ORDER BY d.created_at, d.id LIMIT ?5)
+	  AND state = 'pending' AND ring_attempts = 0 AND last_ringed_at IS NULL
+	RETURNING ` + todoCols
+
+// RingMissed implements store.PresenceStore (issue 8 item 2) with
+// ringMissedSQL. The rows come back in no particular order.
+func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
+	if len(p.Receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	out := []domain.Todo{}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := s.txQuery(ctx, tx, ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+			encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit)
+		if err != nil {
+			return mapErr("ring missed", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanTodo(rows)
+			if err != nil {
+				return mapErr("ring missed", err)
+			}
+			out = append(out, t)
+		}
+		return mapErr("ring missed", rows.Err())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FailoverRing implements store.PresenceStore (issue 8 item 5): one
+// conditional UPDATE.
+func (s *Store) FailoverRing(ctx context.Context, p store.FailoverRingParams) (bool, error) {
+	changed := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.txExec(ctx, tx, `UPDATE todos AS d
+			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?3,
+			    next_ring_at = ?3 + `+ringDelayAfterRing+`
+			WHERE d.id = ?1 AND `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= ?2)`,
+			p.TodoID, micros(p.RungAt), micros(p.At))
+		if err != nil {
+			return mapErr("failover ring", err)
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return mapErr("failover ring", err)
+	})
+	return changed, err
+}

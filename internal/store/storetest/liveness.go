@@ -38,6 +38,8 @@ func RunLiveness(t *testing.T, h Harness) {
 		{"Liveness/ReportedChange", testReportedChange},
 		{"Liveness/ReportedChangeConcurrent", testReportedChangeConcurrent},
 		{"Liveness/ProjectReadiness", testProjectReadiness},
+		{"Liveness/ReportedChangesBatch", testReportedChangesBatch},
+		{"Liveness/DBNow", testDBNow},
 	}
 	h.run(t, tests)
 }
@@ -402,6 +404,97 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 	}
 	if got := agentByID(t, s, a.ID).Liveness.ReportedBillingMode; got == nil || *got != modeB {
 		t.Errorf("reported_billing_mode = %v, want %s", deref(got), modeB)
+	}
+}
+
+// testReportedChangesBatch: ApplyReportedChanges is ApplyReportedChange for
+// many agents in one transaction (issue 8 item 3): each element compared
+// again and audited on its own, equal ones write nothing, an unknown agent
+// is false (not an error), and the audit chain stays whole — also when two
+// instances' batches race.
+func testReportedChangesBatch(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	stores := []store.Store{s}
+	if tw, ok := s.(Twinner); ok {
+		stores = append(stores, tw.Twin(t))
+	}
+	api, sub := "api", "subscription"
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, vend(t, s, newAgent(fmt.Sprintf("batch-%d", i), ownerID, "q")).ID)
+	}
+	// ids[0] already reports api: equal in the batch, written nothing.
+	if w, err := s.ApplyReportedChange(ctx, reportedChange(ids[0], &api, nil, at(time.Minute))); err != nil || !w {
+		t.Fatalf("pre-report: %v, %v", w, err)
+	}
+	before := len(heartbeatAudits(t, s, ids[0]))
+	ps := []store.ApplyReportedChangeParams{
+		reportedChange(ids[3], &sub, nil, at(2*time.Minute)),
+		reportedChange(ids[0], &api, nil, at(2*time.Minute)),
+		reportedChange("00000000-0000-0000-0000-000000000000", &api, nil, at(2*time.Minute)),
+		reportedChange(ids[1], &api, nil, at(2*time.Minute)),
+	}
+	wrote, err := s.ApplyReportedChanges(ctx, ps)
+	must(t, "ApplyReportedChanges", err)
+	if want := []bool{true, false, false, true}; fmt.Sprint(wrote) != fmt.Sprint(want) {
+		t.Fatalf("wrote = %v, want %v", wrote, want)
+	}
+	if n := len(heartbeatAudits(t, s, ids[0])); n != before {
+		t.Errorf("the equal element was audited: %d entries, want %d", n, before)
+	}
+	for _, id := range []string{ids[1], ids[3]} {
+		if es := heartbeatAudits(t, s, id); len(es) != 1 {
+			t.Errorf("agent %s: %d agent.heartbeat entries, want 1", id, len(es))
+		}
+	}
+	if got := agentByID(t, s, ids[3]).Liveness; got.ReportedBillingMode == nil || *got.ReportedBillingMode != sub || got.State != "online" {
+		t.Errorf("ids[3] stored %+v", got)
+	}
+	// Two instances' batches over the same agents: each change audited
+	// exactly once, the chain verifies.
+	errs := parallel(2, func(i int) error {
+		var ps []store.ApplyReportedChangeParams
+		for _, id := range ids[2:] {
+			ps = append(ps, reportedChange(id, &sub, &sub, at(3*time.Minute)))
+		}
+		_, err := stores[i%len(stores)].ApplyReportedChanges(ctx, ps)
+		return err
+	})
+	for _, err := range errs {
+		must(t, "racing batches", err)
+	}
+	for _, id := range ids[2:] {
+		n := 2 // ids[3] was reported once before
+		if id != ids[3] {
+			n = 1
+		}
+		if es := heartbeatAudits(t, s, id); len(es) != n {
+			t.Errorf("agent %s after racing batches: %d entries, want %d", id, len(es), n)
+		}
+	}
+	res, err := s.VerifyAudit(ctx)
+	must(t, "VerifyAudit", err)
+	if !res.OK {
+		t.Errorf("VerifyAudit = %+v, want ok", res)
+	}
+	if w, err := s.ApplyReportedChanges(ctx, nil); err != nil || len(w) != 0 {
+		t.Errorf("empty batch: %v, %v", w, err)
+	}
+}
+
+// testDBNow: the database's clock is a real, current time (the test runs
+// on the same host: within a minute of this process's clock) and moves
+// forward.
+func testDBNow(t *testing.T, in Instance) {
+	a, err := in.Store.DBNow(t.Context())
+	must(t, "DBNow", err)
+	if d := time.Since(a); d > time.Minute || d < -time.Minute {
+		t.Fatalf("DBNow = %s, %s from this host's clock", a, d)
+	}
+	b, err := in.Store.DBNow(t.Context())
+	must(t, "DBNow", err)
+	if b.Before(a) {
+		t.Errorf("DBNow went back: %s then %s", a, b)
 	}
 }
 

@@ -40,6 +40,9 @@ func RunPresence(t *testing.T, h Harness) {
 		{"Presence/SweepFilters", testSweepFilters},
 		{"Presence/SweepReapedKeepsRing", testSweepReaped},
 		{"Presence/SweepRaceRingsOnce", testSweepRace},
+		{"Presence/RingMissed", testRingMissed},
+		{"Presence/RingMissedRaceRingsOnce", testRingMissedRace},
+		{"Presence/FailoverRing", testFailoverRing},
 	}
 	h.run(t, tests)
 }
@@ -848,5 +851,142 @@ func testSweepRace(t *testing.T, in Instance) {
 		if n := getTodo(t, s, id).RingAttempts; n != 1 {
 			t.Errorf("todo %s: ring_attempts = %d, want 1", id, n)
 		}
+	}
+}
+
+// testRingMissed: the catch-up ring after a lost bus listener (issue 8
+// item 2) rings, in one statement, the never-rung pending push-eligible
+// todos of the receivers created since Since, and only those; it counts
+// the ring like the sweep; a second call finds nothing.
+func testRingMissed(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("ma", ownerID, "build", "reviews"))
+	b := vend(t, s, newAgent("mb", ownerID, "build"))
+	c := vend(t, s, newAgent("mc", ownerID, "build")) // not a receiver
+	since := at(time.Minute)
+	old := push(t, s, newTodo(a.ID, "build", at(30*time.Second))) // before the gap
+	aBuild := push(t, s, newTodo(a.ID, "build", since))
+	aReviews := push(t, s, newTodo(a.ID, "reviews", at(2*time.Minute))) // excluded queue
+	bBuild := push(t, s, newTodo(b.ID, "build", at(3*time.Minute)))
+	cBuild := push(t, s, newTodo(c.ID, "build", at(3*time.Minute)))
+	rung := push(t, s, newTodo(b.ID, "build", at(2*time.Minute)))
+	markRung(t, s, rung.ID, at(2*time.Minute))
+	digested := push(t, s, newTodo(b.ID, "build", at(2*time.Minute)))
+	_, err := s.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: b.ID, IDs: []string{digested.ID}, At: at(2 * time.Minute)})
+	must(t, "MarkDigestRung", err)
+	notEligible := newTodo(a.ID, "build", at(2*time.Minute))
+	notEligible.PushEligible, notEligible.CreatedBy = false, "agent:"+a.ID
+	push(t, s, notEligible)
+	claimed := push(t, s, newTodo(a.ID, "build", at(2*time.Minute)))
+	claim(t, s, a, claimed.ID, time.Hour, at(2*time.Minute))
+
+	if got, err := s.RingMissed(ctx, store.MissedRingParams{Since: since, Now: at(4 * time.Minute)}); err != nil || len(got) != 0 {
+		t.Fatalf("RingMissed without receivers = %d, %v", len(got), err)
+	}
+	now := at(4 * time.Minute)
+	got, err := s.RingMissed(ctx, store.MissedRingParams{Receivers: []string{a.ID, b.ID, a.ID}, Excluded: []string{a.ID + ":reviews"},
+		Since: since, Now: now, Limit: 10})
+	must(t, "RingMissed", err)
+	diff(t, "rung by the catch-up", sorted(aBuild.ID, bBuild.ID), todoIDs(got))
+	for _, td := range got {
+		if td.RingAttempts != 1 {
+			t.Errorf("returned todo %s with ring_attempts %d, want 1", td.ID, td.RingAttempts)
+		}
+	}
+	ringState(t, s, aBuild.ID, 1, &now, ptr(now.Add(delay(t, 1))))
+	for _, id := range []string{old.ID, aReviews.ID, cBuild.ID, notEligible.ID, claimed.ID, digested.ID} {
+		if got := getTodo(t, s, id); got.RingAttempts != 0 {
+			t.Errorf("todo %s (%s, %s) was rung", id, got.Queue, got.State)
+		}
+	}
+	if got := getTodo(t, s, rung.ID); got.RingAttempts != 1 {
+		t.Errorf("already rung todo: ring_attempts %d, want 1", got.RingAttempts)
+	}
+	again, err := s.RingMissed(ctx, store.MissedRingParams{Receivers: []string{a.ID, b.ID}, Excluded: []string{a.ID + ":reviews"},
+		Since: since, Now: at(5 * time.Minute), Limit: 10})
+	must(t, "RingMissed", err)
+	diff(t, "second catch-up", []string{}, todoIDs(again))
+	// Limit: the oldest first.
+	d := vend(t, s, newAgent("md", ownerID, "build"))
+	var ids []string
+	for i := range 4 {
+		ids = append(ids, push(t, s, newTodo(d.ID, "build", at(time.Duration(10+i)*time.Minute))).ID)
+	}
+	lim, err := s.RingMissed(ctx, store.MissedRingParams{Receivers: []string{d.ID}, Since: since, Now: at(20 * time.Minute), Limit: 2})
+	must(t, "RingMissed", err)
+	diff(t, "limited catch-up", sorted(ids[0], ids[1]), todoIDs(lim))
+}
+
+// testRingMissedRace: catch-ups of one receiver racing on two instances
+// ring every missed todo exactly once.
+func testRingMissedRace(t *testing.T, in Instance) {
+	s := in.Store
+	stores := []store.PresenceStore{s, twinOrSelf(t, s)}
+	a := vend(t, s, newAgent("mrace", ownerID, "build"))
+	for i := range 6 {
+		push(t, s, newTodo(a.ID, "build", at(time.Duration(i)*time.Second)))
+	}
+	const n = 10
+	rung := make([][]domain.Todo, n)
+	errs := parallel(n, func(i int) error {
+		var err error
+		rung[i], err = stores[i%2].RingMissed(t.Context(), store.MissedRingParams{Receivers: []string{a.ID}, Since: Base, Now: at(time.Minute), Limit: 10})
+		return err
+	})
+	var all []domain.Todo
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("catch-up %d: %v", i, err)
+		}
+		all = append(all, rung[i]...)
+	}
+	got := todoIDs(all)
+	if len(got) != 6 || len(got) != len(slices.Compact(slices.Clone(got))) {
+		t.Errorf("racing catch-ups rang %v, want each of the 6 todos once", got)
+	}
+}
+
+// testFailoverRing: a failover ring is counted only for a pending todo
+// with ring budget left that nobody rang after the ring being failed over.
+func testFailoverRing(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("fo", ownerID, "build"))
+	td := push(t, s, newTodo(a.ID, "build", Base))
+	rung := at(time.Second)
+	markRung(t, s, td.ID, rung)
+	fo := func(id string, rungAt, now time.Time) bool {
+		t.Helper()
+		ok, err := s.FailoverRing(ctx, store.FailoverRingParams{TodoID: id, RungAt: rungAt, At: now})
+		must(t, "FailoverRing", err)
+		return ok
+	}
+	now := at(31 * time.Second)
+	if !fo(td.ID, rung, now) {
+		t.Fatal("failover of a pending todo rung once was refused")
+	}
+	ringState(t, s, td.ID, 2, &now, ptr(now.Add(delay(t, 2))))
+	if fo(td.ID, rung, at(time.Minute)) {
+		t.Error("a failover of a ring that is no longer the last one was counted")
+	}
+	// Budget: at MaxRings nothing more.
+	last := now
+	for i := 2; i < domain.MaxRings; i++ {
+		next := last.Add(time.Minute)
+		if !fo(td.ID, last, next) {
+			t.Fatalf("failover %d refused", i)
+		}
+		last = next
+	}
+	if fo(td.ID, last, last.Add(time.Minute)) {
+		t.Errorf("a failover past the ring budget (%d) was counted", domain.MaxRings)
+	}
+	// Not pending: nothing.
+	c := push(t, s, newTodo(a.ID, "build", Base))
+	claim(t, s, a, c.ID, time.Hour, at(time.Second))
+	if fo(c.ID, at(time.Second), now) {
+		t.Error("a claimed todo was failed over")
+	}
+	if fo("00000000-0000-0000-0000-000000000000", rung, now) {
+		t.Error("an unknown todo was failed over")
 	}
 }

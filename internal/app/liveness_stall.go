@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// A stall of the server is not the agents' fault (DESIGN.md §4, issue 8
+// item 4). When the process could not run — SIGSTOP, a long scheduling or
+// GC pause, a suspended VM — the heartbeats of its agents wait on their
+// sockets, and a deadline that passed meanwhile says nothing about the
+// agents. The StallDetector notices such gaps with a monotonic ticker: a
+// tick that comes far later than its period (at least the threshold) is a
+// stall from the previous tick to this one. Every deadline that ran
+// during a stall is extended by it: the tracker's offline deadlines and
+// the gateway's 4009 deadlines add Since(start of their wait).
+//
+// A deadline's callback may run before the ticker's after the process
+// resumes (both were due); it calls Check first, so the stall is always
+// recorded before any deadline is judged.
+
+// DefaultStallThreshold is the gap of the ticker that counts as a stall
+// (the server's setting; LivenessConfig.StallThreshold 0 keeps the
+// detector off, as in tests whose fake clock jumps on purpose).
+const DefaultStallThreshold = time.Second
+
+// stallMemory is how long a stall is remembered: far beyond any deadline
+// it could extend.
+const stallMemory = 30 * time.Minute
+
+// StallDetector records when the process could not run. Safe for
+// concurrent use. A nil *StallDetector records nothing and extends
+// nothing.
+type StallDetector struct {
+	clock     clockwork.Clock
+	threshold time.Duration
+	period    time.Duration
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	last   time.Time // the last check (a monotonic reading of clock)
+	stalls []stall   // oldest first, within stallMemory
+}
+
+type stall struct{ from, to time.Time }
+
+func newStallDetector(clock clockwork.Clock, threshold time.Duration, log *slog.Logger) *StallDetector {
+	if threshold <= 0 {
+		return nil
+	}
+	return &StallDetector{clock: clock, threshold: threshold, period: min(threshold/4, 250*time.Millisecond), log: log, last: clock.Now()}
+}
+
+// run ticks until ctx ends (Tracker.Start runs it).
+func (d *StallDetector) run(ctx context.Context) {
+	if d == nil {
+		return
+	}
+	d.Check()
+	t := d.clock.NewTimer(d.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+		d.Check()
+		t.Reset(d.period)
+	}
+}
+
+// Check notes that the process runs now; a gap since the previous check of
+// at least the threshold is recorded as a stall. It returns the stall it
+// recorded (zero when none).
+func (d *StallDetector) Check() time.Duration {
+	if d == nil {
+		return 0
+	}
+	now := d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gap := now.Sub(d.last)
+	if gap <= 0 {
+		return 0
+	}
+	from := d.last
+	d.last = now
+	if gap < d.threshold {
+		return 0
+	}
+	d.stalls = append(d.stalls, stall{from: from, to: now})
+	for len(d.stalls) > 0 && now.Sub(d.stalls[0].to) > stallMemory {
+		d.stalls = d.stalls[1:]
+	}
+	if len(d.stalls) > 256 {
+		d.stalls = d.stalls[len(d.stalls)-256:]
+	}
+	d.log.Warn("the server could not run (stall); deadlines are extended by it", "stall", gap.Round(time.Millisecond))
+	return gap
+}
+
+// Since returns how long the process was stalled after t: the deadlines of
+// waits that began at t move by this much.
+func (d *StallDetector) Since(t time.Time) time.Duration {
+	if d == nil {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var sum time.Duration
+	for i := len(d.stalls) - 1; i >= 0; i-- {
+		s := d.stalls[i]
+		if !s.to.After(t) {
+			break
+		}
+		from := s.from
+		if from.Before(t) {
+			from = t
+		}
+		sum += s.to.Sub(from)
+	}
+	return sum
+}
+
+// Stalls returns the process's stall detector (nil when it is off), which
+// the gateway consults for its 4009 deadlines.
+func (t *Tracker) Stalls() *StallDetector { return t.stalls }

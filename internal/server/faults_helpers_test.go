@@ -1,0 +1,342 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/config"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/server"
+)
+
+// wait bounds every "eventually" of these tests; reaching it fails the
+// test (it is not a timing assertion).
+const wait = 20 * time.Second
+
+func sharedPG(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("ROLLCALL_TEST_POSTGRES")
+	if u == "" {
+		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("ROLLCALL_REQUIRE_POSTGRES=1 but ROLLCALL_TEST_POSTGRES is not set")
+		}
+		t.Skip("ROLLCALL_TEST_POSTGRES not set")
+	}
+	return u
+}
+
+func randHex() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// withDB returns base with its database replaced by name.
+func withDB(t *testing.T, base, name string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// adminExec runs one statement on the server's maintenance database.
+func adminExec(t *testing.T, base, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// freshDB creates a database of its own on the server at base and drops it
+// at cleanup.
+func freshDB(t *testing.T, base string) string {
+	t.Helper()
+	name := "rc_doorbell_" + randHex()
+	adminExec(t, base, "CREATE DATABASE "+name)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			conn.Close(context.Background())
+		}
+	})
+	return withDB(t, base, name)
+}
+
+// instance is one in-process `rollcall serve`.
+type instance struct {
+	srv   *server.Server
+	base  string
+	admin domain.Person
+	token string
+}
+
+const adminToken = "rcp_faults-test-admin-token-000000000000000000000"
+
+// startInstance opens and serves one server on the store URL, with the
+// given extra environment (ROLLCALL_… = value), until the test ends.
+func startInstance(t *testing.T, storeURL string, env ...string) *instance {
+	t.Helper()
+	environ := append([]string{"ROLLCALL_STORE=" + storeURL, "ROLLCALL_LISTEN=127.0.0.1:0", "ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, env...)
+	cfg, err := config.Load(nil, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.Open(ctx, cfg, server.Options{Log: log})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			t.Error("server did not shut down")
+		}
+	})
+	in := &instance{srv: srv, base: srv.URL, token: adminToken}
+	if in.admin, err = srv.Service.AuthenticatePerson(context.Background(), adminToken); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// readyz returns the status of GET /readyz.
+func (in *instance) readyz(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get(in.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// eventually polls cond until it holds, failing after wait.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, wait)
+		}
+		time.Sleep(10 * time.Millisecond) // polling an observable state
+	}
+}
+
+// agentSession is a real mcp-go client on one MCP session with its GET
+// stream open; notes receives the meta of each channel notification.
+type agentSession struct {
+	t     *testing.T
+	c     *mcpclient.Client
+	id    string
+	notes chan map[string]string
+}
+
+func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession {
+	t.Helper()
+	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+	tr, err := transport.NewStreamableHTTP(in.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
+		transport.WithContinuousListening(), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &agentSession{t: t, c: mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)), notes: make(chan map[string]string, 256)}
+	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method != domain.ChannelMethod {
+			return
+		}
+		meta := map[string]string{}
+		if m, ok := n.Params.AdditionalFields["meta"].(map[string]any); ok {
+			for k, v := range m {
+				meta[k], _ = v.(string)
+			}
+		}
+		s.notes <- meta
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := s.c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.c.Close() })
+	if _, err := s.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
+		ClientInfo: mcp.Implementation{Name: "faults", Version: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.id = s.c.GetSessionId()
+	eventually(t, "the session's GET stream is open", func() bool {
+		for _, si := range in.srv.MCP.AgentSessions(agentID) {
+			if si.ID == s.id && si.Streaming {
+				return true
+			}
+		}
+		return false
+	})
+	return s
+}
+
+// next returns the next channel notification's meta. A reconnect digest
+// is skipped: the stream's opening may race the test's first push.
+func (s *agentSession) next(what string) map[string]string {
+	s.t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case m := <-s.notes:
+			if m["kind"] == "digest" && m["reason"] == "reconnect" {
+				continue
+			}
+			return m
+		case <-deadline:
+			s.t.Fatalf("%s: no channel notification within %v", what, wait)
+			return nil
+		}
+	}
+}
+
+// none asserts that no notification is queued for the client now.
+func (s *agentSession) none(what string) {
+	s.t.Helper()
+	select {
+	case m := <-s.notes:
+		s.t.Fatalf("%s: unexpected notification %v", what, m)
+	default:
+	}
+}
+
+func vend(t *testing.T, in *instance, handle string) app.VendResult {
+	t.Helper()
+	res, err := in.srv.Service.Vend(context.Background(), in.admin, app.VendInput{Handle: handle, Queues: []string{"q1"}, Verbs: domain.ScopeVerbs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func push(t *testing.T, in *instance, handle, title string) domain.Todo {
+	t.Helper()
+	td, created, err := in.srv.Service.PushTodo(context.Background(), in.admin, handle, app.PushInput{Queue: "q1", Title: title})
+	if err != nil || !created {
+		t.Fatalf("PushTodo: %v %v", created, err)
+	}
+	return td
+}
+
+// throwawayCluster starts a PostgreSQL cluster of its own (never the shared
+// one) from the Debian binaries, on a free loopback port, and returns its
+// URL and stop/start controls. Skipped when the binaries are missing.
+type cluster struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	port    int
+	URL     string
+	asPG    []string
+	stopped bool
+}
+
+func throwawayCluster(t *testing.T) *cluster {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(bins) == 0 {
+		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("no PostgreSQL binaries (/usr/lib/postgresql/*/bin) for a throwaway cluster")
+		}
+		t.Skip("no PostgreSQL binaries for a throwaway cluster")
+	}
+	sort.Strings(bins)
+	c := &cluster{t: t, bin: filepath.Dir(bins[len(bins)-1])}
+	dir, err := os.MkdirTemp("", "rollcall-doorbell-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dir = dir
+	if os.Getuid() == 0 {
+		if err := exec.Command("chown", "postgres", dir).Run(); err != nil {
+			t.Fatal(err)
+		}
+		c.asPG = []string{"runuser", "-u", "postgres", "--"}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c.run("initdb", "-A", "trust", "-U", "postgres", "-D", filepath.Join(dir, "data"))
+	c.Start()
+	t.Cleanup(func() {
+		_ = c.cmd("pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "immediate", "stop").Run()
+		os.RemoveAll(dir)
+	})
+	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
+	return c
+}
+
+func (c *cluster) cmd(name string, args ...string) *exec.Cmd {
+	argv := append(append(append([]string{}, c.asPG...), filepath.Join(c.bin, name)), args...)
+	return exec.Command(argv[0], argv[1:]...)
+}
+
+func (c *cluster) run(name string, args ...string) {
+	c.t.Helper()
+	if out, err := c.cmd(name, args...).CombinedOutput(); err != nil {
+		c.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// Start starts (or restarts) the cluster and waits until it accepts
+// connections.
+func (c *cluster) Start() {
+	c.t.Helper()
+	c.run("pg_ctl", "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "pg.log"), "-w",
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100", c.port, c.dir), "start")
+	c.stopped = false
+}
+
+// Stop stops the cluster (fast shutdown: every backend is terminated).
+func (c *cluster) Stop() {
+	c.t.Helper()
+	c.run("pg_ctl", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
+	c.stopped = true
+}

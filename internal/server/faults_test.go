@@ -1,0 +1,186 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/bus/pgbus"
+)
+
+// nextEvent waits for the next event of kind on the subscription.
+func nextEvent(t *testing.T, sub *app.EventSubscription, kind string) app.Event {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case ev, ok := <-sub.C():
+			if !ok {
+				t.Fatal("event subscription closed")
+			}
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within %v", kind, wait)
+			return app.Event{}
+		}
+	}
+}
+
+func transitionOf(t *testing.T, ev app.Event) app.PresenceTransitionData {
+	t.Helper()
+	var d app.PresenceTransitionData
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestListenerTerminatedNothingLost is issue 8 item 2 across a
+// pg_terminate_backend of one instance's LISTEN connection, on the shared
+// PostgreSQL (only a backend of this test is killed). Two instances A and
+// B share a fresh database; the agent's MCP session (a real mcp-go client)
+// is on B. B's listener is terminated and, so that the outage lasts while
+// the test acts, the test database refuses new connections until the act
+// is done (existing ones keep working). During the outage B's /readyz is
+// 503. A todo pushed through A meanwhile is rung on B's session once B's
+// listener is back (catch-up), exactly once; a presence transition
+// claimed by A meanwhile reaches B's event hub, and on "in" B's session
+// gets its digest.
+func TestListenerTerminatedNothingLost(t *testing.T) {
+	shared := sharedPG(t)
+	dbURL := freshDB(t, shared)
+	u, _ := url.Parse(dbURL)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	a := startInstance(t, dbURL)
+	b := startInstance(t, dbURL)
+	bbus := b.srv.Bus.(*pgbus.Bus)
+
+	ada := vend(t, a, "ada")
+	sess := openSession(t, b, ada.Agent.ID, ada.Credential)
+	first := push(t, a, "ada", "before the outage")
+	if m := sess.next("doorbell before the outage"); m["todo_id"] != first.ID {
+		t.Fatalf("first doorbell %v, want todo %s", m, first.ID)
+	}
+	sub, err := b.srv.Service.Events.Subscribe(b.admin.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	outage := func(act func()) {
+		t.Helper()
+		adminExec(t, shared, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS false")
+		reopened := false
+		reopen := func() {
+			if !reopened {
+				reopened = true
+				adminExec(t, shared, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS true")
+			}
+		}
+		defer reopen()
+		pid := bbus.ListenerPID()
+		if pid == 0 {
+			t.Fatal("B has no listener")
+		}
+		adminExec(t, shared, "SELECT pg_terminate_backend($1)", int32(pid))
+		eventually(t, "B notices its listener is gone", func() bool { return bbus.Listening() != nil })
+		if code := b.readyz(t); code != http.StatusServiceUnavailable {
+			t.Errorf("B /readyz during the listener outage = %d, want 503", code)
+		}
+		act()
+		reopen()
+		eventually(t, "B's listener is back", func() bool { return bbus.Listening() == nil })
+		eventually(t, "B /readyz is 200 again", func() bool { return b.readyz(t) == http.StatusOK })
+	}
+
+	// A todo pushed through A while B's listener is down.
+	var missed string
+	outage(func() { missed = push(t, a, "ada", "pushed during the outage").ID })
+	if m := sess.next("doorbell of the todo pushed during the outage"); m["todo_id"] != missed {
+		t.Fatalf("doorbell %v, want todo %s", m, missed)
+	}
+	after := push(t, a, "ada", "after the outage")
+	if m := sess.next("doorbell after the outage"); m["todo_id"] != after.ID {
+		t.Fatalf("doorbell %v, want todo %s (the missed one exactly once)", m, after.ID)
+	}
+
+	// A transition claimed by A while B's listener is down.
+	outage(func() {
+		if _, err := a.srv.Service.SetPresence(context.Background(), a.admin, "ada", app.PresenceInput{Presence: "out"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if d := transitionOf(t, nextEvent(t, sub, app.EventPresenceTransition)); d.Presence != "out" || d.Reason != app.ReasonOperator {
+		t.Fatalf("B's event after the outage: %+v, want out/operator", d)
+	}
+	outage(func() {
+		if _, err := a.srv.Service.ClearPresence(context.Background(), a.admin, "ada"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if d := transitionOf(t, nextEvent(t, sub, app.EventPresenceTransition)); d.Presence != "in" {
+		t.Fatalf("B's event after the outage: %+v, want in", d)
+	}
+	if m := sess.next("digest on B after the missed clock-in"); m["kind"] != "digest" || m["pending"] != "3" {
+		t.Fatalf("notification %v, want a digest of 3 pending", m)
+	}
+}
+
+// TestDatabaseRestartNothingLost is issue 8 item 2 across a 3 s stop and
+// start of PostgreSQL with ONE instance, on a throwaway cluster this test
+// starts itself (the shared server is never stopped). While the database
+// is down /readyz is 503. Right after the start — the listener still
+// reconnecting — a pushed todo is rung on the instance's own session (local
+// doorbells do not travel through NOTIFY), and a presence transition
+// reaches the instance's own event hub.
+func TestDatabaseRestartNothingLost(t *testing.T) {
+	c := throwawayCluster(t)
+	dbURL := freshDB(t, c.URL)
+	a := startInstance(t, dbURL)
+	ada := vend(t, a, "ada")
+	sess := openSession(t, a, ada.Agent.ID, ada.Credential)
+	first := push(t, a, "ada", "before the outage")
+	if m := sess.next("doorbell before the outage"); m["todo_id"] != first.ID {
+		t.Fatalf("first doorbell %v", m)
+	}
+	sub, err := a.srv.Service.Events.Subscribe(a.admin.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	c.Stop()
+	eventually(t, "/readyz is 503 while the database is down", func() bool { return a.readyz(t) == http.StatusServiceUnavailable })
+	time.Sleep(3 * time.Second) // the outage itself
+	c.Start()
+
+	retry := func(what string, f func() error) {
+		t.Helper()
+		eventually(t, what, func() bool { return f() == nil })
+	}
+	var td string
+	retry("a push right after the restart", func() error {
+		got, _, err := a.srv.Service.PushTodo(context.Background(), a.admin, "ada", app.PushInput{Queue: "q1", Title: "right after the restart"})
+		td = got.ID
+		return err
+	})
+	if m := sess.next("doorbell right after the restart"); m["todo_id"] != td {
+		t.Fatalf("doorbell %v, want todo %s", m, td)
+	}
+	retry("a presence write right after the restart", func() error {
+		_, err := a.srv.Service.SetPresence(context.Background(), a.admin, "ada", app.PresenceInput{Presence: "out"})
+		return err
+	})
+	if d := transitionOf(t, nextEvent(t, sub, app.EventPresenceTransition)); d.Presence != "out" {
+		t.Fatalf("event after the restart: %+v, want out", d)
+	}
+	eventually(t, "/readyz is 200 once the listener is back", func() bool { return a.readyz(t) == http.StatusOK })
+	sess.none("no second doorbell")
+}
