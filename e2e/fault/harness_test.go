@@ -258,8 +258,9 @@ func (c *cluster) newDatabase(t *testing.T) string {
 	return name
 }
 
-// listeners returns the backend pids of role's LISTEN connections on db:
-// the bus listener is the one connection whose last statement is LISTEN.
+// listeners returns the backend pids of role's bus listener connections on
+// db: application_name "rollcall bus listener" (or, on servers that do not
+// name it, the one connection whose last statement is LISTEN).
 func (c *cluster) listeners(t *testing.T, role, db string) []int {
 	t.Helper()
 	pids, _ := c.listenersErr(role, db) // the cluster may be restarting; callers poll
@@ -267,7 +268,8 @@ func (c *cluster) listeners(t *testing.T, role, db string) []int {
 }
 
 func (c *cluster) listenersErr(role, db string) ([]int, error) {
-	rows, err := c.db.Query(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND datname = $2 AND query ILIKE 'listen %'`, role, db)
+	rows, err := c.db.Query(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND datname = $2
+		AND (application_name = 'rollcall bus listener' OR query ILIKE 'listen %')`, role, db)
 	if err != nil {
 		return nil, err
 	}
