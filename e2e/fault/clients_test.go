@@ -114,6 +114,19 @@ func (s *session) bellWithin(d time.Duration, todoID string) (doorbell, bool) {
 	}
 }
 
+// missing waits up to d in all for the doorbells of ids and returns how
+// many did not come.
+func (s *session) missing(d time.Duration, ids []string) int {
+	deadline := time.Now().Add(d)
+	n := 0
+	for _, id := range ids {
+		if _, ok := s.bellWithin(time.Until(deadline), id); !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // ---- an MCP client in a child process (to freeze and kill) ----
 
 const childEnv = "ROLLCALL_FAULT_CHILD"

@@ -340,12 +340,7 @@ func TestFaultFrozenClient(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		ids = append(ids, push(t, a, "duo", fmt.Sprintf("while the other client is frozen %d", i)))
 	}
-	missing := 0
-	for _, id := range ids {
-		if _, ok := live.bellWithin(wait, id); !ok {
-			missing++
-		}
-	}
+	missing := live.missing(wait, ids)
 	if missing > 0 {
 		t.Errorf("the live session received %d of %d doorbells while the other client was frozen", len(ids)-missing, len(ids))
 	}
@@ -356,12 +351,7 @@ func TestFaultFrozenClient(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		after = append(after, push(t, a, "duo", fmt.Sprintf("as the other client dies %d", i)))
 	}
-	missing = 0
-	for _, id := range after {
-		if _, ok := live.bellWithin(wait, id); !ok {
-			missing++
-		}
-	}
+	missing = live.missing(wait, after)
 	if missing > 0 {
 		t.Errorf("the live session received %d of %d doorbells pushed as the other client was killed", len(after)-missing, len(after))
 	}
