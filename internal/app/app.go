@@ -45,6 +45,10 @@ type Options struct {
 	EvaluateInterval time.Duration
 	// SweepInterval is the doorbell sweep period (doorbell.sweep_interval, default 30 s).
 	SweepInterval time.Duration
+	// FailoverAfter is doorbell.failover_after (default 30 s): a todo rung
+	// on one of several sessions of its agent here and still unclaimed this
+	// long after is rung on another (DESIGN.md §3.8, issue 8 item 5).
+	FailoverAfter time.Duration
 	// Liveness configures the heartbeat tracker (DESIGN.md §5.3 keys); zero
 	// fields take the defaults of §5.3.
 	Liveness LivenessConfig
@@ -65,6 +69,8 @@ type Service struct {
 	publicURL  string
 	evalEvery  time.Duration
 	sweepEvery time.Duration
+
+	failoverAfter time.Duration
 
 	hubMu sync.RWMutex
 	hub   SessionHub
@@ -102,8 +108,11 @@ func New(o Options) *Service {
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = 30 * time.Second
 	}
+	if o.FailoverAfter <= 0 {
+		o.FailoverAfter = DefaultFailoverAfter
+	}
 	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, metrics: o.Metrics, instance: o.InstanceID}
+		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, metrics: o.Metrics, instance: o.InstanceID}
 	if s.metrics == nil {
 		s.metrics = NopMetrics{}
 	}

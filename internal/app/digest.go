@@ -47,7 +47,7 @@ func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
 		return false
 	}
 	var target string
-	for _, si := range pickOrder(hub.AgentSessions(agentID), 0) {
+	for _, si := range pickOrder(hub.AgentSessions(agentID), 0, d.s.Doorbell.bad(d.s.now())) {
 		if si.Streaming {
 			target = si.ID
 			break

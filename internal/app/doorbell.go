@@ -25,6 +25,14 @@ type SessionInfo struct {
 	// a request of it (a GET stream included) is in flight, else the end of
 	// its last request.
 	LastActive time.Time
+	// LastRequestAt is the end of the session's last POST (zero = none
+	// since initialize): proof that the client still acts, which a held-open
+	// GET stream is not.
+	LastRequestAt time.Time
+	// Stalled is true after a write on the session's stream ran past the
+	// write deadline, until the client acts again (a POST or a new stream):
+	// such a session is not preferred (issue 8 item 5).
+	Stalled bool
 }
 
 // SessionLiveWindow: a session without an open stream whose client has not
@@ -73,12 +81,18 @@ type Doorbell struct {
 	rr     map[string]int // agent id → round-robin cursor
 	marks  chan store.MarkRungParams
 
+	failoverAfter time.Duration
+	fo            []failover           // rings to check, in due order (fo[foHead:])
+	foHead        int                  //
+	suspect       map[string]time.Time // session id → when a ring on it went unanswered
+
 	// OnRing, when set, observes every doorbell queued (metrics, tests).
 	OnRing func(sessionID string, m domain.ChannelMessage)
 }
 
 func newDoorbell(s *Service) *Doorbell {
-	d := &Doorbell{s: s, recent: newDedup(DoorbellDedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096)}
+	d := &Doorbell{s: s, recent: newDedup(DoorbellDedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096),
+		failoverAfter: s.failoverAfter, suspect: map[string]time.Time{}}
 	s.bus.Subscribe(bus.ChannelTodoReady, d.onTodoReady)
 	s.bus.Subscribe(bus.ChannelAgentSessions, s.onAgentSessions)
 	return d
@@ -144,7 +158,7 @@ func (d *Doorbell) deliver(r domain.TodoReady, kind ringKind) bool {
 		d.mu.Unlock()
 		return false
 	}
-	order := pickOrder(sessions, d.rr[r.AgentID])
+	order := pickOrder(sessions, d.rr[r.AgentID], d.badLocked(now))
 	d.rr[r.AgentID]++
 	d.mu.Unlock()
 
@@ -156,6 +170,9 @@ func (d *Doorbell) deliver(r domain.TodoReady, kind ringKind) bool {
 		d.s.metrics.DoorbellRung()
 		if d.OnRing != nil {
 			d.OnRing(si.ID, msg)
+		}
+		if len(sessions) > 1 {
+			d.watch(r, si.ID, []string{si.ID}, now)
 		}
 		if onCreate {
 			select {
@@ -174,20 +191,31 @@ func (d *Doorbell) deliver(r domain.TodoReady, kind ringKind) bool {
 	return false
 }
 
-// pickOrder orders sessions for delivery: streaming ones first, rotating
-// among them by cursor so load spreads, then streamless ones (their push is
-// held by the transport until a stream opens, or dropped).
-func pickOrder(ss []SessionInfo, cursor int) []SessionInfo {
+// pickOrder orders sessions for delivery: streaming ones the client is
+// known to read first, rotating among them by cursor so load spreads; then
+// streaming ones that are bad (a ring on them went unanswered, or a write
+// stalled); then streamless ones (their push is held by the transport
+// until a stream opens, or dropped). bad may be nil.
+func pickOrder(ss []SessionInfo, cursor int, bad func(SessionInfo) bool) []SessionInfo {
+	rank := func(si SessionInfo) int {
+		switch {
+		case !si.Streaming:
+			return 2
+		case si.Stalled || (bad != nil && bad(si)):
+			return 1
+		}
+		return 0
+	}
 	out := make([]SessionInfo, len(ss))
 	copy(out, ss)
 	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Streaming != out[j].Streaming {
-			return out[i].Streaming
+		if ri, rj := rank(out[i]), rank(out[j]); ri != rj {
+			return ri < rj
 		}
 		return out[i].ID < out[j].ID
 	})
 	n := 0
-	for n < len(out) && out[n].Streaming {
+	for n < len(out) && rank(out[n]) == 0 {
 		n++
 	}
 	if n > 1 {

@@ -137,9 +137,11 @@ type lvShard struct {
 }
 
 // lvEntry is what the tracker knows of one agent. Every field is guarded by
-// mu, which also serialises the heartbeats of one agent.
+// mu (held only for memory, never across a store call); hbMu serialises the
+// heartbeats of one agent, store writes included.
 type lvEntry struct {
-	mu sync.Mutex
+	hbMu sync.Mutex // serialises the agent's heartbeats, store writes included
+	mu   sync.Mutex
 
 	id, handle, owner string
 	active            bool
@@ -385,17 +387,30 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef st
 	return t.HeartbeatAt(ctx, p, agentRef, body, time.Time{})
 }
 
-// Arrive notes, on a transport's read path, that a heartbeat of the agent
-// arrived now, before its agent part runs (the gateway processes that off
-// its read loop): until the part is done, the agent's deadline runs from
-// this arrival (liveness first, DESIGN.md §5.2). It returns the arrival
-// time (database clock) to pass to HeartbeatAt.
-func (t *Tracker) Arrive(agentID string) time.Time {
+// Arrive is the first, in-memory step of a heartbeat with member agent on
+// a transport that runs the rest off its read path (the gateway): the
+// per-principal rate limit (*RateLimitedError, as Heartbeat), then it
+// notes that a heartbeat of the agent arrived now, so until its agent part
+// is done the agent's deadline runs from this arrival (liveness first,
+// DESIGN.md §5.2). It returns the arrival time (database clock) to pass to
+// HeartbeatAt, which then takes no second token.
+func (t *Tracker) Arrive(p domain.Principal, agentID string) (time.Time, error) {
 	now := t.now()
+	if err := t.allow(p, now); err != nil {
+		return time.Time{}, err
+	}
 	if e := t.lookup(agentID); e != nil {
 		e.notePending(now)
 	}
-	return now
+	return now, nil
+}
+
+func (t *Tracker) allow(p domain.Principal, now time.Time) error {
+	if ok, wait := t.limiter.allow(limiterKey(p), now); !ok {
+		return &RateLimitedError{RetryAfter: wait, Err: &domain.Error{Code: domain.CodeRateLimited,
+			Detail: fmt.Sprintf("too many heartbeats: at most %g per second (burst %d); retry in %s", t.cfg.RateLimit, t.cfg.RateBurst, wait.Round(time.Millisecond))}}
+	}
+	return nil
 }
 
 func (e *lvEntry) notePending(at time.Time) {
@@ -411,16 +426,16 @@ func (e *lvEntry) notePending(at time.Time) {
 func (e *lvEntry) donePending(at time.Time) { e.pending.CompareAndSwap(at.UnixNano(), 0) }
 
 // HeartbeatAt is Heartbeat for a heartbeat that arrived at arrived (a time
-// Arrive returned; zero = now): the heartbeat time it records is the
-// arrival, not when its agent part ran.
+// Arrive returned, which took the rate limit's token; zero = now, and the
+// token is taken here): the heartbeat time it records is the arrival, not
+// when its agent part ran.
 func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef string, body []byte, arrived time.Time) (Ack, error) {
 	now := arrived
 	if now.IsZero() {
 		now = t.now()
-	}
-	if ok, wait := t.limiter.allow(limiterKey(p), now); !ok {
-		return Ack{}, &RateLimitedError{RetryAfter: wait, Err: &domain.Error{Code: domain.CodeRateLimited,
-			Detail: fmt.Sprintf("too many heartbeats: at most %g per second (burst %d); retry in %s", t.cfg.RateLimit, t.cfg.RateBurst, wait.Round(time.Millisecond))}}
+		if err := t.allow(p, now); err != nil {
+			return Ack{}, err
+		}
 	}
 	a, err := t.authorize(ctx, p, agentRef)
 	if err != nil {
@@ -434,20 +449,28 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 	claim := false
 	e.notePending(now)
 	defer e.donePending(now)
+	// hbMu serialises this agent's heartbeats across the store writes; e.mu
+	// is held only for memory, so a status read, a deadline or a flush never
+	// waits for a slow audit (issue 8 item 3).
+	e.hbMu.Lock()
+	defer e.hbMu.Unlock()
 	e.mu.Lock()
 	e.refreshConfigLocked(a)
-	if h.ProjectReadinessPresent && !(e.readinessKnown && liveness.SameReadiness(e.readiness, h.ProjectReadiness)) {
+	handle := e.handle
+	needReadiness := h.ProjectReadinessPresent && !(e.readinessKnown && liveness.SameReadiness(e.readiness, h.ProjectReadiness))
+	needAudit := liveness.ReportedChanged(toReported(e.audited), h.Reported())
+	e.mu.Unlock()
+	if needReadiness {
 		if err := t.applyReadiness(ctx, e, h.ProjectReadiness, now); err != nil {
-			e.mu.Unlock()
 			return Ack{}, err
 		}
 	}
-	if liveness.ReportedChanged(toReported(e.audited), h.Reported()) {
-		if err := t.applyReportedChange(ctx, e, p, h, now); err != nil {
-			e.mu.Unlock()
+	if needAudit {
+		if err := t.applyReportedChange(ctx, e, handle, p, h, now); err != nil {
 			return Ack{}, err
 		}
 	}
+	e.mu.Lock()
 	if e.owned && e.state != liveness.StateOffline && !e.fromStart && !e.lastHB.IsZero() &&
 		!now.Before(liveness.Deadline(e.lastHB, t.cfg.PresenceTimeout)) {
 		// The deadline passed and its timer has not run yet: the agent was
@@ -568,13 +591,15 @@ func (t *Tracker) applyReadiness(ctx context.Context, e *lvEntry, rs []liveness.
 	if err := t.ls.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: e.id, Readiness: raw, Now: now}); err != nil {
 		return fmt.Errorf("applying project_readiness of agent %s: %w", e.id, err)
 	}
+	e.mu.Lock()
 	e.readiness, e.readinessKnown = rs, true
+	e.mu.Unlock()
 	t.s.signalPresence(ctx, e.id, "readiness")
 	return nil
 }
 
 // applyReportedChange runs the audited unit of work (D-M2-20-3).
-func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, p domain.Principal, h *liveness.Heartbeat, now time.Time) error {
+func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, handle string, p domain.Principal, h *liveness.Heartbeat, now time.Time) error {
 	next := store.ReportedPair{BillingMode: h.BillingMode, ToolClass: h.ToolClass}
 	actor := p.Actor()
 	wrote, err := t.audits.apply(ctx, store.ApplyReportedChangeParams{
@@ -589,10 +614,12 @@ func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, p domain.
 		return fmt.Errorf("auditing the reported change of agent %s: %w", e.id, err)
 	}
 	if wrote {
-		t.s.log.Info("agent reported a new billing mode or tool class", "agent", e.handle, "agent_id", e.id,
+		t.s.log.Info("agent reported a new billing mode or tool class", "agent", handle, "agent_id", e.id,
 			"billing_mode", derefOr(h.BillingMode, "-"), "tool_class", derefOr(h.ToolClass, "-"))
 	}
+	e.mu.Lock()
 	e.audited = next
+	e.mu.Unlock()
 	return nil
 }
 

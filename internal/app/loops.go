@@ -26,6 +26,9 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() {
 		s.every(ctx, s.sweepEvery, "doorbell sweep", func(ctx context.Context) error { _, err := s.SweepOnce(ctx); return err })
 	})
+	wg.Go(func() {
+		s.every(ctx, FailoverTick(s.failoverAfter), "doorbell failover", func(ctx context.Context) error { s.Doorbell.FailoverOnce(ctx); return nil })
+	})
 	s.every(ctx, ReapInterval, "lease reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
 	wg.Wait()
 }

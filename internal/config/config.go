@@ -59,6 +59,7 @@ type Config struct {
 	} `koanf:"presence"`
 	Doorbell struct {
 		SweepInterval time.Duration `koanf:"sweep_interval"`
+		FailoverAfter time.Duration `koanf:"failover_after"`
 	} `koanf:"doorbell"`
 	Console struct {
 		// SessionKey seals console session cookies; every instance behind
@@ -90,6 +91,7 @@ var Keys = []Key{
 	{"shutdown.total_timeout", 30 * time.Second, "graceful shutdown budget"},
 	{"presence.evaluate_interval", 30 * time.Second, "presence evaluator period"},
 	{"doorbell.sweep_interval", 30 * time.Second, "doorbell sweep period"},
+	{"doorbell.failover_after", 30 * time.Second, "ring a still-unclaimed todo on another session of the agent after this long"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
 }
 
@@ -215,7 +217,7 @@ func (c Config) Validate() error {
 		"agent.presence_timeout": c.Agent.PresenceTimeout, "agent.heartbeat_persist_interval": c.Agent.HeartbeatPersistInterval,
 		"sync.heartbeat_interval": c.Sync.HeartbeatInterval, "billing.mismatch_alert_after": c.Billing.MismatchAlertAfter,
 		"shutdown.total_timeout": c.Shutdown.TotalTimeout, "presence.evaluate_interval": c.Presence.EvaluateInterval,
-		"doorbell.sweep_interval": c.Doorbell.SweepInterval,
+		"doorbell.sweep_interval": c.Doorbell.SweepInterval, "doorbell.failover_after": c.Doorbell.FailoverAfter,
 	} {
 		if d < MinDuration {
 			errs = append(errs, fmt.Errorf("%s must be a duration of at least %s in Go syntax (e.g. \"30s\", \"10m\"), got %s — a bare number is read as nanoseconds", name, MinDuration, d))

@@ -539,10 +539,15 @@ func (c *conn) heartbeatAgent(agent []byte) {
 // change waits for the store (issue 8 item 3). At most one worker runs per
 // connection and at most one body waits: a newer heartbeat replaces a
 // waiting one (each heartbeat is the whole reported state, so the newest
-// is all that matters). The tracker is told at once that a heartbeat
-// arrived, so the agent's deadline runs from its arrival.
+// is all that matters). The rate limit runs here, on the read loop, and
+// the tracker is told at once that a heartbeat arrived, so the agent's
+// deadline runs from its arrival.
 func (c *conn) agentPart(p *domain.Principal, agent []byte) {
-	at := c.g.svc.Liveness.Arrive(p.Agent.ID)
+	at, err := c.g.svc.Liveness.Arrive(*p, p.Agent.ID)
+	if err != nil { // the rate limit, answered in order on the read loop
+		c.sendError("heartbeat", err, "/agent")
+		return
+	}
 	c.apMu.Lock()
 	c.apBody = append(c.apBody[:0], agent...)
 	c.apAt = at

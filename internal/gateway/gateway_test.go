@@ -177,13 +177,24 @@ func (c *client) ack() {
 	}
 }
 
-// sync waits until the server handled every frame sent so far: frames of
-// one connection are handled in order, and the agent part of a heartbeat
-// runs after its ack.
-func (c *client) sync() {
+// sync waits until the server read every frame sent so far (frames of one
+// connection are read in order) and the agent part of the heartbeats among
+// them ran: it runs off the read loop, after the ack (issue 8 item 3), so
+// sync polls (bounded) until the tracker holds agentID.
+func (c *client) sync(svc *app.Service, agentID string) {
 	c.t.Helper()
 	c.send(`{"op":"heartbeat","d":{}}`)
 	c.ack()
+	deadline := time.Now().Add(waitBound)
+	for {
+		if st, _ := svc.Liveness.LivenessState(agentID); st == "online" || st == "degraded" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the agent part of the heartbeat did not run within %s", waitBound)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 type errFrame struct {
@@ -216,7 +227,7 @@ func TestHelloIdentifyReadyAck(t *testing.T) {
 	c.ack()
 	c.send(`{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"api"}}}`)
 	c.ack()
-	c.sync()
+	c.sync(e.svc, e.agent.ID)
 	if st, _ := e.svc.Liveness.LivenessState(e.agent.ID); st != "online" {
 		t.Errorf("state after a heartbeat with agent = %s, want online", st)
 	}

@@ -54,6 +54,12 @@ type env struct {
 
 type envOption func(*mcpserver.Options)
 
+// appClock, as Options.Clock, makes newEnv give the adapter the use cases'
+// fake clock.
+var appClock clockwork.Clock = clockwork.NewFakeClock()
+
+func withAppClock(o *mcpserver.Options) { o.Clock = appClock }
+
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -78,6 +84,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	o := mcpserver.Options{Log: log, OnEvent: e.record}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.Clock == appClock {
+		o.Clock = e.clock
 	}
 	e.srv = mcpserver.New(e.svc, o)
 	mux := http.NewServeMux()

@@ -345,8 +345,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if msg.Method == string(mcp.MethodNotificationInitialized) {
 			s.markInitialized(sess)
 		}
-		s.http.ServeHTTP(w, r)
+		s.http.ServeHTTP(noteWriter{ResponseWriter: w, s: s, x: sess}, r)
+		s.acted(sess)
 	}
+}
+
+// acted records that the session's client made a request (not a GET):
+// proof it still acts, which clears a stall (issue 8 item 5).
+func (s *Server) acted(x *session) {
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	x.lastPost, x.stalled = now, false
+	s.mu.Unlock()
 }
 
 // jsonrpcPeek is what ServeHTTP reads of a POSTed message.

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -51,6 +53,48 @@ type session struct {
 	lastSeen    time.Time // end of the last request
 	streams     []*stream // open GET streams; a newer GET replaces the older
 	streamed    bool      // a GET stream of the session was open at least once
+	lastPost    time.Time // end of the last POST
+	stalled     bool      // a stream write ran past Options.WriteTimeout; cleared when the client acts
+	// queued are the todo doorbells queued by Notify and not yet written
+	// on a GET stream (oldest first, at most maxQueued): when the session
+	// closes or its stream ends they go to another session (issue 8 item 5).
+	queued []queuedNote
+}
+
+// queuedNote is one doorbell queued on a session.
+type queuedNote struct {
+	todoID string
+	msg    domain.ChannelMessage
+}
+
+// maxQueued bounds a session's queued doorbells (mcp-go's buffer holds 100).
+const maxQueued = 256
+
+// takeQueuedLocked empties x.queued and returns its messages. Callers hold
+// s.mu.
+func (x *session) takeQueuedLocked() []domain.ChannelMessage {
+	if len(x.queued) == 0 {
+		return nil
+	}
+	out := make([]domain.ChannelMessage, len(x.queued))
+	for i, q := range x.queued {
+		out[i] = q.msg
+	}
+	x.queued = nil
+	return out
+}
+
+// redeliver hands a session's doorbells that were never written to another
+// session of the agent, off the caller's goroutine.
+func (s *Server) redeliver(x *session, msgs []domain.ChannelMessage) {
+	if len(msgs) == 0 || s.svc.Doorbell == nil {
+		return
+	}
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		s.svc.Doorbell.Redeliver(x.agentID, x.id, msgs)
+	}()
 }
 
 func (x *session) streaming() bool {
@@ -70,7 +114,8 @@ func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 			if x.inflight > 0 {
 				active = now
 			}
-			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming(), OpenedAt: x.openedAt, LastActive: active})
+			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming(), OpenedAt: x.openedAt,
+				LastActive: active, LastRequestAt: x.lastPost, Stalled: x.stalled})
 		}
 	}
 	s.mu.RUnlock()
@@ -102,7 +147,24 @@ func (s *Server) Notify(sessionID string, m domain.ChannelMessage) error {
 	if meta == nil {
 		meta = map[string]string{}
 	}
+	// Queued before it is handed over: the stream may write it at once.
+	id := meta["todo_id"]
+	if id != "" {
+		s.mu.Lock()
+		if len(x.queued) >= maxQueued {
+			x.queued = slices.Delete(x.queued, 0, 1)
+		}
+		x.queued = append(x.queued, queuedNote{todoID: id, msg: m})
+		s.mu.Unlock()
+	}
 	err := s.mcp.SendNotificationToSpecificClient(sessionID, domain.ChannelMethod, map[string]any{"content": m.Content, "meta": meta})
+	if err != nil && id != "" {
+		s.mu.Lock()
+		if i := slices.IndexFunc(x.queued, func(q queuedNote) bool { return q.todoID == id }); i >= 0 {
+			x.queued = slices.Delete(x.queued, i, i+1)
+		}
+		s.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -462,6 +524,9 @@ func (s *Server) forget(id, reason string) bool {
 // detachLocked removes x from the records and marks it gone; it returns
 // the streams to cancel. Callers hold s.mu.
 func (s *Server) detachLocked(x *session) []*stream {
+	if msgs := x.takeQueuedLocked(); len(msgs) > 0 && !s.closing {
+		s.redeliver(x, msgs)
+	}
 	delete(s.sessions, x.id)
 	if m := s.byAgent[x.agentID]; m != nil {
 		delete(m, x.id)
@@ -588,7 +653,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, x *session)
 	st.mu.Unlock()
 	s.mu.Lock()
 	x.streams = slices.DeleteFunc(x.streams, func(o *stream) bool { return o == st })
+	var lost []domain.ChannelMessage
+	if len(x.streams) == 0 && !x.gone && !s.closing {
+		// What mcp-go took from the session's buffer for this stream and
+		// did not write is gone; what is still in the buffer waits for a
+		// stream that may never come (a killed client). Hand both to
+		// another session now; a client that comes back may see a few
+		// twice.
+		lost = x.takeQueuedLocked()
+	}
 	s.mu.Unlock()
+	s.redeliver(x, lost)
 	if st.open.Load() {
 		s.emit(Event{Kind: StreamClosed, SessionID: x.id, AgentID: x.agentID})
 	}
@@ -610,6 +685,7 @@ func (st *stream) opened() {
 	s.mu.Lock()
 	st.open.Store(true)
 	x.streamed = true
+	x.stalled = false
 	first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
 	s.mu.Unlock()
 	if first {
@@ -618,16 +694,61 @@ func (st *stream) opened() {
 	s.emit(Event{Kind: StreamOpened, SessionID: x.id, AgentID: x.agentID})
 }
 
+// Write writes one SSE event of mcp-go, bounded by Options.WriteTimeout: a
+// client that does not read for that long loses the stream, and its
+// session is marked stalled (not preferred for doorbells). A doorbell of
+// the session's queue that this write carried is no longer queued.
 func (st *stream) Write(b []byte) (int, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
 	n, err := st.w.Write(b)
+	_ = st.rc.SetWriteDeadline(time.Time{})
+	s, x := st.s, st.sess
 	if err != nil {
 		st.done = true
 		st.cancel()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.mu.Lock()
+			x.stalled = true
+			s.mu.Unlock()
+			s.log.Warn("mcp stream write stalled; the session is not preferred for doorbells", "session", x.id, "timeout", s.opts.WriteTimeout)
+		}
+		return n, err
+	}
+	s.markWritten(x, b)
+	return n, err
+}
+
+// markWritten drops from x's queue the doorbells that b, written to the
+// client, carries.
+func (s *Server) markWritten(x *session, b []byte) {
+	s.mu.Lock()
+	if len(x.queued) > 0 {
+		x.queued = slices.DeleteFunc(x.queued, func(q queuedNote) bool { return bytes.Contains(b, []byte(q.todoID)) })
+	}
+	s.mu.Unlock()
+}
+
+// noteWriter is the ResponseWriter of a POST on a session: mcp-go may
+// write queued notifications into its response; those count as written.
+type noteWriter struct {
+	http.ResponseWriter
+	s *Server
+	x *session
+}
+
+func (w noteWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	if err == nil {
+		w.s.markWritten(w.x, b)
 	}
 	return n, err
 }
+
+func (w noteWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w noteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (st *stream) Flush() {
 	st.mu.Lock()

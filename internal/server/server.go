@@ -131,7 +131,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m,
-		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval,
+		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval, FailoverAfter: cfg.Doorbell.FailoverAfter,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
 			// Issue 8: cross-instance times on the database's clock; a stall

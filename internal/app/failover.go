@@ -1,0 +1,196 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/presence"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// DefaultFailoverAfter is doorbell.failover_after's default (DESIGN.md §3.8).
+const DefaultFailoverAfter = 30 * time.Second
+
+// SuspectFor is how long a session on which a ring went unanswered stays
+// not preferred when its client does nothing else.
+const SuspectFor = time.Hour
+
+// FailoverTick is the period of the failover loop for a failover_after.
+func FailoverTick(after time.Duration) time.Duration {
+	return max(min(time.Second, after/4), time.Millisecond)
+}
+
+// failover is one ring to check at due: if the todo is still unclaimed
+// then, it is rung on another session of the agent here.
+type failover struct {
+	r       domain.TodoReady
+	session string   // the session the last ring went to
+	tried   []string // sessions rung so far
+	rungAt  time.Time
+	due     time.Time
+}
+
+// watch schedules the failover check of a ring just queued on session.
+func (d *Doorbell) watch(r domain.TodoReady, session string, tried []string, now time.Time) {
+	d.mu.Lock()
+	d.fo = append(d.fo, failover{r: r, session: session, tried: tried, rungAt: now, due: now.Add(d.failoverAfter)})
+	d.mu.Unlock()
+}
+
+// bad returns the predicate of pickOrder for sessions not to prefer: a
+// ring on them went unanswered (failed over) and their client made no
+// request since.
+func (d *Doorbell) bad(now time.Time) func(SessionInfo) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.badLocked(now)
+}
+
+func (d *Doorbell) badLocked(now time.Time) func(SessionInfo) bool {
+	if len(d.suspect) == 0 {
+		return nil
+	}
+	snap := make(map[string]time.Time, len(d.suspect))
+	for id, at := range d.suspect {
+		snap[id] = at
+	}
+	return func(si SessionInfo) bool {
+		at, ok := snap[si.ID]
+		return ok && now.Sub(at) < SuspectFor && !si.LastRequestAt.After(at)
+	}
+}
+
+// FailoverOnce handles the failover checks that are due (DESIGN.md §3.8,
+// issue 8 item 5): a todo rung on one of several sessions of its agent here
+// and still pending failover_after later is rung on a session not rung yet
+// for it and streaming, not stalled and not itself failed over from — the
+// ring counted in one conditional statement
+// (store.FailoverRing: budget and unclaimed state hold) — and the session
+// that did not answer is not preferred until its client acts again. Held
+// doorbells (agent out, queue not ready) are not failed over. It returns
+// how many todos were rung again.
+func (d *Doorbell) FailoverOnce(ctx context.Context) int {
+	now := d.s.now()
+	d.mu.Lock()
+	var due []failover
+	for d.foHead < len(d.fo) && !d.fo[d.foHead].due.After(now) {
+		due = append(due, d.fo[d.foHead])
+		d.fo[d.foHead] = failover{}
+		d.foHead++
+	}
+	if d.foHead > 1024 && d.foHead*2 >= len(d.fo) {
+		n := copy(d.fo, d.fo[d.foHead:])
+		clear(d.fo[n:])
+		d.fo, d.foHead = d.fo[:n], 0
+	}
+	for id, at := range d.suspect {
+		if now.Sub(at) >= SuspectFor {
+			delete(d.suspect, id)
+		}
+	}
+	d.mu.Unlock()
+	hub := d.s.sessionHub()
+	if hub == nil || len(due) == 0 {
+		return 0
+	}
+	rung := 0
+	for _, f := range due {
+		if ctx.Err() != nil {
+			return rung
+		}
+		// Only sessions that can take it now: an open stream the client is
+		// not known to ignore (a killed client's session lingers streamless).
+		d.mu.Lock()
+		bad := d.badLocked(now)
+		d.mu.Unlock()
+		var others []SessionInfo
+		for _, si := range hub.AgentSessions(f.r.AgentID) {
+			if !slices.Contains(f.tried, si.ID) && si.Streaming && !si.Stalled && (bad == nil || !bad(si)) {
+				others = append(others, si)
+			}
+		}
+		if len(others) == 0 {
+			continue
+		}
+		if p, ok := d.s.Evaluator.Presence(f.r.AgentID, now); !ok || p != presence.In || d.s.Evaluator.NotReady(f.r.AgentID, f.r.Queue) {
+			continue
+		}
+		ok, err := d.s.presenceStore().FailoverRing(ctx, store.FailoverRingParams{TodoID: f.r.TodoID, RungAt: f.rungAt, At: now})
+		if err != nil {
+			d.s.log.Warn("doorbell failover not rung", "todo_id", f.r.TodoID, "err", err)
+			continue
+		}
+		if !ok {
+			continue // claimed, done, budget spent, or rung since by the sweep
+		}
+		d.mu.Lock()
+		d.suspect[f.session] = now
+		order := pickOrder(others, d.rr[f.r.AgentID], d.badLocked(now))
+		d.rr[f.r.AgentID]++
+		d.mu.Unlock()
+		msg := domain.TodoDoorbell(f.r)
+		for _, si := range order {
+			if hub.Notify(si.ID, msg) != nil {
+				continue
+			}
+			rung++
+			d.s.metrics.DoorbellRung()
+			if d.OnRing != nil {
+				d.OnRing(si.ID, msg)
+			}
+			d.s.log.Info("doorbell failed over to another session", "todo_id", f.r.TodoID, "agent_id", f.r.AgentID, "from", f.session, "to", si.ID)
+			if len(others) > 1 {
+				d.watch(f.r, si.ID, append(slices.Clone(f.tried), si.ID), now)
+			}
+			break
+		}
+	}
+	return rung
+}
+
+// Redeliver hands doorbells a session could not take — it closed, or its
+// stream ended before they were written — to another session of the agent
+// here at once (DESIGN.md §3.8, issue 8 item 5). They were counted when
+// first rung; this is the same ring reaching a session that can read. The
+// session they were queued on is not preferred until its client acts
+// again. The MCP adapter calls it.
+func (d *Doorbell) Redeliver(agentID, fromSession string, msgs []domain.ChannelMessage) int {
+	hub := d.s.sessionHub()
+	if hub == nil || len(msgs) == 0 {
+		return 0
+	}
+	now := d.s.now()
+	var others []SessionInfo
+	for _, si := range hub.AgentSessions(agentID) {
+		if si.ID != fromSession {
+			others = append(others, si)
+		}
+	}
+	d.mu.Lock()
+	d.suspect[fromSession] = now
+	d.mu.Unlock()
+	if len(others) == 0 {
+		return 0
+	}
+	n := 0
+	for _, msg := range msgs {
+		d.mu.Lock()
+		order := pickOrder(others, d.rr[agentID], d.badLocked(now))
+		d.rr[agentID]++
+		d.mu.Unlock()
+		for _, si := range order {
+			if hub.Notify(si.ID, msg) != nil {
+				continue
+			}
+			n++
+			if d.OnRing != nil {
+				d.OnRing(si.ID, msg)
+			}
+			d.s.log.Info("doorbell handed to another session", "todo_id", msg.Meta["todo_id"], "agent_id", agentID, "from", fromSession, "to", si.ID)
+			break
+		}
+	}
+	return n
+}

@@ -1,0 +1,75 @@
+package app_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/app"
+)
+
+// TestStallExtendsDeadlines (issue 8 item 4): the process could not run for
+// 5 s (SIGSTOP, a long pause) — simulated by the fake clock jumping 5 s at
+// once while the detector's ticks and the agent's deadline (3 s) are due.
+// The heartbeat that waited on the socket meanwhile arrives just after:
+// the agent is never published offline. A deadline that passes without a
+// stall still makes it offline. On the code before issue 8 the jump
+// published offline.
+func TestStallExtendsDeadlines(t *testing.T) {
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		cfg := crossCfg
+		cfg.StallThreshold = time.Second // ticks every 250 ms
+		e := newLvEnv(t, append(opts, withConfig(cfg))...)
+		a := e.svc
+		if err := a.Liveness.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		p := e.vend("patient")
+		rec := e.record(a, e.admin)
+		e.beat(a, p, online)
+		rec.expect("patient", "online", nil)
+		const timers = 3 // the flush loop, the stall detector, the agent's deadline
+		step := func(n int, beat bool) {
+			for i := range n {
+				e.clock.Advance(250 * time.Millisecond)
+				e.settle(timers)
+				if beat && i%4 == 3 {
+					e.beat(a, p, online)
+				}
+			}
+		}
+		step(20, true) // 5 s of heartbeats every second, the detector keeping up
+
+		e.clock.Advance(5 * time.Second) // the stall: every timer was due meanwhile
+		e.settle(timers)
+		e.beat(a, p, online) // queued on the socket during the stall
+		if st, _ := a.Liveness.LivenessState(p.Agent.ID); st != "online" {
+			t.Fatalf("after the stall and the queued heartbeat: %s, want online", st)
+		}
+		step(20, true)
+		rec.none("a stall of the server is not the agent's fault")
+
+		// Silent without a stall: offline at the deadline as always.
+		step(11, false)
+		e.clock.Advance(250 * time.Millisecond) // 3 s after the last heartbeat
+		rec.expect("patient", "offline", nil)
+		if got := a.Liveness.Stalls().Since(t0); got < 5*time.Second || got > 6*time.Second {
+			t.Errorf("stalled time recorded = %s, want the 5 s jump", got)
+		}
+	})
+}
+
+// TestStallDetectorOff: without StallThreshold (tests on a fake clock that
+// jumps on purpose) a jump is a jump: the deadline passes.
+func TestStallDetectorOff(t *testing.T) {
+	e := newLvEnv(t, withConfig(crossCfg))
+	p := e.vend("jumper")
+	rec := e.record(e.svc, e.admin)
+	e.beat(e.svc, p, online)
+	rec.expect("jumper", "online", nil)
+	e.clock.Advance(5 * time.Second)
+	rec.expect("jumper", "offline", nil)
+	if e.svc.Liveness.Stalls() != nil {
+		t.Fatal("a detector without StallThreshold")
+	}
+	var _ = app.DefaultStallThreshold
+}

@@ -1,0 +1,238 @@
+package mcpserver_test
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/mcpserver"
+)
+
+// waitFor polls cond until it holds, failing after wait.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, wait)
+		}
+		time.Sleep(5 * time.Millisecond) // polling an observable state
+	}
+}
+
+// rawStreamSession opens a session with plain HTTP — initialize,
+// notifications/initialized, then a GET stream whose body the test never
+// reads (a frozen client) — and returns its id and the open stream.
+func (e *env) rawStreamSession(cred string) (string, *http.Response) {
+	e.t.Helper()
+	resp, body := e.bareInit(cred)
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	id := resp.Header.Get("Mcp-Session-Id")
+	wantStatus(e.t, e.raw(http.MethodPost, cred, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`), http.StatusAccepted)
+	st := e.raw(http.MethodGet, cred, id, "")
+	e.t.Cleanup(func() { st.Body.Close() })
+	e.waitEvent(id, mcpserver.StreamOpened)
+	return id, st
+}
+
+// ringLog records on which session each todo's doorbell was queued.
+type ringLog struct {
+	mu sync.Mutex
+	on map[string][]string // todo id → sessions, in ring order
+}
+
+func watchRings(e *env) *ringLog {
+	l := &ringLog{on: map[string][]string{}}
+	e.svc.Doorbell.OnRing = func(session string, m domain.ChannelMessage) {
+		l.mu.Lock()
+		l.on[m.Meta["todo_id"]] = append(l.on[m.Meta["todo_id"]], session)
+		l.mu.Unlock()
+	}
+	return l
+}
+
+func (l *ringLog) sessions(todo string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.on[todo])
+}
+
+// todoNotes reads channel notifications of ac until every todo of want has
+// had its doorbell, failing on any other todo's.
+func todoNotes(t *testing.T, ac *agentClient, want []string) {
+	t.Helper()
+	left := slices.Clone(want)
+	for len(left) > 0 {
+		_, meta := channelParams(t, ac.note())
+		i := slices.Index(left, meta["todo_id"])
+		if i < 0 {
+			t.Fatalf("doorbell of %s, want one of %v", meta["todo_id"], left)
+		}
+		left = slices.Delete(left, i, i+1)
+	}
+}
+
+func ringAttempts(t *testing.T, e *env, id string) int {
+	t.Helper()
+	td, err := e.svc.Store().GetTodo(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td.RingAttempts
+}
+
+// TestFrozenSessionDoorbellsFailOver is issue 8 item 5: one agent, two MCP
+// sessions — a real mcp-go client that reads, and a raw client whose
+// stream is open but never read (frozen). Doorbells queued on the frozen
+// one are rung on the live one once doorbell.failover_after (30 s on the
+// injected clock) has passed with the todo unclaimed, as counted rings;
+// afterwards new doorbells prefer the live session, and a todo is not
+// failed over twice to sessions already rung.
+func TestFrozenSessionDoorbellsFailOver(t *testing.T) {
+	e := newEnv(t, withAppClock)
+	a := e.vend("ada", allVerbs, "q1")
+	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
+	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	frozen, _ := e.rawStreamSession(a.Credential)
+	rings := watchRings(e)
+
+	var onLive, onFrozen []string
+	for range 7 {
+		td := e.push("ada", "q1", "work")
+		switch s := rings.sessions(td.ID); {
+		case slices.Equal(s, []string{live.sessionID()}):
+			onLive = append(onLive, td.ID)
+		case slices.Equal(s, []string{frozen}):
+			onFrozen = append(onFrozen, td.ID)
+		default:
+			t.Fatalf("todo %s rung on %v", td.ID, s)
+		}
+	}
+	if len(onFrozen) == 0 {
+		t.Fatal("no doorbell went to the frozen session; the test proves nothing")
+	}
+	todoNotes(t, live, onLive)
+	for _, id := range onLive { // the live agent works what it hears of
+		live.ok("claim", map[string]any{"todo_id": id}, nil)
+	}
+	e.svc.Doorbell.DrainRecords()
+
+	e.clock.Advance(app.DefaultFailoverAfter - 1)
+	if n := e.svc.Doorbell.FailoverOnce(e.ctx); n != 0 {
+		t.Fatalf("%d failed over before failover_after", n)
+	}
+	e.clock.Advance(1)
+	if n := e.svc.Doorbell.FailoverOnce(e.ctx); n != len(onFrozen) {
+		t.Fatalf("FailoverOnce rang %d, want the %d doorbells of the frozen session", n, len(onFrozen))
+	}
+	todoNotes(t, live, onFrozen)
+	for _, id := range onFrozen {
+		if got := ringAttempts(t, e, id); got != 2 {
+			t.Errorf("todo %s: ring_attempts %d after its failover, want 2", id, got)
+		}
+		if s := rings.sessions(id); !slices.Equal(s, []string{frozen, live.sessionID()}) {
+			t.Errorf("todo %s rung on %v", id, s)
+		}
+	}
+	// The frozen session is not preferred any more.
+	for range 3 {
+		td := e.push("ada", "q1", "more work")
+		if s := rings.sessions(td.ID); !slices.Equal(s, []string{live.sessionID()}) {
+			t.Fatalf("after the failover todo %s was rung on %v, want the live session", td.ID, s)
+		}
+		todoNotes(t, live, []string{td.ID})
+	}
+	// Every session was rung for those todos: nothing more to fail over.
+	e.svc.Doorbell.DrainRecords()
+	e.clock.Advance(app.DefaultFailoverAfter)
+	if n := e.svc.Doorbell.FailoverOnce(e.ctx); n != 0 {
+		t.Fatalf("second failover pass rang %d, want 0", n)
+	}
+	live.noNote()
+}
+
+// TestClosingSessionHandsItsDoorbellOn: a doorbell queued on a session that
+// closes before writing it goes to the agent's other session at once (no
+// clock advances), and is not counted twice.
+func TestClosingSessionHandsItsDoorbellOn(t *testing.T) {
+	e := newEnv(t, withAppClock)
+	a := e.vend("ada", allVerbs, "q1")
+	c1 := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125}) // no GET stream: doorbells wait in its buffer
+	c2 := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	rings := watchRings(e)
+	td := e.push("ada", "q1", "work")
+	first := rings.sessions(td.ID)
+	if len(first) != 1 {
+		t.Fatalf("rung on %v", first)
+	}
+	gone, other := c1, c2
+	if first[0] == c2.sessionID() {
+		gone, other = c2, c1
+	}
+	wantStatus(t, e.raw(http.MethodDelete, a.Credential, gone.sessionID(), ""), http.StatusOK)
+	e.waitEvent(gone.sessionID(), mcpserver.SessionClosed)
+	waitFor(t, "the doorbell is handed to the other session", func() bool { return len(rings.sessions(td.ID)) == 2 })
+	other.roundTrip() // its buffered notification comes with this response
+	todoNotes(t, other, []string{td.ID})
+	e.svc.Doorbell.DrainRecords()
+	if got := ringAttempts(t, e, td.ID); got != 1 {
+		t.Errorf("ring_attempts %d, want 1 (the same ring reached another session)", got)
+	}
+}
+
+// TestKilledClientDoorbellStillRung: a todo pushed the moment a client is
+// killed is still rung on the agent's other session: at once when it had
+// not been written, else by the failover (issue 8 item 5, "in the
+// millisecond a client is killed").
+func TestKilledClientDoorbellStillRung(t *testing.T) {
+	e := newEnv(t, withAppClock)
+	a := e.vend("ada", allVerbs, "q1")
+	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
+	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	var earlier []string // a late second ring of an earlier run's todo is fine
+	for i := range 6 {
+		victim, stream := e.rawStreamSession(a.Credential)
+		var wg sync.WaitGroup
+		wg.Go(func() { stream.Body.Close() }) // the client dies…
+		td := e.push("ada", "q1", "pushed as the client dies")
+		wg.Wait()
+		e.waitEvent(victim, mcpserver.StreamClosed)
+		e.svc.Doorbell.DrainRecords()
+		failedOver := false
+		deadline := time.After(wait)
+	read:
+		for {
+			select {
+			case n := <-live.notes:
+				_, meta := channelParams(t, n)
+				if slices.Contains(earlier, meta["todo_id"]) {
+					continue
+				}
+				if meta["todo_id"] != td.ID {
+					t.Fatalf("run %d: doorbell of %s, want %s", i, meta["todo_id"], td.ID)
+				}
+				break read
+			case <-time.After(50 * time.Millisecond):
+				if !failedOver { // not handed on at once: written before the death
+					failedOver = true
+					e.clock.Advance(app.DefaultFailoverAfter)
+					e.svc.Doorbell.FailoverOnce(e.ctx)
+				}
+			case <-deadline:
+				t.Fatalf("run %d: the todo pushed as the client died was never rung on the live session", i)
+			}
+		}
+		earlier = append(earlier, td.ID)
+		live.ok("claim", map[string]any{"todo_id": td.ID}, nil)
+		wantStatus(t, e.raw(http.MethodDelete, a.Credential, victim, ""), http.StatusOK)
+		e.waitEvent(victim, mcpserver.SessionClosed)
+	}
+}
