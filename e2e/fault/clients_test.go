@@ -72,14 +72,35 @@ func dialMCP(ctx context.Context, mcpURL, cred string, onBell func(doorbell)) (*
 
 func openSession(t *testing.T, srv *server, a vended) *session {
 	t.Helper()
+	return openSessionOpts(t, srv, a, false)
+}
+
+// openClaimingSession is a session whose client acts like a working agent:
+// it claims every todo it is rung for (in the background).
+func openClaimingSession(t *testing.T, srv *server, a vended) *session {
+	t.Helper()
+	return openSessionOpts(t, srv, a, true)
+}
+
+func openSessionOpts(t *testing.T, srv *server, a vended, claim bool) *session {
+	t.Helper()
 	s := &session{}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	var ready atomic.Pointer[mcpclient.Client]
 	c, err := dialMCP(ctx, srv.URL+"/mcp", a.Credential, func(d doorbell) {
 		s.mu.Lock()
 		s.in = append(s.in, d)
 		s.mu.Unlock()
+		if c := ready.Load(); claim && c != nil && d.TodoID != "" {
+			go func() {
+				cctx, cancel := context.WithTimeout(context.Background(), wait)
+				defer cancel()
+				c.CallTool(cctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"todo_id": d.TodoID}}})
+			}()
+		}
 	})
+	ready.Store(c)
 	if err != nil {
 		t.Fatalf("MCP session of %s on %s: %v", a.Handle, srv.Name, err)
 	}

@@ -324,16 +324,16 @@ func TestFaultServerStopped(t *testing.T) {
 }
 
 // (d) One agent, two MCP sessions on one instance; the client of one is a
-// separate process, frozen with SIGSTOP, later killed: the live session
-// receives the doorbell of every todo (doorbell.failover_after 2 s; issue 8
-// item 5).
+// separate process, frozen with SIGSTOP, later killed: the live session,
+// whose client claims each todo it is rung for, receives the doorbell of
+// every todo (doorbell.failover_after 2 s; issue 8 item 5).
 func TestFaultFrozenClient(t *testing.T) {
 	c := sharedCluster(t)
 	db := c.newDatabase(t)
 	a := startServer(t, "A", c, "rollcall_a", db, []string{"ROLLCALL_DOORBELL_FAILOVER_AFTER=2s"})
 	duo := vend(t, a, "duo")
 	frozen := startChild(t, a, duo)
-	live := openSession(t, a, duo)
+	live := openClaimingSession(t, a, duo) // a working agent: it claims what it is rung for
 
 	frozen.signal(t, syscall.SIGSTOP)
 	var ids []string
