@@ -245,6 +245,7 @@ type gatewayStats struct {
 }
 
 // gatewayAgent keeps one gateway connection for a, sending a heartbeat
+// (state online, billing mode api: the first one is an audited report)
 // every period, until ctx ends; it reconnects after any close, counting
 // 4009 closes apart.
 func gatewayAgent(ctx context.Context, srv *server, a vended, period time.Duration, st *gatewayStats) {
@@ -300,7 +301,7 @@ func gatewayOnce(ctx context.Context, wsURL, cred string, period time.Duration, 
 		}
 	}()
 	for rctx.Err() == nil {
-		if err := c.Write(rctx, websocket.MessageText, []byte(`{"op":"heartbeat","d":{"agent":{"state":"online"}}}`)); err != nil {
+		if err := c.Write(rctx, websocket.MessageText, []byte(`{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"api"}}}`)); err != nil {
 			break
 		}
 		select {

@@ -13,6 +13,9 @@
 // are the targets of issue 8 (DESIGN.md §3.6–3.8, §5.2), measured from the
 // moment the test observed the fault end, never from a sleep.
 //
+// $ROLLCALL_FAULT_BIN runs the suite against a rollcall binary built
+// elsewhere (e.g. from another commit) instead of building this tree's.
+//
 // Without the PostgreSQL server binaries the suite skips, unless
 // ROLLCALL_REQUIRE_POSTGRES=1 (scripts/test.sh sets it), which fails it.
 package fault
@@ -64,15 +67,19 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binPath = filepath.Join(dir, "rollcall")
-	args := []string{"build", "-o", binPath}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "../../cmd/rollcall")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "fault: building rollcall failed:", err)
-		os.Exit(1)
+	if p := os.Getenv("ROLLCALL_FAULT_BIN"); p != "" {
+		binPath = p // a binary built elsewhere (e.g. from another commit)
+	} else {
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, "../../cmd/rollcall")...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "fault: building rollcall failed:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	sharedMu.Lock()
