@@ -62,7 +62,9 @@ type SessionHub interface {
 }
 
 // The hub also calls Service.Digests.StreamOpened(agentID) when an agent
-// gains its first open notification stream on this instance.
+// gains its first open notification stream on this instance, and
+// Service.Doorbell.Redeliver with the doorbells a session queued but never
+// wrote when it closes or loses its stream (issue 8 item 5).
 
 // DoorbellDedupTTL is how long a todo's doorbell is not sent again by this
 // instance (DESIGN.md §3.8 "dedup … for a short TTL").

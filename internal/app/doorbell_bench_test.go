@@ -119,3 +119,22 @@ func TestDedupExpires(t *testing.T) {
 		t.Fatalf("fifo len %d head %d cap %d: expired entries are kept", len(d.fifo), d.head, cap(d.fifo))
 	}
 }
+
+// TestSessionInfoLive: the console counts a session as live while it
+// streams or its client was seen within SessionLiveWindow (issue 8 item 6).
+func TestSessionInfoLive(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		si   SessionInfo
+		live bool
+	}{
+		{SessionInfo{Streaming: true, LastActive: now.Add(-time.Hour)}, true},
+		{SessionInfo{LastActive: now.Add(-SessionLiveWindow + time.Microsecond)}, true},
+		{SessionInfo{LastActive: now.Add(-SessionLiveWindow)}, false},
+		{SessionInfo{}, false},
+	} {
+		if got := c.si.Live(now); got != c.live {
+			t.Errorf("%+v.Live = %v, want %v", c.si, got, c.live)
+		}
+	}
+}

@@ -41,23 +41,24 @@ func (d *Doorbell) watch(r domain.TodoReady, session string, tried []string, now
 
 // bad returns the predicate of pickOrder for sessions not to prefer: a
 // ring on them went unanswered (failed over) and their client made no
-// request since.
+// request since. It takes d.mu on each call; callers must not hold it.
 func (d *Doorbell) bad(now time.Time) func(SessionInfo) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.badLocked(now)
+	return func(si SessionInfo) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		f := d.badLocked(now)
+		return f != nil && f(si)
+	}
 }
 
+// badLocked is bad for callers that hold d.mu while they call the
+// predicate (O(1) per call: one map lookup).
 func (d *Doorbell) badLocked(now time.Time) func(SessionInfo) bool {
 	if len(d.suspect) == 0 {
 		return nil
 	}
-	snap := make(map[string]time.Time, len(d.suspect))
-	for id, at := range d.suspect {
-		snap[id] = at
-	}
 	return func(si SessionInfo) bool {
-		at, ok := snap[si.ID]
+		at, ok := d.suspect[si.ID]
 		return ok && now.Sub(at) < SuspectFor && !si.LastRequestAt.After(at)
 	}
 }
@@ -102,12 +103,10 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 		}
 		// Only sessions that can take it now: an open stream the client is
 		// not known to ignore (a killed client's session lingers streamless).
-		d.mu.Lock()
-		bad := d.badLocked(now)
-		d.mu.Unlock()
+		bad := d.bad(now)
 		var others []SessionInfo
 		for _, si := range hub.AgentSessions(f.r.AgentID) {
-			if !slices.Contains(f.tried, si.ID) && si.Streaming && !si.Stalled && (bad == nil || !bad(si)) {
+			if !slices.Contains(f.tried, si.ID) && si.Streaming && !si.Stalled && !bad(si) {
 				others = append(others, si)
 			}
 		}

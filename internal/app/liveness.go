@@ -156,14 +156,18 @@ type lvEntry struct {
 	startDeadline time.Time // the start rule's deadline (fromStart only)
 	reported      string    // state the last heartbeat reported (online/degraded)
 	lastHB        time.Time // latest known heartbeat, database clock (local or claimed)
-	// pending is the arrival (database clock, unix ns) of the newest
-	// heartbeat still being processed — queued behind the agent part of an
-	// earlier one on a gateway connection, or waiting for the audit's group
-	// commit. It defers the deadline (liveness first) but never makes the
-	// agent online by itself; 0 = none.
-	pending atomic.Int64
-	state   string // the state last evaluated and published
-	pub     liveness.PublishPair
+	// arr holds the arrivals of heartbeats (database clock): the newest, and
+	// the one before it. A heartbeat still being processed — queued behind
+	// the agent part of an earlier one on a gateway connection, where a
+	// newer one replaces it, or waiting for the audit's group commit —
+	// defers the deadline (liveness first) but never makes the agent online
+	// by itself. Its own lock: Arrive never waits for mu.
+	arr struct {
+		mu           sync.Mutex
+		latest, prev time.Time
+	}
+	state string // the state last evaluated and published
+	pub   liveness.PublishPair
 
 	hb             *liveness.Heartbeat // the last full report (nil: none known)
 	audited        store.ReportedPair  // the audited pair as last stored
@@ -327,10 +331,11 @@ func (t *Tracker) stateOf(e *lvEntry, now time.Time) string {
 // alive is the time the entry's deadline runs from: the last heartbeat, or
 // a later one that arrived and is still being processed (liveness first).
 func (e *lvEntry) alive() time.Time {
-	if p := e.pending.Load(); p != 0 {
-		if at := time.Unix(0, p).UTC(); at.After(e.lastHB) {
-			return at
-		}
+	e.arr.mu.Lock()
+	at := e.arr.latest
+	e.arr.mu.Unlock()
+	if at.After(e.lastHB) {
+		return at
 	}
 	return e.lastHB
 }
@@ -413,17 +418,36 @@ func (t *Tracker) allow(p domain.Principal, now time.Time) error {
 	return nil
 }
 
+// notePending records the arrival of a heartbeat.
 func (e *lvEntry) notePending(at time.Time) {
-	ns := at.UnixNano()
-	for {
-		old := e.pending.Load()
-		if old >= ns || e.pending.CompareAndSwap(old, ns) {
-			return
-		}
+	e.arr.mu.Lock()
+	if at.After(e.arr.latest) {
+		e.arr.prev, e.arr.latest = e.arr.latest, at
 	}
+	e.arr.mu.Unlock()
 }
 
-func (e *lvEntry) donePending(at time.Time) { e.pending.CompareAndSwap(at.UnixNano(), 0) }
+// arrivedBefore is the arrival of the heartbeat before the one that arrived
+// at (zero when unknown): a heartbeat that replaced a waiting one was not
+// preceded by silence.
+func (e *lvEntry) arrivedBefore(at time.Time) time.Time {
+	e.arr.mu.Lock()
+	defer e.arr.mu.Unlock()
+	if at.Equal(e.arr.latest) {
+		return e.arr.prev
+	}
+	return time.Time{}
+}
+
+// failPending forgets the arrival of a heartbeat that failed: it keeps
+// nothing alive.
+func (e *lvEntry) failPending(at time.Time) {
+	e.arr.mu.Lock()
+	if at.Equal(e.arr.latest) {
+		e.arr.latest = e.arr.prev
+	}
+	e.arr.mu.Unlock()
+}
 
 // HeartbeatAt is Heartbeat for a heartbeat that arrived at arrived (a time
 // Arrive returned, which took the rate limit's token; zero = now, and the
@@ -448,7 +472,12 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 	e := t.entryFor(a)
 	claim := false
 	e.notePending(now)
-	defer e.donePending(now)
+	ok := false
+	defer func() {
+		if !ok {
+			e.failPending(now)
+		}
+	}()
 	// hbMu serialises this agent's heartbeats across the store writes; e.mu
 	// is held only for memory, so a status read, a deadline or a flush never
 	// waits for a slow audit (issue 8 item 3).
@@ -471,14 +500,18 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 		}
 	}
 	e.mu.Lock()
+	base := e.lastHB // the heartbeat before this one
+	if prev := e.arrivedBefore(now); prev.After(base) {
+		base = prev
+	}
 	if e.owned && e.state != liveness.StateOffline && !e.fromStart && !e.lastHB.IsZero() &&
-		!now.Before(liveness.Deadline(e.lastHB, t.cfg.PresenceTimeout)) {
+		!now.Before(liveness.Deadline(base, t.cfg.PresenceTimeout)) {
 		// The deadline passed and its timer has not run yet: the agent was
 		// offline until this heartbeat, whatever the goroutines' order —
 		// unless the process itself stalled meanwhile (the heartbeat may
 		// have waited on the socket), which extends the deadline.
 		t.stalls.Check()
-		if !now.Before(liveness.Deadline(e.lastHB, t.cfg.PresenceTimeout).Add(t.stalledSince(e.lastHB))) {
+		if !now.Before(liveness.Deadline(base, t.cfg.PresenceTimeout).Add(t.stalledSince(base))) {
 			t.goOfflineLocked(e, now)
 		}
 	} else if e.owned && e.fromStart && e.state != liveness.StateOffline && t.stateOf(e, now) == liveness.StateOffline {
@@ -509,6 +542,7 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 	}
 	t.publishLocked(e)
 	e.mu.Unlock()
+	ok = true
 	if claim {
 		t.publishClaim(e.id, now)
 	}

@@ -348,6 +348,7 @@ type presenceEntry struct {
 	// "in"): set by the transition broadcast and by CatchUp. A stored seen
 	// that differs after a bus outage is a transition this instance missed.
 	handled   string
+	caughtUp  bool            // handled was set by CatchUp, not by the broadcast
 	changedBy string          // presence_changed_by of the stored transition
 	notReady  map[string]bool // queues last reported ready:false
 	cause     string          // cause of the last presence write, for the digest reason
@@ -418,7 +419,7 @@ func (e *Evaluator) putLocked(en *presenceEntry, due time.Time) {
 		if en.cause == "" {
 			en.cause = old.cause
 		}
-		en.handled = old.handled
+		en.handled, en.caughtUp = old.handled, old.caughtUp
 	}
 	e.entries[en.agentID] = en
 	if !en.active {
@@ -618,13 +619,14 @@ func (e *Evaluator) onTransition(payload string) {
 	e.mu.Lock()
 	if en, ok := e.entries[agentID]; ok {
 		en.seen = p
-		if en.handled == p {
+		if en.caughtUp && en.handled == p {
 			// Already handled here: CatchUp got to it first after a bus
 			// outage, and this is the broadcast arriving after all.
+			en.caughtUp = false
 			e.mu.Unlock()
 			return
 		}
-		en.handled = p
+		en.handled, en.caughtUp = p, false
 	}
 	e.mu.Unlock()
 	if p == presence.In {
@@ -641,7 +643,7 @@ func (e *Evaluator) missedTransitions() []missedTransition {
 	var out []missedTransition
 	for _, en := range e.entries {
 		if en.active && en.seen != en.handled {
-			en.handled = en.seen
+			en.handled, en.caughtUp = en.seen, true
 			out = append(out, missedTransition{agentID: en.agentID, presence: en.seen, by: en.changedBy, inputs: en.inputs})
 		}
 	}

@@ -1,9 +1,15 @@
 package mcpserver_test
 
 import (
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,5 +240,131 @@ func TestKilledClientDoorbellStillRung(t *testing.T) {
 		live.ok("claim", map[string]any{"todo_id": td.ID}, nil)
 		wantStatus(t, e.raw(http.MethodDelete, a.Credential, victim, ""), http.StatusOK)
 		e.waitEvent(victim, mcpserver.SessionClosed)
+	}
+}
+
+// stalledStream opens the GET stream of session id over a raw TCP
+// connection with a tiny receive buffer, reads the response head and then
+// never reads again: the server's writes stall once the socket buffers are
+// full.
+func (e *env) stalledStream(cred, id string) net.Conn {
+	e.t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	host := strings.TrimPrefix(e.ts.URL, "http://")
+	conn, err := d.Dial("tcp", host)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\nAccept: text/event-stream\r\n\r\n",
+		host, cred, id, mcp.ProtocolVersion20251125)
+	head := make([]byte, 64)
+	if _, err := io.ReadAtLeast(conn, head, 12); err != nil || !strings.HasPrefix(string(head), "HTTP/1.1 200") {
+		e.t.Fatalf("stream head %q: %v", head, err)
+	}
+	e.waitEvent(id, mcpserver.StreamOpened)
+	return conn
+}
+
+// TestStalledStreamLosesNoDoorbell: a client whose stream stops being read
+// (its socket buffers full) has its stream closed once a write runs past
+// Options.WriteTimeout; the doorbells it had not been written go to the
+// agent's other session at once, and later ones prefer that session: every
+// todo reaches the reading client (issue 8 item 5).
+func TestStalledStreamLosesNoDoorbell(t *testing.T) {
+	// Small server send buffers, so a client that stops reading stalls the
+	// server's writes after a few KB instead of megabytes.
+	smallSendBuffers := func(ts *httptest.Server) {
+		ts.Config.ConnState = func(c net.Conn, st http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
+				_ = tc.SetWriteBuffer(8192)
+			}
+		}
+	}
+	e := newEnvServer(t, smallSendBuffers, withAppClock, func(o *mcpserver.Options) { o.WriteTimeout = 300 * time.Millisecond; o.KeepAlive = -1 })
+	a := e.vend("ada", allVerbs, "q1")
+	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
+	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	resp, body := e.bareInit(a.Credential)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	stalled := resp.Header.Get("Mcp-Session-Id")
+	wantStatus(t, e.raw(http.MethodPost, a.Credential, stalled, `{"jsonrpc":"2.0","method":"notifications/initialized"}`), http.StatusAccepted)
+	e.stalledStream(a.Credential, stalled)
+	rings := watchRings(e)
+
+	title := strings.Repeat("x", 480)
+	var pushed []string
+	closed := false
+	for i := 0; !closed; i++ {
+		if i == 2000 {
+			t.Fatal("the stalled stream was never closed after 2000 doorbells")
+		}
+		pushed = append(pushed, e.push("ada", "q1", title).ID)
+		e.mu.Lock()
+		for _, ev := range e.skipped[stalled] {
+			closed = closed || ev.Kind == mcpserver.StreamClosed
+		}
+		e.mu.Unlock()
+		if !closed {
+			select {
+			case ev := <-e.eventsOf(stalled):
+				e.mu.Lock()
+				e.skipped[stalled] = append(e.skipped[stalled], ev)
+				e.mu.Unlock()
+				closed = ev.Kind == mcpserver.StreamClosed
+			default:
+			}
+		}
+	}
+	// Later doorbells go to the live session.
+	for range 5 {
+		td := e.push("ada", "q1", "after the stall")
+		if s := rings.sessions(td.ID); !slices.Equal(s, []string{live.sessionID()}) {
+			t.Fatalf("after the stall todo %s was rung on %v", td.ID, s)
+		}
+		pushed = append(pushed, td.ID)
+	}
+	// Every todo reaches the live client: directly, handed on at once, or
+	// (the ones written into the dead socket's buffers) by the failover.
+	got := map[string]bool{}
+	failedOver := false
+	deadline := time.After(wait)
+	for len(got) < len(pushed) {
+		select {
+		case n := <-live.notes:
+			_, meta := channelParams(t, n)
+			got[meta["todo_id"]] = true
+		case <-time.After(200 * time.Millisecond):
+			if !failedOver {
+				failedOver = true
+				e.svc.Doorbell.DrainRecords()
+				e.clock.Advance(app.DefaultFailoverAfter)
+				e.svc.Doorbell.FailoverOnce(e.ctx)
+			}
+		case <-deadline:
+			var missing []string
+			for _, id := range pushed {
+				if !got[id] {
+					missing = append(missing, id)
+				}
+			}
+			t.Fatalf("%d of %d todos never reached the reading session (failover ran: %v): %v", len(missing), len(pushed), failedOver, missing[:min(5, len(missing))])
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("server log:\n%s", e.logs.String())
+	}
+	for _, si := range e.sessions(a.Agent.ID) {
+		if si.ID == stalled && si.Streaming {
+			t.Errorf("the stalled session still streams: %+v", si)
+		}
 	}
 }

@@ -62,6 +62,13 @@ func withAppClock(o *mcpserver.Options) { o.Clock = appClock }
 
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
+	return newEnvServer(t, nil, opts...)
+}
+
+// newEnvServer is newEnv with hook applied to the test HTTP server before
+// it starts.
+func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
@@ -91,7 +98,11 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	e.srv = mcpserver.New(e.svc, o)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.srv)
-	e.ts = httptest.NewServer(mux)
+	e.ts = httptest.NewUnstartedServer(mux)
+	if hook != nil {
+		hook(e.ts)
+	}
+	e.ts.Start()
 	e.url = e.ts.URL + "/mcp"
 	e.svc.SetPublicURL(e.ts.URL)
 	t.Cleanup(func() {

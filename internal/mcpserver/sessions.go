@@ -704,20 +704,26 @@ func (st *stream) Write(b []byte) (int, error) {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
 	n, err := st.w.Write(b)
 	_ = st.rc.SetWriteDeadline(time.Time{})
-	s, x := st.s, st.sess
 	if err != nil {
-		st.done = true
-		st.cancel()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			s.mu.Lock()
-			x.stalled = true
-			s.mu.Unlock()
-			s.log.Warn("mcp stream write stalled; the session is not preferred for doorbells", "session", x.id, "timeout", s.opts.WriteTimeout)
-		}
+		st.failedLocked(err)
 		return n, err
 	}
-	s.markWritten(x, b)
+	st.s.markWritten(st.sess, b)
 	return n, err
+}
+
+// failedLocked ends the stream after a failed write or flush; a write past
+// its deadline marks the session stalled. Callers hold st.mu.
+func (st *stream) failedLocked(err error) {
+	st.done = true
+	st.cancel()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s, x := st.s, st.sess
+		s.mu.Lock()
+		x.stalled = true
+		s.mu.Unlock()
+		s.log.Warn("mcp stream write stalled; the stream is closed and the session not preferred for doorbells", "session", x.id, "timeout", s.opts.WriteTimeout)
+	}
 }
 
 // markWritten drops from x's queue the doorbells that b, written to the
@@ -752,10 +758,11 @@ func (w noteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (st *stream) Flush() {
 	st.mu.Lock()
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
 	err := st.rc.Flush()
+	_ = st.rc.SetWriteDeadline(time.Time{})
 	if err != nil {
-		st.done = true
-		st.cancel()
+		st.failedLocked(err)
 	}
 	first := st.sse && !st.flushed && err == nil
 	st.flushed = true

@@ -174,8 +174,8 @@ type agentSession struct {
 
 func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession {
 	t.Helper()
-	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
 	tr, err := transport.NewStreamableHTTP(in.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
+		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
 		transport.WithContinuousListening(), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -231,16 +231,6 @@ func (s *agentSession) next(what string) map[string]string {
 			s.t.Fatalf("%s: no channel notification within %v", what, wait)
 			return nil
 		}
-	}
-}
-
-// none asserts that no notification is queued for the client now.
-func (s *agentSession) none(what string) {
-	s.t.Helper()
-	select {
-	case m := <-s.notes:
-		s.t.Fatalf("%s: unexpected notification %v", what, m)
-	default:
 	}
 }
 

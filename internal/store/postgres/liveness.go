@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 )
 
 // The liveness part of the store port (DESIGN.md §5.2): store.LivenessStore.
@@ -122,11 +124,14 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 	return wrote, err
 }
 
-// ApplyReportedChanges implements store.LivenessStore: one transaction
-// that locks the rows in ascending id order (as PersistHeartbeats does, so
-// they cannot deadlock with each other), then compares, writes and audits
-// each element in the order given; the audit chain's advisory lock is
-// taken once for the whole batch.
+// ApplyReportedChanges implements store.LivenessStore: one transaction of
+// a fixed number of statements whatever the batch size — lock the rows in
+// ascending id order (as PersistHeartbeats does, so they cannot deadlock
+// with each other), compare each element with the locked values in the
+// order given, write the changed rows with one set-based UPDATE, and
+// append their audit entries with one INSERT after one acquisition of the
+// audit chain's advisory lock (the chain is computed here from its last
+// entry, read under that lock).
 func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) ([]bool, error) {
 	wrote := make([]bool, len(ps))
 	if len(ps) == 0 {
@@ -157,32 +162,81 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 		if err := rows.Err(); err != nil {
 			return mapErr("apply reported changes", err)
 		}
+		// Compare in order; the last change of an id is what its row gets.
+		var records []domain.AuditRecord
+		var ats []time.Time
+		last := map[string]int{}
 		for i, p := range ps {
 			old, ok := stored[p.AgentID]
 			if !ok || (lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass)) {
 				continue
 			}
-			_, err = tx.Exec(ctx, `UPDATE agents SET
-					reported_billing_mode = $2, reported_tool_class = $3,
-					reported_runtime_version = $4, reported_state = $5, state = $6,
-					last_heartbeat_at = GREATEST(last_heartbeat_at, $7)
-				WHERE id = $1`,
-				p.AgentID, p.BillingMode, p.ToolClass, p.RuntimeVersion, nullJSON(p.ReportedState), p.State, micro(p.HeartbeatAt))
-			if err != nil {
-				return mapErr("apply reported changes", err)
-			}
-			if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
-				return err
-			}
+			records = append(records, p.Audit(old))
+			ats = append(ats, p.HeartbeatAt)
 			stored[p.AgentID] = store.ReportedPair{BillingMode: p.BillingMode, ToolClass: p.ToolClass}
+			last[p.AgentID] = i
 			wrote[i] = true
 		}
-		return nil
+		if len(records) == 0 {
+			return nil
+		}
+		n := len(last)
+		uid, modes, classes := make([]string, 0, n), make([]*string, 0, n), make([]*string, 0, n)
+		rvs, rss, states, hbs := make([]*string, 0, n), make([]*string, 0, n), make([]string, 0, n), make([]time.Time, 0, n)
+		for i, p := range ps {
+			if j, ok := last[p.AgentID]; !ok || j != i {
+				continue
+			}
+			uid, modes, classes = append(uid, p.AgentID), append(modes, p.BillingMode), append(classes, p.ToolClass)
+			rvs, rss = append(rvs, p.RuntimeVersion), append(rss, nullJSON(p.ReportedState))
+			states, hbs = append(states, p.State), append(hbs, micro(p.HeartbeatAt))
+		}
+		if _, err := tx.Exec(ctx, `UPDATE agents a SET
+				reported_billing_mode = r.mode, reported_tool_class = r.class,
+				reported_runtime_version = r.rv, reported_state = r.rs, state = r.state,
+				last_heartbeat_at = GREATEST(a.last_heartbeat_at, r.hb)
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+				AS r(id, mode, class, rv, rs, state, hb)
+			WHERE a.id = r.id`, uid, modes, classes, rvs, rss, states, hbs); err != nil {
+			return mapErr("apply reported changes", err)
+		}
+		return appendAudits(ctx, tx, ats, records)
 	})
 	if err != nil {
 		return make([]bool, len(ps)), err
 	}
 	return wrote, nil
+}
+
+// appendAudits appends the records in order (at[i] is record i's time)
+// under one acquisition of the chain's lock, with one INSERT.
+func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.AuditRecord) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockAudit); err != nil {
+		return mapErr("append audit", err)
+	}
+	var seq int64
+	var prev string
+	err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return mapErr("append audit", err)
+	}
+	n := len(rs)
+	seqs, ts := make([]int64, n), make([]time.Time, n)
+	actors, actions, agents, decisions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	data, prevs, hashes := make([]*string, n), make([]string, n), make([]string, n)
+	for i, r := range rs {
+		e, err := storeutil.AuditEntry(seq+1, prev, at[i], r)
+		if err != nil {
+			return err
+		}
+		seqs[i], ts[i], actors[i], actions[i], agents[i], decisions[i] = e.Seq, e.At, e.Actor, e.Action, e.AgentID, e.Decision
+		data[i], prevs[i], hashes[i] = nullJSON(e.Data), e.PrevHash, e.Hash
+		seq, prev = e.Seq, e.Hash
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO audit (`+auditCols+`)
+		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`,
+		seqs, ts, actors, actions, agents, decisions, data, prevs, hashes)
+	return mapErr("append audit", err)
 }
 
 // DBNow implements store.LivenessStore: the server's clock_timestamp() (the
