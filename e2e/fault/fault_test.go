@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -380,16 +381,20 @@ func TestFaultLoad(t *testing.T) {
 	vend(t, a, "fence")
 	rest := vend(t, a, "rest")
 	agents := make([]vended, n)
+	errs := make([]error, n)
 	var vwg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i := range agents {
 		vwg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			agents[i] = vend(t, a, fmt.Sprintf("load%d", i))
+			agents[i], errs[i] = tryVend(a, fmt.Sprintf("load%d", i))
 		})
 	}
 	vwg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
 	evA, evB := subscribe(t, a), subscribe(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -491,6 +491,15 @@ type vended struct {
 // vend creates an agent over REST (POST /v1/agents) with one queue, "q".
 func vend(t *testing.T, srv *server, handle string) vended {
 	t.Helper()
+	v, err := tryVend(srv, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// tryVend is vend for other goroutines than the test's.
+func tryVend(srv *server, handle string) (vended, error) {
 	var res struct {
 		Agent struct {
 			ID     string `json:"id"`
@@ -499,9 +508,9 @@ func vend(t *testing.T, srv *server, handle string) vended {
 		Credential string `json:"credential"`
 	}
 	if code := do(srv, adminToken, "POST", "/v1/agents", map[string]any{"handle": handle, "queues": []string{"q"}, "verbs": allVerbs}, &res); code != 201 && code != 200 {
-		t.Fatalf("vend %s: HTTP %d", handle, code)
+		return vended{}, fmt.Errorf("vend %s: HTTP %d", handle, code)
 	}
-	return vended{Handle: handle, ID: res.Agent.ID, Credential: res.Credential}
+	return vended{Handle: handle, ID: res.Agent.ID, Credential: res.Credential}, nil
 }
 
 // push pushes a todo to agent's queue "q" and returns its id, retrying
