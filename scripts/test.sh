@@ -2,7 +2,8 @@
 # Runs every Rollcall test: unit, property, store contract suite on SQLite
 # and PostgreSQL, MCP adapter, REST, CLI and the end-to-end tests (real
 # binary, official MCP TypeScript SDK client, Go MCP client), all under the
-# race detector.
+# race detector, and the fault suite (e2e/fault: two servers on a throwaway
+# PostgreSQL cluster it starts itself from /usr/lib/postgresql/*/bin).
 #
 # PostgreSQL: uses $ROLLCALL_TEST_POSTGRES if set, else 127.0.0.1:5432 if it
 # answers, else starts a throwaway cluster from Debian's binaries
@@ -53,4 +54,12 @@ if [ ! -x e2e/claudecode/node_modules/.bin/claude ]; then
   (cd e2e/claudecode && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-go test -race -count=1 -timeout 30m "$@" ./...
+# -json through tools/testsummary: the output of plain `go test` (package
+# lines, failing tests in full), then "N passed, N failed, N skipped" as the
+# last line. pipefail keeps go test's exit status.
+go build -o "${TMPDIR:-/tmp}/rollcall-testsummary.$$" ./tools/testsummary
+summary="${TMPDIR:-/tmp}/rollcall-testsummary.$$"
+status=0
+go test -race -count=1 -timeout 30m -json "$@" ./... | "$summary" || status=$?
+rm -f "$summary"
+exit $status

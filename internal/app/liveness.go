@@ -24,12 +24,16 @@ import (
 // the injected clock and the store and bus ports.
 //
 // One Tracker per process keeps one entry per agent it has seen: the last
-// heartbeat (server clock), the last full report, the last published pair
-// and the deadline timer. Heartbeats only touch memory; the flush loop
-// writes dirty entries once per agent.heartbeat_persist_interval (D-M2-20-5),
-// so database writes are bounded by agents ÷ persist interval, not by the
-// heartbeat rate. Only the reported-change audit (D-M2-20-3) and project
-// readiness (D-M2-20-10) write on the heartbeat path, and only on a change.
+// heartbeat (database clock, liveness_clock.go), the last full report, the
+// last published pair and the deadline timer. Steady heartbeats only touch
+// memory; the flush loop writes dirty entries once per
+// agent.heartbeat_persist_interval (D-M2-20-5), so database writes are
+// bounded by agents ÷ persist interval, not by the heartbeat rate. A
+// transition of the liveness state (first heartbeat, coming back, offline)
+// is written at once besides (issue 8 item 1), and the reported-change
+// audit (D-M2-20-3, group-committed: liveness_audit.go) and project
+// readiness (D-M2-20-10) write on the heartbeat path, only on a change.
+// Deadlines are extended by stalls of the process (liveness_stall.go).
 //
 // Several instances: the instance that receives an agent's heartbeat owns
 // the agent's deadline. When it did not own it yet it broadcasts a claim on
@@ -348,10 +352,10 @@ func (t *Tracker) deadline(e *lvEntry) time.Time {
 		if e.startDeadline.IsZero() {
 			return e.startDeadline
 		}
-		return e.startDeadline.Add(t.stalledSince(e.startDeadline.Add(-t.cfg.PresenceTimeout)))
+		return t.extend(e.startDeadline.Add(-t.cfg.PresenceTimeout), t.cfg.PresenceTimeout)
 	}
 	from := e.alive()
-	return liveness.Deadline(from, t.cfg.PresenceTimeout).Add(t.stalledSince(from))
+	return t.extend(from, t.cfg.PresenceTimeout)
 }
 
 func (e *lvEntry) reportedMode() *string {
@@ -511,7 +515,7 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 		// unless the process itself stalled meanwhile (the heartbeat may
 		// have waited on the socket), which extends the deadline.
 		t.stalls.Check()
-		if !now.Before(liveness.Deadline(base, t.cfg.PresenceTimeout).Add(t.stalledSince(base))) {
+		if !now.Before(t.extend(base, t.cfg.PresenceTimeout)) {
 			t.goOfflineLocked(e, now)
 		}
 	} else if e.owned && e.fromStart && e.state != liveness.StateOffline && t.stateOf(e, now) == liveness.StateOffline {

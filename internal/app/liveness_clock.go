@@ -78,11 +78,13 @@ func (t *Tracker) clockLoop(ctx context.Context) {
 	}
 }
 
-// stalledSince is how long this process stalled after at (a time on the
-// tracker's clock).
-func (t *Tracker) stalledSince(at time.Time) time.Duration {
+// extend is StallDetector.Extend for times on the tracker's clock: the
+// deadline of a wait of d from base, restarted by a stall that ended after
+// base.
+func (t *Tracker) extend(base time.Time, d time.Duration) time.Time {
 	if t.stalls == nil {
-		return 0
+		return base.Add(d)
 	}
-	return t.stalls.Since(at.Add(-t.ClockOffset()))
+	off := t.ClockOffset()
+	return t.stalls.Extend(base.Add(-off), d).Add(off)
 }

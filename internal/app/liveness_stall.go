@@ -15,9 +15,12 @@ import (
 // sockets, and a deadline that passed meanwhile says nothing about the
 // agents. The StallDetector notices such gaps with a monotonic ticker: a
 // tick that comes far later than its period (at least the threshold) is a
-// stall from the previous tick to this one. Every deadline that ran
-// during a stall is extended by it: the tracker's offline deadlines and
-// the gateway's 4009 deadlines add Since(start of their wait).
+// stall from the previous tick to this one. Every wait that spanned a
+// stall starts again when the process runs again (Extend): the tracker's
+// offline deadlines and the gateway's 4009 deadlines get their full period
+// from the end of the stall, so the heartbeats that queued on the sockets
+// meanwhile — thousands of frames the server then reads as fast as it can
+// — are read before any deadline is judged.
 //
 // A deadline's callback may run before the ticker's after the process
 // resumes (both were due); it calls Check first, so the stall is always
@@ -125,6 +128,28 @@ func (d *StallDetector) Since(t time.Time) time.Duration {
 		sum += s.to.Sub(from)
 	}
 	return sum
+}
+
+// Extend returns the deadline of a wait of d that began at base: base + d,
+// or, when a stall ended after base, the end of the last such stall + d
+// (never earlier than base + d + the stalled time).
+func (d *StallDetector) Extend(base time.Time, wait time.Duration) time.Time {
+	dl := base.Add(wait)
+	if d == nil {
+		return dl
+	}
+	since := d.Since(base)
+	if since == 0 {
+		return dl
+	}
+	dl = dl.Add(since)
+	d.mu.Lock()
+	end := d.stalls[len(d.stalls)-1].to
+	d.mu.Unlock()
+	if e := end.Add(wait); e.After(dl) {
+		dl = e
+	}
+	return dl
 }
 
 // Stalls returns the process's stall detector (nil when it is off), which

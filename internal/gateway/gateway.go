@@ -352,14 +352,14 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 // previous firing computed: it closes with 4009 when no heartbeat came for
 // Options.Deadline, and otherwise re-arms for the rest.
 //
-// A stall of the server (app.StallDetector) extends the deadline by the
-// time the process could not run since the last heartbeat: frames queued
-// on the socket meanwhile are not the agent's fault (issue 8 item 4).
+// A stall of the server (app.StallDetector) restarts the deadline when the
+// process runs again: frames queued on the socket meanwhile are not the
+// agent's fault (issue 8 item 4).
 func (c *conn) onDeadline() {
 	st := c.g.svc.Liveness.Stalls()
 	st.Check() // a stall that ended just now is recorded before judging
 	seen := time.Unix(0, c.seen.Load())
-	due := seen.Add(c.g.o.Deadline + st.Since(seen))
+	due := st.Extend(seen, c.g.o.Deadline)
 	if now := c.g.clock.Now(); now.Before(due) {
 		c.mu.Lock()
 		c.timer.Reset(due.Sub(now))

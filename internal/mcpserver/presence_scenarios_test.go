@@ -369,6 +369,7 @@ func TestClockInWithNothingWaitingSendsNoDigest(t *testing.T) {
 	ac.ok("clock_out", map[string]any{}, nil)
 	ac.ok("clock_in", map[string]any{}, nil)
 	e.pass()
+	e.svc.Settle() // the transition's digest (if any) is decided before the fence exists
 	// Fence: a todo pushed now rings; nothing may come before it.
 	f := e.push("idle", "fence", "fence")
 	_, meta := channelParams(t, ac.note())
