@@ -317,6 +317,9 @@ func (t *Tracker) stateOf(e *lvEntry, now time.Time) string {
 		if e.state == liveness.StateOffline || !now.Before(t.takeoverAt(e)) {
 			return liveness.StateOffline
 		}
+		if pair, ok := t.s.Events.lastPair(e.id); ok && pair.State == liveness.StateOffline {
+			return liveness.StateOffline // the owner published offline (over the bus) before the watch read the row
+		}
 		return e.reported
 	}
 	if e.lastHB.IsZero() {

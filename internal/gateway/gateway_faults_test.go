@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -222,5 +223,51 @@ func TestStallKeepsConnections(t *testing.T) {
 	}
 	if n := e.gw.Connections(); n != 1 {
 		t.Fatalf("connections after the stall = %d, want 1", n)
+	}
+}
+
+// TestSlowFirstReport: the agent's first report (an audited write) waits
+// for a slow store for 5 s while its heartbeats keep coming every 250 ms;
+// they replace each other behind it. Once the store answers the agent is
+// online and never published offline: a heartbeat that replaced a waiting
+// one was not preceded by silence. (Under load, before the arrival chain,
+// every such agent was published offline and online again.)
+func TestSlowFirstReport(t *testing.T) {
+	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
+	e := newFaultEnv(t, faultCfg, func(s store.Store) store.Store { gs.Store = s; return gs })
+	sub, err := e.svc.Events.Subscribe(e.admin.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	c := e.identified()
+	const hb = `{"state":"online","billing_mode":"subscription"}`
+	c.beat(hb)
+	<-gs.hit
+	for range 20 {
+		e.clock.Advance(250 * time.Millisecond)
+		c.beat(hb)
+	}
+	close(gs.gate)
+	e.waitState("online")
+	for range 8 {
+		e.clock.Advance(250 * time.Millisecond)
+		c.beat(hb)
+	}
+	e.waitState("online")
+	var states []string
+	for {
+		select {
+		case ev := <-sub.C():
+			var d app.PresenceChangedData
+			_ = json.Unmarshal(ev.Data, &d)
+			states = append(states, d.State)
+			continue
+		default:
+		}
+		break
+	}
+	if len(states) != 1 || states[0] != "online" {
+		t.Fatalf("published %v, want exactly [online]", states)
 	}
 }

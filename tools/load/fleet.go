@@ -101,7 +101,7 @@ func runFleet(ctx context.Context, args []string) error {
 		lateSends, late4009       atomic.Int64 // sends later than the gateway deadline after the previous one
 		maxGapNS                  atomic.Int64
 		gwLat, restLat            latencies
-		restFirst                 latencies // each REST agent's first heartbeat (its audited first report)
+		restFirst                 latencies    // each REST agent's first heartbeat (its audited first report)
 		restMaxAt                 atomic.Int64 // when the slowest steady REST heartbeat was sent, ns into the run
 	)
 	frame := []byte(`{"op":"heartbeat","d":{"agent":` + loadHeartbeat + `}}`)
