@@ -82,7 +82,7 @@ func TestFirstReportsGroupCommitted(t *testing.T) {
 				t.Fatalf("agent %s: %d agent.heartbeat entries, want 1", p.Agent.Handle, len(es))
 			}
 		}
-		res, err := e.store.VerifyAudit(t.Context())
+		res, err := e.store.VerifyAudit(t.Context(), store.VerifyAuditParams{})
 		if err != nil || !res.OK {
 			t.Fatalf("VerifyAudit = %+v, %v", res, err)
 		}
