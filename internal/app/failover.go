@@ -13,6 +13,9 @@ import (
 // DefaultFailoverAfter is doorbell.failover_after's default (DESIGN.md §3.8).
 const DefaultFailoverAfter = 30 * time.Second
 
+// failoverBatch bounds the todos one FailoverRings statement counts.
+const failoverBatch = 1000
+
 // SuspectFor is how long a session on which a ring went unanswered stays
 // not preferred when its client does nothing else.
 const SuspectFor = time.Hour
@@ -67,8 +70,8 @@ func (d *Doorbell) badLocked(now time.Time) func(SessionInfo) bool {
 // issue 8 item 5): a todo rung on one of several sessions of its agent here
 // and still pending failover_after later is rung on a session not rung yet
 // for it and streaming, not stalled and not itself failed over from — the
-// ring counted in one conditional statement
-// (store.FailoverRing: budget and unclaimed state hold) — and the session
+// rings of one pass counted in one conditional statement
+// (store.FailoverRings: budget and unclaimed state hold) — and the session
 // that did not answer is not preferred until its client acts again. Held
 // doorbells (agent out, queue not ready) are not failed over. It returns
 // how many todos were rung again.
@@ -96,14 +99,17 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 	if hub == nil || len(due) == 0 {
 		return 0
 	}
-	rung := 0
+	// Filter in memory, then count the whole batch in one statement.
+	type cand struct {
+		f      failover
+		others []SessionInfo
+	}
+	var cands []cand
+	rings := make([]store.FailoverRing, 0, len(due))
+	bad := d.bad(now)
 	for _, f := range due {
-		if ctx.Err() != nil {
-			return rung
-		}
 		// Only sessions that can take it now: an open stream the client is
 		// not known to ignore (a killed client's session lingers streamless).
-		bad := d.bad(now)
 		var others []SessionInfo
 		for _, si := range hub.AgentSessions(f.r.AgentID) {
 			if !slices.Contains(f.tried, si.ID) && si.Streaming && !si.Stalled && !bad(si) {
@@ -116,14 +122,30 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 		if p, ok := d.s.Evaluator.Presence(f.r.AgentID, now); !ok || p != presence.In || d.s.Evaluator.NotReady(f.r.AgentID, f.r.Queue) {
 			continue
 		}
-		ok, err := d.s.presenceStore().FailoverRing(ctx, store.FailoverRingParams{TodoID: f.r.TodoID, RungAt: f.rungAt, At: now})
+		cands = append(cands, cand{f, others})
+		rings = append(rings, store.FailoverRing{TodoID: f.r.TodoID, RungAt: f.rungAt})
+	}
+	if len(rings) == 0 {
+		return 0
+	}
+	ok := map[string]bool{}
+	for batch := range slices.Chunk(rings, failoverBatch) {
+		counted, err := d.s.presenceStore().FailoverRings(ctx, store.FailoverRingsParams{Rings: batch, At: now})
 		if err != nil {
-			d.s.log.Warn("doorbell failover not rung", "todo_id", f.r.TodoID, "err", err)
+			d.s.log.Warn("doorbell failovers not rung", "todos", len(batch), "err", err)
 			continue
 		}
-		if !ok {
+		for _, id := range counted {
+			ok[id] = true
+		}
+	}
+	rung := 0
+	for _, c := range cands {
+		f, others := c.f, c.others
+		if !ok[f.r.TodoID] {
 			continue // claimed, done, budget spent, or rung since by the sweep
 		}
+		delete(ok, f.r.TodoID) // listed twice: rung once
 		d.mu.Lock()
 		d.suspect[f.session] = now
 		order := pickOrder(others, d.rr[f.r.AgentID], d.badLocked(now))

@@ -95,3 +95,11 @@ func (b *auditBatcher) run() {
 		}
 	}
 }
+
+// AuditsWaiting returns how many reported changes wait for the next group
+// commit (not counting the batch being written).
+func (t *Tracker) AuditsWaiting() int {
+	t.audits.mu.Lock()
+	defer t.audits.mu.Unlock()
+	return len(t.audits.queue)
+}

@@ -58,7 +58,11 @@ type envOptions struct {
 	store     func(*sqlite.Store) store.Store
 	realClock bool
 	postgres  bool
+	wrap      func(store.Store) store.Store // on either store
 }
+
+// wrapStore wraps the environment's store, SQLite or PostgreSQL.
+func wrapStore(w func(store.Store) store.Store) envOpt { return func(o *envOptions) { o.wrap = w } }
 
 // onPostgres runs the environment on a fresh PostgreSQL database (skipped
 // when ROLLCALL_TEST_POSTGRES is unreachable) instead of SQLite.
@@ -104,6 +108,9 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 	var s store.Store = st
 	if o.store != nil {
 		s = o.store(st)
+	}
+	if o.wrap != nil {
+		s = o.wrap(s)
 	}
 	e := &lvEnv{t: t, clock: clockwork.NewFakeClockAt(t0), store: s, bus: bus.NewLocal(), dbPath: dbPath}
 	e.svc = e.instance("a", o.cfg, o.realClock)

@@ -13,6 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 )
 
@@ -68,7 +69,11 @@ func newPgEnv(t testing.TB, o envOptions) *lvEnv {
 	}
 	// Closed after every service's cleanup (cleanups run last-in first-out).
 	t.Cleanup(func() { _ = st.Close() })
-	e := &lvEnv{t: t, clock: clockwork.NewFakeClockAt(t0), store: st, bus: bus.NewLocal()}
+	var s store.Store = st
+	if o.wrap != nil {
+		s = o.wrap(st)
+	}
+	e := &lvEnv{t: t, clock: clockwork.NewFakeClockAt(t0), store: s, bus: bus.NewLocal()}
 	e.svc = e.instance("a", o.cfg, o.realClock)
 	tok, _, err := e.svc.Bootstrap(t.Context(), "")
 	if err != nil {

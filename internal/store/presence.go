@@ -56,21 +56,27 @@ type PresenceStore interface {
 	// domain.NextRingAt, as the sweep does; racing callers ring each todo
 	// once. Empty Receivers → no query.
 	RingMissed(ctx context.Context, p MissedRingParams) ([]domain.Todo, error)
-	// FailoverRing counts a failover ring of one todo (DESIGN.md §3.8
-	// doorbell.failover_after, issue 8 item 5) in ONE conditional statement:
-	// only while the todo is pending, push-eligible, has ring budget left
-	// (ring_attempts < domain.MaxRings) and was not rung after RungAt (by a
-	// sweep, a digest or another failover). It sets ring_attempts+1,
-	// last_ringed_at = At and next_ring_at per domain.NextRingAt, and
-	// reports whether it did.
-	FailoverRing(ctx context.Context, p FailoverRingParams) (bool, error)
+	// FailoverRings counts failover rings (DESIGN.md §3.8
+	// doorbell.failover_after, issue 8 item 5) in ONE conditional statement
+	// for a batch of todos: each only while it is pending, push-eligible,
+	// has ring budget left (ring_attempts < domain.MaxRings) and was not
+	// rung after its RungAt (by a sweep, a digest or another failover). Each
+	// counted one gets ring_attempts+1, last_ringed_at = At and next_ring_at
+	// per domain.NextRingAt. It returns the ids counted, in no particular
+	// order; a todo listed twice counts once.
+	FailoverRings(ctx context.Context, p FailoverRingsParams) ([]string, error)
 }
 
-// FailoverRingParams names the todo, the ring being failed over and now.
-type FailoverRingParams struct {
+// FailoverRingsParams is one batch of failover rings at At.
+type FailoverRingsParams struct {
+	Rings []FailoverRing
+	At    time.Time
+}
+
+// FailoverRing names a todo and the ring of it being failed over.
+type FailoverRing struct {
 	TodoID string
 	RungAt time.Time
-	At     time.Time
 }
 
 // MissedRingParams bounds one RingMissed catch-up.

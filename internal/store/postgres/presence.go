@@ -286,16 +286,31 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	return out, nil
 }
 
-// FailoverRing implements store.PresenceStore (issue 8 item 5): one
-// conditional UPDATE.
-func (s *Store) FailoverRing(ctx context.Context, p store.FailoverRingParams) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE todos
+// FailoverRings implements store.PresenceStore (issue 8 item 5): one
+// UPDATE joined with the batch (unnest of ids and ring times); a todo
+// listed twice joins twice but is updated once.
+func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) ([]string, error) {
+	if len(p.Rings) == 0 {
+		return []string{}, nil
+	}
+	ids := make([]string, len(p.Rings))
+	rungAt := make([]time.Time, len(p.Rings))
+	for i, r := range p.Rings {
+		ids[i], rungAt[i] = r.TodoID, micro(r.RungAt)
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE todos
 		SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
 		    next_ring_at = $3::timestamptz + `+ringDelayAfterRing+`
-		WHERE id = $1 AND `+sweepable+` AND (last_ringed_at IS NULL OR last_ringed_at <= $2)`,
-		p.TodoID, micro(p.RungAt), micro(p.At))
+		FROM unnest($1::text[], $2::timestamptz[]) AS f(id, rung_at)
+		WHERE todos.id = f.id AND todos.state = 'pending' AND todos.push_eligible AND todos.ring_attempts < `+strconv.Itoa(domain.MaxRings)+`
+		  AND (todos.last_ringed_at IS NULL OR todos.last_ringed_at <= f.rung_at)
+		RETURNING todos.id`, ids, rungAt, micro(p.At))
 	if err != nil {
-		return false, mapErr("failover ring", err)
+		return nil, mapErr("failover rings", err)
 	}
-	return tag.RowsAffected() > 0, nil
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, mapErr("failover rings", err)
+	}
+	return out, nil
 }

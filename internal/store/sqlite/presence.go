@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -308,22 +309,46 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	return out, nil
 }
 
-// FailoverRing implements store.PresenceStore (issue 8 item 5): one
-// conditional UPDATE.
-func (s *Store) FailoverRing(ctx context.Context, p store.FailoverRingParams) (bool, error) {
-	changed := false
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := s.txExec(ctx, tx, `UPDATE todos AS d
-			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?3,
-			    next_ring_at = ?3 + `+ringDelayAfterRing+`
-			WHERE d.id = ?1 AND `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= ?2)`,
-			p.TodoID, micros(p.RungAt), micros(p.At))
+// FailoverRings implements store.PresenceStore (issue 8 item 5): one
+// UPDATE over the batch, given as a JSON array of [id, rung_at] pairs.
+func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) ([]string, error) {
+	if len(p.Rings) == 0 {
+		return []string{}, nil
+	}
+	pairs := make([][2]any, len(p.Rings))
+	for i, r := range p.Rings {
+		pairs[i] = [2]any{r.TodoID, micros(r.RungAt)}
+	}
+	batch, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := s.txQuery(ctx, tx, `UPDATE todos
+			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
+			    next_ring_at = ?2 + `+ringDelayAfterRing+`
+			WHERE rowid IN (
+				SELECT d.rowid FROM json_each(?1) AS f
+				JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')
+				WHERE `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= json_extract(f.value, '$[1]')))
+			RETURNING id`, string(batch), micros(p.At))
 		if err != nil {
-			return mapErr("failover ring", err)
+			return mapErr("failover rings", err)
 		}
-		n, err := res.RowsAffected()
-		changed = n > 0
-		return mapErr("failover ring", err)
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return mapErr("failover rings", err)
+			}
+			out = append(out, id)
+		}
+		return mapErr("failover rings", rows.Err())
 	})
-	return changed, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

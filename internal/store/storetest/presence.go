@@ -42,7 +42,7 @@ func RunPresence(t *testing.T, h Harness) {
 		{"Presence/SweepRaceRingsOnce", testSweepRace},
 		{"Presence/RingMissed", testRingMissed},
 		{"Presence/RingMissedRaceRingsOnce", testRingMissedRace},
-		{"Presence/FailoverRing", testFailoverRing},
+		{"Presence/FailoverRings", testFailoverRings},
 	}
 	h.run(t, tests)
 }
@@ -946,47 +946,42 @@ func testRingMissedRace(t *testing.T, in Instance) {
 	}
 }
 
-// testFailoverRing: a failover ring is counted only for a pending todo
-// with ring budget left that nobody rang after the ring being failed over.
-func testFailoverRing(t *testing.T, in Instance) {
+// testFailoverRings: a failover ring is counted only for a pending todo
+// with ring budget left that nobody rang after the ring being failed over;
+// a batch is one statement and counts a todo listed twice once.
+func testFailoverRings(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
 	a := vend(t, s, newAgent("fo", ownerID, "build"))
 	td := push(t, s, newTodo(a.ID, "build", Base))
 	rung := at(time.Second)
 	markRung(t, s, td.ID, rung)
-	fo := func(id string, rungAt, now time.Time) bool {
+	fo := func(now time.Time, rings ...store.FailoverRing) []string {
 		t.Helper()
-		ok, err := s.FailoverRing(ctx, store.FailoverRingParams{TodoID: id, RungAt: rungAt, At: now})
-		must(t, "FailoverRing", err)
-		return ok
+		ids, err := s.FailoverRings(ctx, store.FailoverRingsParams{Rings: rings, At: now})
+		must(t, "FailoverRings", err)
+		return sorted(ids...)
+	}
+	ring := func(id string, at time.Time) store.FailoverRing { return store.FailoverRing{TodoID: id, RungAt: at} }
+	if got := fo(at(time.Minute)); len(got) != 0 {
+		t.Fatalf("empty batch counted %v", got)
 	}
 	now := at(31 * time.Second)
-	if !fo(td.ID, rung, now) {
-		t.Fatal("failover of a pending todo rung once was refused")
-	}
+	diff(t, "failover of a pending todo rung once (listed twice)", []string{td.ID}, fo(now, ring(td.ID, rung), ring(td.ID, rung)))
 	ringState(t, s, td.ID, 2, &now, ptr(now.Add(delay(t, 2))))
-	if fo(td.ID, rung, at(time.Minute)) {
-		t.Error("a failover of a ring that is no longer the last one was counted")
-	}
+	diff(t, "failover of a ring that is no longer the last", []string{}, fo(at(time.Minute), ring(td.ID, rung)))
 	// Budget: at MaxRings nothing more.
 	last := now
 	for i := 2; i < domain.MaxRings; i++ {
 		next := last.Add(time.Minute)
-		if !fo(td.ID, last, next) {
-			t.Fatalf("failover %d refused", i)
-		}
+		diff(t, fmt.Sprintf("failover %d", i), []string{td.ID}, fo(next, ring(td.ID, last)))
 		last = next
 	}
-	if fo(td.ID, last, last.Add(time.Minute)) {
-		t.Errorf("a failover past the ring budget (%d) was counted", domain.MaxRings)
-	}
-	// Not pending: nothing.
+	diff(t, "failover past the ring budget", []string{}, fo(last.Add(time.Minute), ring(td.ID, last)))
+	// A batch: only the pending one with budget; not claimed, not unknown.
+	other := push(t, s, newTodo(a.ID, "build", Base))
+	markRung(t, s, other.ID, rung)
 	c := push(t, s, newTodo(a.ID, "build", Base))
 	claim(t, s, a, c.ID, time.Hour, at(time.Second))
-	if fo(c.ID, at(time.Second), now) {
-		t.Error("a claimed todo was failed over")
-	}
-	if fo("00000000-0000-0000-0000-000000000000", rung, now) {
-		t.Error("an unknown todo was failed over")
-	}
+	diff(t, "batch", []string{other.ID}, fo(now, ring(other.ID, rung), ring(c.ID, at(time.Second)), ring(td.ID, last),
+		ring("00000000-0000-0000-0000-000000000000", rung)))
 }
