@@ -63,7 +63,8 @@ type TokenInput struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
-// NewToken is a personal token as minted: the secret is shown once.
+// MintedToken is a personal token as minted: the secret (Token) is shown
+// once, in the answer that created it.
 type MintedToken struct {
 	domain.PersonToken
 	Token string `json:"token"`

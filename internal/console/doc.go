@@ -25,20 +25,21 @@
 //
 // # Sessions
 //
-// Signing in (POST /console/signin) checks the token with
-// app.Service.AuthenticatePerson and sets the cookie rollcall_session:
-// HttpOnly, SameSite=Strict, Path=/, Secure over https (TLS, an https
-// X-Forwarded-Proto, or an https public_url). Its value is the session
-// sealed with AES-256-GCM under console.session_key: the person id, the
-// hash of the personal token, the session's CSRF token and the expiry
-// (DefaultSessionTTL, absolute). Nothing is stored on the server, so any
-// instance that has the same key serves any session; with no key each
-// process draws a random one (sessions end at restart, one instance only).
-// Each request re-resolves the token hash with one indexed read, so
-// revoking the personal token ends its console sessions at once. Signing
-// out clears the cookie; a copy of the cookie taken before stays valid
-// until it expires or the token is revoked (the price of stateless
-// sessions).
+// Signing in (POST /console/signin) checks the token and creates a
+// server-side session row (app.Service.StartConsoleSession), then sets the
+// cookie rollcall_session: HttpOnly, SameSite=Strict, Path=/, Secure over
+// https (TLS, an https X-Forwarded-Proto, or an https public_url). Its
+// value is sealed with AES-256-GCM under console.session_key: the person
+// id, the session row's id, the session's CSRF token and the expiry
+// (DefaultSessionTTL, absolute). Any instance that has the same key and
+// store serves any session; with no key each process draws a random one
+// (sessions end at restart, one instance only). Each request checks the
+// row, its token and its person with one indexed read, so signing out
+// (which ends the row), revoking the token and deactivating the person end
+// the session at once on every instance — a copied cookie stops working
+// with it (issue 9 item 4). The console's event stream re-checks its
+// session every app.RecheckInterval. Tokens (/console/tokens) and, for
+// admins, People (/console/people) manage tokens, persons and hand-overs.
 //
 // # CSRF
 //

@@ -38,6 +38,13 @@
 //     session whose client has not sent notifications/initialized within
 //     Options.InitTimeout (60 s) is closed, one that never opened a GET
 //     stream after Options.StreamlessIdleTimeout (2 min) idle.
+//   - Revocation: every request authenticates its credential through a
+//     cache of app.CredentialCacheTTL (2 s) that revoke, rotate and
+//     deactivate invalidate at once here and, through the bus, elsewhere;
+//     and every Options.Recheck (2 s) one batched store query re-checks the
+//     credentials of all sessions and closes those no longer valid, so a
+//     revocation holds within 5 s even when its bus signal was lost
+//     (DESIGN.md §4).
 //   - GET notification streams are tracked per session (SessionInfo.Streaming);
 //     a newer GET replaces an older one; SSE comment keepalives are written
 //     from one goroutine for all streams; sessions without a stream expire
