@@ -243,3 +243,27 @@ func TestReadTimeout(t *testing.T) {
 		t.Fatalf("GET stream: canceled=%v %q", c, b)
 	}
 }
+
+// The failure table stays bounded: expired windows are swept once it holds
+// sweepAt keys, and it never exceeds hardCap.
+func TestLimiterMemoryBounded(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	l := NewLimiter(3, time.Minute, clock)
+	for i := range sweepAt {
+		l.Fail(fmt.Sprintf("10.0.%d.%d", i/256, i%256), "")
+	}
+	if len(l.keys) != sweepAt {
+		t.Fatalf("%d keys", len(l.keys))
+	}
+	clock.Advance(time.Minute)
+	l.Fail("192.0.2.1", "rcp_abcdefgh")
+	if len(l.keys) != 2 {
+		t.Fatalf("after the sweep: %d keys, want 2", len(l.keys))
+	}
+	for i := range hardCap + 10 {
+		l.Fail(fmt.Sprintf("k%d", i), "")
+	}
+	if len(l.keys) > hardCap {
+		t.Fatalf("%d keys, over the cap %d", len(l.keys), hardCap)
+	}
+}
