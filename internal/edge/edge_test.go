@@ -267,3 +267,19 @@ func TestLimiterMemoryBounded(t *testing.T) {
 		t.Fatalf("%d keys, over the cap %d", len(l.keys), hardCap)
 	}
 }
+
+// IPv6 clients are counted per /64.
+func TestLimiterIPv6PerSlash64(t *testing.T) {
+	l := NewLimiter(2, time.Minute, clockwork.NewFakeClock())
+	l.Fail("2001:db8:1:2::1", "")
+	l.Fail("2001:db8:1:2:ffff::9", "")
+	if _, blocked := l.Blocked("2001:db8:1:2::77", ""); !blocked {
+		t.Fatal("another address of the same /64 is not limited")
+	}
+	if _, blocked := l.Blocked("2001:db8:1:3::1", ""); blocked {
+		t.Fatal("another /64 is limited")
+	}
+	if _, blocked := l.Blocked("192.0.2.1", ""); blocked {
+		t.Fatal("an IPv4 client is limited")
+	}
+}

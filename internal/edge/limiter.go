@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -62,7 +63,7 @@ func (l *Limiter) Fail(ip, cred string) {
 		// many live keys do not make every failure walk them all.
 		l.sweepAt = 2 * len(l.keys)
 	}
-	for _, k := range []string{"ip:" + ip, "cred:" + cred} {
+	for _, k := range []string{"ip:" + ipKey(ip), "cred:" + cred} {
 		if k == "cred:" {
 			continue
 		}
@@ -82,7 +83,7 @@ func (l *Limiter) Blocked(ip, cred string) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait time.Duration
-	for _, k := range []string{"ip:" + ip, "cred:" + cred} {
+	for _, k := range []string{"ip:" + ipKey(ip), "cred:" + cred} {
 		if k == "cred:" {
 			continue
 		}
@@ -93,4 +94,15 @@ func (l *Limiter) Blocked(ip, cred string) (time.Duration, bool) {
 		}
 	}
 	return wait, wait > 0
+}
+
+// ipKey is the limiter key of a client address: an IPv4 address itself, an
+// IPv6 address its /64 (one host usually holds a whole /64).
+func ipKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.Is4() || a.Is4In6() {
+		return ip
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
