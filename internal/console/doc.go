@@ -28,7 +28,8 @@
 // Signing in (POST /console/signin) checks the token with
 // app.Service.AuthenticatePerson and sets the cookie rollcall_session:
 // HttpOnly, SameSite=Strict, Path=/, Secure over https (TLS, an https
-// X-Forwarded-Proto, or an https public_url). Its value is the session
+// X-Forwarded-Proto — which reaches the console only from a peer in
+// trusted_proxies, see internal/edge — or an https public_url). Its value is the session
 // sealed with AES-256-GCM under console.session_key: the person id, the
 // hash of the personal token, the session's CSRF token and the expiry
 // (DefaultSessionTTL, absolute). Nothing is stored on the server, so any
