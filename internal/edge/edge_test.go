@@ -167,6 +167,24 @@ func TestHostOrigin(t *testing.T) {
 	}
 }
 
+// An HTTP/1.0 request without Host (a probe) passes the Host check.
+func TestNoHostHTTP10(t *testing.T) {
+	e := New(Options{Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(e.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /healthz HTTP/1.0\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(wait))
+	got, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(got), "HTTP/1.0 200") {
+		t.Fatalf("%q", got)
+	}
+}
+
 // A body that does not arrive within ReadTimeout is cut off and the
 // connection closed; a complete body followed by a long streamed answer is
 // neither cut nor cancelled.
