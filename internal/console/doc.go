@@ -28,7 +28,8 @@
 // Signing in (POST /console/signin) checks the token and creates a
 // server-side session row (app.Service.StartConsoleSession), then sets the
 // cookie rollcall_session: HttpOnly, SameSite=Strict, Path=/, Secure over
-// https (TLS, an https X-Forwarded-Proto, or an https public_url). Its
+// https (TLS, an https X-Forwarded-Proto — which reaches the console only from a
+// peer in trusted_proxies, see internal/edge — or an https public_url). Its
 // value is sealed with AES-256-GCM under console.session_key: the person
 // id, the session row's id, the session's CSRF token and the expiry
 // (DefaultSessionTTL, absolute). Any instance that has the same key and

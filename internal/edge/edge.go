@@ -261,7 +261,9 @@ func (p Policy) Check(r *http.Request) string {
 		publicOrig = u.Scheme + "://" + u.Host
 	}
 	host := r.Host
-	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil && IsLoopback(local.String()) {
+	// No Host at all (HTTP/1.0 probes) is not a browser: only a named host
+	// can be a rebinding attack.
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil && IsLoopback(local.String()) && host != "" {
 		name := hostName(host)
 		if !IsLoopback(name) && !strings.EqualFold(name, publicHost) &&
 			!slices.ContainsFunc(p.AllowedHosts, func(a string) bool { return strings.EqualFold(hostName(a), name) }) {

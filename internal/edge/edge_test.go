@@ -167,6 +167,24 @@ func TestHostOrigin(t *testing.T) {
 	}
 }
 
+// An HTTP/1.0 request without Host (a probe) passes the Host check.
+func TestNoHostHTTP10(t *testing.T) {
+	e := New(Options{Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(e.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /healthz HTTP/1.0\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(wait))
+	got, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(got), "HTTP/1.0 200") {
+		t.Fatalf("%q", got)
+	}
+}
+
 // A body that does not arrive within ReadTimeout is cut off and the
 // connection closed; a complete body followed by a long streamed answer is
 // neither cut nor cancelled.
@@ -241,5 +259,45 @@ func TestReadTimeout(t *testing.T) {
 	resp2.Body.Close()
 	if _, c := canceled.Load("/get"); c || !strings.HasSuffix(string(b), "data: end\n\n") {
 		t.Fatalf("GET stream: canceled=%v %q", c, b)
+	}
+}
+
+// The failure table stays bounded: expired windows are swept once it holds
+// sweepAt keys, and it never exceeds hardCap.
+func TestLimiterMemoryBounded(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	l := NewLimiter(3, time.Minute, clock)
+	for i := range sweepAt {
+		l.Fail(fmt.Sprintf("10.0.%d.%d", i/256, i%256), "")
+	}
+	if len(l.keys) != sweepAt {
+		t.Fatalf("%d keys", len(l.keys))
+	}
+	clock.Advance(time.Minute)
+	l.Fail("192.0.2.1", "rcp_abcdefgh")
+	if len(l.keys) != 2 {
+		t.Fatalf("after the sweep: %d keys, want 2", len(l.keys))
+	}
+	for i := range hardCap + 10 {
+		l.Fail(fmt.Sprintf("k%d", i), "")
+	}
+	if len(l.keys) > hardCap {
+		t.Fatalf("%d keys, over the cap %d", len(l.keys), hardCap)
+	}
+}
+
+// IPv6 clients are counted per /64.
+func TestLimiterIPv6PerSlash64(t *testing.T) {
+	l := NewLimiter(2, time.Minute, clockwork.NewFakeClock())
+	l.Fail("2001:db8:1:2::1", "")
+	l.Fail("2001:db8:1:2:ffff::9", "")
+	if _, blocked := l.Blocked("2001:db8:1:2::77", ""); !blocked {
+		t.Fatal("another address of the same /64 is not limited")
+	}
+	if _, blocked := l.Blocked("2001:db8:1:3::1", ""); blocked {
+		t.Fatal("another /64 is limited")
+	}
+	if _, blocked := l.Blocked("192.0.2.1", ""); blocked {
+		t.Fatal("an IPv4 client is limited")
 	}
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -12,15 +13,17 @@ import (
 // Window; once a key has max failures in its window, Blocked reports it
 // until the window ends. Counts are per process (each instance behind a
 // load balancer counts its own). Memory is bounded: expired windows are
-// swept when the table grows past sweepAt keys, and at hardCap keys the
-// table starts over. It is safe for concurrent use.
+// swept when the table reaches sweepAt keys (then each time it has doubled
+// since the last sweep, so the cost per failure stays amortized O(1)), and
+// at hardCap keys the table starts over. It is safe for concurrent use.
 type Limiter struct {
 	max    int
 	window time.Duration
 	clock  clockwork.Clock
 
-	mu   sync.Mutex
-	keys map[string]*failWindow
+	mu      sync.Mutex
+	keys    map[string]*failWindow
+	sweepAt int // table size of the next sweep (at least the constant sweepAt)
 }
 
 type failWindow struct {
@@ -47,17 +50,20 @@ func (l *Limiter) Fail(ip, cred string) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.keys) >= sweepAt {
+	if len(l.keys) >= min(max(l.sweepAt, sweepAt), hardCap-2) { // a failure adds up to 2 keys
 		for k, w := range l.keys {
 			if !now.Before(w.start.Add(l.window)) {
 				delete(l.keys, k)
 			}
 		}
-		if len(l.keys) >= hardCap {
+		if len(l.keys) >= hardCap-2 {
 			l.keys = map[string]*failWindow{}
 		}
+		// Amortized: the next sweep waits until the table has doubled, so
+		// many live keys do not make every failure walk them all.
+		l.sweepAt = 2 * len(l.keys)
 	}
-	for _, k := range []string{"ip:" + ip, "cred:" + cred} {
+	for _, k := range []string{"ip:" + ipKey(ip), "cred:" + cred} {
 		if k == "cred:" {
 			continue
 		}
@@ -77,7 +83,7 @@ func (l *Limiter) Blocked(ip, cred string) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait time.Duration
-	for _, k := range []string{"ip:" + ip, "cred:" + cred} {
+	for _, k := range []string{"ip:" + ipKey(ip), "cred:" + cred} {
 		if k == "cred:" {
 			continue
 		}
@@ -88,4 +94,15 @@ func (l *Limiter) Blocked(ip, cred string) (time.Duration, bool) {
 		}
 	}
 	return wait, wait > 0
+}
+
+// ipKey is the limiter key of a client address: an IPv4 address itself, an
+// IPv6 address its /64 (one host usually holds a whole /64).
+func ipKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.Is4() || a.Is4In6() {
+		return ip
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
