@@ -558,7 +558,7 @@ func needTmux(t *testing.T) {
 
 // installPlugin writes agent's plugin with `rollcall claude plugin` (the
 // hooks running this test's rollcall binary), checks no file holds the
-// credential, and installs it with `claude plugin marketplace add` and
+// credential, validates it with `claude plugin validate`, and installs it with `claude plugin marketplace add` and
 // `claude plugin install`. It returns the channel (plugin:<p>@<m>).
 func installPlugin(t *testing.T, srv *server, ce *claudeEnv, agent, credential string) string {
 	t.Helper()
@@ -578,6 +578,11 @@ func installPlugin(t *testing.T, srv *server, ce *claudeEnv, agent, credential s
 		}
 		return nil
 	})
+	for _, dir := range []string{mkt, filepath.Join(mkt, "plugins", p.Plugin)} {
+		if out := ce.claude(t, "plugin", "validate", dir); !strings.Contains(out, "Validation passed") {
+			t.Fatalf("claude plugin validate %s:\n%s", dir, out)
+		}
+	}
 	ce.claude(t, "plugin", "marketplace", "add", mkt)
 	ce.claude(t, "plugin", "install", p.Plugin+"@"+p.Marketplace)
 	return p.Channel

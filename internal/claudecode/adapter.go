@@ -64,6 +64,10 @@ type AdapterOptions struct {
 	RuntimeVersion string
 	// Evidence is the session's billing evidence (Billing).
 	Evidence Evidence
+	// Probe, when set, is called by Run once the hook socket listens and
+	// before the first connection, and sets RuntimeVersion and Evidence
+	// (asking Claude Code takes a while; hooks must not wait for it).
+	Probe func(context.Context) (runtimeVersion string, ev Evidence)
 	// Log receives the adapter's log; nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives heartbeats, backoff and the process watch; nil = real.
@@ -243,6 +247,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	defer cancel()
 	go a.serveHooks(ctx, ln)
 	go a.watch(ctx, cancel)
+	if a.o.Probe != nil {
+		a.o.RuntimeVersion, a.o.Evidence = a.o.Probe(ctx)
+	}
 	a.log.Info("adapter started", "claude_pid", a.o.Claude.PID, "runtime_version", a.o.RuntimeVersion,
 		"key_type", a.o.Evidence.KeyType, "method", a.o.Evidence.Method)
 	a.connectLoop(ctx)

@@ -50,6 +50,7 @@ func TestWritePlugin(t *testing.T) {
 	}
 	var manifest struct {
 		Name     string `json:"name"`
+		Version  string `json:"version"`
 		Channels []struct {
 			Server string `json:"server"`
 		} `json:"channels"`
@@ -84,6 +85,19 @@ func TestWritePlugin(t *testing.T) {
 		if h[0].Hooks[0].Command != want {
 			t.Fatalf("hook %s command = %q, want %q", ev, h[0].Hooks[0].Command, want)
 		}
+	}
+
+	if !strings.HasPrefix(manifest.Version, "0.0.0+") {
+		t.Fatalf("version = %q, want 0.0.0+<digest>", manifest.Version)
+	}
+	// Other settings, another version (Claude Code caches by version).
+	if _, err := WritePlugin(PluginOptions{Agent: "reviewer", Server: "http://127.0.0.1:7071", OutDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	first := manifest.Version
+	read("plugins/rollcall-reviewer/.claude-plugin/plugin.json", &manifest)
+	if manifest.Version == first {
+		t.Fatalf("version %q unchanged after a change of server", first)
 	}
 
 	// A second agent joins the same marketplace; the first stays.

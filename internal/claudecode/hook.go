@@ -61,7 +61,7 @@ func Hook(o HookOptions) error {
 		wait = 25 * time.Second
 	}
 	err := sendEvent(dir, p, ev, wait)
-	if err == nil || ev.Event == "SessionEnd" {
+	if err == nil || ev.Event == "SessionEnd" || !errors.Is(err, errNoAdapter) {
 		return err
 	}
 	if o.CredentialEnv == "" {

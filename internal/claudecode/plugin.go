@@ -6,6 +6,8 @@
 package claudecode
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,7 +84,9 @@ var (
 //	plugins/rollcall-<agent>/.claude-plugin/plugin.json   name, version, channels [{server: rollcall}]
 //	plugins/rollcall-<agent>/.mcp.json              HTTP server, Authorization: Bearer ${<CredentialEnv>}
 //	plugins/rollcall-<agent>/hooks/hooks.json       the HookEvents, each `<bin> adapter hook <event> …`
+//	plugins/rollcall-<agent>/README.md              what the plugin does
 //
+// The plugin's version is o.Version + "+" + a digest of its content.
 // No file holds a secret. Errors: an invalid option (agent not a handle, a
 // server URL that is not http(s), an env name that is not one), an existing
 // marketplace.json that is not valid JSON, or the filesystem's.
@@ -128,12 +132,19 @@ func WritePlugin(o PluginOptions) (Plugin, error) {
 		ToolPrefix: "mcp__plugin_" + name + "_" + ServerName}
 
 	desc := "Rollcall for agent " + o.Agent + ": todo doorbells as a channel, liveness heartbeats and billing evidence"
+	var hosts []string
+	for _, s := range []string{base, o.MCPURL} {
+		if u, err := url.Parse(s); err == nil && !slices.Contains(hosts, u.Host) {
+			hosts = append(hosts, u.Host)
+		}
+	}
 	manifest := map[string]any{
 		"name":        name,
 		"version":     o.Version,
 		"description": desc,
 		"author":      map[string]any{"name": "Rollcall"},
 		"channels":    []any{map[string]any{"server": ServerName, "displayName": "Rollcall (" + o.Agent + ")"}},
+		"network":     map[string]any{"hosts": hosts},
 	}
 	mcp := map[string]any{"mcpServers": map[string]any{ServerName: map[string]any{
 		"type":    "http",
@@ -147,10 +158,33 @@ func WritePlugin(o PluginOptions) (Plugin, error) {
 		h := map[string]any{"type": "command", "command": cmd, "timeout": 30}
 		hooks[ev] = []any{map[string]any{"hooks": []any{h}}}
 	}
+	hooksFile := map[string]any{"description": "Rollcall adapter: heartbeats for this Claude Code process", "hooks": hooks}
+	// The version carries a digest of the plugin's content, so a plugin
+	// written again with other settings is a new version to `claude plugin
+	// update` (Claude Code caches installed plugins by version).
+	sum := sha256.New()
+	for _, v := range []any{manifest, mcp, hooksFile} {
+		b, _ := json.Marshal(v)
+		sum.Write(b)
+	}
+	manifest["version"] = o.Version + "+" + hex.EncodeToString(sum.Sum(nil))[:12]
+	readme := "# " + name + "\n\nConnects Claude Code to Rollcall as agent `" + o.Agent + "`: Rollcall's todo doorbells arrive as a\n" +
+		"channel (`--channels " + p.Channel + "`), and the hooks run `rollcall adapter`, which heartbeats\n" +
+		"for the Claude Code process (online/offline, billing evidence, active runs). The MCP server is\n" +
+		o.MCPURL + "; its bearer is read from $" + o.CredentialEnv + " (never stored here).\n" +
+		"\n    claude plugin marketplace add <this marketplace>\n    claude plugin install " + name + "@" + o.Marketplace + "\n\n" +
+		"The organisation approves the channel with `allowedChannelPlugins` in managed settings.\n" +
+		"Written by `rollcall claude plugin`; see Rollcall's README, \"Connect Claude Code\".\n"
 	files := map[string]any{
 		filepath.Join(p.PluginDir, ".claude-plugin", "plugin.json"): manifest,
 		filepath.Join(p.PluginDir, ".mcp.json"):                     mcp,
-		filepath.Join(p.PluginDir, "hooks", "hooks.json"):           map[string]any{"description": "Rollcall adapter: heartbeats for this Claude Code process", "hooks": hooks},
+		filepath.Join(p.PluginDir, "hooks", "hooks.json"):           hooksFile,
+	}
+	if err := os.MkdirAll(p.PluginDir, 0o755); err != nil {
+		return Plugin{}, err
+	}
+	if err := os.WriteFile(filepath.Join(p.PluginDir, "README.md"), []byte(readme), 0o644); err != nil {
+		return Plugin{}, err
 	}
 
 	mpPath := filepath.Join(dir, ".claude-plugin", "marketplace.json")
@@ -163,6 +197,9 @@ func WritePlugin(o PluginOptions) (Plugin, error) {
 		return Plugin{}, err
 	}
 	mp["name"] = o.Marketplace
+	if _, ok := mp["description"]; !ok {
+		mp["description"] = "Rollcall agents for Claude Code, written by `rollcall claude plugin`"
+	}
 	if _, ok := mp["owner"]; !ok {
 		mp["owner"] = map[string]any{"name": "Rollcall"}
 	}
@@ -176,7 +213,7 @@ func WritePlugin(o PluginOptions) (Plugin, error) {
 		}
 	}
 	plugins = append(plugins, map[string]any{"name": name, "source": "./plugins/" + name,
-		"description": desc, "version": o.Version})
+		"description": desc, "version": manifest["version"]})
 	slices.SortStableFunc(plugins, func(a, b any) int {
 		an, _ := a.(map[string]any)["name"].(string)
 		bn, _ := b.(map[string]any)["name"].(string)

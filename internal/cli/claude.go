@@ -185,18 +185,21 @@ func newAdapterCommand() *cobra.Command {
 			if !strings.HasPrefix(filepath.Base(exe), "claude") {
 				exe, _ = exec.LookPath("claude")
 			}
-			ctx := cmd.Context()
 			env := os.Environ()
-			ver := claudecode.ReadVersion(ctx, exe, env, 30*time.Second)
-			ev := claudecode.Billing(os.LookupEnv, nil)
-			if ev.KeyType == "unknown" { // the environment says nothing: ask Claude Code
-				ev = claudecode.Billing(os.LookupEnv, claudecode.ReadAuthStatus(ctx, exe, env, 30*time.Second))
+			probe := func(ctx context.Context) (string, claudecode.Evidence) {
+				ver := claudecode.ReadVersion(ctx, exe, env, 30*time.Second)
+				ev := claudecode.Billing(os.LookupEnv, nil)
+				if ev.KeyType == "unknown" { // the environment says nothing: ask Claude Code
+					ev = claudecode.Billing(os.LookupEnv, claudecode.ReadAuthStatus(ctx, exe, env, 30*time.Second))
+				}
+				return ver, ev
 			}
 			if dir == "" {
 				dir = claudecode.StateDir(os.Getenv)
 			}
+			ctx := cmd.Context()
 			a := claudecode.NewAdapter(claudecode.AdapterOptions{Server: rf.server, Credential: cred, Claude: p,
-				StateDir: dir, RuntimeVersion: ver, Evidence: ev, Log: log})
+				StateDir: dir, Probe: probe, Log: log})
 			err := a.Run(ctx)
 			if errors.Is(err, claudecode.ErrRunning) {
 				log.Info("another adapter serves this process; exiting")
