@@ -220,12 +220,11 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 // writing are skipped (FOR UPDATE SKIP LOCKED): a sweep never waits on a
 // row lock, so racing sweeps cannot deadlock, and the rows it locks are
 // re-checked against their committed versions, so none is rung twice. The
+// picks are a MATERIALIZED CTE, evaluated once: an IN subquery with LIMIT and
+// SKIP LOCKED may be rescanned, and a rescan takes rows past the limit. The
 // outer UPDATE repeats the due condition as a second guard.
-var sweepRingSQL = `UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
-	    next_ring_at = $3::timestamptz + ` + ringDelayAfterRing + `
-	WHERE id IN (
-		SELECT pick.id FROM (
+var sweepRingSQL = `WITH pick AS MATERIALIZED (
+		SELECT pick.id AS pick_id FROM (
 			SELECT due.id, due.next_ring_at,
 			       row_number() OVER (PARTITION BY r.agent ORDER BY due.next_ring_at, due.id) AS turn
 			FROM unnest($1::text[]) AS r(agent)
@@ -240,7 +239,11 @@ var sweepRingSQL = `UPDATE todos
 		) AS pick
 		ORDER BY pick.turn, pick.next_ring_at, pick.id
 		LIMIT $5)
-	  AND ` + sweepable + ` AND next_ring_at <= $3
+	UPDATE todos
+	SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
+	    next_ring_at = $3::timestamptz + ` + ringDelayAfterRing + `
+	FROM pick
+	WHERE todos.id = pick.pick_id AND ` + sweepable + ` AND next_ring_at <= $3
 	RETURNING ` + todoCols
 
 // SweepRing implements store.PresenceStore (DESIGN.md §3.8) with

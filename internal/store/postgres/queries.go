@@ -603,13 +603,18 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // limit. The ids come back in no particular order. The ring columns
 // (ring_attempts, last_ringed_at, next_ring_at) are left as they are.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE todos SET
+	// The picks are a MATERIALIZED CTE, evaluated once (an IN subquery with
+	// LIMIT and SKIP LOCKED may be rescanned and take rows past the limit).
+	rows, err := s.pool.Query(ctx, `WITH pick AS MATERIALIZED (
+			SELECT id AS pick_id FROM todos WHERE state = 'claimed' AND lease_expires_at <= $1
+			ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+		UPDATE todos SET
 			state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
 			finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE $1 END,
 			lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired',
 			updated_at = $1
-		WHERE id IN (SELECT id FROM todos WHERE state = 'claimed' AND lease_expires_at <= $1
-			ORDER BY lease_expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+		FROM pick
+		WHERE todos.id = pick.pick_id AND todos.state = 'claimed'
 		RETURNING id`, micro(p.Now), limitArg(p.Limit))
 	if err != nil {
 		return nil, mapErr("reap leases", err)
