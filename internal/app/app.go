@@ -90,7 +90,7 @@ type Service struct {
 	// Liveness is the heartbeat tracker (DESIGN.md §5).
 	Liveness *Tracker
 
-	team teamState // persons, tokens, the credential cache (team.go)
+	team   teamState   // persons, tokens, the credential cache (team.go)
 	intake intakeState // hook rate limits (hooks.go)
 }
 
