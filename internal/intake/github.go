@@ -97,6 +97,9 @@ func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 	if perr != nil {
 		return Event{Event: event}, false, fmt.Errorf("%w: %v", ErrBody, perr)
 	}
+	if missing := missingObject(parsed); missing != "" {
+		return Event{Event: event}, false, fmt.Errorf("%w: a %s delivery without its %q object", ErrBody, event, missing)
+	}
 	ev = Event{Event: event}
 	switch p := parsed.(type) {
 	case *github.PingEvent:
@@ -153,6 +156,36 @@ func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 	}
 	ev.clip()
 	return ev, true, nil
+}
+
+// missingObject names the object a delivery of a taken event must carry and
+// does not ("" when present): GitHub always sends it, so its absence is a
+// malformed body (400), never a todo without a subject — and the decoding
+// above may then read its fields without nil checks.
+func missingObject(parsed any) string {
+	switch p := parsed.(type) {
+	case *github.PullRequestEvent:
+		if p.PullRequest == nil {
+			return "pull_request"
+		}
+	case *github.IssuesEvent:
+		if p.Issue == nil {
+			return "issue"
+		}
+	case *github.IssueCommentEvent:
+		if p.Issue == nil {
+			return "issue"
+		}
+	case *github.CheckRunEvent:
+		if p.CheckRun == nil {
+			return "check_run"
+		}
+	case *github.WorkflowRunEvent:
+		if p.WorkflowRun == nil {
+			return "workflow_run"
+		}
+	}
+	return ""
 }
 
 func labelNames(ls []*github.Label) []string {

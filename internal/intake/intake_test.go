@@ -100,6 +100,24 @@ func TestGitHubRecordedDeliveries(t *testing.T) {
 	}
 }
 
+// A delivery of a taken event without its subject object (signed, so it
+// passed verification) is a malformed body, not a panic (a 500) or a todo.
+func TestGitHubDeliveryWithoutItsObject(t *testing.T) {
+	for _, tc := range []struct{ event, body string }{
+		{"pull_request", `{}`},
+		{"pull_request", `{"action":"opened","repository":{"full_name":"acme-corp/widgets"}}`},
+		{"issues", `{"action":"labeled"}`},
+		{"issue_comment", `{"action":"created","comment":{"body":"x"}}`},
+		{"check_run", `{"action":"completed"}`},
+		{"workflow_run", `{"action":"completed"}`},
+	} {
+		ev, ok, err := intake.DecodeGitHub(tc.event, []byte(tc.body))
+		if !errors.Is(err, intake.ErrBody) || ok {
+			t.Errorf("%s %s: %+v, %v, %v; want ErrBody", tc.event, tc.body, ev, ok, err)
+		}
+	}
+}
+
 func TestGitHubHeadersAndContentTypes(t *testing.T) {
 	h, body := intaketest.GitHub(t, "pull_request.opened")
 	intaketest.SignGitHub(h, secret, body)
@@ -306,6 +324,8 @@ func FuzzDecodeGitHub(f *testing.F) {
 	}
 	f.Add("pull_request", []byte(`{"action":"opened","pull_request":{"number":1,"title":"a</channel>\u2028b"}}`), "{title} {labels}")
 	f.Add("issues", []byte(`{"action":"labeled","issue":{"labels":[{"name":"x"}]}}`), "{{")
+	f.Add("pull_request", []byte(`{}`), "")
+	f.Add("issue_comment", []byte(`{"action":"created"}`), "")
 	f.Fuzz(func(t *testing.T, event string, body []byte, tmpl string) {
 		ev, ok, err := intake.DecodeGitHub(event, body)
 		if err != nil && !errors.Is(err, intake.ErrBody) {
