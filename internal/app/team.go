@@ -269,6 +269,11 @@ func (s *Service) RecoverAdmin(ctx context.Context) (domain.Person, string, erro
 	if err != nil {
 		return domain.Person{}, "", err
 	}
+	if len(persons) == 0 {
+		// A store no server ever started on (a mistyped --store, most
+		// likely): a token for it would work on no real server.
+		return domain.Person{}, "", domain.Errorf(domain.CodeNotFound, "this store has no persons: it is not a Rollcall server's store (check --store), or no server has started on it yet (its first start prints the admin token)")
+	}
 	now := s.now()
 	for _, p := range persons {
 		if p.Admin && p.Active {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -268,6 +270,12 @@ host. With SQLite stop the server first: a running server locks the file.`,
 			cfg, err := config.Load(cmd.Flags(), config.Environ())
 			if err != nil {
 				return err
+			}
+			if path, ok := strings.CutPrefix(cfg.Store, "sqlite:"); ok {
+				// Opening would create an empty database at a mistyped path.
+				if _, err := os.Stat(path); err != nil {
+					return fmt.Errorf("store %s: no database there (%v); give the server's --store", server.Redact(cfg.Store), err)
+				}
 			}
 			st, err := server.OpenStore(cmd.Context(), cfg.Store)
 			if err != nil {

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,27 @@ func TestCLIAdminTokenRecovery(t *testing.T) {
 	entries, err := svc.ListAudit(t.Context(), p, app.AuditFilter{})
 	if err != nil || len(entries) != 1 || entries[0].Action != "admin.recover" || entries[0].Actor != "system:recovery" {
 		t.Fatalf("audit after recovery: %+v, %v", entries, err)
+	}
+}
+
+// TestCLIAdminTokenRefusesAStrangeStore: a mistyped --store path is not
+// created, and a store no server ever started on gets no token (it would
+// work on no real server).
+func TestCLIAdminTokenRefusesAStrangeStore(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo.db")
+	run("admin", "token", "--store", "sqlite:"+missing).fails(t, 1, "no database there")
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("a database was created at the mistyped path: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	st, err := sqlite.Open(t.Context(), empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	r := run("admin", "token", "--store", "sqlite:"+empty).fails(t, 1, "has no persons")
+	if strings.Contains(r.stdout, app.PersonTokenPrefix) {
+		t.Fatalf("a token was printed for an empty store: %q", r.stdout)
 	}
 }
