@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -297,10 +298,23 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 // control character (tab and line breaks included) or a format character
 // (bidi controls, zero-width …) is refused for the console's start page.
 func safeNext(next string) string {
-	if strings.HasPrefix(next, Prefix) && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\t\r\n") && !needsNeutralizing(next) {
-		return next
+	if !strings.HasPrefix(next, Prefix) || strings.ContainsAny(next, "\\\t\r\n") || needsNeutralizing(next) {
+		return Prefix
 	}
-	return Prefix
+	// No dot segments, plain or percent-encoded: /console/../v1/agents
+	// would leave the console once the browser resolves it.
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" {
+		return Prefix
+	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") {
+		clean += "/"
+	}
+	if clean != u.Path || !strings.HasPrefix(clean, Prefix) {
+		return Prefix
+	}
+	return next
 }
 
 // --- rendering ---

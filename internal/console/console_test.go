@@ -221,6 +221,22 @@ func TestSignInSetsSessionCookie(t *testing.T) {
 	if loc := resp.Header.Get("Location"); loc != "/console/" {
 		t.Fatalf("next=//evil.example/ redirected to %q", loc)
 	}
+	// Nor one that leaves the console through dot segments or doubled
+	// slashes; a plain console path is kept.
+	for next, want := range map[string]string{
+		"/console/../v1/agents":        "/console/",
+		"/console/%2e%2e/v1/agents":    "/console/",
+		"/console/./agents":            "/console/",
+		"/console//evil.example/":      "/console/",
+		"/console/agents/x?todos=done": "/console/agents/x?todos=done",
+	} {
+		b3 := e.browser(t)
+		b3.get("/console/signin")
+		resp, _ = b3.post("/console/signin", url.Values{"token": {e.AdminToken}, "next": {next}})
+		if loc := resp.Header.Get("Location"); loc != want {
+			t.Errorf("next=%s redirected to %q, want %q", next, loc, want)
+		}
+	}
 }
 
 func TestSecureCookieOverHTTPS(t *testing.T) {
