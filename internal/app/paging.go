@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,5 +178,31 @@ func (s *Service) ListAgentsPage(ctx context.Context, by domain.Person, owner st
 			}
 		}
 		return all[i:min(i+n, len(all))], nil
+	})
+}
+
+// PageOf pages a short list the use cases hold in memory (persons, tokens,
+// hooks) the way the store-backed lists are paged: ordered by key (their
+// ids are UUIDv7, so creation order), at most limit items (0 = 100, at most
+// domain.MaxListLimit) and at most MaxPageBytes of JSON, after the key the
+// cursor names. Errors: invalid_argument with pointer /limit or /cursor.
+func PageOf[T any](kind string, all []T, key func(T) string, limit int, cursor string) (Page[T], error) {
+	if limit < 0 || limit > domain.MaxListLimit {
+		return Page[T]{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d", domain.MaxListLimit).At("/limit")
+	}
+	if limit == 0 {
+		limit = 100
+	}
+	after, err := decodeCursor(kind, cursor)
+	if err != nil {
+		return Page[T]{}, err
+	}
+	sorted := slices.SortedFunc(slices.Values(all), func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	return fillPage(kind, limit, after, key, func(after string, n int) ([]T, error) {
+		i, _ := slices.BinarySearchFunc(sorted, after, func(t T, k string) int { return strings.Compare(key(t), k) })
+		for i < len(sorted) && key(sorted[i]) <= after {
+			i++
+		}
+		return sorted[i:min(i+n, len(sorted))], nil
 	})
 }

@@ -16,7 +16,7 @@ import (
 // route takes no bearer token: the hook's signature authenticates it.
 var hookRoutes = []route{
 	{Route{"POST", "/v1/hooks", "createHook", true, nil}, (*api).createHook},
-	{Route{"GET", "/v1/hooks", "listHooks", true, []string{"agent"}}, (*api).listHooks},
+	{Route{"GET", "/v1/hooks", "listHooks", true, []string{"agent", "limit", "cursor"}}, (*api).listHooks},
 	{Route{"GET", "/v1/hooks/{id}", "getHook", true, nil}, (*api).getHook},
 	{Route{"DELETE", "/v1/hooks/{id}", "deleteHook", true, nil}, (*api).deleteHook},
 	{Route{"POST", "/v1/hooks/{id}/secret", "rotateHookSecret", true, nil}, (*api).rotateHookSecret},
@@ -43,7 +43,7 @@ func (a *api) listHooks(w http.ResponseWriter, r *http.Request, by domain.Person
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, items(hs))
+	return writePageOf(w, r, "hook", hs, func(h app.HookView) string { return h.ID })
 }
 
 func (a *api) getHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {

@@ -114,11 +114,11 @@ var routes = []route{
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true, nil}, (*api).verifyAudit},
 	// Persons and personal tokens (issue 9 items 1, 2; team.go).
 	{Route{"POST", "/v1/persons", "createPerson", true, nil}, (*api).createPerson},
-	{Route{"GET", "/v1/persons", "listPersons", true, nil}, (*api).listPersons},
+	{Route{"GET", "/v1/persons", "listPersons", true, []string{"limit", "cursor"}}, (*api).listPersons},
 	{Route{"GET", "/v1/persons/{id}", "getPerson", true, nil}, (*api).getPerson},
 	{Route{"PATCH", "/v1/persons/{id}", "updatePerson", true, nil}, (*api).updatePerson},
 	{Route{"POST", "/v1/tokens", "createToken", true, nil}, (*api).createToken},
-	{Route{"GET", "/v1/tokens", "listTokens", true, nil}, (*api).listTokens},
+	{Route{"GET", "/v1/tokens", "listTokens", true, []string{"limit", "cursor"}}, (*api).listTokens},
 	{Route{"DELETE", "/v1/tokens/{id}", "revokeToken", true, nil}, (*api).revokeToken},
 }
 

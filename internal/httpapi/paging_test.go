@@ -135,6 +135,60 @@ func TestAgentAndAuditPages(t *testing.T) {
 	}
 }
 
+// Persons, tokens and hooks page with cursors like the other lists, in
+// creation order, each item once; a cursor of another list is a 400.
+func TestPersonTokenAndHookPages(t *testing.T) {
+	e := apitest.New(t)
+	ctx := t.Context()
+	admin, _ := e.Service.AuthenticatePerson(ctx, e.AdminToken)
+	if _, err := e.Service.Vend(ctx, admin, app.VendInput{Handle: "hooked", Queues: []string{"q"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 { // + the admin and its bootstrap token = 5 each
+		if _, err := e.Service.CreatePerson(ctx, admin, app.PersonInput{Name: fmt.Sprintf("p%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Service.CreateToken(ctx, admin, app.TokenInput{Name: fmt.Sprintf("t%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		if _, err := e.Service.CreateHook(ctx, admin, app.HookInput{Kind: "github", Agent: "hooked", Queue: "q"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last string
+	for _, path := range []string{"/v1/persons?limit=2", "/v1/tokens?limit=2", "/v1/hooks?limit=2"} {
+		seen := map[string]bool{}
+		p, code, _ := getPage(t, e, path)
+		for range 10 {
+			if code != 200 {
+				t.Fatalf("%s: %d", path, code)
+			}
+			if len(p.Items) > 2 {
+				t.Fatalf("%s: %d items on a page of limit 2", path, len(p.Items))
+			}
+			for _, it := range p.Items {
+				if it.ID == "" || seen[it.ID] {
+					t.Fatalf("%s: item id %q empty or seen twice", path, it.ID)
+				}
+				seen[it.ID] = true
+			}
+			if p.NextCursor == "" {
+				break
+			}
+			last = p.NextCursor
+			p, code, _ = getPage(t, e, path+"&cursor="+p.NextCursor)
+		}
+		if len(seen) != 5 {
+			t.Fatalf("%s: %d items over all pages, want 5", path, len(seen))
+		}
+	}
+	if _, code, _ := getPage(t, e, "/v1/persons?cursor="+last); code != 400 {
+		t.Fatalf("persons with a hook cursor: %d, want 400", code)
+	}
+}
+
 // Vend and update bodies are bounded: 101 queues, 21 billing modes.
 func TestVendBounds(t *testing.T) {
 	e := apitest.New(t)

@@ -31,7 +31,7 @@ func (a *api) listPersons(w http.ResponseWriter, r *http.Request, by domain.Pers
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, items(ps))
+	return writePageOf(w, r, "person", ps, func(p domain.Person) string { return p.ID })
 }
 
 func (a *api) getPerson(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -71,7 +71,7 @@ func (a *api) listTokens(w http.ResponseWriter, r *http.Request, by domain.Perso
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, items(ts))
+	return writePageOf(w, r, "token", ts, func(t domain.PersonToken) string { return t.ID })
 }
 
 func (a *api) revokeToken(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -82,11 +82,17 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request, by domain.Pers
 	return writeJSON(w, http.StatusOK, t)
 }
 
-// items wraps a short, unpaged list (persons, tokens) in the list shape of
-// every list route, {"items": [...]}, never null.
-func items[T any](s []T) app.Page[T] {
-	if s == nil {
-		s = []T{}
+// writePageOf answers one page (query parameters limit and cursor, checked
+// by the route table) of a list the use case returned whole (app.PageOf).
+func writePageOf[T any](w http.ResponseWriter, r *http.Request, kind string, all []T, key func(T) string) error {
+	q := r.URL.Query()
+	limit, err := positiveInt(q, "limit")
+	if err != nil {
+		return err
 	}
-	return app.Page[T]{Items: s}
+	page, err := app.PageOf(kind, all, key, limit, q.Get("cursor"))
+	if err != nil {
+		return asQueryError(err, "limit", "cursor")
+	}
+	return writeJSON(w, http.StatusOK, page)
 }
