@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -788,4 +789,30 @@ func readSSEData(t *testing.T, br *bufio.Reader) string {
 		t.Fatal("no SSE data")
 	}
 	return ""
+}
+
+// list_todos is bounded by bytes as the REST lists are (issue 9 item 6):
+// 70 todos with ~63 KiB payloads do not all fit in 4 MiB, so the answer
+// stops early and says so; a narrower limit is answered whole.
+func TestListTodosBoundedByBytes(t *testing.T) {
+	e := newEnv(t)
+	a := e.vend("ada", allVerbs, "q1")
+	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 63<<10) + `"}`)
+	for i := range 70 {
+		e.push("ada", "q1", fmt.Sprintf("big %d", i), func(in *app.PushInput) { in.Payload = payload })
+	}
+	var list struct {
+		Todos     []domain.Todo
+		Truncated bool
+	}
+	ac.ok("list_todos", map[string]any{"limit": 100}, &list)
+	if !list.Truncated || len(list.Todos) == 0 || len(list.Todos) >= 70 || len(list.Todos) > 4<<20/(63<<10) {
+		t.Fatalf("list_todos of 70 big todos: %d todos, truncated %v; want fewer than fit in 4 MiB and truncated", len(list.Todos), list.Truncated)
+	}
+	list.Truncated = false
+	ac.ok("list_todos", map[string]any{"limit": 10}, &list)
+	if list.Truncated || len(list.Todos) != 10 {
+		t.Fatalf("limit 10: %d todos, truncated %v", len(list.Todos), list.Truncated)
+	}
 }

@@ -58,8 +58,29 @@ type verb struct {
 }
 
 // todoList is the result of list_todos (structuredContent must be an object).
+// Truncated says the todos stop early because their JSON reached
+// app.MaxPageBytes (issue 9 item 6): the result is sent twice in a tool
+// answer (text and structuredContent), so it stays bounded whatever the
+// payloads; narrow with queue, state or limit to see the rest.
 type todoList struct {
-	Todos []domain.Todo `json:"todos"`
+	Todos     []domain.Todo `json:"todos"`
+	Truncated bool          `json:"truncated,omitempty"`
+}
+
+// boundedTodoList keeps the todos, in order, while their JSON stays within
+// app.MaxPageBytes (at least one).
+func boundedTodoList(ts []domain.Todo) todoList {
+	size := 0
+	for i, t := range ts {
+		b, err := json.Marshal(t)
+		if err != nil {
+			continue
+		}
+		if size += len(b) + 1; size > app.MaxPageBytes && i > 0 {
+			return todoList{Todos: ts[:i], Truncated: true}
+		}
+	}
+	return todoList{Todos: ts}
 }
 
 var (
@@ -73,7 +94,7 @@ var (
 var scopeVerbs = []verb{
 	{
 		name: domain.VerbListTodos, title: "List todos", readOnly: true,
-		desc: "List your todos in your queues (or one of them), oldest first. Returns {\"todos\": [...]}.",
+		desc: "List your todos in your queues (or one of them), oldest first. Returns {\"todos\": [...]}, with \"truncated\": true when the todos' JSON passed 4 MiB (narrow with queue, state or limit).",
 		fields: []field{
 			fQueue,
 			{name: "state", kind: kindString, enum: []string{domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed}, desc: "Only todos in this state."},
@@ -84,7 +105,7 @@ var scopeVerbs = []verb{
 			if ts == nil {
 				ts = []domain.Todo{}
 			}
-			return todoList{Todos: ts}, err
+			return boundedTodoList(ts), err
 		},
 	},
 	{
