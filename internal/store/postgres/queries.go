@@ -261,6 +261,14 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 		if err != nil {
 			return mapErr("update agent", err)
 		}
+		if p.OwnerID != nil {
+			// A hand-over moves the agent's hooks with it: a hook belongs
+			// to whoever owns the agent it feeds (DESIGN.md §3.9).
+			if _, err := tx.Exec(ctx, `UPDATE hooks SET owner_id = $2, updated_at = $3 WHERE agent_id = $1`,
+				p.ID, *p.OwnerID, micro(p.Now)); err != nil {
+				return mapErr("update agent: move its hooks", err)
+			}
+		}
 		if p.Audit != nil {
 			_, err = appendAudit(ctx, tx, p.Now, *p.Audit)
 		}

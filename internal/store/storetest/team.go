@@ -249,6 +249,8 @@ func testLiveCredentials(t *testing.T, in Instance) {
 func testHandOver(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
 	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	h := newHook(a, "github")
+	must(t, "CreateHook", s.CreateHook(ctx, store.CreateHookParams{Hook: h, Audit: hookAudit(h, "hook.create")}))
 	other := uuid.NewString()
 	got, err := s.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &other, Now: at(time.Minute),
 		Audit: &domain.AuditRecord{Actor: "system", Action: "agent.hand_over", AgentID: a.ID}})
@@ -260,6 +262,16 @@ func testHandOver(t *testing.T, in Instance) {
 	theirs, _ := s.ListAgents(ctx, store.ListAgentsParams{OwnerID: other})
 	if len(mine) != 0 || len(theirs) != 1 {
 		t.Fatalf("after hand-over: old owner %d agents, new owner %d", len(mine), len(theirs))
+	}
+	// The agent's hooks go with it: the old owner no longer sees or steers
+	// a hook that feeds another person's agent.
+	moved, err := s.GetHook(ctx, h.ID)
+	must(t, "GetHook", err)
+	if moved.OwnerID != other {
+		t.Fatalf("hook owner after hand-over = %q, want the new owner %q", moved.OwnerID, other)
+	}
+	if old, _ := s.ListHooks(ctx, store.ListHooksParams{OwnerID: ownerID}); len(old) != 0 {
+		t.Fatalf("old owner still lists %d hooks", len(old))
 	}
 }
 
