@@ -203,6 +203,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.run()
+	if !c.closing.Swap(true) {
+		// The read failed without a close of ours (a protocol error such
+		// as an unmasked frame, or a broken connection): the library would
+		// wait for a close handshake the client may never send, and no
+		// deadline runs any more, so free the connection now.
+		_ = ws.CloseNow()
+	}
 }
 
 func (g *Gateway) register(c *conn) bool {

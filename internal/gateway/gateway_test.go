@@ -1,11 +1,14 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -493,5 +496,32 @@ func TestRecheckClosesWithoutBusSignal(t *testing.T) {
 	e.clock.Advance(app.RecheckInterval)
 	if code := c.closed(); code != gateway.CloseAuthFailed {
 		t.Errorf("close code = %d, want 4004", code)
+	}
+}
+
+// An unmasked client frame is a protocol error (RFC 6455 §5.1): the
+// connection is closed, not left open without a deadline (a client could
+// otherwise hold server connections forever without a credential).
+func TestUnmaskedFrameClosesConnection(t *testing.T) {
+	e := newEnv(t)
+	nc, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	fmt.Fprintf(nc, "GET /v1/gateway HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", strings.TrimPrefix(e.srv.URL, "http://"))
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	payload := []byte(`{"op":"identify","d":{"token":"x"}}`)
+	if _, err := nc.Write(append([]byte{0x81, byte(len(payload))}, payload...)); err != nil { // FIN text, no mask bit
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(waitBound))
+	if _, err := io.Copy(io.Discard, br); err != nil { // hello, maybe a close frame, then EOF
+		t.Fatalf("connection not closed after an unmasked frame: %v", err)
 	}
 }
