@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -399,7 +400,7 @@ func startServer(t *testing.T, name string, c *cluster, role, db string, env []s
 			<-s.done
 		}
 		if t.Failed() {
-			t.Logf("server %s output (last 200 lines):\n%s", name, tail(s.Output(), 200))
+			t.Logf("server %s output (last 200 lines, /readyz requests left out):\n%s", name, tail(s.Output(), 200))
 		}
 	})
 	select {
@@ -413,7 +414,8 @@ func startServer(t *testing.T, name string, c *cluster, role, db string, env []s
 }
 
 func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
+	// The /readyz polls of the tests would fill the tail.
+	lines := slices.DeleteFunc(strings.Split(s, "\n"), func(l string) bool { return strings.Contains(l, "path=/readyz") })
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
 )
 
 // keepAlive is how often an idle event stream sends a comment line, so
@@ -59,9 +60,9 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) 
 		case <-r.Context().Done():
 			return
 		case <-recheck.Chan():
-			if _, err := h.svc.ConsoleSession(r.Context(), v.sess.ID); err != nil {
-				return
-			}
+			if _, err := h.svc.ConsoleSession(r.Context(), v.sess.ID); err != nil && domain.CodeOf(err) == domain.CodeUnauthenticated {
+				return // signed out, token revoked or expired, person deactivated
+			} // a store error (an outage) keeps the stream until a check can tell
 			continue
 		case ev, ok := <-sub.C():
 			if !ok {

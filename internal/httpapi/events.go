@@ -68,7 +68,13 @@ func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Per
 			return nil
 		case <-recheck.Chan():
 			if err := a.svc.CheckPersonToken(r.Context(), by.TokenID); err != nil {
-				return nil
+				if domain.CodeOf(err) == domain.CodeUnauthenticated {
+					return nil
+				}
+				// The store did not answer (an outage): keep the stream
+				// until a check can tell (a revocation still ends it
+				// within one period of the store's return).
+				a.log.Warn("event stream: re-checking its token failed; stream kept until the next check", "err", err)
 			}
 			continue
 		case ev, ok := <-sub.C():

@@ -107,11 +107,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			// Signals sent while the listener was down are lost: catch up
 			// (missed transitions, never-rung todos; DESIGN.md §4).
 			if svc := svcRef.Load(); svc != nil {
-				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if _, err := svc.CatchUp(cctx, lostAt); err != nil {
-					o.Log.Warn("catch-up after bus reconnect failed; the evaluator and the sweep are the net", "err", err)
-				}
+				catchUpRetrying(svc, lostAt, o.Log)
 				svc.Liveness.RequestClaims(context.Background()) // claims sent meanwhile were lost too
 			}
 		}})
@@ -309,4 +305,30 @@ func allowedOrigins(cfg config.Config, publicURL string) []string {
 		out = append(out, u.Scheme+"://"+u.Host)
 	}
 	return out
+}
+
+// catchUpRetrying runs svc.CatchUp after a bus reconnect until it succeeds,
+// for at most catchUpFor: right after a database restart the listener may
+// be back before the pool's connections are (each broken idle connection
+// fails one query), and a catch-up given up at its first error would lose
+// the transitions and doorbells it exists for (DESIGN.md §4).
+func catchUpRetrying(svc *app.Service, lostAt time.Time, log *slog.Logger) {
+	const catchUpFor = 30 * time.Second
+	deadline := time.Now().Add(catchUpFor)
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := svc.CatchUp(cctx, lostAt)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().Add(delay).After(deadline) {
+			log.Warn("catch-up after bus reconnect failed; the evaluator and the sweep are the net", "attempts", attempt, "err", err)
+			return
+		}
+		log.Info("catch-up after bus reconnect failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		time.Sleep(delay)
+		delay = min(2*delay, 2*time.Second)
+	}
 }
