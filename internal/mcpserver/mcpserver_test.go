@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -814,5 +815,27 @@ func TestListTodosBoundedByBytes(t *testing.T) {
 	ac.ok("list_todos", map[string]any{"limit": 10}, &list)
 	if list.Truncated || len(list.Todos) != 10 {
 		t.Fatalf("limit 10: %d todos, truncated %v", len(list.Todos), list.Truncated)
+	}
+}
+
+// An unauthenticated POST whose body never arrives is refused at once and
+// its connection closed: the server does not wait to drain the body.
+func TestUnauthenticatedPostWithUnsentBody(t *testing.T) {
+	e := newEnv(t)
+	addr := strings.TrimPrefix(e.ts.URL, "http://")
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	fmt.Fprintf(nc, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", addr)
+	_ = nc.SetReadDeadline(time.Now().Add(wait))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body is outstanding: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("status %d, close %v; want 401 and the connection closed", resp.StatusCode, resp.Close)
 	}
 }

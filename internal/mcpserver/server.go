@@ -422,6 +422,21 @@ func writeJSONRPCInvalid(w http.ResponseWriter, body []byte) {
 // 403 (inactive agent; a person's token, reason subject_kind_not_allowed,
 // like an agent credential on a REST operator route), 500.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (domain.Principal, bool) {
+	// A refusal comes before the body is read: it closes the connection
+	// instead of letting net/http drain a body the client may never send
+	// (an unauthenticated client held the connection until the read
+	// timeout). Set before the refusal is written, dropped on success.
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	p, ok := s.authenticateHeader(w, r)
+	if ok {
+		w.Header().Del("Connection")
+	}
+	return p, ok
+}
+
+func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (domain.Principal, bool) {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
