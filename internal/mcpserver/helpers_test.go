@@ -25,8 +25,10 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
-// wait is the generous bound of every wait on a channel in these tests.
-const wait = 10 * time.Second
+// wait is the generous bound of every wait on a channel in these tests: an
+// upper bound only (nothing waits for it to pass), wide enough for a busy
+// 2-core machine under the race detector.
+const wait = 30 * time.Second
 
 // env is one real stack: SQLite store, use cases on a fake clock, the MCP
 // adapter behind an httptest server at /mcp.
