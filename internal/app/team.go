@@ -504,10 +504,38 @@ func (s *Service) forgetCredentials(agentID string) {
 }
 
 // LiveCredentials reports which agent credential ids still authenticate
-// (credential unrevoked, agent active and unrevoked): open gateway
-// connections and MCP sessions re-check with it every RecheckInterval.
+// (credential unrevoked, agent active and unrevoked).
 func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
 	return s.store.LiveCredentials(ctx, ids)
+}
+
+// NoLongerValid is the periodic re-check of open gateway connections and
+// MCP sessions (every RecheckInterval, DESIGN.md §4): byCred maps each
+// credential id to what it holds open; one store query (bounded by 10 s)
+// finds the credentials that no longer authenticate, and their holders are
+// returned for closing. A store error returns it and nothing to close: the
+// holders stay until a check can tell.
+func NoLongerValid[T any](s *Service, byCred map[string][]T) ([]T, error) {
+	if len(byCred) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(byCred))
+	for id := range byCred {
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	live, err := s.LiveCredentials(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var dead []T
+	for id, held := range byCred {
+		if !live[id] {
+			dead = append(dead, held...)
+		}
+	}
+	return dead, nil
 }
 
 // ListAgentsOf lists the agents of another person, ordered by handle, so an

@@ -1,10 +1,9 @@
 package gateway
 
 import (
-	"context"
-	"time"
-
 	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/app"
 )
 
 // recheckLoop re-checks the credential of every identified connection each
@@ -34,27 +33,13 @@ func (g *Gateway) recheck() {
 		}
 	}
 	g.mu.Unlock()
-	if len(byCred) == 0 {
-		return
-	}
-	ids := make([]string, 0, len(byCred))
-	for id := range byCred {
-		ids = append(ids, id)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	live, err := g.svc.LiveCredentials(ctx, ids)
+	dead, err := app.NoLongerValid(g.svc, byCred)
 	if err != nil {
 		g.log.Warn("gateway: re-checking credentials failed; connections kept until the next check", "err", err)
 		return
 	}
-	for id, cs := range byCred {
-		if live[id] {
-			continue
-		}
-		for _, c := range cs {
-			g.log.Info("gateway: connection closed, credential no longer valid", "credential_id", id)
-			go c.close(CloseAuthFailed, "credential revoked")
-		}
+	for _, c := range dead {
+		g.log.Info("gateway: connection closed, credential no longer valid", "credential_id", c.credID)
+		go c.close(CloseAuthFailed, "credential revoked")
 	}
 }

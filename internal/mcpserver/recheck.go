@@ -1,10 +1,9 @@
 package mcpserver
 
 import (
-	"context"
-	"time"
-
 	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/app"
 )
 
 // recheckLoop re-checks the credential of every session on this instance
@@ -35,26 +34,12 @@ func (s *Server) recheck() {
 		}
 	}
 	s.mu.RUnlock()
-	if len(byCred) == 0 {
-		return
-	}
-	ids := make([]string, 0, len(byCred))
-	for id := range byCred {
-		ids = append(ids, id)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	live, err := s.svc.LiveCredentials(ctx, ids)
+	dead, err := app.NoLongerValid(s.svc, byCred)
 	if err != nil {
 		s.log.Warn("mcp: re-checking session credentials failed; sessions kept until the next check", "err", err)
 		return
 	}
-	for cred, sessions := range byCred {
-		if live[cred] {
-			continue
-		}
-		for _, id := range sessions {
-			s.closeSession(id, "credential no longer valid")
-		}
+	for _, id := range dead {
+		s.closeSession(id, "credential no longer valid")
 	}
 }
