@@ -1,4 +1,4 @@
-// Package bus defines the bus port for cross-instance signals (DESIGN.md §4)
+// Package bus defines the bus port for cross-instance signals (design: Bus delivery)
 // and its in-process adapter. The PostgreSQL adapter (LISTEN/NOTIFY) lives in
 // bus/pgbus. Delivery is at-most-once: a missed signal costs at most one extra
 // ring or one lost digest; the periodic evaluator and sweep are the net.
@@ -22,10 +22,10 @@ const (
 	// change an agent's presence (override, shift, readiness, vend, update).
 	ChannelPresence = "rollcall_presence"
 	// ChannelPresenceTransition carries "<agent_id>:<in|out>:<reason>" from
-	// the one instance that claimed a transition (DESIGN.md §3.7).
+	// the one instance that claimed a transition (design: Transition claim).
 	ChannelPresenceTransition = "rollcall_presence_transition"
-	// ChannelLiveness carries heartbeat ownership (DESIGN.md §5.2, several
-	// instances): claims "<agent_id>:<instance_id>:<unix_micro>" (the
+	// ChannelLiveness carries heartbeat ownership across instances
+	// (design: Deadline ownership): claims "<agent_id>:<instance_id>:<unix_micro>" (the
 	// claimer's heartbeat time; several claims are joined by newlines) and
 	// sync requests "?:<instance_id>" sent by a starting instance, which
 	// every owner answers with claims.
@@ -34,7 +34,7 @@ const (
 	// event hubs of every instance (GET /v1/events).
 	ChannelEvents = "rollcall_events"
 	// ChannelTeam carries person and token changes that end open streams
-	// and sessions on every instance (issue 9): "token:<token_id>",
+	// and sessions on every instance (design: Revocation within 5 s): "token:<token_id>",
 	// "person:<person_id>" (deactivated) and
 	// "owner:<agent_id>:<owner_id>:<handle>" (an agent handed over).
 	ChannelTeam = "rollcall_team"

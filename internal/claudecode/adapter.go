@@ -25,7 +25,7 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
-// Names the adapter reports (DESIGN.md §5.1: tool_class, details.runtime,
+// Names the adapter reports (design: Adapter; tool_class, details.runtime,
 // details.adapter).
 const (
 	ToolClass   = "claude-code"
@@ -81,7 +81,7 @@ type AdapterOptions struct {
 }
 
 // Adapter heartbeats for one Claude Code process over the gateway
-// (DESIGN.md §3.10, §5.1, §5.2). Run holds the process's lock, listens on
+// (design: Adapter, Billing evidence). Run holds the process's lock, listens on
 // its hook socket, keeps one gateway connection (reconnecting with backoff
 // after 4013, 4009 or a lost connection) and sends a heartbeat every
 // announced interval and at once when a run starts or stops.

@@ -10,7 +10,7 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
-// Billing modes the adapter reports (billing_mode, DESIGN.md §5.1) for each
+// Billing modes the adapter reports (billing_mode; design: Billing evidence) for each
 // billing_evidence.key_type.
 const (
 	BillingModeAPI          = "api"          // key_type api_key: pay per token with an API key
@@ -103,7 +103,7 @@ func ReadAuthStatus(ctx context.Context, claude string, env []string, timeout ti
 }
 
 // ReadVersion runs `<claude> --version` ("2.1.328 (Claude Code)") and
-// returns the version if it has the version form of DESIGN.md §5.1, else "".
+// returns the version if it has the version form (design: Value forms), else "".
 func ReadVersion(ctx context.Context, claude string, env []string, timeout time.Duration) string {
 	if claude == "" {
 		return ""

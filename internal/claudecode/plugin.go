@@ -1,5 +1,5 @@
-// Package claudecode connects Claude Code sessions to Rollcall (DESIGN.md
-// §3.10, §5.1): it writes a Claude Code plugin and a local marketplace for
+// Package claudecode connects Claude Code sessions to Rollcall (design:
+// Claude Code): it writes a Claude Code plugin and a local marketplace for
 // one agent (WritePlugin, `rollcall claude plugin`), and runs the adapter
 // that heartbeats for one Claude Code process (Adapter, `rollcall adapter`),
 // fed by the plugin's hooks (Hook, `rollcall adapter hook <event>`).

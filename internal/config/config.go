@@ -1,6 +1,6 @@
 // Package config loads Rollcall's configuration from, in rising precedence,
 // built-in defaults, a YAML file (--config), environment variables and
-// command-line flags (DESIGN.md §2 CLI and §5.3). Every key is also an
+// command-line flags (design: Configuration sources). Every key is also an
 // environment variable: ROLLCALL_ + the key upper-cased with dots as
 // underscores (agent.presence_timeout → ROLLCALL_AGENT_PRESENCE_TIMEOUT),
 // and a flag named like the key (--agent.presence_timeout). Durations use Go
@@ -72,7 +72,8 @@ type Config struct {
 	Edge `koanf:",squash"`
 }
 
-// Edge is the configuration of the HTTP edge (issue 9 items 5 and 6):
+// Edge is the configuration of the HTTP edge (design: Host and Origin,
+// Trusted proxies, Request timeouts, Failed-authentication limit):
 // which Host and Origin values are accepted, which peers may speak for a
 // client through X-Forwarded-*, the body read deadline and the limit of
 // failed authentications.
@@ -108,7 +109,7 @@ type Key struct {
 	Help    string
 }
 
-// Keys lists every configuration key with its default (DESIGN.md §5.3).
+// Keys lists every configuration key with its default (design: Configuration sources).
 var Keys = []Key{
 	{"listen", "127.0.0.1:7070", "address to listen on (host:port)"},
 	{"store", "sqlite:rollcall.db", "store URL: sqlite:<path> or postgres://…"},
@@ -378,8 +379,8 @@ func knownList() string {
 const MinDuration = 10 * time.Millisecond
 
 // Validate checks combinations: positive durations, a store URL of a known
-// scheme, and agent.presence_timeout > sync.heartbeat_interval (DESIGN.md
-// §5.2: otherwise an adapter following the interval flaps to offline).
+// scheme, and agent.presence_timeout > sync.heartbeat_interval (design:
+// Heartbeat interval: otherwise an adapter following the interval flaps to offline).
 func (c Config) Validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{

@@ -12,7 +12,7 @@ import (
 
 // TestPresenceTimeoutAboveHeartbeatInterval: the server refuses to start
 // when agent.presence_timeout ≤ sync.heartbeat_interval, with a message
-// naming both keys (DESIGN.md §5.2, D-M2-20-11), from every source.
+// naming both keys (design: Heartbeat interval), from every source.
 func TestPresenceTimeoutAboveHeartbeatInterval(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -66,7 +66,7 @@ func TestPresenceTimeoutAboveHeartbeatInterval(t *testing.T) {
 	}
 }
 
-// TestLivenessKeys: the §5.3 keys, their defaults and their environment
+// TestLivenessKeys: the liveness, presence and doorbell keys, their defaults and their environment
 // variables.
 func TestLivenessKeys(t *testing.T) {
 	c, err := Load(nil, []string{"ROLLCALL_AGENT_HEARTBEAT_PERSIST_INTERVAL=2m", "ROLLCALL_BILLING_MISMATCH_ALERT_AFTER=30s"})

@@ -275,7 +275,7 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(fmt.Sprintf(`document.querySelector('#agent-%s [data-state]').textContent.includes('Offline (resting)')`, id), 5*time.Second),
 	)
 
-	// "Clear override" follows live updates (issue 9 item 9): cleared
+	// "Clear override" follows live updates: cleared
 	// elsewhere, the button goes without a reload; set elsewhere, it comes.
 	person, err := svc.AuthenticatePerson(ctx, token)
 	if err != nil {

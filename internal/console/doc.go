@@ -1,8 +1,7 @@
-// Package console is Rollcall's operator web console (DESIGN.md §2 "Web
-// console"): a person signs in with a personal API token and sees their
-// fleet — every agent's liveness state (§5.2), in/out presence with its
-// source and next change (§3.3), warnings, held todos — and steers it:
-// clock in or out, clear an override, edit the shift (§3.5), vend and revoke
+// Package console is Rollcall's operator web console: a person signs in with a personal API token and sees their
+// fleet — every agent's liveness state (design: Liveness states), in/out presence with its
+// source and next change (design: Effective presence), warnings, held todos — and steers it:
+// clock in or out, clear an override, edit the shift (design: Operator overrides), vend and revoke
 // agents, push todos. Cards update live over server-sent events.
 //
 //	h, err := console.New(svc, console.Options{Sessions: mcpServer, SessionKey: key})
@@ -38,7 +37,7 @@
 // row, its token and its person with one indexed read, so signing out
 // (which ends the row), revoking the token and deactivating the person end
 // the session at once on every instance — a copied cookie stops working
-// with it (issue 9 item 4). The console's event stream re-checks its
+// with it (design: Console sessions). The console's event stream re-checks its
 // session every app.RecheckInterval. Tokens (/console/tokens) and, for
 // admins, People (/console/people) manage tokens, persons and hand-overs.
 //

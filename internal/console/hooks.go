@@ -11,7 +11,7 @@ import (
 // per hook.
 const hookDeliveriesShown = 5
 
-// agentHooks loads the agent's hooks (DESIGN.md §3.9) with their last few
+// agentHooks loads the agent's hooks (design: Hooks) with their last few
 // deliveries, newest first, for the agent page. Secrets are never loaded
 // into the view (app.HookView does not render them).
 func (h *Handler) agentHooks(ctx context.Context, by domain.Person, agentID string) ([]app.HookView, error) {

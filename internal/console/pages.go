@@ -101,7 +101,7 @@ type agentView struct {
 	Queues         []string
 	ShiftValue     string
 	ShiftError     string
-	CapValue       string // self_clock_in_cap (DESIGN.md §3.4)
+	CapValue       string // self_clock_in_cap (design: Self clock-in cap)
 	CapError       string
 	Todos          []todoView
 	TodosCapped    bool
@@ -324,7 +324,7 @@ func parseLocal(value, tz string) (time.Time, string) {
 
 // setShift saves (op=save) or removes (op=remove) the shift. A shift that
 // does not parse re-renders the agent page with presence.ParseShift's
-// message next to the field (the API's message, DESIGN.md §3.2).
+// message next to the field (the API's message; design: Shift grammar).
 func (h *Handler) setShift(w http.ResponseWriter, r *http.Request, v *visit) {
 	ref := r.PathValue("ref")
 	text := r.PostFormValue("shift")
@@ -346,7 +346,7 @@ func (h *Handler) setShift(w http.ResponseWriter, r *http.Request, v *visit) {
 }
 
 // setSelfClockInCap saves the agent's self clock-in cap from the agent page
-// (DESIGN.md §3.4; PATCH /v1/agents/{ref} self_clock_in_cap).
+// (design: Self clock-in cap; PATCH /v1/agents/{ref} self_clock_in_cap).
 func (h *Handler) setSelfClockInCap(w http.ResponseWriter, r *http.Request, v *visit) {
 	text := strings.TrimSpace(r.PostFormValue("self_clock_in_cap"))
 	a, err := h.svc.SetSelfClockInCap(r.Context(), v.person, r.PathValue("ref"), text)

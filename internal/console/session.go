@@ -29,7 +29,7 @@ const DefaultSessionTTL = 12 * time.Hour
 // session row (app.Service.StartConsoleSession): every request checks that
 // row, its token and its person, so sign-out, revoking that token or
 // deactivating the person ends the session on every instance at once, and
-// a copied cookie stops working with it (issue 9 item 4).
+// a copied cookie stops working with it (design: Console sessions).
 type session struct {
 	PersonID string `json:"p"`
 	ID       string `json:"s"`

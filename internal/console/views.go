@@ -21,12 +21,12 @@ type cardView struct {
 	Revoked          bool
 	Inactive         bool
 
-	// Liveness (DESIGN.md §5.2).
+	// Liveness (design: Agent status).
 	State         string // unknown, online, degraded, offline
 	LastHeartbeat *time.Time
 	Warnings      []string // human sentences
 
-	// Presence (DESIGN.md §3.3).
+	// Presence (design: Effective presence).
 	Presence    string // in, out
 	Source      string // agent, operator, shift, default
 	Until       *time.Time
@@ -161,8 +161,8 @@ func warningText(code string, st *app.AgentRuntimeStatus) string {
 }
 
 // buildCard assembles one card from the runtime status use case
-// (app.Service.AgentStatus: liveness from the tracker's memory, presence of
-// DESIGN.md §3.3 with held todos). Cost per agent: three indexed store reads
+// (app.Service.AgentStatus: liveness from the tracker's memory, effective
+// presence with held todos). Cost per agent: three indexed store reads
 // inside AgentStatus (agent twice, pending todos once) plus one claimed-todo
 // query; sessions are counted in memory. The fleet page adds one agent list
 // query: 1 + 4·n reads for n agents, about 0.4 ms of CPU per card on SQLite
@@ -201,7 +201,7 @@ func (h *Handler) buildCard(ctx context.Context, v *visit, a *domain.Agent) (car
 		c.Sessions = 0
 		for _, s := range ss {
 			if !s.Live(live) {
-				continue // a client gone without DELETE (issue 8 item 6)
+				continue // a client gone without DELETE (design: Session expiry)
 			}
 			c.Sessions++
 			if s.Streaming {

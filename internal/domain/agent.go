@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Handle form of an agent and of queue names: DESIGN.md §1.
+// Handle form of an agent and of queue names (design: Agents and handles).
 var handleRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 
 // MaxHandleLen bounds handles and queue names (bytes).
@@ -19,7 +19,7 @@ const MaxHandleLen = 64
 // (at most MaxHandleLen bytes) used by agent handles and queue names.
 func ValidName(s string) bool { return len(s) <= MaxHandleLen && handleRE.MatchString(s) }
 
-// Scope verbs an agent may be granted (DESIGN.md §2, MCP).
+// Scope verbs an agent may be granted (design: MCP sessions).
 const (
 	VerbListTodos = "list_todos"
 	VerbClaim     = "claim"
@@ -29,7 +29,7 @@ const (
 	VerbFail      = "fail"
 	// VerbHandOff pushes a todo to another agent of the same owner; it is
 	// granted by the scope's handoff grants, never by the verb list alone
-	// (DESIGN.md §3.9).
+	// (design: Handoff).
 	VerbHandOff = "hand_off"
 )
 
@@ -38,12 +38,12 @@ const (
 var ScopeVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbRenew, VerbComplete, VerbFail}
 
 // Scope is what an agent may do: the queues it may see and the verbs it may
-// call. It is fixed at vend time (DESIGN.md §1).
+// call. It is fixed at vend time (design: Immutable scope).
 type Scope struct {
 	Queues []string `json:"queues"`
 	Verbs  []string `json:"verbs"`
 	// Handoff lists the agent/queue pairs the hand_off verb may push to
-	// (DESIGN.md §3.9); empty = none, and then hand_off is not granted.
+	// (design: Handoff); empty = none, and then hand_off is not granted.
 	Handoff []HandoffGrant `json:"handoff,omitempty"`
 }
 
@@ -65,7 +65,7 @@ func (s Scope) HandoffAllowed(agentID, q string) bool {
 	return slices.ContainsFunc(s.Handoff, func(g HandoffGrant) bool { return g.AgentID == agentID && g.Queue == q })
 }
 
-// Bounds of a vend or update body (issue 9 item 6; api/openapi.yaml
+// Bounds of a vend or update body (design: Input bounds; api/openapi.yaml
 // maxItems).
 const (
 	MaxQueues       = 100 // queues of one agent's scope
@@ -123,7 +123,7 @@ func (s Scope) Validate() error {
 }
 
 // Agent is one registered agent: one row, one MCP endpoint, one owner
-// (DESIGN.md §1). Times are UTC with microsecond precision.
+// (design: Agents and handles). Times are UTC with microsecond precision.
 type Agent struct {
 	ID           string     `json:"id"`
 	Handle       string     `json:"handle"`
@@ -137,21 +137,21 @@ type Agent struct {
 	ToolClass    string     `json:"tool_class,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
-	// SelfClockInCap is the owner's self_clock_in_cap (DESIGN.md §3.4): how
+	// SelfClockInCap is the owner's self_clock_in_cap (design: Self clock-in cap): how
 	// much of one off-shift stretch the agent's own clock_in may cover.
 	SelfClockInCap ClockInCap `json:"self_clock_in_cap"`
 
-	// Presence holds the in/out columns of DESIGN.md §3.1.
+	// Presence holds the in/out columns (design: Presence columns).
 	Presence PresenceColumns `json:"-"`
-	// Liveness holds the heartbeat columns of DESIGN.md §5.
+	// Liveness holds the heartbeat columns (design: Liveness states).
 	Liveness LivenessColumns `json:"-"`
 }
 
-// PresenceColumns are the stored in/out presence columns (DESIGN.md §3.1).
+// PresenceColumns are the stored in/out presence columns (design: Presence columns).
 // The zero value (no shift, no override, seen "in" after defaulting) keeps
 // an agent exactly as if presence did not exist.
 type PresenceColumns struct {
-	Shift         string     // "" = no shift; otherwise the grammar of §3.2
+	Shift         string     // "" = no shift; otherwise the shift grammar (design: Shift grammar)
 	Override      string     // "", "in" or "out"
 	OverrideUntil *time.Time // nil = no end
 	OverrideSetAt *time.Time
@@ -159,8 +159,8 @@ type PresenceColumns struct {
 	Seen          string // last claimed transition: "in" (default) or "out"
 	ChangedAt     *time.Time
 	ChangedBy     string
-	// SelfInStretch and SelfInUsed are the self clock-in ledger (DESIGN.md
-	// §3.4): how much of the off-shift stretch that ends at SelfInStretch
+	// SelfInStretch and SelfInUsed are the self clock-in ledger (design:
+	// Self clock-in cap): how much of the off-shift stretch that ends at SelfInStretch
 	// (nil = none yet) the agent's own in overrides were granted.
 	SelfInStretch *time.Time
 	SelfInUsed    time.Duration
@@ -206,7 +206,7 @@ func FormatDuration(d time.Duration) string {
 	return s
 }
 
-// LivenessColumns are the stored heartbeat columns (DESIGN.md §5).
+// LivenessColumns are the stored heartbeat columns (design: Liveness states).
 type LivenessColumns struct {
 	State                  string     // unknown (default), online, degraded, offline
 	LastHeartbeatAt        *time.Time // server clock
@@ -221,7 +221,7 @@ type LivenessColumns struct {
 func (a *Agent) Revoked() bool { return a.RevokedAt != nil }
 
 // Person is a human operator who owns agents and authenticates with
-// personal API tokens (DESIGN.md §1). Role is RoleAdmin or RoleMember;
+// personal API tokens (design: Persons and roles). Role is RoleAdmin or RoleMember;
 // Admin mirrors it. A deactivated person (Active false) cannot
 // authenticate; its agents keep working.
 type Person struct {

@@ -9,7 +9,7 @@ import (
 )
 
 // AuditEntry is one row of the append-only, hash-chained audit log
-// (DESIGN.md §1). Hash = hex(SHA-256(PrevHash "\n" canonical body)), where the
+// (design: Audit chain). Hash = hex(SHA-256(PrevHash "\n" canonical body)), where the
 // canonical body is Seq, At (RFC 3339, µs, UTC), Actor, Action, AgentID,
 // Decision and Data joined by newlines. The first entry's PrevHash is "".
 type AuditEntry struct {
@@ -49,7 +49,7 @@ func AuditHash(e AuditEntry) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// AuditVerifyResult reports a chain verification (DESIGN.md §1): OK is false
+// AuditVerifyResult reports a chain verification (design: Audit chain): OK is false
 // when any break was found; Checked counts the entries read; Warnings names
 // each break by sequence number.
 type AuditVerifyResult struct {

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// ChannelMethod is the MCP notification a doorbell is sent as (DESIGN.md §2).
+// ChannelMethod is the MCP notification a doorbell is sent as (design: Doorbell message).
 const ChannelMethod = "notifications/claude/channel"
 
 // ChannelMessage is the params of one notifications/claude/channel: Content
@@ -21,7 +21,7 @@ type ChannelMessage struct {
 }
 
 // TodoReady is the todo-ready signal carried over the bus after a todo is
-// committed (DESIGN.md §3.8). It holds what the doorbell needs so no
+// committed (design: Ring on create). It holds what the doorbell needs so no
 // instance has to read the row to ring it.
 type TodoReady struct {
 	AgentID string `json:"agent_id"`
@@ -56,8 +56,8 @@ var channelTagRE = func() *regexp.Regexp {
 	return regexp.MustCompile(pat + `(_?)`)
 }()
 
-// Neutralize makes todo-derived text safe to put inside a channel (DESIGN.md
-// §2, §3.10): it is NFKC-folded (full-width and other compatibility forms
+// Neutralize makes todo-derived text safe to put inside a channel (design:
+// Neutralised text): it is NFKC-folded (full-width and other compatibility forms
 // become their plain equivalents, Unicode spaces become U+0020), every
 // control or line-breaking character becomes a space (the content is one
 // line), invisible format characters (category Cf: bidi overrides,
@@ -99,15 +99,15 @@ func plainASCII(s string) bool {
 	return true
 }
 
-// TodoDoorbell builds the doorbell for one todo. It stands alone (DESIGN.md
-// §3.10: the first doorbell of a fresh Claude Code session reaches the model
+// TodoDoorbell builds the doorbell for one todo. It stands alone (design:
+// Doorbell message: the first doorbell of a fresh Claude Code session reaches the model
 // without the server's instructions), so its one line names the tool to call
 // with the todo_id and what follows:
 //
 //	todo ready in <queue>: "<title>" — call claim {"todo_id":"<id>"}, then complete {"todo_id":"<id>"} when done
 //
 // The title is neutralised and JSON-quoted; no payload. Meta: todo_id, queue
-// and, when set, kind and source (DESIGN.md §2).
+// and, when set, kind and source (design: Doorbell message).
 func TodoDoorbell(r TodoReady) ChannelMessage {
 	meta := map[string]string{"todo_id": Neutralize(r.TodoID), "queue": Neutralize(r.Queue)}
 	if r.Kind != "" {

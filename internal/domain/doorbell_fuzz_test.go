@@ -61,8 +61,8 @@ func opensChannelTag(s string) (string, bool) {
 // doorbell — not in its content, not in a meta value — whatever the case,
 // white space, Unicode spaces, full-width forms, zero-width or format
 // characters between `<` and "channel"; the content is one valid UTF-8
-// line; Neutralize is idempotent; meta keys are snake_case (DESIGN.md §2,
-// §3.10).
+// line; Neutralize is idempotent; meta keys are snake_case (design:
+// Doorbell message, Neutralised text).
 func FuzzNeutralize(f *testing.F) {
 	for _, s := range []string{
 		"</channel>", "</CHANNEL >", "< / channel>", "</channel\u00a0>", "</channel\u3000x", "<channel source=\"x\">",

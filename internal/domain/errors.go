@@ -1,9 +1,10 @@
-// Package domain holds Rollcall's pure rules and types: agents, scopes, todos,
-// the todo lifecycle (leases, retries, dead letter), the audit hash chain and
-// the doorbell message. Nothing here does I/O or reads a clock: every rule
-// that depends on time takes `now` as an argument.
-//
-// Source: DESIGN.md §1 (principals, agents, todos) and §2 (the doorbell).
+// Package domain holds Rollcall's pure rules and types: agents and their
+// scopes, persons, personal tokens and console sessions, todos and their
+// lifecycle (leases, retries, dead letter, the ring schedule), hooks and
+// handoff grants, the audit hash chain, the doorbell message and the text
+// neutraliser, and the error type every layer returns. Nothing here does I/O
+// or reads a clock: every rule that depends on time takes `now` as an
+// argument (design: Pure rules).
 package domain
 
 import (
@@ -12,11 +13,11 @@ import (
 )
 
 // Code is a machine-readable error code. It is carried in RFC 9457 problem
-// documents as `code`, in MCP tool errors and in gateway `error` frames.
-// Source: DESIGN.md §2 (REST errors).
+// documents as `code`, in MCP tool errors and in gateway `error` frames (design: Problem
+// documents).
 type Code string
 
-// Error codes of DESIGN.md §2.
+// Error codes (design: Problem documents).
 const (
 	CodeInvalidArgument Code = "invalid_argument"
 	CodeNotFound        Code = "not_found"

@@ -2,7 +2,7 @@ package domain
 
 import "time"
 
-// Hook kinds (DESIGN.md §3.9): how a delivery is signed and decoded.
+// Hook kinds (design: Hook signatures): how a delivery is signed and decoded.
 const (
 	HookGitHub   = "github"   // X-Hub-Signature-256, X-GitHub-Event, X-GitHub-Delivery
 	HookStandard = "standard" // Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature
@@ -17,8 +17,8 @@ const (
 	DeliveryPing      = "ping"      // GitHub's ping, answered
 )
 
-// HookFilter decides which verified GitHub deliveries make todos (DESIGN.md
-// §3.9). Empty lists do not filter. Repositories are "owner/name" (case
+// HookFilter decides which verified GitHub deliveries make todos (design:
+// Hooks). Empty lists do not filter. Repositories are "owner/name" (case
 // folded); Labels match when the issue or pull request carries any of them;
 // Actions are "event" or "event.action" (e.g. "pull_request",
 // "issues.labeled").
@@ -28,8 +28,8 @@ type HookFilter struct {
 	Actions      []string `json:"actions,omitempty"`
 }
 
-// Hook is an owner's webhook endpoint for one agent and queue (DESIGN.md
-// §3.9). Secret is the HMAC key: shown once at creation and rotation, never
+// Hook is an owner's webhook endpoint for one agent and queue (design:
+// Hooks). Secret is the HMAC key: shown once at creation and rotation, never
 // rendered in JSON.
 type Hook struct {
 	ID            string     `json:"id"`
@@ -61,7 +61,7 @@ type HookDelivery struct {
 }
 
 // HandoffGrant is one agent/queue pair an agent may hand todos to with the
-// hand_off verb (DESIGN.md §3.9); granted at vend time, immutable.
+// hand_off verb (design: Handoff); granted at vend time, immutable.
 type HandoffGrant struct {
 	AgentID string `json:"agent_id"`
 	Handle  string `json:"handle"`

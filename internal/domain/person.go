@@ -2,7 +2,7 @@ package domain
 
 import "time"
 
-// Roles of a person (DESIGN.md §1).
+// Roles of a person (design: Persons and roles).
 const (
 	RoleAdmin  = "admin"
 	RoleMember = "member"
@@ -16,7 +16,7 @@ func (p *Person) SetRole(r string) {
 	p.Role, p.Admin = r, r == RoleAdmin
 }
 
-// PersonToken is one personal API token of a person (DESIGN.md §1): named,
+// PersonToken is one personal API token of a person (design: Personal tokens): named,
 // optionally expiring, revocable. The secret is shown once at creation and
 // stored as a hash only; this type never carries it.
 type PersonToken struct {
@@ -35,7 +35,7 @@ func (t PersonToken) Usable(now time.Time) bool {
 	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
 }
 
-// ConsoleSession is a signed-in console session (DESIGN.md §1): the cookie
+// ConsoleSession is a signed-in console session (design: Console sessions): the cookie
 // names it, and every request checks it, its token and its person.
 type ConsoleSession struct {
 	ID        string

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Todo states (DESIGN.md §1): pending → claimed → done | failed.
+// Todo states (design: Todo lifecycle): pending → claimed → done | failed.
 const (
 	TodoPending = "pending"
 	TodoClaimed = "claimed"
@@ -13,7 +13,8 @@ const (
 	TodoFailed  = "failed"
 )
 
-// Lease and retry rules (DESIGN.md §1).
+// Lease, retry and size rules (design: Lease, Retries and dead letter,
+// Input bounds).
 const (
 	DefaultLease       = 300 * time.Second
 	MaxLease           = 24 * time.Hour
@@ -28,7 +29,8 @@ const (
 	DefaultListLimit   = 50
 )
 
-// Todo is one unit of work for one agent in one queue (DESIGN.md §1).
+// Todo is one unit of work for one agent in one queue (design: Todo
+// lifecycle).
 //
 // A failed todo with RetryAt set is waiting for its retry and becomes
 // claimable at RetryAt; a failed todo with RetryAt nil is dead-lettered.
@@ -42,7 +44,7 @@ type Todo struct {
 	Source         string          `json:"source,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	// PushEligible is true for todos authored by the agent's owner; only
-	// those ring doorbells (DESIGN.md §1).
+	// those ring doorbells (design: Push eligibility).
 	PushEligible   bool       `json:"push_eligible"`
 	CreatedBy      string     `json:"created_by"`
 	State          string     `json:"state"`
@@ -54,7 +56,7 @@ type Todo struct {
 	LastRingedAt   *time.Time `json:"last_ringed_at,omitempty"`
 	// NextRingAt is when the sweep next re-rings the todo while it is
 	// pending (NextRingAt of its ring count and its last ring, digest or
-	// creation); nil once the ring budget is spent (DESIGN.md §3.8). The
+	// creation); nil once the ring budget is spent (design: Ring budget). The
 	// store computes it; a value passed to CreateTodo is ignored.
 	NextRingAt *time.Time      `json:"next_ring_at,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
@@ -75,7 +77,7 @@ func (t *Todo) Live() bool {
 }
 
 // RetryBackoff returns the wait before the retry that follows failed attempt
-// number attempt (1-based): 30 s doubling, capped at 15 min (DESIGN.md §1).
+// number attempt (1-based): 30 s doubling, capped at 15 min (design: Retries and dead letter).
 func RetryBackoff(attempt int) time.Duration {
 	if attempt < 1 {
 		attempt = 1
@@ -113,12 +115,12 @@ func LeaseFor(seconds int64) (time.Duration, error) {
 	return time.Duration(seconds) * time.Second, nil
 }
 
-// MaxRings is the ring budget of one todo (DESIGN.md §3.8).
+// MaxRings is the ring budget of one todo (design: Ring budget).
 const MaxRings = 5
 
 // sweepDelays[n] is the wait after creation or the last ring/digest before
 // a pending todo that has been rung n times is rung again: about 5 min, then
-// 20 min, 1 h, 6 h (DESIGN.md §3.8). Ring 1 is usually the doorbell on
+// 20 min, 1 h, 6 h (design: Ring budget). Ring 1 is usually the doorbell on
 // create, so a todo rung then is re-rung 5 min later; one that could not be
 // rung on create (agent out, no session) gets its first ring 5 min after
 // creation or after the digest that announced it.
@@ -126,7 +128,7 @@ var sweepDelays = [MaxRings]time.Duration{5 * time.Minute, 5 * time.Minute, 20 *
 
 // SweepDelays returns the sweep backoff: element n is the wait before a
 // pending todo rung n times is rung again (5 min, 5 min, 20 min, 1 h, 6 h;
-// DESIGN.md §3.8). It is the one source both NextRingAt and the stores'
+// design: Ring budget). It is the one source both NextRingAt and the stores'
 // SQL (which computes next_ring_at inside the sweep statement) use.
 func SweepDelays() [MaxRings]time.Duration { return sweepDelays }
 

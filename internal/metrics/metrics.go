@@ -1,5 +1,5 @@
-// Package metrics is Rollcall's metrics adapter (DESIGN.md §2 Operations,
-// §5.2): OpenTelemetry SDK instruments exported by the OpenTelemetry
+// Package metrics is Rollcall's metrics adapter (design: Metrics,
+// Mismatch age): OpenTelemetry SDK instruments exported by the OpenTelemetry
 // Prometheus exporter on a private registry, served at GET /metrics. It
 // implements app.Metrics.
 //
@@ -12,8 +12,8 @@
 //	rollcall.agent.billing_mode.mismatch_age  gauge, s, attribute agent.handle
 //	    → rollcall_agent_billing_mode_mismatch_age_seconds{agent_handle}
 //	    one series per active tracked agent: seconds since any difference of
-//	    reported billing (DESIGN.md §5.2 warnings) began, 0 without one
-//	    (D-M2-20-8); the alert RollcallBillingModeMismatch reads it.
+//	    reported billing (design: Warnings) began, 0 without one
+//	    (design: Mismatch age); the alert RollcallBillingModeMismatch reads it.
 //	rollcall.heartbeats                       → rollcall_heartbeats_total
 //	rollcall.liveness.persisted_rows          → rollcall_liveness_persisted_rows_total
 //	rollcall.liveness.flushes                 → rollcall_liveness_flushes_total
@@ -117,7 +117,7 @@ func New(o Options) (*Metrics, error) {
 	}
 	if o.MismatchAges != nil {
 		_, err = meter.Float64ObservableGauge(NameMismatchAge, metric.WithUnit("s"),
-			metric.WithDescription("Seconds since the reported billing of an active agent began to differ from its configuration (DESIGN.md §5.2), 0 without a difference."),
+			metric.WithDescription("Seconds since the reported billing of an active agent began to differ from its configuration, 0 without a difference."),
 			metric.WithFloat64Callback(func(_ context.Context, obs metric.Float64Observer) error {
 				o.MismatchAges(func(handle string, seconds float64) {
 					obs.Observe(seconds, metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrAgentHandle, handle))))

@@ -18,7 +18,7 @@ func benchTimes() []time.Time {
 var sinkBool bool
 var sinkTime time.Time
 
-// BenchmarkShiftIn measures Shift.In (goal ≤ 2 µs/op, issue 3 item 8).
+// BenchmarkShiftIn measures Shift.In (goal ≤ 2 µs/op; docs/benchmarks.md).
 func BenchmarkShiftIn(b *testing.B) {
 	for _, c := range []struct{ name, shift string }{
 		{"utc", "Mon-Fri 09:00-13:00"},
@@ -40,7 +40,7 @@ func BenchmarkShiftIn(b *testing.B) {
 	}
 }
 
-// BenchmarkEffective measures Effective (goal ≤ 2 µs/op, issue 3 item 8).
+// BenchmarkEffective measures Effective (goal ≤ 2 µs/op; docs/benchmarks.md).
 func BenchmarkEffective(b *testing.B) {
 	sh := mustShift(b, "TZ=America/Los_Angeles Mon-Fri 09:00-13:00")
 	ts := benchTimes()

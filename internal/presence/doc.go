@@ -1,18 +1,18 @@
 // Package presence decides whether an agent is in or out: the one place that
-// holds the presence rules of DESIGN.md §3 (source: seed
-// 002_04e5c0317c241e67.txt, "Endpoint Presence").
+// holds the presence rules (design: Presence: in and out).
 //
 // It has three parts, all pure (no I/O, no clock of its own; every function
 // that depends on time takes now or t as an argument):
 //
-//   - [ParseShift] and [Shift.In]: the shift grammar of DESIGN.md §3.2 and
+//   - [ParseShift] and [Shift.In]: the shift grammar (design: Shift grammar) and
 //     its membership test, which also yields the next boundary (the first
 //     instant the answer changes).
-//   - [Effective]: the precedence rule of DESIGN.md §3.3 (override, then
+//   - [Effective]: the precedence rule (design: Effective presence; override, then
 //     shift, then default in). The doorbell filter, the sweep, the self verbs,
 //     the API, the console and the evaluator all call it.
 //   - [ClockIn], [ClockOut], [ParseFor] and [OperatorOverride]: what the self
-//     verbs of DESIGN.md §3.4 and the operator routes of §3.5 write into the
+//     verbs (design: Self verbs, Self clock-in cap) and the operator routes
+//     (design: Operator overrides) write into the
 //     override columns, returned as a [Change] for the caller to store.
 //
 // A minimal use:

@@ -11,7 +11,7 @@ const (
 	Out = "out"
 )
 
-// Sources of an effective presence (DESIGN.md §3.3).
+// Sources of an effective presence (design: Effective presence).
 const (
 	SourceAgent    = "agent"    // an override set by the agent (clock_in / clock_out)
 	SourceOperator = "operator" // an override set by a person (REST, CLI, console)
@@ -28,7 +28,7 @@ const ByAgent = "agent"
 func ByOperator(personID string) string { return "operator:" + personID }
 
 // Inputs is everything Effective needs about one agent: its shift and the
-// override columns of DESIGN.md §3.1.
+// override columns (design: Presence columns).
 type Inputs struct {
 	// Shift is the parsed shift column, nil for none.
 	Shift *Shift
@@ -49,7 +49,7 @@ type Inputs struct {
 	OverrideBy string
 }
 
-// Effective applies DESIGN.md §3.3 (SPEC "Presence Model") at now:
+// Effective applies the precedence rule (design: Effective presence) at now:
 //
 //  1. a live override decides: Override is "in" or "out", OverrideUntil is
 //     nil or after now, and no shift boundary lies in (OverrideSetAt, now];
@@ -92,7 +92,7 @@ func Effective(in Inputs, now time.Time) (presence string, source string, until 
 }
 
 // OverrideLive reports whether the override in in decides presence at now
-// (rule 1 of DESIGN.md §3.3), and the instant it stops doing so: the earlier
+// (rule 1 of Effective), and the instant it stops doing so: the earlier
 // of OverrideUntil and the first shift boundary after OverrideSetAt, or nil
 // when neither exists. An override that is not live never becomes live again
 // with the same inputs; the caller may clear its columns.

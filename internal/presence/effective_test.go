@@ -42,7 +42,7 @@ func checkEffective(t *testing.T, in Inputs, now time.Time, presence, source, un
 	}
 }
 
-// Monday 2026-01-05; the scenario shift of issue 3 item 6.
+// Monday 2026-01-05; the scenario shift of TestScenarios.
 const weekdayMornings = "Mon-Fri 09:00-13:00"
 
 func TestEffectiveRules(t *testing.T) {
@@ -100,7 +100,8 @@ func TestEffectiveRules(t *testing.T) {
 	})
 }
 
-// TestScenarios are the pure-rule scenarios of issue 3 item 6.
+// TestScenarios are the pure-rule scenarios of effective presence, shifts
+// and the self verbs (design: Effective presence, Self verbs).
 func TestScenarios(t *testing.T) {
 	sh := mustShift(t, weekdayMornings)
 

@@ -9,7 +9,7 @@ import (
 // stay within ±15 h 57 min, historical local mean times included).
 const maxOffset = 16 * 3600
 
-// In reports whether t lies inside the shift (DESIGN.md §3.2) and the next
+// In reports whether t lies inside the shift (design: Shift grammar) and the next
 // boundary: the first instant strictly after t at which the answer changes.
 // ok is false when there is none, i.e. the windows cover the whole week.
 // next is returned in t's location and falls on a whole second (a whole

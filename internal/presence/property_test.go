@@ -275,7 +275,7 @@ func candidates(in Inputs, now, horizon time.Time) []time.Time {
 }
 
 // TestPropEffective: until is exactly the next instant at which the presence
-// Effective returns changes; the precedence of §3.3 holds; an override never
+// Effective returns changes; the precedence of Effective holds; an override never
 // outlives the first shift boundary after it was set.
 func TestPropEffective(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

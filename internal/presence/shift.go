@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 	"time"
-	_ "time/tzdata" // the zone database travels with the binary (DESIGN.md §3.2)
+	_ "time/tzdata" // the zone database travels with the binary (design: Shift grammar)
 	"unicode"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -26,7 +26,7 @@ const (
 // dayNames are the day names of the grammar, Monday first (bit 0 = Monday).
 var dayNames = [7]string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 
-// Shift is a parsed shift (DESIGN.md §3.2): a zone and a set of weekly
+// Shift is a parsed shift (design: Shift grammar): a zone and a set of weekly
 // wall-clock windows. Build one with [ParseShift]. A *Shift is immutable and
 // safe for concurrent use. A nil *Shift means "no shift" to [Effective]; its
 // In reports always in.
@@ -53,7 +53,7 @@ type window struct {
 	start, end int
 }
 
-// ParseShift parses a shift string of the DESIGN.md §3.2 grammar:
+// ParseShift parses a shift string (design: Shift grammar):
 //
 //	shift  = [ ("TZ=" | "CRON_TZ=") zone " " ] window *( ";" window )
 //	window = [ days " " ] HH ":" MM "-" HH ":" MM

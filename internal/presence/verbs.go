@@ -7,7 +7,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// Limits of clock_in's `for` (DESIGN.md §3.4). The cap exists so a prompt
+// Limits of clock_in's `for` (design: Self verbs). The cap exists so a prompt
 // injection cannot keep an agent awake against its owner's shift.
 const (
 	DefaultClockIn = time.Hour     // `for` when the agent gives none
@@ -39,7 +39,7 @@ func (a Action) String() string {
 	return "action(?)"
 }
 
-// Override is the content of the override columns (DESIGN.md §3.1).
+// Override is the content of the override columns (design: Presence columns).
 type Override struct {
 	Presence string     // "in" or "out"
 	Until    *time.Time // its own end, exclusive; nil for none (the next shift boundary still ends it)
@@ -68,7 +68,7 @@ func (c Change) Apply(in Inputs) Inputs {
 	return in
 }
 
-// ClockOut is the `clock_out {}` self verb (DESIGN.md §3.4) at now: an "out"
+// ClockOut is the `clock_out {}` self verb (design: Self verbs) at now: an "out"
 // override by the agent. With a shift it lasts until the shift's next start
 // (and, like every override, ends at the first shift boundary after now);
 // with no shift, or a shift that never starts (always in), it has no end.
@@ -87,7 +87,7 @@ func ClockOut(cur Inputs, now time.Time) Change {
 	return setOrKeep(cur, now, Override{Presence: Out, Until: until, SetAt: now, By: ByAgent})
 }
 
-// ClockIn is the `clock_in {for}` self verb (DESIGN.md §3.4) at now; d is
+// ClockIn is the `clock_in {for}` self verb (design: Self verbs) at now; d is
 // `for` (DefaultClockIn when the agent gave none) and b the agent's self
 // clock-in budget. d must be in (0, MaxClockIn]; otherwise the error is a
 // *domain.Error with code invalid_argument and pointer "/for", and nothing
@@ -109,7 +109,7 @@ func ClockOut(cur Inputs, now time.Time) Change {
 // Otherwise (no shift, or inside the shift) it clears an "out" override the
 // agent set itself, live or not, and keeps anything else. Without a shift
 // an agent is in unless overridden, so ClockIn never sets an in override
-// and the cap (DESIGN.md: "in any rolling 24 h") has nothing to count.
+// and the cap has nothing to count (design: Self clock-in cap).
 func ClockIn(cur Inputs, b Budget, d time.Duration, now time.Time) (Change, Budget, error) {
 	if err := checkFor(d); err != nil {
 		return Change{}, b, err
@@ -173,7 +173,7 @@ func fmtDuration(d time.Duration) string {
 	return s
 }
 
-// OperatorOverride is `PUT /v1/agents/{ref}/presence` (DESIGN.md §3.5) by
+// OperatorOverride is `PUT /v1/agents/{ref}/presence` (design: Operator overrides) by
 // person personID at now: an override with presence "in" or "out" and an
 // optional end, with no cap. Like every override it still ends at the first
 // shift boundary after now. Errors are *domain.Error invalid_argument with

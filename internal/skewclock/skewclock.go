@@ -1,7 +1,7 @@
 // Package skewclock shifts a clock's wall time by a fixed offset, for tests
-// that need one process's clock to disagree with another's (issue 8: cross-
-// instance time comparisons must not depend on an instance's wall clock,
-// DESIGN.md §4). Durations, timers and tickers are not affected: only Now,
+// that need one process's clock to disagree with another's (cross-
+// instance time comparisons must not depend on an instance's wall clock;
+// design: Database clock, Test clock offset). Durations, timers and tickers are not affected: only Now,
 // Since and Until see the offset.
 //
 // TEST ONLY: `rollcall serve` reads EnvVar (ROLLCALL_TEST_CLOCK_OFFSET, a Go

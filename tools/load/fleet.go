@@ -18,7 +18,8 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The fleet mode (issue 8 item 3; docs/benchmarks.md, "Load never makes a
+// The fleet mode (design: Liveness first, Billing-mode audit;
+// docs/benchmarks.md, "Load never makes a
 // healthy agent offline"): N agents on the WebSocket gateway, each sending
 // a full heartbeat (member agent) every -interval as a real adapter does —
 // starting at once after identify, so the first reports (audited writes)
@@ -51,7 +52,7 @@ func runFleet(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 3*time.Second, "agent.presence_timeout of the spawned server")
 	persist := fs.Duration("persist", 60*time.Second, "agent.heartbeat_persist_interval of the spawned server")
 	duration := fs.Duration("duration", 60*time.Second, "how long every agent heartbeats (at most 10m)")
-	stopAt := fs.Duration("stop-at", 0, "spawned server only: SIGSTOP it this long into the run (0 = never), the stall of issue 8 item 4")
+	stopAt := fs.Duration("stop-at", 0, "spawned server only: SIGSTOP it this long into the run (0 = never), a stall of the server")
 	stopFor := fs.Duration("stop-for", 5*time.Second, "how long the server stays stopped (then SIGCONT)")
 	_ = fs.Parse(args)
 	if *agents < 0 || *agents > maxAgents || *restAgents < 0 || *restAgents > 100 || *agents+*restAgents == 0 ||

@@ -20,7 +20,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The heartbeat mode (issue 4 item 12; docs/benchmarks.md, Liveness):
+// The heartbeat mode (docs/benchmarks.md, Liveness):
 // N agents heartbeat one instance, over the WebSocket gateway (one
 // connection per agent, paced open loop at -rate heartbeats per second in
 // all, each with member agent so the full use case runs) and over REST

@@ -21,7 +21,7 @@ type session struct {
 }
 
 func openSession(ctx context.Context, mcpURL, token string, onChannel func(meta map[string]any)) (*session, error) {
-	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}), transport.WithContinuousListening())
 	if err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ func terminate(t *testing.T, u string, pid uint32) {
 	}
 }
 
-// pg_terminate_backend of the listener (issue 8 item 2): Listening reports
+// pg_terminate_backend of the listener (design: Catch-up after a lost listener): Listening reports
 // the outage (GET /readyz is 503 meanwhile); while it lasts this
 // instance's own publications still reach its subscribers, exactly once;
 // another instance's are lost (at-most-once); the listener comes back on
