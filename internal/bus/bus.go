@@ -1,7 +1,8 @@
-// Package bus defines the bus port for cross-instance signals (design: Bus delivery)
-// and its in-process adapter. The PostgreSQL adapter (LISTEN/NOTIFY) lives in
-// bus/pgbus. Delivery is at-most-once: a missed signal costs at most one extra
-// ring or one lost digest; the periodic evaluator and sweep are the net.
+// Package bus defines the bus port for cross-instance signals, its channels
+// and its in-process adapter, Local (one instance: SQLite). The PostgreSQL
+// adapter (LISTEN/NOTIFY) lives in bus/pgbus. Delivery is at-most-once: a
+// missed signal costs at most an extra ring or a late digest; the periodic
+// evaluator, the sweep and the re-check are the net (design: Bus delivery).
 package bus
 
 import (
@@ -25,17 +26,18 @@ const (
 	// the one instance that claimed a transition (design: Transition claim).
 	ChannelPresenceTransition = "rollcall_presence_transition"
 	// ChannelLiveness carries heartbeat ownership across instances
-	// (design: Deadline ownership): claims "<agent_id>:<instance_id>:<unix_micro>" (the
-	// claimer's heartbeat time; several claims are joined by newlines) and
-	// sync requests "?:<instance_id>" sent by a starting instance, which
-	// every owner answers with claims.
+	// (design: Deadline ownership): claims
+	// "<agent_id>:<instance_id>:<unix_micro>" (the claimer's heartbeat time;
+	// several claims are joined by newlines) and sync requests
+	// "?:<instance_id>" sent by a starting instance, which every owner answers
+	// with claims.
 	ChannelLiveness = "rollcall_liveness"
 	// ChannelEvents carries one JSON event (app.Event wire form) for the SSE
 	// event hubs of every instance (GET /v1/events).
 	ChannelEvents = "rollcall_events"
-	// ChannelTeam carries person and token changes that end open streams
-	// and sessions on every instance (design: Revocation within 5 s): "token:<token_id>",
-	// "person:<person_id>" (deactivated) and
+	// ChannelTeam carries person and token changes that end open streams and
+	// sessions on every instance (design: Revocation within 5 s):
+	// "token:<token_id>", "person:<person_id>" (deactivated) and
 	// "owner:<agent_id>:<owner_id>:<handle>" (an agent handed over).
 	ChannelTeam = "rollcall_team"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
-// Billing modes the adapter reports (billing_mode; design: Billing evidence) for each
-// billing_evidence.key_type.
+// Billing modes the adapter reports (billing_mode; design: Billing evidence)
+// for each billing_evidence.key_type.
 const (
 	BillingModeAPI          = "api"          // key_type api_key: pay per token with an API key
 	BillingModeSubscription = "subscription" // key_type oauth: a claude.ai plan
@@ -102,8 +102,8 @@ func ReadAuthStatus(ctx context.Context, claude string, env []string, timeout ti
 	return &st
 }
 
-// ReadVersion runs `<claude> --version` ("2.1.328 (Claude Code)") and
-// returns the version if it has the version form (design: Value forms), else "".
+// ReadVersion runs `<claude> --version` ("2.1.328 (Claude Code)") and returns
+// the version if it has the version form (design: Value forms), else "".
 func ReadVersion(ctx context.Context, claude string, env []string, timeout time.Duration) string {
 	if claude == "" {
 		return ""

@@ -1,8 +1,10 @@
-// Package claudecode connects Claude Code sessions to Rollcall (design:
-// Claude Code): it writes a Claude Code plugin and a local marketplace for
-// one agent (WritePlugin, `rollcall claude plugin`), and runs the adapter
-// that heartbeats for one Claude Code process (Adapter, `rollcall adapter`),
-// fed by the plugin's hooks (Hook, `rollcall adapter hook <event>`).
+// Package claudecode connects Claude Code sessions to Rollcall: it writes a
+// Claude Code plugin and a local marketplace for one agent (WritePlugin,
+// `rollcall claude plugin`; design: Plugin), and runs the adapter that
+// heartbeats over the gateway for one Claude Code process (Adapter, `rollcall
+// adapter run`; design: Adapter), fed by the plugin's hooks (Hook, `rollcall
+// adapter hook <event>`), with billing evidence read from the session's
+// environment (design: Billing evidence).
 package claudecode
 
 import (

@@ -1,10 +1,11 @@
 // Package config loads Rollcall's configuration from, in rising precedence,
 // built-in defaults, a YAML file (--config), environment variables and
-// command-line flags (design: Configuration sources). Every key is also an
-// environment variable: ROLLCALL_ + the key upper-cased with dots as
-// underscores (agent.presence_timeout → ROLLCALL_AGENT_PRESENCE_TIMEOUT),
-// and a flag named like the key (--agent.presence_timeout). Durations use Go
-// syntax ("45s", "10m").
+// command-line flags, and checks it (Config.Validate) before the server
+// starts (design: Configuration sources). Every key is also an environment
+// variable: ROLLCALL_ + the key upper-cased with dots as underscores
+// (agent.presence_timeout → ROLLCALL_AGENT_PRESENCE_TIMEOUT), and a flag
+// named like the key (--agent.presence_timeout). Durations use Go syntax
+// ("45s", "10m"). Keys lists every key with its default.
 package config
 
 import (
@@ -109,7 +110,8 @@ type Key struct {
 	Help    string
 }
 
-// Keys lists every configuration key with its default (design: Configuration sources).
+// Keys lists every configuration key with its default
+// (design: Configuration sources).
 var Keys = []Key{
 	{"listen", "127.0.0.1:7070", "address to listen on (host:port)"},
 	{"store", "sqlite:rollcall.db", "store URL: sqlite:<path> or postgres://…"},
@@ -379,8 +381,9 @@ func knownList() string {
 const MinDuration = 10 * time.Millisecond
 
 // Validate checks combinations: positive durations, a store URL of a known
-// scheme, and agent.presence_timeout > sync.heartbeat_interval (design:
-// Heartbeat interval: otherwise an adapter following the interval flaps to offline).
+// scheme, and agent.presence_timeout > sync.heartbeat_interval
+// (design: Heartbeat interval: otherwise an adapter following the interval
+// flaps to offline).
 func (c Config) Validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{

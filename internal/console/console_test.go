@@ -482,8 +482,9 @@ func TestShiftErrorShownNextToField(t *testing.T) {
 	}
 }
 
-// The owner sets the agent's self clock-in cap on the agent page (design:
-// Self clock-in cap); a bad value is shown next to the field and changes nothing.
+// The owner sets the agent's self clock-in cap on the agent page
+// (design: Self clock-in cap); a bad value is shown next to the field and
+// changes nothing.
 func TestSelfClockInCapForm(t *testing.T) {
 	e := newEnv(t, console.Options{})
 	vend(t, e, admin(t, e), "reviewer")

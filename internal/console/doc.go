@@ -1,8 +1,11 @@
-// Package console is Rollcall's operator web console: a person signs in with a personal API token and sees their
-// fleet — every agent's liveness state (design: Liveness states), in/out presence with its
-// source and next change (design: Effective presence), warnings, held todos — and steers it:
-// clock in or out, clear an override, edit the shift (design: Operator overrides), vend and revoke
-// agents, push todos. Cards update live over server-sent events.
+// Package console is Rollcall's operator web console: a person signs in
+// with a personal API token and sees their fleet — every agent's liveness
+// state and warnings (design: Agent status), in/out presence with its source
+// and next change (design: Effective presence), open sessions, held todos —
+// and steers it: clock in or out, clear an override, edit the shift
+// (design: Operator overrides), set the self clock-in cap, vend and revoke
+// agents, push todos, manage hooks; the Tokens and People pages manage
+// tokens, persons and hand-overs. Cards update live over server-sent events.
 //
 //	h, err := console.New(svc, console.Options{Sessions: mcpServer, SessionKey: key})
 //	mux.Handle(console.Prefix, h)                  // "/console/"
@@ -24,22 +27,22 @@
 //
 // # Sessions
 //
-// Signing in (POST /console/signin) checks the token and creates a
-// server-side session row (app.Service.StartConsoleSession), then sets the
-// cookie rollcall_session: HttpOnly, SameSite=Strict, Path=/, Secure over
-// https (TLS, an https X-Forwarded-Proto — which reaches the console only from a
-// peer in trusted_proxies, see internal/edge — or an https public_url). Its
-// value is sealed with AES-256-GCM under console.session_key: the person
-// id, the session row's id, the session's CSRF token and the expiry
-// (DefaultSessionTTL, absolute). Any instance that has the same key and
-// store serves any session; with no key each process draws a random one
-// (sessions end at restart, one instance only). Each request checks the
-// row, its token and its person with one indexed read, so signing out
-// (which ends the row), revoking the token and deactivating the person end
-// the session at once on every instance — a copied cookie stops working
-// with it (design: Console sessions). The console's event stream re-checks its
-// session every app.RecheckInterval. Tokens (/console/tokens) and, for
-// admins, People (/console/people) manage tokens, persons and hand-overs.
+// Signing in (POST /console/signin) checks the token and creates a server-side
+// session row (app.Service.StartConsoleSession), then sets the cookie
+// rollcall_session: HttpOnly, SameSite=Strict, Path=/, Secure over https (TLS,
+// an https X-Forwarded-Proto — which reaches the console only from a peer in
+// trusted_proxies, see internal/edge — or an https public_url). Its value is
+// sealed with AES-256-GCM under console.session_key: the person id, the session
+// row's id, the session's CSRF token and the expiry (DefaultSessionTTL,
+// absolute). Any instance that has the same key and store serves any session;
+// with no key each process draws a random one (sessions end at restart, one
+// instance only). Each request checks the row, its token and its person with
+// one indexed read, so signing out (which ends the row), revoking the token and
+// deactivating the person end the session at once on every instance — a copied
+// cookie stops working with it (design: Console sessions). The console's event
+// stream re-checks its session every app.RecheckInterval. Tokens
+// (/console/tokens) and, for admins, People (/console/people) manage tokens,
+// persons and hand-overs.
 //
 // # CSRF
 //

@@ -13,9 +13,9 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// The Tokens page (everyone) and the People page (admins; design: Persons and
-// roles, Personal tokens). Both show a new secret once, in the response to the POST that
-// made it (Cache-Control: no-store), never again.
+// The Tokens page (everyone) and the People page (admins;
+// design: Persons and roles, Personal tokens). Both show a new secret once, in
+// the response to the POST that made it (Cache-Control: no-store), never again.
 
 type tokensView struct {
 	Tokens  []domain.PersonToken

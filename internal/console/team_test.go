@@ -32,8 +32,9 @@ func openWith(t *testing.T, e *env, h http.Handler, cookies []*http.Cookie) int 
 }
 
 // TestSignOutEndsTheSessionEverywhere: a copied cookie stops working after
-// sign-out, on this instance and on another one with the same key (design:
-// Console sessions); revoking the token or deactivating the person ends sessions too.
+// sign-out, on this instance and on another one with the same key
+// (design: Console sessions); revoking the token or deactivating the person
+// ends sessions too.
 func TestSignOutEndsTheSessionEverywhere(t *testing.T) {
 	key := []byte("a shared secret of enough length for the test")
 	e := newEnv(t, console.Options{SessionKey: key})

@@ -137,8 +137,9 @@ type Agent struct {
 	ToolClass    string     `json:"tool_class,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
-	// SelfClockInCap is the owner's self_clock_in_cap (design: Self clock-in cap): how
-	// much of one off-shift stretch the agent's own clock_in may cover.
+	// SelfClockInCap is the owner's self_clock_in_cap
+	// (design: Self clock-in cap): how much of one off-shift stretch the
+	// agent's own clock_in may cover.
 	SelfClockInCap ClockInCap `json:"self_clock_in_cap"`
 
 	// Presence holds the in/out columns (design: Presence columns).
@@ -147,9 +148,9 @@ type Agent struct {
 	Liveness LivenessColumns `json:"-"`
 }
 
-// PresenceColumns are the stored in/out presence columns (design: Presence columns).
-// The zero value (no shift, no override, seen "in" after defaulting) keeps
-// an agent exactly as if presence did not exist.
+// PresenceColumns are the stored in/out presence columns
+// (design: Presence columns). The zero value (no shift, no override, seen "in"
+// after defaulting) keeps an agent exactly as if presence did not exist.
 type PresenceColumns struct {
 	Shift         string     // "" = no shift; otherwise the shift grammar (design: Shift grammar)
 	Override      string     // "", "in" or "out"
@@ -159,9 +160,10 @@ type PresenceColumns struct {
 	Seen          string // last claimed transition: "in" (default) or "out"
 	ChangedAt     *time.Time
 	ChangedBy     string
-	// SelfInStretch and SelfInUsed are the self clock-in ledger (design:
-	// Self clock-in cap): how much of the off-shift stretch that ends at SelfInStretch
-	// (nil = none yet) the agent's own in overrides were granted.
+	// SelfInStretch and SelfInUsed are the self clock-in ledger
+	// (design: Self clock-in cap): how much of the off-shift stretch that ends
+	// at SelfInStretch (nil = none yet) the agent's own in overrides were
+	// granted.
 	SelfInStretch *time.Time
 	SelfInUsed    time.Duration
 }
@@ -220,10 +222,10 @@ type LivenessColumns struct {
 // Revoked reports whether the agent was revoked (permanent).
 func (a *Agent) Revoked() bool { return a.RevokedAt != nil }
 
-// Person is a human operator who owns agents and authenticates with
-// personal API tokens (design: Persons and roles). Role is RoleAdmin or RoleMember;
-// Admin mirrors it. A deactivated person (Active false) cannot
-// authenticate; its agents keep working.
+// Person is a human operator who owns agents and authenticates with personal
+// API tokens (design: Persons and roles). Role is RoleAdmin or RoleMember;
+// Admin mirrors it. A deactivated person (Active false) cannot authenticate;
+// its agents keep working.
 type Person struct {
 	ID            string     `json:"id"`
 	Name          string     `json:"name"`

@@ -9,9 +9,10 @@ import (
 )
 
 // AuditEntry is one row of the append-only, hash-chained audit log
-// (design: Audit chain). Hash = hex(SHA-256(PrevHash "\n" canonical body)), where the
-// canonical body is Seq, At (RFC 3339, µs, UTC), Actor, Action, AgentID,
-// Decision and Data joined by newlines. The first entry's PrevHash is "".
+// (design: Audit chain). Hash = hex(SHA-256(PrevHash "\n" canonical body)),
+// where the canonical body is Seq, At (RFC 3339, µs, UTC), Actor, Action,
+// AgentID, Decision and Data joined by newlines. The first entry's PrevHash is
+// "".
 type AuditEntry struct {
 	Seq      int64           `json:"seq"`
 	At       time.Time       `json:"at"`
@@ -49,9 +50,9 @@ func AuditHash(e AuditEntry) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// AuditVerifyResult reports a chain verification (design: Audit chain): OK is false
-// when any break was found; Checked counts the entries read; Warnings names
-// each break by sequence number.
+// AuditVerifyResult reports a chain verification (design: Audit chain): OK is
+// false when any break was found; Checked counts the entries read; Warnings
+// names each break by sequence number.
 type AuditVerifyResult struct {
 	OK       bool     `json:"ok"`
 	Checked  int      `json:"checked"`

@@ -9,7 +9,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// ChannelMethod is the MCP notification a doorbell is sent as (design: Doorbell message).
+// ChannelMethod is the MCP notification a doorbell is sent as
+// (design: Doorbell message).
 const ChannelMethod = "notifications/claude/channel"
 
 // ChannelMessage is the params of one notifications/claude/channel: Content
@@ -56,15 +57,15 @@ var channelTagRE = func() *regexp.Regexp {
 	return regexp.MustCompile(pat + `(_?)`)
 }()
 
-// Neutralize makes todo-derived text safe to put inside a channel (design:
-// Neutralised text): it is NFKC-folded (full-width and other compatibility forms
-// become their plain equivalents, Unicode spaces become U+0020), every
-// control or line-breaking character becomes a space (the content is one
-// line), invisible format characters (category Cf: bidi overrides,
-// zero-width characters) are dropped, and every opening or closing channel
-// tag — `<channel …`, `</channel`, in any case, with white space, Unicode
-// spaces or combining marks anywhere inside the tag name — is defused to
-// `<channel_` / `</channel_`, so the text can neither end the channel block
+// Neutralize makes todo-derived text safe to put inside a channel
+// (design: Neutralised text): it is NFKC-folded (full-width and other
+// compatibility forms become their plain equivalents, Unicode spaces become
+// U+0020), every control or line-breaking character becomes a space (the
+// content is one line), invisible format characters (category Cf: bidi
+// overrides, zero-width characters) are dropped, and every opening or closing
+// channel tag — `<channel …`, `</channel`, in any case, with white space,
+// Unicode spaces or combining marks anywhere inside the tag name — is defused
+// to `<channel_` / `</channel_`, so the text can neither end the channel block
 // early nor open a new one. Neutralize is idempotent.
 func Neutralize(s string) string {
 	if plainASCII(s) {
@@ -99,10 +100,10 @@ func plainASCII(s string) bool {
 	return true
 }
 
-// TodoDoorbell builds the doorbell for one todo. It stands alone (design:
-// Doorbell message: the first doorbell of a fresh Claude Code session reaches the model
-// without the server's instructions), so its one line names the tool to call
-// with the todo_id and what follows:
+// TodoDoorbell builds the doorbell for one todo. It stands alone
+// (design: Doorbell message: the first doorbell of a fresh Claude Code session
+// reaches the model without the server's instructions), so its one line names
+// the tool to call with the todo_id and what follows:
 //
 //	todo ready in <queue>: "<title>" — call claim {"todo_id":"<id>"}, then complete {"todo_id":"<id>"} when done
 //

@@ -58,11 +58,11 @@ func opensChannelTag(s string) (string, bool) {
 }
 
 // FuzzNeutralize: no todo-derived text can open or close a channel tag in a
-// doorbell — not in its content, not in a meta value — whatever the case,
-// white space, Unicode spaces, full-width forms, zero-width or format
-// characters between `<` and "channel"; the content is one valid UTF-8
-// line; Neutralize is idempotent; meta keys are snake_case (design:
-// Doorbell message, Neutralised text).
+// doorbell — not in its content, not in a meta value — whatever the case, white
+// space, Unicode spaces, full-width forms, zero-width or format characters
+// between `<` and "channel"; the content is one valid UTF-8 line; Neutralize is
+// idempotent; meta keys are snake_case (design: Doorbell message,
+// Neutralised text).
 func FuzzNeutralize(f *testing.F) {
 	for _, s := range []string{
 		"</channel>", "</CHANNEL >", "< / channel>", "</channel\u00a0>", "</channel\u3000x", "<channel source=\"x\">",

@@ -13,8 +13,8 @@ import (
 )
 
 // Code is a machine-readable error code. It is carried in RFC 9457 problem
-// documents as `code`, in MCP tool errors and in gateway `error` frames (design: Problem
-// documents).
+// documents as `code`, in MCP tool errors and in gateway `error` frames
+// (design: Problem documents).
 type Code string
 
 // Error codes (design: Problem documents).

@@ -17,10 +17,10 @@ const (
 	DeliveryPing      = "ping"      // GitHub's ping, answered
 )
 
-// HookFilter decides which verified GitHub deliveries make todos (design:
-// Hooks). Empty lists do not filter. Repositories are "owner/name" (case
-// folded); Labels match when the issue or pull request carries any of them;
-// Actions are "event" or "event.action" (e.g. "pull_request",
+// HookFilter decides which verified GitHub deliveries make todos
+// (design: Hooks). Empty lists do not filter. Repositories are "owner/name"
+// (case folded); Labels match when the issue or pull request carries any of
+// them; Actions are "event" or "event.action" (e.g. "pull_request",
 // "issues.labeled").
 type HookFilter struct {
 	Repositories []string `json:"repositories,omitempty"`
@@ -28,9 +28,9 @@ type HookFilter struct {
 	Actions      []string `json:"actions,omitempty"`
 }
 
-// Hook is an owner's webhook endpoint for one agent and queue (design:
-// Hooks). Secret is the HMAC key: shown once at creation and rotation, never
-// rendered in JSON.
+// Hook is an owner's webhook endpoint for one agent and queue (design: Hooks).
+// Secret is the HMAC key: shown once at creation and rotation, never rendered
+// in JSON.
 type Hook struct {
 	ID            string     `json:"id"`
 	OwnerID       string     `json:"owner_id"`

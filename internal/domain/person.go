@@ -16,9 +16,9 @@ func (p *Person) SetRole(r string) {
 	p.Role, p.Admin = r, r == RoleAdmin
 }
 
-// PersonToken is one personal API token of a person (design: Personal tokens): named,
-// optionally expiring, revocable. The secret is shown once at creation and
-// stored as a hash only; this type never carries it.
+// PersonToken is one personal API token of a person (design: Personal tokens):
+// named, optionally expiring, revocable. The secret is shown once at creation
+// and stored as a hash only; this type never carries it.
 type PersonToken struct {
 	ID         string     `json:"id"`
 	PersonID   string     `json:"person_id"`
@@ -35,8 +35,8 @@ func (t PersonToken) Usable(now time.Time) bool {
 	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
 }
 
-// ConsoleSession is a signed-in console session (design: Console sessions): the cookie
-// names it, and every request checks it, its token and its person.
+// ConsoleSession is a signed-in console session (design: Console sessions): the
+// cookie names it, and every request checks it, its token and its person.
 type ConsoleSession struct {
 	ID        string
 	PersonID  string

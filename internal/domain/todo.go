@@ -29,8 +29,7 @@ const (
 	DefaultListLimit   = 50
 )
 
-// Todo is one unit of work for one agent in one queue (design: Todo
-// lifecycle).
+// Todo is one unit of work for one agent in one queue (design: Todo lifecycle).
 //
 // A failed todo with RetryAt set is waiting for its retry and becomes
 // claimable at RetryAt; a failed todo with RetryAt nil is dead-lettered.
@@ -77,7 +76,8 @@ func (t *Todo) Live() bool {
 }
 
 // RetryBackoff returns the wait before the retry that follows failed attempt
-// number attempt (1-based): 30 s doubling, capped at 15 min (design: Retries and dead letter).
+// number attempt (1-based): 30 s doubling, capped at 15 min
+// (design: Retries and dead letter).
 func RetryBackoff(attempt int) time.Duration {
 	if attempt < 1 {
 		attempt = 1

@@ -5,9 +5,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Hook delivery counter (design: Hook rate limit): every delivery a hook receives,
-// by hook kind and outcome (created, duplicate, ignored, ping, refused,
-// rate_limited). Refused deliveries (bad or missing signature, stale
+// Hook delivery counter (design: Hook rate limit): every delivery a hook
+// receives, by hook kind and outcome (created, duplicate, ignored, ping,
+// refused, rate_limited). Refused deliveries (bad or missing signature, stale
 // timestamp, bad body) are the ones to alert on.
 const (
 	NameHookDeliveries = "rollcall.hook.deliveries"

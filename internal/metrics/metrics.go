@@ -1,7 +1,7 @@
-// Package metrics is Rollcall's metrics adapter (design: Metrics,
-// Mismatch age): OpenTelemetry SDK instruments exported by the OpenTelemetry
+// Package metrics is Rollcall's metrics adapter (design: Metrics):
+// OpenTelemetry SDK instruments exported by the OpenTelemetry
 // Prometheus exporter on a private registry, served at GET /metrics. It
-// implements app.Metrics.
+// implements app.Metrics and app.HookMetrics.
 //
 //	m, err := metrics.New(metrics.Options{MismatchAges: svc.Liveness.MismatchAges})
 //	mux.Handle("GET /metrics", m.Handler())
@@ -21,6 +21,7 @@
 //	rollcall.digests                          → rollcall_digests_total
 //	rollcall.sweep.rings                      → rollcall_sweep_rings_total
 //	rollcall.presence.transitions {presence}  → rollcall_presence_transitions_total
+//	rollcall.hook.deliveries {kind, outcome} → rollcall_hook_deliveries_total
 package metrics
 
 import (

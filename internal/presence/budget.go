@@ -7,8 +7,9 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// Self clock-in cap (design: Self clock-in cap): how much of one off-shift stretch the
-// agent's own in-overrides may cover together. The owner sets it per agent.
+// Self clock-in cap (design: Self clock-in cap): how much of one off-shift
+// stretch the agent's own in-overrides may cover together. The owner sets it
+// per agent.
 const (
 	DefaultSelfClockInCap = 8 * time.Hour
 	MaxSelfClockInCap     = 7 * 24 * time.Hour

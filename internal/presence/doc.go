@@ -4,16 +4,17 @@
 // It has three parts, all pure (no I/O, no clock of its own; every function
 // that depends on time takes now or t as an argument):
 //
-//   - [ParseShift] and [Shift.In]: the shift grammar (design: Shift grammar) and
-//     its membership test, which also yields the next boundary (the first
-//     instant the answer changes).
-//   - [Effective]: the precedence rule (design: Effective presence; override, then
-//     shift, then default in). The doorbell filter, the sweep, the self verbs,
-//     the API, the console and the evaluator all call it.
-//   - [ClockIn], [ClockOut], [ParseFor] and [OperatorOverride]: what the self
-//     verbs (design: Self verbs, Self clock-in cap) and the operator routes
-//     (design: Operator overrides) write into the
-//     override columns, returned as a [Change] for the caller to store.
+//   - [ParseShift] and [Shift.In]: the shift grammar and its membership
+//     test, which also yields the next boundary, the first instant the
+//     answer changes (design: Shift grammar, Daylight-saving time).
+//   - [Effective]: the precedence rule — override, then shift, then default
+//     in (design: Effective presence). The doorbell filter, the sweep, the
+//     self verbs, the API, the console and the evaluator all call it.
+//   - [ClockIn], [ClockOut], [ParseFor], [OperatorOverride] and [Budget]:
+//     what the self verbs and the operator routes write into the override
+//     columns, returned as a [Change] for the caller to store, and the self
+//     clock-in cap they keep (design: Self verbs, Owner's word, Self
+//     clock-in cap, Operator overrides).
 //
 // A minimal use:
 //

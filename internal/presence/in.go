@@ -9,10 +9,10 @@ import (
 // stay within ±15 h 57 min, historical local mean times included).
 const maxOffset = 16 * 3600
 
-// In reports whether t lies inside the shift (design: Shift grammar) and the next
-// boundary: the first instant strictly after t at which the answer changes.
-// ok is false when there is none, i.e. the windows cover the whole week.
-// next is returned in t's location and falls on a whole second (a whole
+// In reports whether t lies inside the shift (design: Shift grammar) and the
+// next boundary: the first instant strictly after t at which the answer
+// changes. ok is false when there is none, i.e. the windows cover the whole
+// week. next is returned in t's location and falls on a whole second (a whole
 // minute of local time, or a zone transition).
 //
 // Boundaries are computed from the windows and the zone's transitions, not

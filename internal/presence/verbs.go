@@ -68,12 +68,12 @@ func (c Change) Apply(in Inputs) Inputs {
 	return in
 }
 
-// ClockOut is the `clock_out {}` self verb (design: Self verbs) at now: an "out"
-// override by the agent. With a shift it lasts until the shift's next start
-// (and, like every override, ends at the first shift boundary after now);
-// with no shift, or a shift that never starts (always in), it has no end.
-// It returns Keep when a live "out" override by the agent with the same end
-// is already in place, so a repeated clock_out changes nothing, and while an
+// ClockOut is the `clock_out {}` self verb (design: Self verbs) at now: an
+// "out" override by the agent. With a shift it lasts until the shift's next
+// start (and, like every override, ends at the first shift boundary after now);
+// with no shift, or a shift that never starts (always in), it has no end. It
+// returns Keep when a live "out" override by the agent with the same end is
+// already in place, so a repeated clock_out changes nothing, and while an
 // operator's out override is live (the agent is out already; replacing the
 // owner's override with its own would let a later clock_in clear it).
 func ClockOut(cur Inputs, now time.Time) Change {
@@ -173,12 +173,12 @@ func fmtDuration(d time.Duration) string {
 	return s
 }
 
-// OperatorOverride is `PUT /v1/agents/{ref}/presence` (design: Operator overrides) by
-// person personID at now: an override with presence "in" or "out" and an
-// optional end, with no cap. Like every override it still ends at the first
-// shift boundary after now. Errors are *domain.Error invalid_argument with
-// pointer "/presence" (not "in" or "out") or "/until" (not after now).
-// `DELETE …/presence` is Change{Action: Clear}.
+// OperatorOverride is `PUT /v1/agents/{ref}/presence`
+// (design: Operator overrides) by person personID at now: an override with
+// presence "in" or "out" and an optional end, with no cap. Like every override
+// it still ends at the first shift boundary after now. Errors are *domain.Error
+// invalid_argument with pointer "/presence" (not "in" or "out") or "/until"
+// (not after now). `DELETE …/presence` is Change{Action: Clear}.
 func OperatorOverride(cur Inputs, personID, presence string, until *time.Time, now time.Time) (Change, error) {
 	if presence != In && presence != Out {
 		return Change{}, domain.Errorf(domain.CodeInvalidArgument,

@@ -1,8 +1,8 @@
 // Package skewclock shifts a clock's wall time by a fixed offset, for tests
-// that need one process's clock to disagree with another's (cross-
-// instance time comparisons must not depend on an instance's wall clock;
-// design: Database clock, Test clock offset). Durations, timers and tickers are not affected: only Now,
-// Since and Until see the offset.
+// that need one process's clock to disagree with another's: cross-instance time
+// comparisons must not depend on an instance's wall clock
+// (design: Database clock, Test clock offset). Durations, timers and tickers
+// are not affected: only Now, Since and Until see the offset.
 //
 // TEST ONLY: `rollcall serve` reads EnvVar (ROLLCALL_TEST_CLOCK_OFFSET, a Go
 // duration such as "20s" or "-20s") and runs on the shifted clock. It is not

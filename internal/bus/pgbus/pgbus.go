@@ -1,13 +1,13 @@
-// Package pgbus is the PostgreSQL adapter of the bus port (design: Bus delivery):
-// signals travel as NOTIFY on the store's database, and every instance
-// LISTENs on one dedicated connection. A dropped listener connection is
-// re-established with capped exponential backoff (100 ms to 1 s); after
-// each reconnect the OnReconnect hook runs with the time the connection was
-// lost, because signals sent while it was down are lost (delivery is
-// at-most-once; the hook catches up, design: Catch-up after a lost listener). While the listener is
-// down, Listening reports it (GET /readyz answers 503) and signals this
-// instance publishes are delivered to its own subscribers directly, since
-// their NOTIFY echo will not come.
+// Package pgbus is the PostgreSQL adapter of the bus port
+// (design: Bus delivery): signals travel as NOTIFY on the store's database, and
+// every instance LISTENs on one dedicated connection. A dropped listener
+// connection is re-established with capped exponential backoff (100 ms to 1 s);
+// after each reconnect the OnReconnect hook runs with the time the connection
+// was lost, because signals sent while it was down are lost (delivery is
+// at-most-once; the hook catches up, design: Catch-up after a lost listener).
+// While the listener is down, Listening reports it (GET /readyz answers 503)
+// and signals this instance publishes are delivered to its own subscribers
+// directly, since their NOTIFY echo will not come.
 package pgbus
 
 import (

@@ -109,12 +109,12 @@ func terminate(t *testing.T, u string, pid uint32) {
 	}
 }
 
-// pg_terminate_backend of the listener (design: Catch-up after a lost listener): Listening reports
-// the outage (GET /readyz is 503 meanwhile); while it lasts this
-// instance's own publications still reach its subscribers, exactly once;
-// another instance's are lost (at-most-once); the listener comes back on
-// its own, OnReconnect gets the time the loss was noticed, and delivery
-// resumes.
+// pg_terminate_backend of the listener
+// (design: Catch-up after a lost listener): Listening reports the outage (GET
+// /readyz is 503 meanwhile); while it lasts this instance's own publications
+// still reach its subscribers, exactly once; another instance's are lost
+// (at-most-once); the listener comes back on its own, OnReconnect gets the time
+// the loss was noticed, and delivery resumes.
 func TestListenerTerminated(t *testing.T) {
 	ctx := context.Background()
 	u := pgURL(t)
