@@ -94,7 +94,8 @@ func RetryBackoff(attempt int) time.Duration {
 
 // NextAfterFailure decides what a failed attempt leads to: a retry at
 // now+RetryBackoff(attempt) while attempt < maxAttempts, else dead letter
-// (nil). Used for both `fail` and expired leases.
+// (nil). The `fail` verb uses it; an expired lease is pending again at once
+// (design: Lease).
 func NextAfterFailure(attempt, maxAttempts int, now time.Time) *time.Time {
 	if attempt >= maxAttempts {
 		return nil
