@@ -13,8 +13,8 @@
 //   - [ClockIn], [ClockOut], [ParseFor], [OperatorOverride] and [Budget]:
 //     what the self verbs and the operator routes write into the override
 //     columns, returned as a [Change] for the caller to store, and the self
-//     clock-in cap they keep (design: Self verbs, Owner's word, Self
-//     clock-in cap, Operator overrides).
+//     clock-in cap they keep (design: Self verbs, Owner's word,
+//     Self clock-in cap, Operator overrides).
 //
 // A minimal use:
 //
