@@ -18,7 +18,8 @@ import (
 
 // BenchmarkFailedAuthLimit measures one request of a client that is over
 // the failed-auth limit, through the whole handler chain (edge, mux,
-// authenticators, SQLite store) in process, without TCP. Run on a tree
+// authenticators, SQLite store) in process, without TCP (the 192.0.2.1
+// client is over the limit; the reference case is under it). Run on a tree
 // whose edge refuses before verifying, every case is that early 429; with
 // verification first, a wrong token costs its lookup before the 429 and a
 // valid credential is served (docs/benchmarks.md, "Failed-auth limit").
@@ -41,12 +42,17 @@ func BenchmarkFailedAuthLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := s.httpSrv.Handler
+	var serveFrom func(from, method, path, token, body string) int
 	serve := func(method, path, token, body string) int {
+		return serveFrom("192.0.2.1:1234", method, path, token, body)
+	}
+	serveFrom = func(from, method, path, token, body string) int {
 		var r io.Reader
 		if body != "" {
 			r = strings.NewReader(body)
 		}
-		req := httptest.NewRequest(method, path, r) // from 192.0.2.1
+		req := httptest.NewRequest(method, path, r)
+		req.RemoteAddr = from
 		req.Host = "127.0.0.1"
 		req.Header.Set("Authorization", "Bearer "+token)
 		if body != "" {
@@ -62,6 +68,16 @@ func BenchmarkFailedAuthLimit(b *testing.B) {
 			b.Fatalf("failure %d: %d", i+1, code)
 		}
 	}
+	// For reference, a wrong token of a client under the limit (a fresh
+	// address and prefix each time): the 401 both trees answer.
+	b.Run("wrong_person_token_rest_under_limit", func(b *testing.B) {
+		codes, i := map[int]int{}, 0
+		for b.Loop() {
+			i++
+			codes[serveFrom(fmt.Sprintf("10.%d.%d.%d:1234", i>>16&255, i>>8&255, i&255), "GET", "/v1/agents", fmt.Sprintf("rcp_%08d-secretsecretsecret", i), "")]++
+		}
+		b.Logf("statuses %v", codes)
+	})
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	for _, c := range []struct {
 		name, method, path, token, body string
