@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,10 @@ func TestDeleteBySessionID(t *testing.T) {
 	}
 	id := c.GetSessionId()
 	e.waitEvent(id, mcpserver.SessionOpened)
+	// The id is the proof: 192 bits from crypto/rand (at least 128 needed).
+	if raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, "rcs_")); err != nil || len(raw) < 16 || !strings.HasPrefix(id, "rcs_") {
+		t.Fatalf("session id %q: %d bytes, %v", id, len(raw), err)
+	}
 	if err := c.Close(); err != nil { // DELETE with the session id, without the headers
 		t.Fatal(err)
 	}
