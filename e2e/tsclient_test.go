@@ -45,7 +45,8 @@ type tsClient struct {
 	stderr        []byte
 }
 
-func startTSClient(t *testing.T, mcpURL, token string) (*tsClient, tsEvent) {
+// startTSClient runs the client; extra are its flags (--cycles=N).
+func startTSClient(t *testing.T, mcpURL, token string, extra ...string) (*tsClient, tsEvent) {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is required for the TypeScript MCP client test")
@@ -54,7 +55,7 @@ func startTSClient(t *testing.T, mcpURL, token string) (*tsClient, tsEvent) {
 	if _, err := os.Stat("tsclient/node_modules/@modelcontextprotocol/sdk"); err != nil {
 		t.Fatal("run `npm ci` in e2e/tsclient first (scripts/test.sh does)")
 	}
-	cmd := exec.Command("node", script, mcpURL, token)
+	cmd := exec.Command("node", append([]string{script, mcpURL, token}, extra...)...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	c := &tsClient{t: t, cmd: cmd, stdin: stdin, events: make(chan tsEvent, 100)}

@@ -2,7 +2,11 @@
 // TypeScript SDK (@modelcontextprotocol/sdk, Streamable HTTP transport),
 // driven by the Go test over stdin/stdout with one JSON object per line.
 //
-//   node client.mjs <mcp-url> <bearer-token>
+//   node client.mjs <mcp-url> <bearer-token> [--cycles=N]
+//
+// With --cycles=N it first opens and ends N sessions, each a fresh client:
+// connect (initialize), terminateSession (DELETE), close; one
+// {"event":"cycle","n":i,"session":...} each, then {"event":"cycles","count":N}.
 //
 // Output events: {"event":"ready",...} after initialize (server info,
 // capabilities, instructions, tool names, session id); {"event":"notification",
@@ -16,16 +20,35 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import * as z from "zod/v4";
 import readline from "node:readline";
 
-const [url, token] = process.argv.slice(2);
+const [url, token, ...flags] = process.argv.slice(2);
 if (!url || !token) {
-  console.error("usage: node client.mjs <mcp-url> <bearer-token>");
+  console.error("usage: node client.mjs <mcp-url> <bearer-token> [--cycles=N]");
   process.exit(2);
 }
 const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+const newTransport = () =>
+  new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
 
-const transport = new StreamableHTTPClientTransport(new URL(url), {
-  requestInit: { headers: { Authorization: `Bearer ${token}` } },
-});
+const cycles = Number((flags.find((f) => f.startsWith("--cycles=")) ?? "--cycles=0").slice("--cycles=".length));
+for (let i = 1; i <= cycles; i++) {
+  const t = newTransport();
+  const c = new Client({ name: "rollcall-e2e-ts-cycle", version: "1.0.0" });
+  try {
+    await c.connect(t);
+    const session = t.sessionId;
+    await t.terminateSession();
+    await c.close();
+    emit({ event: "cycle", n: i, session });
+  } catch (e) {
+    emit({ event: "error", id: 0, message: `cycle ${i}: ${String(e?.message ?? e)}` });
+    process.exit(1);
+  }
+}
+if (cycles > 0) emit({ event: "cycles", count: cycles });
+
+const transport = newTransport();
 const client = new Client({ name: "rollcall-e2e-ts", version: "1.0.0" });
 const ChannelNotification = z.object({
   method: z.literal("notifications/claude/channel"),

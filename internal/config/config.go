@@ -94,6 +94,10 @@ type Edge struct {
 		// connection closed. Responses (SSE, the gateway) have no write
 		// timeout.
 		ReadTimeout time.Duration `koanf:"read_timeout"`
+		// MaxConnsPerClient bounds the connections one client address
+		// (IPv6: its /64) holds open at once; trusted proxies are not
+		// bounded. 0 = no bound.
+		MaxConnsPerClient int `koanf:"max_conns_per_client"`
 	} `koanf:"http"`
 	Auth struct {
 		// MaxFailures is how many failed authentications one client IP or
@@ -133,6 +137,7 @@ var Keys = []Key{
 	{"allowed_origins", []string{}, "extra Origin values (scheme://host[:port]) accepted besides the server's own (comma list)"},
 	{"trusted_proxies", []string{}, "CIDRs of reverse proxies whose X-Forwarded-For/Proto/Host are believed (comma list)"},
 	{"http.read_timeout", 15 * time.Second, "a request body not complete this long after the request started is cut off"},
+	{"http.max_conns_per_client", 256, "open connections one client address may hold (trusted proxies exempt; 0 = no bound)"},
 	{"auth.max_failures", 20, "failed authentications per minute per client IP or credential prefix before 429"},
 }
 
@@ -429,6 +434,9 @@ func (e Edge) validate() []error {
 	var errs []error
 	if e.HTTP.ReadTimeout < MinDuration {
 		errs = append(errs, fmt.Errorf("http.read_timeout must be a duration of at least %s in Go syntax (e.g. \"15s\"), got %s", MinDuration, e.HTTP.ReadTimeout))
+	}
+	if e.HTTP.MaxConnsPerClient < 0 {
+		errs = append(errs, fmt.Errorf("http.max_conns_per_client must be 0 (no bound) or more, got %d", e.HTTP.MaxConnsPerClient))
 	}
 	if e.Auth.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("auth.max_failures must be at least 1, got %d", e.Auth.MaxFailures))

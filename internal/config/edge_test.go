@@ -90,3 +90,25 @@ func TestLogShorthand(t *testing.T) {
 		t.Fatalf("log: loud → %v", err)
 	}
 }
+
+// http.max_conns_per_client defaults to 256, comes from YAML or the
+// environment, 0 turns the bound off and a negative value is refused.
+func TestMaxConnsPerClient(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		env  []string
+		want int
+	}{
+		{want: 256},
+		{yaml: "http:\n  max_conns_per_client: 64\n", want: 64},
+		{env: []string{"ROLLCALL_HTTP_MAX_CONNS_PER_CLIENT=0"}, want: 0},
+	} {
+		c, err := load(t, tc.yaml, tc.env)
+		if err != nil || c.HTTP.MaxConnsPerClient != tc.want {
+			t.Errorf("%q %v: %d %v, want %d", tc.yaml, tc.env, c.HTTP.MaxConnsPerClient, err, tc.want)
+		}
+	}
+	if _, err := load(t, "http.max_conns_per_client: -1\n", nil); err == nil || !strings.Contains(err.Error(), "http.max_conns_per_client must be 0 (no bound) or more, got -1") {
+		t.Fatalf("negative: %v", err)
+	}
+}

@@ -15,9 +15,19 @@
 //     write timeout, so SSE streams, MCP streams and the WebSocket gateway
 //     are never cut;
 //   - counts failed authentications (401 answers) per client IP and per
-//     credential prefix and answers 429 with Retry-After past
-//     auth.max_failures a minute (see Limiter), logging every refusal at
-//     info with the client IP and a reason, never the token.
+//     credential prefix; past auth.max_failures a minute a request whose
+//     credential does not verify is answered 429 with Retry-After instead
+//     of 401 (see Limiter), logging every refusal at info with the client
+//     IP and a reason, never the token. A credential that verifies is
+//     served whatever others failed from the same address: credentials are
+//     too long to guess, so the limit keeps failures cheap and visible and
+//     must not itself lock out a host, a NAT or a CI runner;
+//   - ends the connection of every request it refuses (403, 429) and of
+//     every failed authentication that announced a body: the read deadline
+//     is set to now and the answer carries Connection: close, so a client
+//     that sends headers and never the body cannot hold the connection
+//     (net/http would otherwise wait for the unread body before answering);
+//   - caps the connections one client address holds (Listener).
 //
 // The middleware knows nothing of how authentication works: it watches the
 // status of the answers, so the authenticators stay where they are.
@@ -60,6 +70,10 @@ type Options struct {
 	MaxFailures int
 	// Window is the counting window of MaxFailures. 0 = one minute.
 	Window time.Duration
+	// MaxConnsPerClient bounds the connections one client address (IPv6:
+	// its /64) holds open at once on a Listener; trusted proxies are not
+	// bounded. 0 = DefaultMaxConnsPerClient; negative = no bound.
+	MaxConnsPerClient int
 	// Log receives the refusals (info); nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives the failure windows; nil = real clock.
@@ -71,6 +85,10 @@ const (
 	DefaultReadTimeout = 15 * time.Second
 	DefaultMaxFailures = 20
 	DefaultWindow      = time.Minute
+	// DefaultMaxConnsPerClient leaves room for a host running dozens of
+	// agents (an MCP stream, a gateway connection and REST calls each)
+	// while keeping one address far below a process's descriptor limit.
+	DefaultMaxConnsPerClient = 256
 )
 
 // Edge is the middleware. It is safe for concurrent use.
@@ -90,6 +108,9 @@ func New(opts Options) *Edge {
 	}
 	if opts.Window == 0 {
 		opts.Window = DefaultWindow
+	}
+	if opts.MaxConnsPerClient == 0 {
+		opts.MaxConnsPerClient = DefaultMaxConnsPerClient
 	}
 	if opts.Clock == nil {
 		opts.Clock = clockwork.NewRealClock()
@@ -112,16 +133,7 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 		e.forwarded(r)
 		if detail := e.CheckHostOrigin(r); detail != "" {
 			e.log.Info("request refused", "client", ClientIP(r), "reason", "host_or_origin", "detail", detail, "method", r.Method, "path", r.URL.Path)
-			writeProblem(w, http.StatusForbidden, "forbidden", detail)
-			return
-		}
-		ip := ClientIP(r)
-		cred := credentialKey(r)
-		if wait, blocked := e.limiter.Blocked(ip, cred); blocked && !probe(r) {
-			e.log.Info("authentication refused", "client", ip, "reason", "rate_limited", "method", r.Method, "path", r.URL.Path, "retry_after", wait.Round(time.Second))
-			w.Header().Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
-			writeProblem(w, http.StatusTooManyRequests, "rate_limited",
-				"too many failed authentications from this client; retry after the Retry-After delay")
+			refuse(w, http.StatusForbidden, "forbidden", detail)
 			return
 		}
 		if e.opts.ReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
@@ -131,9 +143,33 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 			}
 		}
 		r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, e))
-		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ip, cred: cred}
+		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ClientIP(r), cred: credentialKey(r)}
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// refuse answers a request the edge turns away and ends its connection
+// without reading what is left of its body (see the package
+// documentation).
+func refuse(w http.ResponseWriter, status int, code, detail string) {
+	endConnection(w)
+	writeProblem(w, status, code, detail)
+}
+
+// endConnection makes the answer being written the connection's last: no
+// further read waits (the deadline is now) and net/http closes instead of
+// draining an unread body.
+func endConnection(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	w.Header().Set("Connection", "close")
+}
+
+// refuseLimited answers 429 rate_limited with Retry-After (whole seconds,
+// at least 1) and ends the connection.
+func refuseLimited(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
+	refuse(w, http.StatusTooManyRequests, "rate_limited",
+		"too many failed authentications from this client; retry after the Retry-After delay")
 }
 
 type edgeKey struct{}
@@ -156,12 +192,6 @@ func FailureFunc(r *http.Request) func(reason, token string) {
 		}
 		e.Failed(r, ip, cred, reason)
 	}
-}
-
-// probe reports requests a rate-limited client may still make: health
-// probes carry no credential.
-func probe(r *http.Request) bool {
-	return r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
 }
 
 // forwarded applies or strips the X-Forwarded-* headers. From a trusted
@@ -335,21 +365,40 @@ func credentialKey(r *http.Request) string {
 }
 
 // watch observes the status of the answer: a 401 is a failed
-// authentication.
+// authentication. Verification comes first: only a request whose
+// credential did not verify (the handler answered 401) is refused for
+// being over the limit, its 401 replaced by the edge's 429 and the
+// handler's body dropped.
 type watch struct {
 	http.ResponseWriter
-	r     *http.Request
-	e     *Edge
-	ip    string
-	cred  string
-	wrote bool
+	r       *http.Request
+	e       *Edge
+	ip      string
+	cred    string
+	wrote   bool
+	refused bool // the 401 became a 429: the handler's writes are dropped
 }
 
 func (w *watch) WriteHeader(code int) {
+	if w.refused {
+		return
+	}
 	if !w.wrote {
 		w.wrote = true
 		if code == http.StatusUnauthorized {
-			w.e.Failed(w.r, w.ip, w.cred, reasonOf(w.r, w.Header()))
+			wait, blocked := w.e.limiter.Blocked(w.ip, w.cred)
+			w.e.limiter.Fail(w.ip, w.cred) // counted either way: the window does not move
+			if blocked {
+				w.refused = true
+				w.e.log.Info("authentication refused", "client", w.ip, "reason", "rate_limited", "method", w.r.Method, "path", w.r.URL.Path, "retry_after", wait.Round(time.Second))
+				w.Header().Del("WWW-Authenticate")
+				refuseLimited(w.ResponseWriter, wait)
+				return
+			}
+			w.e.log.Info("authentication refused", "client", w.ip, "reason", reasonOf(w.r, w.Header()), "method", w.r.Method, "path", w.r.URL.Path)
+			if w.r.ContentLength != 0 {
+				endConnection(w.ResponseWriter) // the body may never come
+			}
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -358,6 +407,9 @@ func (w *watch) WriteHeader(code int) {
 func (w *watch) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.refused {
+		return len(b), nil
 	}
 	return w.ResponseWriter.Write(b)
 }

@@ -59,9 +59,10 @@ func get(t *testing.T, url string, hdr map[string]string) (*http.Response, strin
 	return resp, string(b)
 }
 
-// Past MaxFailures a client IP is answered 429 with Retry-After until its
-// window ends (fake clock), probes still pass, and the log names the IP and
-// the reason but never the token.
+// Past MaxFailures a request from the client IP whose credential does not
+// verify (or that has none) is answered 429 with Retry-After until its
+// window ends (fake clock), while a credential that verifies and the probes
+// are served; the log names the IP and the reason but never the token.
 func TestFailedAuthenticationsPerIP(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	var logs syncBuf
@@ -69,16 +70,21 @@ func TestFailedAuthenticationsPerIP(t *testing.T) {
 	srv := httptest.NewServer(e.Handler(authHandler()))
 	defer srv.Close()
 	bad := map[string]string{"Authorization": "Bearer rcp_wrong-secret-0123456789"}
+	good := map[string]string{"Authorization": "Bearer rcp_good"}
 	for i := range 3 {
 		if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 401 {
 			t.Fatalf("failure %d: %d", i+1, resp.StatusCode)
 		}
 	}
-	for _, hdr := range []map[string]string{bad, {"Authorization": "Bearer rcp_good"}, nil} {
-		resp, _ := get(t, srv.URL+"/v1/agents", hdr)
-		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
-			t.Fatalf("after 3 failures (%v): %d Retry-After %q", hdr, resp.StatusCode, resp.Header.Get("Retry-After"))
+	for _, hdr := range []map[string]string{bad, nil} {
+		resp, body := get(t, srv.URL+"/v1/agents", hdr)
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" || resp.Header.Get("WWW-Authenticate") != "" ||
+			!strings.Contains(body, `"code":"rate_limited"`) {
+			t.Fatalf("after 3 failures (%v): %d Retry-After %q %s", hdr, resp.StatusCode, resp.Header.Get("Retry-After"), body)
 		}
+	}
+	if resp, body := get(t, srv.URL+"/v1/agents", good); resp.StatusCode != 200 || !strings.Contains(body, "client=127.0.0.1") {
+		t.Fatalf("a good credential while the IP is limited: %d %s", resp.StatusCode, body)
 	}
 	if resp, _ := get(t, srv.URL+"/healthz", nil); resp.StatusCode != 200 {
 		t.Fatalf("/healthz while limited: %d", resp.StatusCode)
@@ -88,12 +94,12 @@ func TestFailedAuthenticationsPerIP(t *testing.T) {
 		t.Fatalf("45 s later: %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	clock.Advance(15 * time.Second)
-	if resp, body := get(t, srv.URL+"/v1/agents", map[string]string{"Authorization": "Bearer rcp_good"}); resp.StatusCode != 200 || !strings.Contains(body, "client=127.0.0.1") {
-		t.Fatalf("after the window: %d %s", resp.StatusCode, body)
+	if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 401 {
+		t.Fatalf("a bad credential after the window: %d", resp.StatusCode)
 	}
 	out := logs.String()
-	if strings.Count(out, `msg="authentication refused"`) != 7 || !strings.Contains(out, "client=127.0.0.1 reason=invalid_token") ||
-		!strings.Contains(out, "reason=rate_limited") || strings.Contains(out, "wrong-secret") || strings.Contains(out, "rcp_") {
+	if strings.Count(out, `msg="authentication refused"`) != 7 || strings.Count(out, "client=127.0.0.1 reason=invalid_token") != 4 ||
+		strings.Count(out, "reason=rate_limited") != 3 || strings.Contains(out, "wrong-secret") || strings.Contains(out, "rcp_") {
 		t.Fatalf("log:\n%s", out)
 	}
 }

@@ -1,7 +1,9 @@
 package edge
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,10 +14,15 @@ import (
 // prefix) in fixed windows: the first failure of a key opens a window of
 // Window; once a key has max failures in its window, Blocked reports it
 // until the window ends. Counts are per process (each instance behind a
-// load balancer counts its own). Memory is bounded: expired windows are
+// load balancer counts its own). It is safe for concurrent use.
+//
+// Memory is bounded without forgetting who is blocked: expired windows are
 // swept when the table reaches sweepAt keys (then each time it has doubled
-// since the last sweep, so the cost per failure stays amortized O(1)), and
-// at hardCap keys the table starts over. It is safe for concurrent use.
+// since the last sweep, so the cost per failure stays amortized O(1)); a
+// table still at hardCap after the sweep evicts a quarter of its keys,
+// those with the fewest failures first (oldest first among equals), so a
+// flood of one-off failures from fresh addresses pushes out other one-off
+// failures and never a blocked client.
 type Limiter struct {
 	max    int
 	window time.Duration
@@ -57,7 +64,7 @@ func (l *Limiter) Fail(ip, cred string) {
 			}
 		}
 		if len(l.keys) >= hardCap-2 {
-			l.keys = map[string]*failWindow{}
+			l.evictLocked()
 		}
 		// Amortized: the next sweep waits until the table has doubled, so
 		// many live keys do not make every failure walk them all.
@@ -73,6 +80,33 @@ func (l *Limiter) Fail(ip, cred string) {
 			l.keys[k] = w
 		}
 		w.n++
+	}
+}
+
+// evictLocked drops a quarter of the (live) keys, fewest failures first and
+// oldest first among equals: blocked keys have the most failures and go
+// last. It runs once per hardCap/4 new keys, so its sort is amortized
+// O(log n) per failure. Callers hold l.mu.
+func (l *Limiter) evictLocked() {
+	type entry struct {
+		k string
+		w *failWindow
+	}
+	all := make([]entry, 0, len(l.keys))
+	for k, w := range l.keys {
+		all = append(all, entry{k, w})
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if c := cmp.Compare(a.w.n, b.w.n); c != 0 {
+			return c
+		}
+		if c := a.w.start.Compare(b.w.start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.k, b.k)
+	})
+	for _, e := range all[:len(all)/4] {
+		delete(l.keys, e.k)
 	}
 }
 

@@ -619,11 +619,12 @@ func TestClosingEndsTheStream(t *testing.T) {
 	}
 	wantProblem(t, e.raw(http.MethodGet, a.Credential, id, ""), http.StatusNotFound, domain.CodeNotFound)
 
-	// DELETE ends the session and its stream too; it needs the bearer.
+	// DELETE ends the session and its stream too; without a credential it
+	// must name the session.
 	ac2 := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
 	id2 := ac2.sessionID()
 	e.waitEvent(id2, mcpserver.StreamOpened)
-	wantProblem(t, e.raw(http.MethodDelete, "", id2, ""), http.StatusUnauthorized, domain.CodeUnauthenticated)
+	wantProblem(t, e.raw(http.MethodDelete, "", "", ""), http.StatusUnauthorized, domain.CodeUnauthenticated)
 	ac2.c.Close()
 	e.waitEvent(id2, mcpserver.SessionClosed)
 	e.waitEvent(id2, mcpserver.StreamClosed)

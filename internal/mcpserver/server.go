@@ -309,6 +309,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusServiceUnavailable, domain.CodeInternal, "the server is shutting down; reconnect")
 		return
 	}
+	if r.Method == http.MethodDelete && r.Header.Get("Authorization") == "" && r.Header.Get(server.HeaderKeySessionID) != "" {
+		s.deleteByID(w, r)
+		return
+	}
 	p, ok := s.authenticate(w, r)
 	if !ok {
 		return
@@ -369,6 +373,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.http.ServeHTTP(noteWriter{ResponseWriter: w, s: s, x: sess}, r)
 		s.acted(sess)
 	}
+}
+
+// deleteByID ends the session a credential-less DELETE names. The id is a
+// 192-bit secret bound to its credential at initialize, so knowing it is
+// proof enough to end that one session and nothing else (design: Ending a
+// session by its id): clients such as mcp-go send their DELETE without the
+// headers of the rest of the session, and a 401 would be counted as a
+// failed authentication against the whole host. An id that names no live
+// session answers 404, not 401: it is not a failed authentication either.
+func (s *Server) deleteByID(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.enter(w, r, r.Header.Get(server.HeaderKeySessionID), nil)
+	if !ok {
+		return
+	}
+	defer s.leave(sess)
+	s.http.ServeHTTP(w, r)
 }
 
 // acted records that the session's client made a request (not a GET):

@@ -398,7 +398,8 @@ func (w *initWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // enter admits a request to an existing session: 404 when the id is
 // unknown or closed, 403 when the request's credential is not the one that
-// opened the session (nothing about the session changes). It waits until
+// opened the session (nothing about the session changes); p == nil admits
+// by the id alone (a credential-less DELETE, deleteByID). It waits until
 // the session's initialize has finished.
 func (s *Server) enter(w http.ResponseWriter, r *http.Request, id string, p *domain.Principal) (*session, bool) {
 	s.mu.Lock()
@@ -409,7 +410,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, id string, p *dom
 			"session not found: it ended, expired or never existed here; send initialize to open a new one")
 		return nil, false
 	}
-	if x.credID != p.CredentialID || x.agentID != p.Agent.ID {
+	if p != nil && (x.credID != p.CredentialID || x.agentID != p.Agent.ID) {
 		s.mu.Unlock()
 		s.log.Warn("mcp session used with another credential refused", "session", id, "agent_id", p.Agent.ID, "credential_id", p.CredentialID)
 		writeProblem(w, http.StatusForbidden, domain.CodeForbidden,

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,9 +80,10 @@ func do(t *testing.T, method, url, token string, body io.Reader, hdr ...string) 
 	return resp
 }
 
-// Wrong tokens on REST and /mcp count towards one limit per client IP; the
-// 21st request is answered 429 with Retry-After, whatever it carries; each
-// refusal is logged at info with IP and reason and never the token.
+// Wrong tokens on REST and /mcp count towards one limit per client IP; past
+// it a wrong token is answered 429 with Retry-After while a good one is
+// served; each refusal is logged at info with IP and reason and never the
+// token.
 func TestServerLimitsFailedAuthentications(t *testing.T) {
 	url, logs := start(t, "ROLLCALL_AUTH_MAX_FAILURES=20")
 	for i := range 20 {
@@ -98,9 +100,12 @@ func TestServerLimitsFailedAuthentications(t *testing.T) {
 			t.Fatalf("failure %d on %s: %d", i+1, path, resp.StatusCode)
 		}
 	}
-	resp := do(t, "GET", url+"/v1/agents", testAdmin, nil)
+	resp := do(t, "GET", url+"/v1/agents", "rcp_wrong20-secretsecretsecret", nil)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("21st request (a good token): %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Fatalf("21st wrong token: %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp := do(t, "GET", url+"/v1/agents", testAdmin, nil); resp.StatusCode != 200 {
+		t.Fatalf("a good token past the limit: %d", resp.StatusCode)
 	}
 	if resp := do(t, "GET", url+"/healthz", "", nil); resp.StatusCode != 200 {
 		t.Fatalf("/healthz: %d", resp.StatusCode)
@@ -112,6 +117,92 @@ func TestServerLimitsFailedAuthentications(t *testing.T) {
 	if strings.Contains(out, "secretsecret") || strings.Contains(out, "wrong0") {
 		t.Fatalf("a token reached the log:\n%s", out)
 	}
+}
+
+// readBody does a request like do and returns the response and its body.
+func readBody(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
+}
+
+// vendREST vends an agent with the admin token and returns its credential.
+func vendREST(t *testing.T, url, handle string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/v1/agents", strings.NewReader(`{"handle":"`+handle+`","queues":["q1"],"verbs":["claim","complete"]}`))
+	req.Header.Set("Authorization", "Bearer "+testAdmin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, b := readBody(t, req)
+	var v struct {
+		Credential string `json:"credential"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || resp.StatusCode != 201 || v.Credential == "" {
+		t.Fatalf("vend %s: %d %v %s", handle, resp.StatusCode, err, b)
+	}
+	return v.Credential
+}
+
+// The failed-auth limit never refuses a credential that verifies (the
+// design's "The failed-auth limit"): after 100 failures from 127.0.0.1 an
+// admin's REST call, an agent's MCP initialize and a console sign-in from
+// 127.0.0.1 are served, while the 101st wrong token is 429.
+func TestServerValidCredentialsServedPastTheLimit(t *testing.T) {
+	url, _ := start(t)
+	cred := vendREST(t, url, "limited")
+	for i := range 100 {
+		resp := do(t, "GET", url+"/v1/agents", fmt.Sprintf("rcp_wrong%03d-secretsecretsecret", i), nil)
+		if want := map[bool]int{true: 401, false: 429}[i < 20]; resp.StatusCode != want {
+			t.Fatalf("failure %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if resp := do(t, "GET", url+"/v1/agents", testAdmin, nil); resp.StatusCode != 200 {
+		t.Fatalf("admin REST call: %d", resp.StatusCode)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest("POST", url+"/mcp", strings.NewReader(initialize))
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, b := readBody(t, req); resp.StatusCode != 200 || resp.Header.Get("Mcp-Session-Id") == "" || !bytes.Contains(b, []byte(`"serverInfo"`)) {
+		t.Fatalf("agent initialize: %d %s", resp.StatusCode, b)
+	}
+	page, _ := readBody(t, mustRequest(t, "GET", url+"/console/signin", nil))
+	var csrf string
+	for _, c := range page.Cookies() {
+		if c.Name == "rollcall_signin" {
+			csrf = c.Value
+		}
+	}
+	form := "csrf=" + csrf + "&token=" + testAdmin
+	req = mustRequest(t, "POST", url+"/console/signin", strings.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "rollcall_signin", Value: csrf})
+	resp, b := readBody(t, req)
+	signedIn := false
+	for _, c := range resp.Cookies() {
+		signedIn = signedIn || (c.Name == "rollcall_session" && c.Value != "")
+	}
+	if resp.StatusCode != http.StatusSeeOther || !signedIn {
+		t.Fatalf("console sign-in: %d cookies %v %s", resp.StatusCode, resp.Cookies(), b)
+	}
+	if resp := do(t, "GET", url+"/v1/agents", "rcp_wrong100-secretsecretsecret", nil); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("101st wrong token: %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+func mustRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
 
 // A stalled body on a REST route is cut off after http.read_timeout and its
@@ -170,33 +261,39 @@ func TestServerFavicon(t *testing.T) {
 }
 
 // A refused gateway identify (after the WebSocket upgrade, so no 401)
-// counts towards the same limit; past it the upgrade itself is a 429.
+// counts towards the same limit. The upgrade carries no credential, so past
+// the limit it is still served: a wrong identify is refused (4004) and
+// counted, a good one is ready.
 func TestServerGatewayIdentifyFailuresCount(t *testing.T) {
 	url, logs := start(t, "ROLLCALL_AUTH_MAX_FAILURES=3")
+	cred := vendREST(t, url, "gw")
 	ws := "ws" + strings.TrimPrefix(url, "http") + "/v1/gateway"
-	for i := range 3 {
+	identify := func(token string) error {
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
 		c, _, err := websocket.Dial(ctx, ws, nil)
 		if err != nil {
-			cancel()
-			t.Fatalf("dial %d: %v", i+1, err)
+			t.Fatalf("dial: %v", err)
 		}
+		defer c.CloseNow()
 		_, _, _ = c.Read(ctx) // hello
-		_ = c.Write(ctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"rca_wrongwrongwrongwrongwrongwrongwrongwrongwro"}}`))
-		_, _, err = c.Read(ctx)
-		if websocket.CloseStatus(err) != 4004 {
+		_ = c.Write(ctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+token+`"}}`))
+		_, b, err := c.Read(ctx)
+		if err == nil && !bytes.Contains(b, []byte(`"op":"ready"`)) {
+			t.Fatalf("identify answered %s", b)
+		}
+		return err
+	}
+	for i := range 4 {
+		if err := identify("rca_wrongwrongwrongwrongwrongwrongwrongwrongwro"); websocket.CloseStatus(err) != 4004 {
 			t.Fatalf("identify %d: %v, want close 4004", i+1, err)
 		}
-		c.CloseNow()
-		cancel()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, resp, err := websocket.Dial(ctx, ws, nil)
-	if err == nil || resp == nil || resp.StatusCode != 429 {
-		t.Fatalf("4th dial: %v %v, want 429", err, resp)
+	if err := identify(cred); err != nil {
+		t.Fatalf("a good identify past the limit: %v", err)
 	}
-	if out := logs.String(); strings.Count(out, `msg="authentication refused" client=127.0.0.1 reason=invalid_token method=GET path=/v1/gateway`) != 3 || strings.Contains(out, "rca_wrong") {
+	if out := logs.String(); strings.Count(out, `msg="authentication refused" client=127.0.0.1 reason=invalid_token method=GET path=/v1/gateway`) != 4 || strings.Contains(out, "rca_wrong") {
 		t.Fatalf("log:\n%s", out)
 	}
 }

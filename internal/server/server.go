@@ -190,7 +190,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { defer close(done); s.Service.Run(bg) }()
 
 	errc := make(chan error, 1)
-	go func() { errc <- s.httpSrv.Serve(s.ln) }()
+	go func() { errc <- s.httpSrv.Serve(s.Edge.Listener(s.ln)) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -285,8 +285,12 @@ func newEdge(cfg config.Config, publicURL string, o Options) *edge.Edge {
 			proxies = append(proxies, pf)
 		}
 	}
+	conns := cfg.HTTP.MaxConnsPerClient
+	if conns == 0 {
+		conns = -1 // configured off
+	}
 	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
-		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, Log: o.Log, Clock: o.Clock})
+		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Log: o.Log, Clock: o.Clock})
 }
 
 // allowedHosts and allowedOrigins are the MCP endpoint's own copies of the

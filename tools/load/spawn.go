@@ -43,7 +43,8 @@ func spawnOrAttach(ctx context.Context, bin, storeURL, url, token string, extra 
 	if storeURL == "" {
 		storeURL = "sqlite:" + filepath.Join(dir, "load.db")
 	}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", storeURL, "--log.level", "warn"}, extra...)
+	// Every load connection comes from 127.0.0.1: no per-client connection cap.
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", storeURL, "--log.level", "warn", "--http.max_conns_per_client", "0"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "ROLLCALL_BOOTSTRAP_TOKEN="+loadAdminToken)
 	cmd.Stderr = os.Stderr
