@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -22,7 +22,7 @@ func newAgentCommand() *cobra.Command {
 
 func agentVend(cf *clientFlags) *cobra.Command {
 	var (
-		in      app.VendInput
+		in      wire.VendInput
 		handoff []string
 	)
 	cmd := &cobra.Command{
@@ -41,7 +41,7 @@ this once, store it now — its MCP URL and a ready-to-paste claude mcp add line
 				if !ok || agent == "" || queue == "" {
 					return usageError{fmt.Errorf("--handoff wants AGENT/QUEUE, got %q", g)}
 				}
-				in.Handoff = append(in.Handoff, app.HandoffInput{Agent: agent, Queue: queue})
+				in.Handoff = append(in.Handoff, wire.HandoffInput{Agent: agent, Queue: queue})
 			}
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -176,7 +176,7 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 		Short: "Change an agent's name, billing configuration or active flag (the scope is fixed)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in app.UpdateInput
+			var in wire.UpdateInput
 			f := cmd.Flags()
 			if f.Changed("name") {
 				in.Name = &name
@@ -196,7 +196,7 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 			if f.Changed("self-clock-in-cap") {
 				in.SelfClockInCap = &selfCap
 			}
-			if in == (app.UpdateInput{}) {
+			if in == (wire.UpdateInput{}) {
 				return usageError{fmt.Errorf("nothing to change: pass at least one of --name, --active, --billing-mode, --billing-modes, --tool-class, --self-clock-in-cap")}
 			}
 			c, err := cf.client(cmd)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 )
 
 // newAuditCommand builds `rollcall audit list|verify`.
@@ -17,7 +17,7 @@ func newAuditCommand() *cobra.Command {
 }
 
 func auditList(cf *clientFlags) *cobra.Command {
-	var f app.AuditFilter
+	var f wire.AuditFilter
 	cmd := &cobra.Command{
 		Use:   "list [--agent REF] [--after SEQ] [--limit N]",
 		Short: "List audit entries in ascending sequence (the whole log needs an admin)",

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -21,7 +21,7 @@ func newHookCommand() *cobra.Command {
 
 func hookAdd(cf *clientFlags) *cobra.Command {
 	var (
-		in     app.HookInput
+		in     wire.HookInput
 		filter domain.HookFilter
 	)
 	cmd := &cobra.Command{
@@ -74,7 +74,7 @@ the body {title, queue?, kind?, payload?}.`,
 
 // printHookSecret prints a hook with its freshly issued secret and how to
 // point a sender at it.
-func printHookSecret(w io.Writer, what string, res app.HookSecretResult) {
+func printHookSecret(w io.Writer, what string, res wire.HookSecretResult) {
 	h := res.Hook
 	fmt.Fprintf(w, "Hook %s %s (%s hook for %s, queue %s).\n\n", h.ID, what, h.Kind, clean(h.AgentHandle), clean(h.Queue))
 	fmt.Fprintf(w, "URL:\n  %s\n\n", clean(res.URL))

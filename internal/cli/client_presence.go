@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 )
 
 // Presence commands (DESIGN.md §3.5): operator overrides and the shift.
@@ -23,7 +23,7 @@ func agentClock(cf *clientFlags, p string) *cobra.Command {
 		Short: "Put the agent " + p + " (operator override; ends at --until or the next shift boundary)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := app.PresenceInput{Presence: p}
+			in := wire.PresenceInput{Presence: p}
 			if until != "" {
 				t, err := time.Parse(time.RFC3339, until)
 				if err != nil {
@@ -63,7 +63,7 @@ func agentPresence(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res app.AgentPresence
+			var res wire.AgentPresence
 			if clear {
 				res, err = c.ClearPresence(cmd.Context(), args[0])
 			} else {
@@ -110,7 +110,7 @@ func agentShift(cf *clientFlags) *cobra.Command {
 	return cmd
 }
 
-func printPresence(w io.Writer, cf *clientFlags, p app.AgentPresence) error {
+func printPresence(w io.Writer, cf *clientFlags, p wire.AgentPresence) error {
 	if cf.json {
 		return printJSON(w, p)
 	}

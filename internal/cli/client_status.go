@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 )
 
 // agentStatusCommand builds `rollcall agent status REF` (DESIGN.md §5.2, issue 4
@@ -36,7 +36,7 @@ func agentStatusCommand(cf *clientFlags) *cobra.Command {
 	}
 }
 
-func printStatus(w io.Writer, st app.AgentRuntimeStatus) {
+func printStatus(w io.Writer, st wire.AgentRuntimeStatus) {
 	line := func(k, v string) { fmt.Fprintf(w, "%-18s %s\n", k+":", clean(v)) }
 	line("agent", st.Agent+" ("+st.AgentID+")")
 	line("state", st.State)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/server"
@@ -32,7 +33,7 @@ func personAdd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := c.CreatePerson(cmd.Context(), app.PersonInput{Name: args[0], Role: role})
+			res, err := c.CreatePerson(cmd.Context(), wire.PersonInput{Name: args[0], Role: role})
 			if err != nil {
 				return cf.wrap(err)
 			}
@@ -87,7 +88,7 @@ func personUpdate(cf *clientFlags) *cobra.Command {
 		Short: "Rename, re-role or (re)activate a person",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in app.PersonUpdate
+			var in wire.PersonUpdate
 			if cmd.Flag("name").Changed {
 				in.Name = &name
 			}
@@ -97,7 +98,7 @@ func personUpdate(cf *clientFlags) *cobra.Command {
 			if cmd.Flag("active").Changed {
 				in.Active = &active
 			}
-			if in == (app.PersonUpdate{}) {
+			if in == (wire.PersonUpdate{}) {
 				return usageError{fmt.Errorf("nothing to change: give --name, --role or --active")}
 			}
 			return runPersonUpdate(cmd, cf, args[0], in)
@@ -117,12 +118,12 @@ func personDeactivate(cf *clientFlags) *cobra.Command {
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			off := false
-			return runPersonUpdate(cmd, cf, args[0], app.PersonUpdate{Active: &off})
+			return runPersonUpdate(cmd, cf, args[0], wire.PersonUpdate{Active: &off})
 		},
 	}
 }
 
-func runPersonUpdate(cmd *cobra.Command, cf *clientFlags, id string, in app.PersonUpdate) error {
+func runPersonUpdate(cmd *cobra.Command, cf *clientFlags, id string, in wire.PersonUpdate) error {
 	c, err := cf.client(cmd)
 	if err != nil {
 		return err
@@ -157,7 +158,7 @@ func tokenCreate(cf *clientFlags) *cobra.Command {
 		Short: "Create a personal token and print it (shown once)",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := app.TokenInput{Name: args[0]}
+			in := wire.TokenInput{Name: args[0]}
 			if expires != "" {
 				t, err := parseExpiry(expires, time.Now())
 				if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -21,7 +21,7 @@ func newTodoCommand() *cobra.Command {
 
 func todoPush(cf *clientFlags) *cobra.Command {
 	var (
-		in      app.PushInput
+		in      wire.PushInput
 		payload string
 	)
 	cmd := &cobra.Command{
@@ -74,7 +74,7 @@ live prints the same id (and says so on stderr) instead of creating another.`,
 }
 
 func todoList(cf *clientFlags) *cobra.Command {
-	var filter app.TodoFilter
+	var filter wire.TodoFilter
 	cmd := &cobra.Command{
 		Use:   "list AGENT [--queue Q] [--state S] [--limit N]",
 		Short: "List an agent's todos, oldest first",
