@@ -81,13 +81,8 @@ type UpdateInput struct {
 }
 
 // RotateResult is the answer of POST /v1/agents/{ref}/credentials: the new
-// credential, shown once.
-type RotateResult struct {
-	Agent        domain.Agent `json:"agent"`
-	Credential   string       `json:"credential"`
-	MCPURL       string       `json:"mcp_url"`
-	ClaudeMCPAdd string       `json:"claude_mcp_add"`
-}
+// credential, shown once; the same members as VendResult.
+type RotateResult VendResult
 
 // --- todos ---
 
