@@ -17,12 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/rollcall/rollcall/internal/domain"
 )
@@ -55,8 +52,6 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-type usageError struct{ error }
-
 // NewRoot builds the command tree.
 func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -76,174 +71,4 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newPersonCommand(cf), newTokenCommand(cf))
 	root.AddCommand(newClaudeCommand(cf), newAdapterCommand(cf))
 	return root
-}
-
-// newGroup returns a noun (agent, todo …) that only holds subcommands. Run
-// alone it is a usage error; a word that names none of its subcommands is
-// refused by unknownCommand (also before any flag is parsed, see
-// checkCommandWords).
-func newGroup(use, short string, subs ...*cobra.Command) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  unknownCommand,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{fmt.Errorf("%s needs a subcommand; see %s --help", use, cmd.CommandPath())}
-		},
-		Annotations: map[string]string{groupAnnotation: "yes"},
-	}
-	cmd.AddCommand(subs...)
-	return cmd
-}
-
-// unknownCommand refuses positional arguments of a group: the first one is
-// a mistyped subcommand.
-func unknownCommand(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
-	}
-	return unknownCommandError(cmd, args[0])
-}
-
-// unknownCommandError is the one message for a mistyped command at any
-// level, with the closest names (subcommands and their aliases) when there
-// are any:
-//
-//	unknown command "pussh" for "rollcall todo"
-//
-//	Did you mean this?
-//		push
-//
-//	Run 'rollcall todo --help' for usage.
-func unknownCommandError(cmd *cobra.Command, word string) error {
-	msg := fmt.Sprintf("unknown command %q for %q", word, cmd.CommandPath())
-	if s := suggestions(cmd, word); len(s) > 0 {
-		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
-	}
-	msg += fmt.Sprintf("\n\nRun '%s --help' for usage.", cmd.CommandPath())
-	return usageError{errors.New(msg)}
-}
-
-// suggestions lists the listed subcommands of cmd whose name or an alias is
-// within two edits of word or starts with it, by that spelling.
-func suggestions(cmd *cobra.Command, word string) []string {
-	var out []string
-	w := strings.ToLower(word)
-	for _, sub := range cmd.Commands() {
-		if !sub.IsAvailableCommand() {
-			continue
-		}
-		for _, name := range append([]string{sub.Name()}, sub.Aliases...) {
-			if editDistance(w, name) <= 2 || strings.HasPrefix(name, w) {
-				out = append(out, name)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur := make([]int, len(rb)+1)
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(rb)]
-}
-
-// checkCommandWords walks the command words of args (the arguments that are
-// not flags or flag values) down the tree and refuses the first one that
-// names no subcommand, with unknownCommandError. It runs before cobra
-// parses any flag, so `rollcall todo pussh x --queue y` is reported as the
-// mistyped command it is, not as an unknown --queue of `todo`. The walk
-// stops at a command that takes arguments.
-func checkCommandWords(root *cobra.Command, args []string) error {
-	cmd := root
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return nil
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			if takesValue(cmd, a) {
-				i++
-			}
-			continue
-		}
-		if !cmd.HasSubCommands() || cmd.Args != nil && !isGroup(cmd) {
-			return nil
-		}
-		if cmd == root && (a == "help" || a == "completion" || strings.HasPrefix(a, "__complete")) {
-			return nil
-		}
-		next := subcommand(cmd, a)
-		if next == nil {
-			return unknownCommandError(cmd, a)
-		}
-		cmd = next
-	}
-	return nil
-}
-
-// isGroup reports whether cmd only holds subcommands (the root, or built
-// by newGroup).
-func isGroup(cmd *cobra.Command) bool {
-	return !cmd.HasParent() || cmd.Annotations[groupAnnotation] != ""
-}
-
-const groupAnnotation = "rollcall.group"
-
-func subcommand(cmd *cobra.Command, word string) *cobra.Command {
-	for _, sub := range cmd.Commands() {
-		if sub.Name() == word || sub.HasAlias(word) {
-			return sub
-		}
-	}
-	return nil
-}
-
-// takesValue reports whether the flag argument a ("--name", "-n", never
-// "--name=v") is followed by its value: a known flag that is not boolean,
-// or an unknown one (whose value, if any, cannot be a command word).
-func takesValue(cmd *cobra.Command, a string) bool {
-	if strings.Contains(a, "=") || a == "-h" || a == "--help" {
-		return false
-	}
-	var f *pflag.Flag
-	if name, ok := strings.CutPrefix(a, "--"); ok {
-		f = lookupFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.Lookup(name) })
-	} else if utf8.RuneCountInString(a) == 2 {
-		f = lookupFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.ShorthandLookup(a[1:]) })
-	} else {
-		return false // -abc: shorthands with their value attached
-	}
-	return f == nil || f.NoOptDefVal == ""
-}
-
-func lookupFlag(cmd *cobra.Command, find func(*pflag.FlagSet) *pflag.Flag) *pflag.Flag {
-	for c := cmd; c != nil; c = c.Parent() {
-		if f := find(c.PersistentFlags()); f != nil {
-			return f
-		}
-		if c == cmd {
-			if f := find(c.LocalNonPersistentFlags()); f != nil {
-				return f
-			}
-		}
-	}
-	return nil
 }
