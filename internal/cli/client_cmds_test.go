@@ -103,7 +103,7 @@ func TestCLIClientCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &upd); err != nil || upd.Name != "Builder" {
 		t.Fatalf("agent update: %v\n%s", err, r.stdout)
 	}
-	// The owner's self clock-in cap (DESIGN.md §3.4): default 8h, set to 90m, refused when out of range.
+	// The owner's self clock-in cap: default 8h, set to 90m, refused when out of range.
 	if upd.SelfClockInCap.String() != "8h" {
 		t.Fatalf("default self_clock_in_cap %s, want 8h", upd.SelfClockInCap)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/rollcall/rollcall/api/wire"
 )
 
-// --- hooks (DESIGN.md §3.9) ---
+// --- hooks (webhook intake) ---
 
 // CreateHook creates a webhook endpoint (POST /v1/hooks); the result holds
 // the secret, shown only this once. Errors: invalid_argument (400, with

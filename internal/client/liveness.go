@@ -8,8 +8,8 @@ import (
 	"github.com/rollcall/rollcall/api/wire"
 )
 
-// AgentStatus returns the agent's runtime status (GET /v1/agents/{ref}/status;
-// DESIGN.md §5.2): liveness state, last heartbeat, the reported billing mode,
+// AgentStatus returns the agent's runtime status (GET
+// /v1/agents/{ref}/status): liveness state, last heartbeat, the reported billing mode,
 // tool class, billing evidence, runtime and adapter, the warnings, project
 // readiness and the in/out presence. Errors: not_found (unknown agent or
 // another person's).
