@@ -105,7 +105,8 @@ func editDistance(a, b string) int {
 // names no subcommand, with unknownCommandError. It runs before cobra
 // parses any flag, so `rollcall todo pussh x --queue y` is reported as the
 // mistyped command it is, not as an unknown --queue of `todo`. The walk
-// stops at a command that takes arguments.
+// stops at a command that takes arguments, and at a flag unknown where it
+// stands (cobra reports that one).
 func checkCommandWords(root *cobra.Command, args []string) error {
 	cmd := root
 	for i := 0; i < len(args); i++ {
@@ -114,7 +115,11 @@ func checkCommandWords(root *cobra.Command, args []string) error {
 			return nil
 		}
 		if strings.HasPrefix(a, "-") && a != "-" {
-			if takesValue(cmd, a) {
+			known, value := flagArg(cmd, a)
+			if !known {
+				return nil // cobra names the unknown flag
+			}
+			if value {
 				i++
 			}
 			continue
@@ -151,22 +156,28 @@ func subcommand(cmd *cobra.Command, word string) *cobra.Command {
 	return nil
 }
 
-// takesValue reports whether the flag argument a ("--name", "-n", never
-// "--name=v") is followed by its value: a known flag that is not boolean,
-// or an unknown one (whose value, if any, cannot be a command word).
-func takesValue(cmd *cobra.Command, a string) bool {
-	if strings.Contains(a, "=") || a == "-h" || a == "--help" {
-		return false
+// flagArg looks up the flag argument a ("--name", "-n", "--name=v") on cmd
+// and its parents: whether it is known, and whether its value is the next
+// argument (a known flag, not boolean, without "=").
+func flagArg(cmd *cobra.Command, a string) (known, value bool) {
+	if a == "-h" || a == "--help" || strings.HasPrefix(a, "--help=") {
+		return true, false
 	}
 	var f *pflag.Flag
 	if name, ok := strings.CutPrefix(a, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
 		f = lookupFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.Lookup(name) })
-	} else if utf8.RuneCountInString(a) == 2 {
-		f = lookupFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.ShorthandLookup(a[1:]) })
 	} else {
-		return false // -abc: shorthands with their value attached
+		r, _ := utf8.DecodeRuneInString(a[1:])
+		f = lookupFlag(cmd, func(fs *pflag.FlagSet) *pflag.Flag { return fs.ShorthandLookup(string(r)) })
+		if f != nil && utf8.RuneCountInString(a) > 2 {
+			return true, false // -nVALUE or -abc
+		}
 	}
-	return f == nil || f.NoOptDefVal == ""
+	if f == nil {
+		return false, false
+	}
+	return true, f.NoOptDefVal == "" && !strings.Contains(a, "=")
 }
 
 func lookupFlag(cmd *cobra.Command, find func(*pflag.FlagSet) *pflag.Flag) *pflag.Flag {

@@ -145,7 +145,8 @@ func TestCLITypos(t *testing.T) {
 		word, path, suggestion string
 	}{
 		{[]string{"todo", "pussh", "x", "--queue", "y"}, "pussh", "rollcall todo", "push"},
-		{[]string{"todo", "--queue", "y", "pussh", "x"}, "pussh", "rollcall todo", "push"},
+		{[]string{"todo", "--json", "pussh", "x"}, "pussh", "rollcall todo", "push"},
+		{[]string{"todo", "--token=rcp_x", "pussh"}, "pussh", "rollcall todo", "push"},
 		{[]string{"--server", "http://127.0.0.1:2", "todo", "pussh"}, "pussh", "rollcall todo", "push"},
 		{[]string{"todo", "crate", "x"}, "crate", "rollcall todo", "create"},
 		{[]string{"agnet", "list", "--owner", "x"}, "agnet", "rollcall", "agent"},
@@ -168,6 +169,8 @@ func TestCLITypos(t *testing.T) {
 	run("todo").fails(t, 2, "todo needs a subcommand")
 	run("todo", "--bogus").fails(t, 2, "unknown flag: --bogus")
 	run("todo", "list", "x", "--bogus").fails(t, 2, "unknown flag: --bogus")
+	run("--bogus", "agent", "list").fails(t, 2, "unknown flag: --bogus")
+	run("todo", "--queue", "y", "pussh").fails(t, 2, "unknown flag: --queue")
 }
 
 // TestCLICommandTree checks the grammar's rules on the whole tree: no flag

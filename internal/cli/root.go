@@ -59,6 +59,10 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Rollcall coordinates fleets of AI coding agents: presence, todos and MCP doorbells",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A word that names no command is refused like one under a noun
+		// (cobra's own message for the root has another form).
+		Args: unknownCommand,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
