@@ -2,9 +2,10 @@
 //
 //	rollcall serve              run the server (SQLite by default)
 //	rollcall migrate            apply database migrations and exit
-//	rollcall agent vend …       client commands over the REST API
+//	rollcall agent create …     client commands over the REST API:
+//	                            NOUN create|list|show|update|delete|revoke
 //
-// See README.md and DESIGN.md §2 (CLI).
+// See README.md and `rollcall --help`.
 package main
 
 import (

@@ -14,28 +14,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// VendInput is the body of POST /v1/agents (DESIGN.md §2).
-type VendInput struct {
-	Handle       string   `json:"handle"`
-	Name         string   `json:"name,omitempty"`
-	Queues       []string `json:"queues"`
-	Verbs        []string `json:"verbs"`
-	BillingMode  string   `json:"billing_mode,omitempty"`
-	BillingModes []string `json:"billing_modes,omitempty"`
-	ToolClass    string   `json:"tool_class,omitempty"`
-	// Handoff grants the hand_off verb to these agent/queue pairs
-	// (DESIGN.md §3.9); immutable like the rest of the scope.
-	Handoff []HandoffInput `json:"handoff,omitempty"`
-}
-
-// VendResult is returned once by Vend: the credential is never shown again.
-type VendResult struct {
-	Agent        domain.Agent `json:"agent"`
-	Credential   string       `json:"credential"`
-	MCPURL       string       `json:"mcp_url"`
-	ClaudeMCPAdd string       `json:"claude_mcp_add"`
-}
-
 // MaxNameLen bounds display names (bytes).
 const MaxNameLen = 200
 
@@ -177,22 +155,6 @@ func (s *Service) ListAgents(ctx context.Context, by domain.Person) ([]domain.Ag
 	return s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: by.ID})
 }
 
-// UpdateInput is the body of PATCH /v1/agents/{ref}; nil = unchanged. The
-// scope is immutable.
-type UpdateInput struct {
-	Name         *string   `json:"name,omitempty"`
-	BillingMode  *string   `json:"billing_mode,omitempty"`
-	BillingModes *[]string `json:"billing_modes,omitempty"`
-	ToolClass    *string   `json:"tool_class,omitempty"`
-	Active       *bool     `json:"active,omitempty"`
-	// Owner hands the agent to another person (a person id). Admin only,
-	// and alone in the body (issue 9 item 1).
-	Owner *string `json:"owner,omitempty"`
-	// SelfClockInCap is the self_clock_in_cap of DESIGN.md §3.4 ("8h",
-	// "90m", "0"); written through SetSelfClockInCap.
-	SelfClockInCap *string `json:"self_clock_in_cap,omitempty"`
-}
-
 // UpdateAgent changes name, billing configuration or the active flag.
 // Audited as agent.update. Errors: not_found, invalid_argument, conflict
 // (revoked).
@@ -277,14 +239,6 @@ func (s *Service) RevokeAgent(ctx context.Context, by domain.Person, ref string)
 	s.closeSessions(ctx, a.ID, nil)
 	s.signalPresence(ctx, a.ID, "")
 	return revoked, nil
-}
-
-// RotateResult is the new credential, shown once.
-type RotateResult struct {
-	Agent        domain.Agent `json:"agent"`
-	Credential   string       `json:"credential"`
-	MCPURL       string       `json:"mcp_url"`
-	ClaudeMCPAdd string       `json:"claude_mcp_add"`
 }
 
 // RotateCredential replaces the agent's credentials with a new one; sessions

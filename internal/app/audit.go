@@ -7,13 +7,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// AuditFilter pages the audit log.
-type AuditFilter struct {
-	AgentRef string
-	AfterSeq int64
-	Limit    int
-}
-
 // ListAudit returns audit entries in ascending seq. With an agent ref the
 // person must own the agent; without one only an admin may read the whole
 // log (forbidden otherwise).

@@ -11,14 +11,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// HandoffInput is one grant in the vend body: `handoff: [{agent, queue}]`,
-// agent an id or handle of another agent of the same owner, queue one of
-// that agent's queues (DESIGN.md §3.9).
-type HandoffInput struct {
-	Agent string `json:"agent"`
-	Queue string `json:"queue"`
-}
-
 // resolveHandoff turns the vend body's grants into stored grants: each
 // target must be another unrevoked agent the person owns, each queue in the
 // target's scope. Errors: invalid_argument with pointer /handoff/N/….

@@ -53,33 +53,6 @@ func (s *Service) intakeLimits() *intakeState {
 	return &s.intake
 }
 
-// HookInput is the body of POST /v1/hooks (DESIGN.md §3.9).
-type HookInput struct {
-	Kind          string             `json:"kind"`
-	Agent         string             `json:"agent"`
-	Queue         string             `json:"queue"`
-	Filter        *domain.HookFilter `json:"filter,omitempty"`
-	TitleTemplate string             `json:"title_template,omitempty"`
-	KindLabel     string             `json:"kind_label,omitempty"`
-}
-
-// HookView is a hook as the API shows it: never its secret; with its
-// delivery URL, its agent's handle and (on show) its last deliveries.
-type HookView struct {
-	domain.Hook
-	URL            string                `json:"url"`
-	AgentHandle    string                `json:"agent_handle"`
-	LastDeliveries []domain.HookDelivery `json:"last_deliveries,omitempty"`
-}
-
-// HookSecretResult is returned by CreateHook and RotateHookSecret: the
-// secret is shown this once.
-type HookSecretResult struct {
-	Hook   HookView `json:"hook"`
-	URL    string   `json:"url"`
-	Secret string   `json:"secret"`
-}
-
 // newHookSecret returns "whsec_" + base64 of 32 random bytes: a Standard
 // Webhooks signing key, and as a string the HMAC key GitHub uses.
 func newHookSecret() string {

@@ -100,7 +100,7 @@ func (s *Service) ListAgentTodosPage(ctx context.Context, by domain.Person, ref 
 	if err != nil {
 		return Page[domain.Todo]{}, err
 	}
-	if err := f.check(); err != nil {
+	if err := checkTodoFilter(&f); err != nil {
 		return Page[domain.Todo]{}, err
 	}
 	after, err := decodeCursor("todo", cursor)

@@ -29,18 +29,6 @@ const (
 	ReasonConnect = "connect"
 )
 
-// PresenceView is what the self verbs and the presence routes return
-// (DESIGN.md §3.4): effective presence, its source, when it next changes
-// (nil = no scheduled change), the shift text (nil = none), and the number
-// of push-eligible pending todos.
-type PresenceView struct {
-	Presence string     `json:"presence"`
-	Source   string     `json:"source"`
-	Until    *time.Time `json:"until"`
-	Shift    *string    `json:"shift"`
-	Pending  int        `json:"pending"`
-}
-
 // inputsOf turns stored presence columns into presence.Inputs. A stored
 // shift that no longer parses (it was validated on write) is ignored and
 // logged rather than making the agent unusable.
@@ -147,28 +135,6 @@ func (s *Service) ClockIn(ctx context.Context, a *domain.Agent, forArg *string) 
 }
 
 // --- operator controls (DESIGN.md §3.5) ---
-
-// PresenceInput is the body of PUT /v1/agents/{ref}/presence.
-type PresenceInput struct {
-	Presence string     `json:"presence"`
-	Until    *time.Time `json:"until"`
-}
-
-// AgentPresence is GET /v1/agents/{ref}/presence: the view plus the todos
-// held while the agent is out (and until when they are held).
-type AgentPresence struct {
-	PresenceView
-	Agent     string     `json:"agent"`
-	Held      []HeldTodo `json:"held"`
-	HeldUntil *time.Time `json:"held_until"`
-}
-
-// HeldTodo is a push-eligible pending todo whose doorbell is held.
-type HeldTodo struct {
-	ID        string    `json:"id"`
-	Queue     string    `json:"queue"`
-	CreatedAt time.Time `json:"created_at"`
-}
 
 // GetPresence returns the owner's view of an agent's presence.
 func (s *Service) GetPresence(ctx context.Context, by domain.Person, ref string) (AgentPresence, error) {

@@ -44,39 +44,6 @@ const RecheckInterval = 2 * time.Second
 // this TTL.
 const CredentialCacheTTL = 2 * time.Second
 
-// PersonInput is the body of POST /v1/persons.
-type PersonInput struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
-}
-
-// PersonUpdate is the body of PATCH /v1/persons/{id}; nil = unchanged.
-type PersonUpdate struct {
-	Name   *string `json:"name,omitempty"`
-	Role   *string `json:"role,omitempty"`
-	Active *bool   `json:"active,omitempty"`
-}
-
-// TokenInput is the body of POST /v1/tokens.
-type TokenInput struct {
-	Name      string     `json:"name"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-}
-
-// MintedToken is a personal token as minted: the secret (Token) is shown
-// once, in the answer that created it.
-type MintedToken struct {
-	domain.PersonToken
-	Token string `json:"token"`
-}
-
-// PersonCreated is the answer of POST /v1/persons: the person and its first
-// token (shown once).
-type PersonCreated struct {
-	Person domain.Person `json:"person"`
-	Token  MintedToken   `json:"token"`
-}
-
 func requireAdmin(by domain.Person, what string) error {
 	if !by.Admin {
 		return &domain.Error{Code: domain.CodeForbidden, Reason: "admin_required", Detail: what + " needs an admin"}

@@ -14,17 +14,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// PushInput is the body of POST /v1/agents/{ref}/todos (DESIGN.md §2).
-type PushInput struct {
-	Queue          string          `json:"queue"`
-	Title          string          `json:"title"`
-	Payload        json.RawMessage `json:"payload,omitempty"`
-	Kind           string          `json:"kind,omitempty"`
-	Source         string          `json:"source,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	MaxAttempts    int             `json:"max_attempts,omitempty"`
-}
-
 // validText checks a one-line text field: valid UTF-8, at most max bytes,
 // no control characters (NUL, line breaks, escapes …).
 func validText(field, v string, max int, required bool) error {
@@ -138,14 +127,7 @@ func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 	}
 }
 
-// TodoFilter filters todo listings.
-type TodoFilter struct {
-	Queue string
-	State string
-	Limit int
-}
-
-func (f *TodoFilter) check() error {
+func checkTodoFilter(f *TodoFilter) error {
 	if f.Queue != "" && !domain.ValidName(f.Queue) {
 		return domain.Errorf(domain.CodeInvalidArgument, "queue %q must match ^[a-z0-9][a-z0-9._-]*$", f.Queue).At("/queue")
 	}
@@ -169,7 +151,7 @@ func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref stri
 	if err != nil {
 		return nil, err
 	}
-	if err := f.check(); err != nil {
+	if err := checkTodoFilter(&f); err != nil {
 		return nil, err
 	}
 	p := store.ListTodosParams{AgentID: a.ID, State: f.State, Limit: f.Limit}
@@ -217,7 +199,7 @@ func (s *Service) AgentListTodos(ctx context.Context, a *domain.Agent, f TodoFil
 	if err != nil {
 		return nil, err
 	}
-	if err := f.check(); err != nil {
+	if err := checkTodoFilter(&f); err != nil {
 		return nil, err
 	}
 	return s.store.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Queues: qs, State: f.State, Limit: f.Limit})

@@ -17,25 +17,14 @@ import (
 	"github.com/rollcall/rollcall/internal/claudecode"
 )
 
-// addClaudeCommands adds `rollcall claude plugin` and `rollcall adapter`
-// (DESIGN.md §3.10).
-func addClaudeCommands(root *cobra.Command) {
-	root.AddCommand(newClaudeCommand(), newAdapterCommand())
-}
-
-func newClaudeCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "claude",
-		Short: "Connect Claude Code: write a Rollcall plugin and marketplace for an agent",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{fmt.Errorf("claude needs a subcommand; see rollcall claude --help")}
-		},
-	}
+// newClaudeCommand builds `rollcall claude plugin` (connecting Claude Code
+// through a plugin); newAdapterCommand builds `rollcall adapter`, which the
+// plugin's hooks run. Both read the root's --server (as Claude Code's
+// machine reaches the server) and `claude plugin` its --json.
+func newClaudeCommand(cf *clientFlags) *cobra.Command {
 	var o claudecode.PluginOptions
-	var asJSON bool
 	plugin := &cobra.Command{
-		Use:   "plugin AGENT --out DIR [--server URL] [--mcp-url URL] [--marketplace NAME] [--credential-env VAR] [--bin PATH]",
+		Use:   "plugin AGENT",
 		Short: "Write a Claude Code plugin (MCP channel + adapter hooks) and a local marketplace for AGENT",
 		Long: "Writes DIR/.claude-plugin/marketplace.json and DIR/plugins/rollcall-AGENT/ (plugin.json with the channel,\n" +
 			".mcp.json with the HTTP server whose Authorization header is read from $ROLLCALL_AGENT_CREDENTIAL, and\n" +
@@ -50,11 +39,7 @@ func newClaudeCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Agent = args[0]
-			if !cmd.Flags().Changed("server") {
-				if s := os.Getenv("ROLLCALL_SERVER"); s != "" {
-					o.Server = s
-				}
-			}
+			o.Server = cf.serverURL(cmd)
 			if o.OutDir == "" {
 				return usageError{fmt.Errorf("--out DIR is required")}
 			}
@@ -67,7 +52,7 @@ func newClaudeCommand() *cobra.Command {
 				return usageError{err}
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if cf.json {
 				return json.NewEncoder(out).Encode(p)
 			}
 			fmt.Fprintf(out, "wrote plugin %s in marketplace %s at %s\n\n", p.Name, p.Marketplace, p.Dir)
@@ -83,14 +68,11 @@ func newClaudeCommand() *cobra.Command {
 	}
 	f := plugin.Flags()
 	f.StringVar(&o.OutDir, "out", "", "marketplace directory to write (created; other plugins in it are kept)")
-	f.StringVar(&o.Server, "server", DefaultServer, "Rollcall server URL as Claude Code's machine reaches it (env ROLLCALL_SERVER)")
 	f.StringVar(&o.MCPURL, "mcp-url", "", "the agent's MCP URL (default SERVER/mcp)")
 	f.StringVar(&o.Marketplace, "marketplace", claudecode.DefaultMarketplace, "marketplace name")
 	f.StringVar(&o.CredentialEnv, "credential-env", claudecode.DefaultCredentialEnv, "environment variable holding the agent's credential")
 	f.StringVar(&o.Bin, "bin", "rollcall", "rollcall executable the hooks run (default: rollcall on PATH)")
-	f.BoolVar(&asJSON, "json", false, "print what was written as JSON")
-	cmd.AddCommand(plugin)
-	return cmd
+	return newGroup("claude", "Connect Claude Code: write a Rollcall plugin and marketplace for an agent", plugin)
 }
 
 func credEnv(s string) string {
@@ -100,14 +82,14 @@ func credEnv(s string) string {
 	return s
 }
 
-// adapterFlags are the flags `adapter hook` passes on to `adapter run`.
+// adapterFlags are the flags `adapter hook` passes on to `adapter run`,
+// with the root's --server.
 type adapterFlags struct {
 	server, agent, credEnv string
 }
 
 func (a *adapterFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&a.server, "server", DefaultServer, "Rollcall server URL (env ROLLCALL_SERVER)")
 	f.StringVar(&a.agent, "agent", "", "the agent's handle (for the log)")
 	f.StringVar(&a.credEnv, "credential-env", claudecode.DefaultCredentialEnv, "environment variable holding the agent's credential")
 }
@@ -116,15 +98,7 @@ func (a *adapterFlags) args() []string {
 	return []string{"--server", a.server, "--agent", a.agent, "--credential-env", a.credEnv}
 }
 
-func newAdapterCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "adapter",
-		Short: "Heartbeats for one Claude Code process (started by the plugin's hooks)",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{fmt.Errorf("adapter needs a subcommand: hook EVENT or run")}
-		},
-	}
+func newAdapterCommand(cf *clientFlags) *cobra.Command {
 	var hf adapterFlags
 	hook := &cobra.Command{
 		Use:   "hook EVENT",
@@ -136,11 +110,7 @@ func newAdapterCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("server") {
-				if s := os.Getenv("ROLLCALL_SERVER"); s != "" {
-					hf.server = s
-				}
-			}
+			hf.server = cf.serverURL(cmd)
 			if err := claudecode.Hook(claudecode.HookOptions{Event: args[0], Stdin: cmd.InOrStdin(),
 				AdapterArgs: hf.args(), CredentialEnv: hf.credEnv}); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "rollcall adapter hook %s: %v\n", args[0], err)
@@ -155,15 +125,11 @@ func newAdapterCommand() *cobra.Command {
 	var start uint64
 	var dir string
 	run := &cobra.Command{
-		Use:   "run --claude-pid PID [--server URL] [--credential-env VAR]",
+		Use:   "run",
 		Short: "Run the adapter for one Claude Code process in the foreground (the hooks start it detached)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("server") {
-				if s := os.Getenv("ROLLCALL_SERVER"); s != "" {
-					rf.server = s
-				}
-			}
+			rf.server = cf.serverURL(cmd)
 			if pid <= 0 {
 				return usageError{errors.New("--claude-pid is required")}
 			}
@@ -215,6 +181,5 @@ func newAdapterCommand() *cobra.Command {
 	run.Flags().IntVar(&pid, "claude-pid", 0, "the Claude Code process to serve")
 	run.Flags().Uint64Var(&start, "claude-start", 0, "its start time (/proc/PID/stat field 22), against PID reuse")
 	run.Flags().StringVar(&dir, "state-dir", "", "lock, socket and log directory (default $ROLLCALL_ADAPTER_DIR, $XDG_RUNTIME_DIR/rollcall-adapter or TMP/rollcall-adapter-UID)")
-	cmd.AddCommand(hook, run)
-	return cmd
+	return newGroup("adapter", "Heartbeats for one Claude Code process (started by the plugin's hooks)", hook, run)
 }

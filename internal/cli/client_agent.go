@@ -1,68 +1,69 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
+	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// newAgentCommand builds `rollcall agent vend|list|show|update|revoke|rotate`.
-func newAgentCommand() *cobra.Command {
-	cmd, cf := newClientParent("agent", "Vend and manage agents (REST /v1/agents)")
-	cmd.AddCommand(agentVend(cf), agentList(cf), agentShow(cf), agentUpdate(cf), agentRevoke(cf), agentRotate(cf))
-	cmd.AddCommand(presenceCommands(cf)...)
-	cmd.AddCommand(agentStatusCommand(cf))
-	return cmd
+// newAgentCommand builds `rollcall agent create|list|show|update|revoke|
+// rotate|status|clock-in|clock-out|presence|shift` (REST /v1/agents).
+func newAgentCommand(cf *clientFlags) *cobra.Command {
+	return newGroup("agent", "Vend and manage agents (REST /v1/agents)",
+		agentCreate(cf), agentList(cf), agentShow(cf), agentUpdate(cf), agentRevoke(cf), agentRotate(cf),
+		agentStatusCommand(cf), agentClock(cf, "in"), agentClock(cf, "out"), agentPresence(cf), agentShift(cf))
 }
 
-func agentVend(cf *clientFlags) *cobra.Command {
+func agentCreate(cf *clientFlags) *cobra.Command {
 	var (
-		in      app.VendInput
+		in      wire.VendInput
 		handoff []string
 	)
 	cmd := &cobra.Command{
-		Use:   "vend --handle H --queue Q [--queue Q…] [--verb V…]",
-		Short: "Vend an agent; prints its credential (once), MCP URL and the claude mcp add line",
-		Long: `Vend registers an agent owned by you and prints its credential — shown only
-this once, store it now — its MCP URL and a ready-to-paste claude mcp add line.
---queue and --verb repeat (or take comma-separated lists). Verbs: ` + strings.Join(domain.ScopeVerbs, ", ") + `.`,
+		Use:     "create",
+		Aliases: []string{"vend"},
+		Short:   "Vend an agent; prints its credential (once), MCP URL and the claude mcp add line",
+		Long: `Create (vend) registers an agent owned by you and prints its credential —
+shown only this once, store it now — its MCP URL and a ready-to-paste claude
+mcp add line. --queue and --verb repeat (or take comma-separated lists).
+Without --verb the agent may call every scope verb, as the console's vend form
+ticks them all: ` + strings.Join(domain.ScopeVerbs, ", ") + ` (--verb '' grants none).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "handle", "queue"); err != nil {
 				return err
+			}
+			if !cmd.Flags().Changed("verb") {
+				in.Verbs = slices.Clone(domain.ScopeVerbs)
 			}
 			for _, g := range handoff {
 				agent, queue, ok := strings.Cut(g, "/")
 				if !ok || agent == "" || queue == "" {
 					return usageError{fmt.Errorf("--handoff wants AGENT/QUEUE, got %q", g)}
 				}
-				in.Handoff = append(in.Handoff, app.HandoffInput{Agent: agent, Queue: queue})
+				in.Handoff = append(in.Handoff, wire.HandoffInput{Agent: agent, Queue: queue})
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			res, err := c.VendAgent(cmd.Context(), in)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			printCredential(cmd.OutOrStdout(), "vended", res.Agent, res.Credential, res.MCPURL, res.ClaudeMCPAdd)
-			return nil
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.VendResult, error) {
+				return c.VendAgent(ctx, in)
+			}, func(w io.Writer, res wire.VendResult) error {
+				printCredential(w, "vended", res.Agent, res.Credential, res.MCPURL, res.ClaudeMCPAdd)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.Handle, "handle", "", "the agent's handle, ^[a-z0-9][a-z0-9._-]*$ (required)")
 	f.StringVar(&in.Name, "name", "", "display name (default: the handle)")
 	f.StringSliceVar(&in.Queues, "queue", nil, "granted queue (required; repeatable)")
-	f.StringSliceVar(&in.Verbs, "verb", nil, "granted scope verb (repeatable)")
+	f.StringSliceVar(&in.Verbs, "verb", nil, "granted scope verb (repeatable; default: all of them)")
 	f.StringVar(&in.BillingMode, "billing-mode", "", "configured billing mode")
 	f.StringSliceVar(&in.BillingModes, "billing-modes", nil, "allowed billing modes (comma-separated)")
 	f.StringVar(&in.ToolClass, "tool-class", "", "tool class")
@@ -82,34 +83,25 @@ func printCredential(w io.Writer, what string, a domain.Agent, credential, mcpUR
 func agentList(cf *clientFlags) *cobra.Command {
 	var owner string
 	cmd := &cobra.Command{
-		Use:   "list [--owner PERSON_ID]",
+		Use:   "list",
 		Short: "List your agents (an admin: --owner lists another person's)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			var agents []domain.Agent
-			if owner != "" {
-				agents, err = c.ListAgentsOf(cmd.Context(), owner)
-			} else {
-				agents, err = c.ListAgents(cmd.Context())
-			}
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"items": nonNil(agents)})
-			}
-			t := newTable(cmd.OutOrStdout(), "HANDLE", "STATUS", "QUEUES", "VERBS", "ID")
-			for _, a := range agents {
-				t.row(a.Handle, agentStatus(a), joinOrDash(a.Scope.Queues), joinOrDash(a.Scope.Verbs), a.ID)
-			}
-			return t.flush()
+			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.Agent, error) {
+				if owner != "" {
+					return c.ListAgentsOf(ctx, owner)
+				}
+				return c.ListAgents(ctx)
+			}, func(w io.Writer, agents []wire.Agent) error {
+				t := newTable(w, "HANDLE", "STATUS", "QUEUES", "VERBS", "ID")
+				for _, a := range agents {
+					t.row(a.Handle, agentStatus(a), joinOrDash(a.Scope.Queues), joinOrDash(a.Scope.Verbs), a.ID)
+				}
+				return t.flush()
+			})
 		},
 	}
-	cmd.Flags().StringVar(&owner, "owner", "", "an admin: list this person's agents instead")
+	cmd.Flags().StringVar(&owner, "owner", "", "an admin: list this person's agents instead (a person id)")
 	return cmd
 }
 
@@ -129,23 +121,14 @@ func agentShow(cf *clientFlags) *cobra.Command {
 		Short: "Show one agent (AGENT = id or handle)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			a, err := c.GetAgent(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			return printAgent(cmd.OutOrStdout(), cf.json, a)
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Agent, error) {
+				return c.GetAgent(ctx, args[0])
+			}, printAgent)
 		},
 	}
 }
 
-func printAgent(w io.Writer, asJSON bool, a domain.Agent) error {
-	if asJSON {
-		return printJSON(w, a)
-	}
+func printAgent(w io.Writer, a domain.Agent) error {
 	t := newTable(w)
 	t.row("ID:", a.ID)
 	t.row("Handle:", a.Handle)
@@ -172,11 +155,11 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 		selfCap           string
 	)
 	cmd := &cobra.Command{
-		Use:   "update AGENT [--name N] [--active=true|false] [--billing-mode M] [--billing-modes A,B] [--tool-class C] [--self-clock-in-cap D]",
-		Short: "Change an agent's name, billing configuration or active flag (the scope is fixed)",
+		Use:   "update AGENT",
+		Short: "Change an agent's name, billing configuration, self clock-in cap or active flag (the scope is fixed)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in app.UpdateInput
+			var in wire.UpdateInput
 			f := cmd.Flags()
 			if f.Changed("name") {
 				in.Name = &name
@@ -196,18 +179,12 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 			if f.Changed("self-clock-in-cap") {
 				in.SelfClockInCap = &selfCap
 			}
-			if in == (app.UpdateInput{}) {
+			if in == (wire.UpdateInput{}) {
 				return usageError{fmt.Errorf("nothing to change: pass at least one of --name, --active, --billing-mode, --billing-modes, --tool-class, --self-clock-in-cap")}
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			a, err := c.UpdateAgent(cmd.Context(), args[0], in)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			return printAgent(cmd.OutOrStdout(), cf.json, a)
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Agent, error) {
+				return c.UpdateAgent(ctx, args[0], in)
+			}, printAgent)
 		},
 	}
 	f := cmd.Flags()
@@ -223,22 +200,15 @@ func agentUpdate(cf *clientFlags) *cobra.Command {
 func agentRevoke(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke AGENT",
-		Short: "Revoke an agent permanently: credentials revoked, sessions closed",
+		Short: "Revoke an agent permanently: credentials revoked, sessions closed (its handle stays taken)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Agent, error) {
+				return c.RevokeAgent(ctx, args[0])
+			}, func(w io.Writer, a wire.Agent) error {
+				_, err := fmt.Fprintf(w, "Agent %s revoked at %s; its credentials no longer work and its sessions are closed.\n", clean(a.Handle), fmtTimePtr(a.RevokedAt))
 				return err
-			}
-			a, err := c.RevokeAgent(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), a)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Agent %s revoked at %s; its credentials no longer work and its sessions are closed.\n", clean(a.Handle), fmtTimePtr(a.RevokedAt))
-			return nil
+			})
 		},
 	}
 }
@@ -249,26 +219,12 @@ func agentRotate(cf *clientFlags) *cobra.Command {
 		Short: "Replace the agent's credential; prints the new one (once)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			res, err := c.RotateCredential(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			printCredential(cmd.OutOrStdout(), "has a new credential", res.Agent, res.Credential, res.MCPURL, res.ClaudeMCPAdd)
-			return nil
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.RotateResult, error) {
+				return c.RotateCredential(ctx, args[0])
+			}, func(w io.Writer, res wire.RotateResult) error {
+				printCredential(w, "has a new credential", res.Agent, res.Credential, res.MCPURL, res.ClaudeMCPAdd)
+				return nil
+			})
 		},
 	}
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

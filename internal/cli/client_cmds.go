@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -15,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
@@ -24,51 +29,40 @@ import (
 // --server nor ROLLCALL_SERVER is set: the default listen address of serve.
 const DefaultServer = "http://127.0.0.1:7070"
 
-// addClientCommands adds the client commands that talk to a server over the
-// REST API (DESIGN.md §2, CLI): agent, todo and audit. Each parent carries
-// the persistent flags --server (env ROLLCALL_SERVER, default
-// DefaultServer), --token (env ROLLCALL_TOKEN, a person's API token) and
-// --json (print the API's JSON instead of tables). Errors from the server
-// are returned as the client's *client.Error, which unwraps to the
-// *domain.Error that Main prints as `rollcall: <code>: <detail> (at
-// <pointer>)`.
-func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newAgentCommand(), newTodoCommand(), newAuditCommand())
-	root.AddCommand(newPersonCommand(), newTokenCommand(), newAdminCommand())
-	root.AddCommand(newHookCommand())
-}
-
-// clientFlags are the persistent flags of one client parent command.
+// clientFlags are the persistent flags of the root that every client
+// command reads: --server (env ROLLCALL_SERVER, default DefaultServer),
+// --token (env ROLLCALL_TOKEN, a person's API token), --ca-cert (env
+// ROLLCALL_CA_CERT; SSL_CERT_FILE is honoured too) and --json (print the
+// API's JSON instead of tables). Errors from the server are returned as
+// the client's *client.Error, which unwraps to the *domain.Error that Main
+// prints as `rollcall: <code>: <detail> (at <pointer>)`.
 type clientFlags struct {
 	server string
 	token  string
+	caCert string
 	json   bool
 }
 
-func newClientParent(use, short string) (*cobra.Command, *clientFlags) {
-	cf := &clientFlags{}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{fmt.Errorf("%s needs a subcommand; see rollcall %s --help", use, use)}
-		},
-	}
-	pf := cmd.PersistentFlags()
+func (cf *clientFlags) register(pf *pflag.FlagSet) {
 	pf.StringVar(&cf.server, "server", DefaultServer, "Rollcall server URL (env ROLLCALL_SERVER)")
 	pf.StringVar(&cf.token, "token", "", "a person's API token (env ROLLCALL_TOKEN)")
+	pf.StringVar(&cf.caCert, "ca-cert", "", "PEM file of CA certificates to trust besides the system's, for a server behind a private CA (env ROLLCALL_CA_CERT; SSL_CERT_FILE is honoured too)")
 	pf.BoolVar(&cf.json, "json", false, "print JSON (the API's objects) instead of tables")
-	return cmd, cf
 }
 
-// client resolves --server and --token (flag, then environment, then the
-// default) into an API client.
-func (cf *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
-	server := cf.server
+// serverURL resolves --server: the flag, then ROLLCALL_SERVER, then
+// DefaultServer.
+func (cf *clientFlags) serverURL(cmd *cobra.Command) string {
 	if f := cmd.Flag("server"); (f == nil || !f.Changed) && os.Getenv("ROLLCALL_SERVER") != "" {
-		server = os.Getenv("ROLLCALL_SERVER")
+		return os.Getenv("ROLLCALL_SERVER")
 	}
+	return cf.server
+}
+
+// client resolves --server, --token and --ca-cert (flag, then
+// environment, then the default) into an API client.
+func (cf *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
+	server := cf.serverURL(cmd)
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageError{fmt.Errorf("--server %q must be an http:// or https:// URL", server)}
@@ -80,8 +74,50 @@ func (cf *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	if token == "" {
 		return nil, &domain.Error{Code: domain.CodeUnauthenticated, Detail: "no token: pass --token or set ROLLCALL_TOKEN to a person's API token"}
 	}
+	caCert := cf.caCert
+	if f := cmd.Flag("ca-cert"); f == nil || !f.Changed {
+		caCert = os.Getenv("ROLLCALL_CA_CERT")
+	}
+	roots, err := trustedRoots(caCert, os.Getenv("SSL_CERT_FILE"))
+	if err != nil {
+		return nil, err
+	}
 	cf.server = server
-	return client.New(server, token), nil
+	c := client.New(server, token)
+	if roots != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		c.HTTPClient.Transport = tr
+	}
+	return c, nil
+}
+
+// trustedRoots returns the system's certificate pool plus the certificates
+// of the PEM files given ("" = none), or nil when none is given (the
+// default transport's roots). SSL_CERT_FILE is read here as well as by
+// Go's own pool on Linux, so it works the same on every platform.
+func trustedRoots(files ...string) (*x509.CertPool, error) {
+	var pool *x509.CertPool
+	for _, name := range files {
+		if name == "" {
+			continue
+		}
+		if pool == nil {
+			sys, err := x509.SystemCertPool()
+			if err != nil || sys == nil {
+				sys = x509.NewCertPool()
+			}
+			pool = sys
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("CA certificates: %w", err)}
+		}
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, usageError{fmt.Errorf("CA certificates: %s holds no PEM certificate", name)}
+		}
+	}
+	return pool, nil
 }
 
 // wrap explains transport failures; API errors pass through unchanged.
@@ -95,33 +131,60 @@ func (cf *clientFlags) wrap(err error) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
+		var unknownCA x509.UnknownAuthorityError
+		if errors.As(err, &unknownCA) {
+			return fmt.Errorf("cannot reach the server at %s: %w (a private CA? pass its certificate with --ca-cert FILE or SSL_CERT_FILE)", cf.server, ue.Err)
+		}
 		return fmt.Errorf("cannot reach the server at %s (set --server or ROLLCALL_SERVER): %w", cf.server, ue.Err)
 	}
 	return err
 }
 
+// call is the shape of every client command: resolve the client, make one
+// API call, print its answer as JSON (--json) or for a human.
+func call[T any](cmd *cobra.Command, cf *clientFlags, do func(context.Context, *client.Client) (T, error), human func(io.Writer, T) error) error {
+	c, err := cf.client(cmd)
+	if err != nil {
+		return err
+	}
+	v, err := do(cmd.Context(), c)
+	if err != nil {
+		return cf.wrap(err)
+	}
+	if cf.json {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	return human(cmd.OutOrStdout(), v)
+}
+
+// items is a listing as --json prints it: {"items": [...]}, never null.
+type items[T any] struct {
+	Items []T `json:"items"`
+}
+
+// callList is call for a listing.
+func callList[T any](cmd *cobra.Command, cf *clientFlags, do func(context.Context, *client.Client) ([]T, error), human func(io.Writer, []T) error) error {
+	return call(cmd, cf, func(ctx context.Context, c *client.Client) (items[T], error) {
+		v, err := do(ctx, c)
+		return items[T]{nonNil(v)}, err
+	}, func(w io.Writer, l items[T]) error { return human(w, l.Items) })
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // --- argument and flag checks that exit 2 ---
 
-// noArgs refuses positional arguments. On a parent command (agent, todo …)
-// the argument is a mistyped subcommand: the error names it and suggests
-// the closest subcommands ("rollcall agent vnd" → did you mean vend?).
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
+// noArgs refuses positional arguments.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", args[0])}
 	}
-	if cmd.HasSubCommands() {
-		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-		if cmd.SuggestionsMinimumDistance <= 0 {
-			cmd.SuggestionsMinimumDistance = 2 // cobra's default for the root
-		}
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += "; did you mean " + strings.Join(s, " or ") + "?"
-		} else {
-			msg += "; see " + cmd.CommandPath() + " --help"
-		}
-		return usageError{errors.New(msg)}
-	}
-	return usageError{fmt.Errorf("unexpected argument %q", args[0])}
+	return nil
 }
 
 // exactArgs requires the named positional arguments.
@@ -132,6 +195,29 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// legacyAgentFlag adds the hidden --agent flag of earlier releases to a
+// command that now takes AGENT as its argument.
+func legacyAgentFlag(cmd *cobra.Command, agent *string) {
+	cmd.Flags().StringVar(agent, "agent", "", "the agent (id or handle); give it as the argument instead")
+	_ = cmd.Flags().MarkHidden("agent")
+}
+
+// agentArg returns the agent a command addresses: its AGENT argument or
+// the hidden --agent flag, not both. required refuses neither.
+func agentArg(args []string, flag string, required bool) (string, error) {
+	switch {
+	case len(args) > 1:
+		return "", usageError{fmt.Errorf("expected at most 1 argument AGENT, got %d", len(args))}
+	case len(args) == 1 && flag != "" && flag != args[0]:
+		return "", usageError{fmt.Errorf("the agent is given twice: %q and --agent %q", args[0], flag)}
+	case len(args) == 1:
+		return args[0], nil
+	case flag == "" && required:
+		return "", usageError{fmt.Errorf("expected 1 argument AGENT (the agent's id or handle), got 0")}
+	}
+	return flag, nil
 }
 
 // requireFlags fails with a usage error when one of the flags was not given.

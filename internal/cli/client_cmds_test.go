@@ -103,7 +103,7 @@ func TestCLIClientCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &upd); err != nil || upd.Name != "Builder" {
 		t.Fatalf("agent update: %v\n%s", err, r.stdout)
 	}
-	// The owner's self clock-in cap (DESIGN.md §3.4): default 8h, set to 90m, refused when out of range.
+	// The owner's self clock-in cap: default 8h, set to 90m, refused when out of range.
 	if upd.SelfClockInCap.String() != "8h" {
 		t.Fatalf("default self_clock_in_cap %s, want 8h", upd.SelfClockInCap)
 	}
@@ -216,10 +216,10 @@ func TestCLIUsageAndConnection(t *testing.T) {
 	run(cmd("todo", "push", "h", "--title", "t")...).fails(t, 2, "--queue is required")
 	run("agent", "list", "--server", "ftp://x", "--token", "t").fails(t, 2, "must be an http")
 	run("agent").fails(t, 2, "needs a subcommand")
-	// Nested typos get a suggestion (issue 9 item 9).
-	run("agent", "vnd").fails(t, 2, `unknown command "vnd" for "rollcall agent"; did you mean vend?`)
-	run("todo", "psh").fails(t, 2, "did you mean push?")
-	run("agent", "xyzzy").fails(t, 2, "see rollcall agent --help")
+	// Nested typos get a suggestion.
+	run("agent", "vnd").fails(t, 2, "unknown command \"vnd\" for \"rollcall agent\"\n\nDid you mean this?\n\tvend\n")
+	run("todo", "psh").fails(t, 2, "Did you mean this?\n\tpush\n")
+	run("agent", "xyzzy").fails(t, 2, "Run 'rollcall agent --help' for usage.")
 	if agents, _ := client.New(env.URL, env.AdminToken).ListAgents(t.Context()); len(agents) != 0 {
 		t.Fatalf("usage errors created %v", agents)
 	}

@@ -1,34 +1,38 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
+	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// newHookCommand builds `rollcall hook add|list|show|rotate|rm` over the
-// REST hook routes (DESIGN.md §3.9).
-func newHookCommand() *cobra.Command {
-	cmd, cf := newClientParent("hook", "Webhook endpoints that turn GitHub or Standard Webhooks deliveries into todos (REST /v1/hooks)")
-	cmd.AddCommand(hookAdd(cf), hookList(cf), hookShow(cf), hookRotate(cf), hookRemove(cf))
-	return cmd
+// newHookCommand builds `rollcall hook create|list|show|rotate|delete`
+// over the REST hook routes (webhook intake).
+func newHookCommand(cf *clientFlags) *cobra.Command {
+	return newGroup("hook", "Webhook endpoints that turn GitHub or Standard Webhooks deliveries into todos (REST /v1/hooks)",
+		hookCreate(cf), hookList(cf), hookShow(cf), hookRotate(cf), hookDelete(cf))
 }
 
-func hookAdd(cf *clientFlags) *cobra.Command {
+func hookCreate(cf *clientFlags) *cobra.Command {
 	var (
-		in     app.HookInput
+		in     wire.HookInput
 		filter domain.HookFilter
+		agent  string
 	)
 	cmd := &cobra.Command{
-		Use:   "add --kind github|standard --agent A --queue Q [--repo OWNER/NAME…] [--label L…] [--action EVENT[.ACTION]…] [--title-template T] [--kind-label K]",
-		Short: "Create a hook; prints its URL and secret (once)",
-		Long: `Add creates a webhook endpoint for one of your agents and queues and prints
-the URL to point the sender at and the secret — shown only this once.
+		Use:     "create AGENT",
+		Aliases: []string{"add"},
+		Short:   "Create a hook for one of AGENT's queues; prints its URL and secret (once)",
+		Long: `Create makes a webhook endpoint for one of your agents (AGENT, id or handle)
+and one of its queues, and prints the URL to point the sender at and the
+secret — shown only this once.
 
 A github hook turns pull_request opened/ready_for_review/review_requested,
 issues opened/labeled, issue_comment created and check_run/workflow_run
@@ -37,32 +41,30 @@ narrow that. --title-template uses {number}, {title}, {repository}, {url},
 {sender}, {labels}, {label}, {name}, {conclusion}, {branch}, {reviewer},
 {event}, {action}. A standard hook takes Standard Webhooks deliveries with
 the body {title, queue?, kind?, payload?}.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireFlags(cmd, "kind", "agent", "queue"); err != nil {
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := agentArg(args, agent, true)
+			if err != nil {
+				return err
+			}
+			in.Agent = ref
+			if err := requireFlags(cmd, "kind", "queue"); err != nil {
 				return err
 			}
 			if len(filter.Repositories)+len(filter.Labels)+len(filter.Actions) > 0 {
 				in.Filter = &filter
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			res, err := c.CreateHook(cmd.Context(), in)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			printHookSecret(cmd.OutOrStdout(), "created", res)
-			return nil
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookSecretResult, error) {
+				return c.CreateHook(ctx, in)
+			}, func(w io.Writer, res wire.HookSecretResult) error {
+				printHookSecret(w, "created", res)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.Kind, "kind", "", "github or standard (required)")
-	f.StringVar(&in.Agent, "agent", "", "the agent's id or handle (required)")
+	legacyAgentFlag(cmd, &agent)
 	f.StringVar(&in.Queue, "queue", "", "one of the agent's queues (required)")
 	f.StringSliceVar(&filter.Repositories, "repo", nil, "only deliveries from this repository, owner/name (repeatable)")
 	f.StringSliceVar(&filter.Labels, "label", nil, "only issues and pull requests with this label (repeatable)")
@@ -74,7 +76,7 @@ the body {title, queue?, kind?, payload?}.`,
 
 // printHookSecret prints a hook with its freshly issued secret and how to
 // point a sender at it.
-func printHookSecret(w io.Writer, what string, res app.HookSecretResult) {
+func printHookSecret(w io.Writer, what string, res wire.HookSecretResult) {
 	h := res.Hook
 	fmt.Fprintf(w, "Hook %s %s (%s hook for %s, queue %s).\n\n", h.ID, what, h.Kind, clean(h.AgentHandle), clean(h.Queue))
 	fmt.Fprintf(w, "URL:\n  %s\n\n", clean(res.URL))
@@ -106,29 +108,26 @@ func hookFilterText(f domain.HookFilter) string {
 func hookList(cf *clientFlags) *cobra.Command {
 	var agent string
 	cmd := &cobra.Command{
-		Use:   "list [--agent A]",
-		Short: "List your hooks (never their secrets)",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client(cmd)
+		Use:   "list [AGENT]",
+		Short: "List your hooks, or AGENT's (never their secrets)",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := agentArg(args, agent, false)
 			if err != nil {
 				return err
 			}
-			hs, err := c.ListHooks(cmd.Context(), agent)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"items": nonNil(hs)})
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "KIND", "AGENT", "QUEUE", "FILTER", "URL")
-			for _, h := range hs {
-				t.row(h.ID, h.Kind, h.AgentHandle, h.Queue, hookFilterText(h.Filter), h.URL)
-			}
-			return t.flush()
+			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.HookView, error) {
+				return c.ListHooks(ctx, ref)
+			}, func(w io.Writer, hs []wire.HookView) error {
+				t := newTable(w, "ID", "KIND", "AGENT", "QUEUE", "FILTER", "URL")
+				for _, h := range hs {
+					t.row(h.ID, h.Kind, h.AgentHandle, h.Queue, hookFilterText(h.Filter), h.URL)
+				}
+				return t.flush()
+			})
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's hooks (id or handle)")
+	legacyAgentFlag(cmd, &agent)
 	return cmd
 }
 
@@ -138,24 +137,16 @@ func hookShow(cf *clientFlags) *cobra.Command {
 		Short: "Show one hook and its last deliveries",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			h, err := c.GetHook(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), h)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Hook %s: %s for %s, queue %s, filter %s\nURL: %s\n\n", h.ID, h.Kind, clean(h.AgentHandle), clean(h.Queue), clean(hookFilterText(h.Filter)), clean(h.URL))
-			t := newTable(w, "RECEIVED", "OUTCOME", "EVENT", "REASON", "TODO")
-			for _, d := range h.LastDeliveries {
-				t.row(d.ReceivedAt.Format("2006-01-02T15:04:05Z"), d.Outcome, strings.TrimSuffix(d.Event+"."+d.Action, "."), orDash(d.Reason), orDash(d.TodoID))
-			}
-			return t.flush()
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookView, error) {
+				return c.GetHook(ctx, args[0])
+			}, func(w io.Writer, h wire.HookView) error {
+				fmt.Fprintf(w, "Hook %s: %s for %s, queue %s, filter %s\nURL: %s\n\n", h.ID, h.Kind, clean(h.AgentHandle), clean(h.Queue), clean(hookFilterText(h.Filter)), clean(h.URL))
+				t := newTable(w, "RECEIVED", "OUTCOME", "EVENT", "REASON", "TODO")
+				for _, d := range h.LastDeliveries {
+					t.row(d.ReceivedAt.Format("2006-01-02T15:04:05Z"), d.Outcome, strings.TrimSuffix(d.Event+"."+d.Action, "."), orDash(d.Reason), orDash(d.TodoID))
+				}
+				return t.flush()
+			})
 		},
 	}
 }
@@ -166,42 +157,29 @@ func hookRotate(cf *clientFlags) *cobra.Command {
 		Short: "Rotate a hook's secret; prints the new one (once)",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			res, err := c.RotateHookSecret(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			printHookSecret(cmd.OutOrStdout(), "rotated", res)
-			return nil
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookSecretResult, error) {
+				return c.RotateHookSecret(ctx, args[0])
+			}, func(w io.Writer, res wire.HookSecretResult) error {
+				printHookSecret(w, "rotated", res)
+				return nil
+			})
 		},
 	}
 }
 
-func hookRemove(cf *clientFlags) *cobra.Command {
+func hookDelete(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm ID",
-		Short: "Delete a hook (its todos stay)",
-		Args:  exactArgs("ID"),
+		Use:     "delete ID",
+		Aliases: []string{"rm"},
+		Short:   "Delete a hook (its todos stay)",
+		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookView, error) {
+				return c.DeleteHook(ctx, args[0])
+			}, func(w io.Writer, h wire.HookView) error {
+				_, err := fmt.Fprintf(w, "Hook %s deleted.\n", h.ID)
 				return err
-			}
-			h, err := c.DeleteHook(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), h)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Hook %s deleted.\n", h.ID)
-			return nil
+			})
 		},
 	}
 }

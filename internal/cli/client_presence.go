@@ -1,29 +1,28 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
+	"github.com/rollcall/rollcall/internal/client"
 )
 
-// Presence commands (DESIGN.md §3.5): operator overrides and the shift.
-
-func presenceCommands(cf *clientFlags) []*cobra.Command {
-	return []*cobra.Command{agentClock(cf, "in"), agentClock(cf, "out"), agentPresence(cf), agentShift(cf)}
-}
+// Presence commands: operator overrides and the shift (the operator's
+// controls of in/out presence).
 
 func agentClock(cf *clientFlags, p string) *cobra.Command {
 	var until string
 	cmd := &cobra.Command{
-		Use:   "clock-" + p + " AGENT [--until RFC3339]",
+		Use:   "clock-" + p + " AGENT",
 		Short: "Put the agent " + p + " (operator override; ends at --until or the next shift boundary)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := app.PresenceInput{Presence: p}
+			in := wire.PresenceInput{Presence: p}
 			if until != "" {
 				t, err := time.Parse(time.RFC3339, until)
 				if err != nil {
@@ -31,89 +30,127 @@ func agentClock(cf *clientFlags, p string) *cobra.Command {
 				}
 				in.Until = &t
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			res, err := c.SetPresence(cmd.Context(), args[0], in)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if err := printPresence(cmd.OutOrStdout(), cf, res); err != nil {
-				return err
-			}
-			if !cf.json && in.Until != nil && (res.Until == nil || !res.Until.Equal(*in.Until)) && res.Shift != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: an override also ends at the next shift boundary, so --until %s is not where presence next changes; from that boundary the shift decides\n", in.Until.UTC().Format(time.RFC3339))
-			}
-			return nil
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AgentPresence, error) {
+				return c.SetPresence(ctx, args[0], in)
+			}, func(w io.Writer, res wire.AgentPresence) error {
+				printPresence(w, res)
+				if in.Until != nil && (res.Until == nil || !res.Until.Equal(*in.Until)) && res.Shift != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: an override also ends at the next shift boundary, so --until %s is not where presence next changes; from that boundary the shift decides\n", in.Until.UTC().Format(time.RFC3339))
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&until, "until", "", "end of the override (RFC 3339); default: the next shift boundary")
 	return cmd
 }
 
+// agentPresence builds `agent presence show|clear AGENT`. The spelling of
+// earlier releases, `agent presence AGENT [--clear]`, still runs.
 func agentPresence(cf *clientFlags) *cobra.Command {
-	var clear bool
+	show := func(cmd *cobra.Command, agent string) error {
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AgentPresence, error) {
+			return c.GetPresence(ctx, agent)
+		}, printPresenceTo)
+	}
+	clear := func(cmd *cobra.Command, agent string) error {
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AgentPresence, error) {
+			return c.ClearPresence(ctx, agent)
+		}, printPresenceTo)
+	}
+	var legacyClear bool
 	cmd := &cobra.Command{
-		Use:   "presence AGENT [--clear]",
-		Short: "Show the agent's presence, source, until and held todos; --clear removes any override",
+		Use:   "presence",
+		Short: "Show or clear the agent's presence override",
+		Args:  legacyAgentArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("presence needs a subcommand; see %s --help", cmd.CommandPath())}
+			}
+			if legacyClear {
+				return clear(cmd, args[0])
+			}
+			return show(cmd, args[0])
+		},
+	}
+	cmd.Flags().BoolVar(&legacyClear, "clear", false, "clear any presence override; use `agent presence clear AGENT`")
+	_ = cmd.Flags().MarkHidden("clear")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "show AGENT",
+		Short: "Show the agent's presence, its source, until when, the shift and the held todos",
 		Args:  exactArgs("AGENT"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			var res app.AgentPresence
-			if clear {
-				res, err = c.ClearPresence(cmd.Context(), args[0])
-			} else {
-				res, err = c.GetPresence(cmd.Context(), args[0])
-			}
-			if err != nil {
-				return cf.wrap(err)
-			}
-			return printPresence(cmd.OutOrStdout(), cf, res)
-		},
-	}
-	cmd.Flags().BoolVar(&clear, "clear", false, "clear any presence override")
+		RunE:  func(cmd *cobra.Command, args []string) error { return show(cmd, args[0]) },
+	}, &cobra.Command{
+		Use:   "clear AGENT",
+		Short: "Remove any presence override: the shift decides again",
+		Args:  exactArgs("AGENT"),
+		RunE:  func(cmd *cobra.Command, args []string) error { return clear(cmd, args[0]) },
+	})
 	return cmd
 }
 
+// legacyAgentArgs are the arguments of a command that has subcommands but
+// also runs, in an earlier release's spelling, with AGENT alone (presence,
+// shift): one argument is that AGENT; more start with a mistyped
+// subcommand.
+func legacyAgentArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 && subcommand(cmd, args[0]) == nil {
+		return unknownCommandError(cmd, args[0])
+	}
+	return nil
+}
+
+// agentShift builds `agent shift set AGENT SHIFT` and `agent shift clear
+// AGENT`. The spellings of earlier releases, `agent shift AGENT SHIFT` and
+// `agent shift AGENT --clear`, still run.
 func agentShift(cf *clientFlags) *cobra.Command {
-	var clear bool
+	set := func(cmd *cobra.Command, agent string, shift *string) error {
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AgentPresence, error) {
+			return c.SetShift(ctx, agent, shift)
+		}, printPresenceTo)
+	}
+	var legacyClear bool
 	cmd := &cobra.Command{
-		Use:   "shift AGENT [SHIFT | --clear]",
-		Short: `Set the agent's shift, e.g. "TZ=Europe/Berlin Mon-Fri 09:00-17:00"; --clear removes it`,
+		Use:   "shift",
+		Short: `Set or clear the agent's shift, e.g. "TZ=Europe/Berlin Mon-Fri 09:00-17:00"`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 && clear || len(args) == 2 && !clear {
-				return nil
+			if len(args) > 2 || len(args) == 2 && legacyClear {
+				return legacyAgentArgs(cmd, args)
 			}
-			return usageError{fmt.Errorf("usage: rollcall agent shift AGENT SHIFT, or AGENT --clear")}
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
+			switch {
+			case len(args) == 1 && legacyClear:
+				return set(cmd, args[0], nil)
+			case len(args) == 2 && !legacyClear:
+				return set(cmd, args[0], &args[1])
 			}
-			var shift *string
-			if !clear {
-				shift = &args[1]
-			}
-			res, err := c.SetShift(cmd.Context(), args[0], shift)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			return printPresence(cmd.OutOrStdout(), cf, res)
+			return usageError{fmt.Errorf("shift needs a subcommand: set AGENT SHIFT or clear AGENT; see %s --help", cmd.CommandPath())}
 		},
 	}
-	cmd.Flags().BoolVar(&clear, "clear", false, "remove the shift")
+	cmd.Flags().BoolVar(&legacyClear, "clear", false, "remove the shift; use `agent shift clear AGENT`")
+	_ = cmd.Flags().MarkHidden("clear")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "set AGENT SHIFT",
+		Short: `Set the agent's shift, e.g. "TZ=Europe/Berlin Mon-Fri 09:00-17:00"`,
+		Args:  exactArgs("AGENT", "SHIFT"),
+		RunE:  func(cmd *cobra.Command, args []string) error { return set(cmd, args[0], &args[1]) },
+	}, &cobra.Command{
+		Use:   "clear AGENT",
+		Short: "Remove the agent's shift: only overrides put it in or out",
+		Args:  exactArgs("AGENT"),
+		RunE:  func(cmd *cobra.Command, args []string) error { return set(cmd, args[0], nil) },
+	})
 	return cmd
 }
 
-func printPresence(w io.Writer, cf *clientFlags, p app.AgentPresence) error {
-	if cf.json {
-		return printJSON(w, p)
-	}
+func printPresenceTo(w io.Writer, p wire.AgentPresence) error {
+	printPresence(w, p)
+	return nil
+}
+
+func printPresence(w io.Writer, p wire.AgentPresence) {
 	until := "no scheduled change"
 	if p.Until != nil {
 		until = "until " + p.Until.UTC().Format(time.RFC3339)
@@ -133,5 +170,4 @@ func printPresence(w io.Writer, cf *clientFlags, p app.AgentPresence) error {
 			fmt.Fprintf(w, "  %s  %-16s created %s\n", t.ID, t.Queue, t.CreatedAt.UTC().Format(time.RFC3339))
 		}
 	}
-	return nil
 }

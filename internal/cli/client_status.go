@@ -1,42 +1,34 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
+	"github.com/rollcall/rollcall/internal/client"
 )
 
-// agentStatusCommand builds `rollcall agent status REF` (DESIGN.md §5.2, issue 4
-// item 6): the agent's liveness, last heartbeat, what its runtime reported,
-// the warnings and its presence, from GET /v1/agents/{ref}/status.
+// agentStatusCommand builds `rollcall agent status AGENT`: the agent's
+// liveness, last heartbeat, what its runtime reported, the warnings and its
+// presence, from GET /v1/agents/{ref}/status.
 func agentStatusCommand(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status AGENT",
 		Short: "Show the agent's liveness, last heartbeat, reported runtime, adapter and billing, warnings and presence",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			st, err := c.AgentStatus(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AgentRuntimeStatus, error) {
+				return c.AgentStatus(ctx, args[0])
+			}, printStatus)
 		},
 	}
 }
 
-func printStatus(w io.Writer, st app.AgentRuntimeStatus) {
+func printStatus(w io.Writer, st wire.AgentRuntimeStatus) error {
 	line := func(k, v string) { fmt.Fprintf(w, "%-18s %s\n", k+":", clean(v)) }
 	line("agent", st.Agent+" ("+st.AgentID+")")
 	line("state", st.State)
@@ -79,6 +71,7 @@ func printStatus(w io.Writer, st app.AgentRuntimeStatus) {
 	if p := st.Presence; p.Presence != "" {
 		line("presence", p.Presence+" (source "+p.Source+", until "+fmtTimePtr(p.Until)+")")
 	}
+	return nil
 }
 
 // reportedVsConfigured renders "api (configured subscription)".

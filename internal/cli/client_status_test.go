@@ -13,7 +13,7 @@ import (
 
 // TestCLIAgentStatus: `rollcall agent status REF` shows the liveness state,
 // last heartbeat, reported runtime and adapter, billing evidence and the
-// warnings (DESIGN.md §5.2, issue 4 item 6).
+// warnings.
 func TestCLIAgentStatus(t *testing.T) {
 	env := apitest.New(t)
 	t.Setenv("ROLLCALL_SERVER", "")

@@ -15,7 +15,7 @@ import (
 )
 
 // TestCLIPersonsAndTokens walks `rollcall person …` and `rollcall token …`
-// against the real stack (issue 9 items 1, 2).
+// against the real stack.
 func TestCLIPersonsAndTokens(t *testing.T) {
 	env := apitest.New(t)
 	t.Setenv("ROLLCALL_SERVER", env.URL)

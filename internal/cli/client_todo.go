@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,28 +9,30 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
+	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// newTodoCommand builds `rollcall todo push|list|show`.
-func newTodoCommand() *cobra.Command {
-	cmd, cf := newClientParent("todo", "Push and inspect todos (REST /v1/agents/{ref}/todos, /v1/todos)")
-	cmd.AddCommand(todoPush(cf), todoList(cf), todoShow(cf))
-	return cmd
+// newTodoCommand builds `rollcall todo create|list|show`.
+func newTodoCommand(cf *clientFlags) *cobra.Command {
+	return newGroup("todo", "Push and inspect todos (REST /v1/agents/{ref}/todos, /v1/todos)",
+		todoCreate(cf), todoList(cf), todoShow(cf))
 }
 
-func todoPush(cf *clientFlags) *cobra.Command {
+func todoCreate(cf *clientFlags) *cobra.Command {
 	var (
-		in      app.PushInput
+		in      wire.PushInput
 		payload string
 	)
 	cmd := &cobra.Command{
-		Use:   "push AGENT --queue Q --title T [--payload JSON] [--kind K] [--source S] [--idempotency-key K]",
-		Short: "Push a todo to an agent; prints the todo id",
-		Long: `Push creates a todo for AGENT (id or handle) in one of its queues and prints
-the todo's id. With --idempotency-key, pushing again while the first todo is
-live prints the same id (and says so on stderr) instead of creating another.`,
+		Use:     "create AGENT",
+		Aliases: []string{"push"},
+		Short:   "Push a todo to an agent; prints the todo id",
+		Long: `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
+prints the todo's id. With --idempotency-key, pushing again while the first
+todo is live prints the same id (and says so on stderr) instead of creating
+another.`,
 		Args: exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireFlags(cmd, "queue", "title"); err != nil {
@@ -44,22 +47,16 @@ live prints the same id (and says so on stderr) instead of creating another.`,
 				}
 				in.Payload = json.RawMessage(payload)
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
+				t, created, err := c.PushTodo(ctx, args[0], in)
+				if err == nil && !created {
+					fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
+				}
+				return t, err
+			}, func(w io.Writer, t wire.Todo) error {
+				_, err := fmt.Fprintln(w, t.ID)
 				return err
-			}
-			t, created, err := c.PushTodo(cmd.Context(), args[0], in)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if !created {
-				fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), t)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), t.ID)
-			return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -74,31 +71,24 @@ live prints the same id (and says so on stderr) instead of creating another.`,
 }
 
 func todoList(cf *clientFlags) *cobra.Command {
-	var filter app.TodoFilter
+	var filter wire.TodoFilter
 	cmd := &cobra.Command{
-		Use:   "list AGENT [--queue Q] [--state S] [--limit N]",
+		Use:   "list AGENT",
 		Short: "List an agent's todos, oldest first",
 		Args:  exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := minFlags(cmd, map[string]int64{"limit": 1}); err != nil {
 				return err
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			todos, err := c.ListTodos(cmd.Context(), args[0], filter)
-			if err != nil {
-				return cf.wrap(err)
-			}
-			if cf.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"items": nonNil(todos)})
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "QUEUE", "STATE", "ATTEMPT", "CREATED", "TITLE")
-			for _, td := range todos {
-				t.row(td.ID, td.Queue, todoState(td), strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts), fmtTime(td.CreatedAt), truncate(td.Title, 60))
-			}
-			return t.flush()
+			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.Todo, error) {
+				return c.ListTodos(ctx, args[0], filter)
+			}, func(w io.Writer, todos []wire.Todo) error {
+				t := newTable(w, "ID", "QUEUE", "STATE", "ATTEMPT", "CREATED", "TITLE")
+				for _, td := range todos {
+					t.row(td.ID, td.Queue, todoState(td), strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts), fmtTime(td.CreatedAt), truncate(td.Title, 60))
+				}
+				return t.flush()
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -126,23 +116,14 @@ func todoShow(cf *clientFlags) *cobra.Command {
 		Short: "Show one todo",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			t, err := c.GetTodo(cmd.Context(), args[0])
-			if err != nil {
-				return cf.wrap(err)
-			}
-			return printTodo(cmd.OutOrStdout(), cf.json, t)
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
+				return c.GetTodo(ctx, args[0])
+			}, printTodo)
 		},
 	}
 }
 
-func printTodo(w io.Writer, asJSON bool, td domain.Todo) error {
-	if asJSON {
-		return printJSON(w, td)
-	}
+func printTodo(w io.Writer, td domain.Todo) error {
 	t := newTable(w)
 	t.row("ID:", td.ID)
 	t.row("Agent:", td.AgentID)

@@ -30,7 +30,7 @@ underscores) and a key of the YAML file given with --config.`,
 				return err
 			}
 			log := newLogger(cfg, cmd.ErrOrStderr())
-			// Test only (issue 8): ROLLCALL_TEST_CLOCK_OFFSET shifts this
+			// Test only: ROLLCALL_TEST_CLOCK_OFFSET shifts this
 			// process's wall clock, so fault tests can run two instances
 			// whose clocks disagree. Not a configuration key.
 			offset, err := skewclock.FromEnv(nil)

@@ -1,13 +1,12 @@
 // Package client is a small typed Go client for Rollcall's operator REST API
-// (DESIGN.md §2, REST; api/openapi.yaml). The CLI's agent, todo and audit
-// commands are built on it.
+// (api/openapi.yaml). The CLI's client commands are built on it.
 //
 //	c := client.New("http://127.0.0.1:7070", os.Getenv("ROLLCALL_TOKEN"))
-//	res, err := c.VendAgent(ctx, app.VendInput{Handle: "builder", Queues: []string{"build"}})
+//	res, err := c.VendAgent(ctx, wire.VendInput{Handle: "builder", Queues: []string{"build"}})
 //	var de *domain.Error
 //	if errors.As(err, &de) { … de.Code, de.Detail, de.Pointer … }
 //
-// Every method returns domain types. A response with an error status is
+// Requests and answers are the api/wire types. A response with an error status is
 // returned as *Error, which carries the HTTP status and unwraps to the
 // *domain.Error decoded from the RFC 9457 problem document (code, detail,
 // pointer, reason); errors.As(err, &*domain.Error) works on it. Transport
@@ -28,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -88,26 +87,26 @@ func StatusOf(err error) int {
 // credential, shown only this once.
 // Errors: invalid_argument / unknown_member (400, with pointer), conflict
 // (409, handle taken), unauthenticated (401), forbidden (403).
-func (c *Client) VendAgent(ctx context.Context, in app.VendInput) (app.VendResult, error) {
-	var out app.VendResult
+func (c *Client) VendAgent(ctx context.Context, in wire.VendInput) (wire.VendResult, error) {
+	var out wire.VendResult
 	_, err := c.do(ctx, http.MethodPost, "/v1/agents", nil, in, &out)
 	return out, err
 }
 
 // ListAgents lists all the caller's agents ordered by handle (GET
 // /v1/agents, following next_cursor over every page).
-func (c *Client) ListAgents(ctx context.Context) ([]domain.Agent, error) {
-	var all []domain.Agent
+func (c *Client) ListAgents(ctx context.Context) ([]wire.Agent, error) {
+	var all []wire.Agent
 	q := url.Values{"limit": {"500"}}
 	for {
-		var out listOf[domain.Agent]
+		var out listOf[wire.Agent]
 		if _, err := c.do(ctx, http.MethodGet, "/v1/agents", q, nil, &out); err != nil {
 			return nil, err
 		}
 		all = append(all, out.Items...)
 		if out.NextCursor == "" {
 			if all == nil {
-				all = []domain.Agent{}
+				all = []wire.Agent{}
 			}
 			return all, nil
 		}
@@ -117,8 +116,8 @@ func (c *Client) ListAgents(ctx context.Context) ([]domain.Agent, error) {
 
 // GetAgent returns one agent by id or handle (GET /v1/agents/{ref}).
 // Errors: not_found (404; also another person's agent).
-func (c *Client) GetAgent(ctx context.Context, ref string) (domain.Agent, error) {
-	var out domain.Agent
+func (c *Client) GetAgent(ctx context.Context, ref string) (wire.Agent, error) {
+	var out wire.Agent
 	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
 	return out, err
 }
@@ -126,8 +125,8 @@ func (c *Client) GetAgent(ctx context.Context, ref string) (domain.Agent, error)
 // UpdateAgent changes name, billing configuration or the active flag
 // (PATCH /v1/agents/{ref}); nil fields are unchanged.
 // Errors: not_found, invalid_argument, conflict (revoked).
-func (c *Client) UpdateAgent(ctx context.Context, ref string, in app.UpdateInput) (domain.Agent, error) {
-	var out domain.Agent
+func (c *Client) UpdateAgent(ctx context.Context, ref string, in wire.UpdateInput) (wire.Agent, error) {
+	var out wire.Agent
 	_, err := c.do(ctx, http.MethodPatch, "/v1/agents/"+url.PathEscape(ref), nil, in, &out)
 	return out, err
 }
@@ -135,8 +134,8 @@ func (c *Client) UpdateAgent(ctx context.Context, ref string, in app.UpdateInput
 // RevokeAgent revokes the agent permanently (DELETE /v1/agents/{ref}) and
 // returns it with RevokedAt set. Errors: not_found, conflict (already
 // revoked).
-func (c *Client) RevokeAgent(ctx context.Context, ref string) (domain.Agent, error) {
-	var out domain.Agent
+func (c *Client) RevokeAgent(ctx context.Context, ref string) (wire.Agent, error) {
+	var out wire.Agent
 	_, err := c.do(ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
 	return out, err
 }
@@ -144,8 +143,8 @@ func (c *Client) RevokeAgent(ctx context.Context, ref string) (domain.Agent, err
 // RotateCredential replaces the agent's credentials with a new one
 // (POST /v1/agents/{ref}/credentials), shown only this once.
 // Errors: not_found, conflict (revoked).
-func (c *Client) RotateCredential(ctx context.Context, ref string) (app.RotateResult, error) {
-	var out app.RotateResult
+func (c *Client) RotateCredential(ctx context.Context, ref string) (wire.RotateResult, error) {
+	var out wire.RotateResult
 	_, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/credentials", nil, nil, &out)
 	return out, err
 }
@@ -157,7 +156,7 @@ func (c *Client) RotateCredential(ctx context.Context, ref string) (app.RotateRe
 // existed and was returned instead (HTTP 200 rather than 201).
 // Errors: invalid_argument (e.g. queue outside the scope, at /queue),
 // unknown_member, not_found, conflict (revoked agent).
-func (c *Client) PushTodo(ctx context.Context, ref string, in app.PushInput) (t domain.Todo, created bool, err error) {
+func (c *Client) PushTodo(ctx context.Context, ref string, in wire.PushInput) (t wire.Todo, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/todos", nil, in, &t)
 	return t, status == http.StatusCreated, err
 }
@@ -165,7 +164,7 @@ func (c *Client) PushTodo(ctx context.Context, ref string, in app.PushInput) (t 
 // ListTodos lists the agent's todos oldest first
 // (GET /v1/agents/{ref}/todos); zero filter fields do not filter (limit 0 =
 // the server's default, 50).
-func (c *Client) ListTodos(ctx context.Context, ref string, f app.TodoFilter) ([]domain.Todo, error) {
+func (c *Client) ListTodos(ctx context.Context, ref string, f wire.TodoFilter) ([]wire.Todo, error) {
 	q := url.Values{}
 	if f.Queue != "" {
 		q.Set("queue", f.Queue)
@@ -176,15 +175,15 @@ func (c *Client) ListTodos(ctx context.Context, ref string, f app.TodoFilter) ([
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out listOf[domain.Todo]
+	var out listOf[wire.Todo]
 	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/todos", q, nil, &out)
 	return out.Items, err
 }
 
 // GetTodo returns one todo of one of the caller's agents (GET /v1/todos/{id}).
 // Errors: not_found.
-func (c *Client) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
-	var out domain.Todo
+func (c *Client) GetTodo(ctx context.Context, id string) (wire.Todo, error) {
+	var out wire.Todo
 	_, err := c.do(ctx, http.MethodGet, "/v1/todos/"+url.PathEscape(id), nil, nil, &out)
 	return out, err
 }
@@ -194,7 +193,7 @@ func (c *Client) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 // ListAudit reads audit entries in ascending seq (GET /v1/audit). Without
 // AgentRef the whole log is read, which needs an admin (forbidden
 // otherwise).
-func (c *Client) ListAudit(ctx context.Context, f app.AuditFilter) ([]domain.AuditEntry, error) {
+func (c *Client) ListAudit(ctx context.Context, f wire.AuditFilter) ([]wire.AuditEntry, error) {
 	q := url.Values{}
 	if f.AgentRef != "" {
 		q.Set("agent", f.AgentRef)
@@ -205,15 +204,15 @@ func (c *Client) ListAudit(ctx context.Context, f app.AuditFilter) ([]domain.Aud
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out listOf[domain.AuditEntry]
+	var out listOf[wire.AuditEntry]
 	_, err := c.do(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
 	return out.Items, err
 }
 
 // VerifyAudit verifies the audit hash chain (GET /v1/audit/verify). A broken
 // chain is not an error: it is a result with OK false.
-func (c *Client) VerifyAudit(ctx context.Context) (domain.AuditVerifyResult, error) {
-	var out domain.AuditVerifyResult
+func (c *Client) VerifyAudit(ctx context.Context) (wire.AuditVerifyResult, error) {
+	var out wire.AuditVerifyResult
 	_, err := c.do(ctx, http.MethodGet, "/v1/audit/verify", nil, nil, &out)
 	return out, err
 }

@@ -5,52 +5,52 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/api/wire"
 )
 
-// --- hooks (DESIGN.md §3.9) ---
+// --- hooks (webhook intake) ---
 
 // CreateHook creates a webhook endpoint (POST /v1/hooks); the result holds
 // the secret, shown only this once. Errors: invalid_argument (400, with
 // pointer), not_found (the agent), conflict (revoked agent).
-func (c *Client) CreateHook(ctx context.Context, in app.HookInput) (app.HookSecretResult, error) {
-	var out app.HookSecretResult
+func (c *Client) CreateHook(ctx context.Context, in wire.HookInput) (wire.HookSecretResult, error) {
+	var out wire.HookSecretResult
 	_, err := c.do(ctx, http.MethodPost, "/v1/hooks", nil, in, &out)
 	return out, err
 }
 
 // ListHooks lists the caller's hooks, oldest first (GET /v1/hooks), only
 // those of agent when it is not "". Errors: not_found (agent).
-func (c *Client) ListHooks(ctx context.Context, agent string) ([]app.HookView, error) {
+func (c *Client) ListHooks(ctx context.Context, agent string) ([]wire.HookView, error) {
 	q := url.Values{}
 	if agent != "" {
 		q.Set("agent", agent)
 	}
-	var out listOf[app.HookView]
+	var out listOf[wire.HookView]
 	_, err := c.do(ctx, http.MethodGet, "/v1/hooks", q, nil, &out)
 	return out.Items, err
 }
 
 // GetHook returns one hook with its last deliveries (GET /v1/hooks/{id}).
 // Errors: not_found (also another person's hook).
-func (c *Client) GetHook(ctx context.Context, id string) (app.HookView, error) {
-	var out app.HookView
+func (c *Client) GetHook(ctx context.Context, id string) (wire.HookView, error) {
+	var out wire.HookView
 	_, err := c.do(ctx, http.MethodGet, "/v1/hooks/"+url.PathEscape(id), nil, nil, &out)
 	return out, err
 }
 
 // RotateHookSecret replaces the hook's secret (POST /v1/hooks/{id}/secret);
 // the new one is shown only this once. Errors: not_found.
-func (c *Client) RotateHookSecret(ctx context.Context, id string) (app.HookSecretResult, error) {
-	var out app.HookSecretResult
+func (c *Client) RotateHookSecret(ctx context.Context, id string) (wire.HookSecretResult, error) {
+	var out wire.HookSecretResult
 	_, err := c.do(ctx, http.MethodPost, "/v1/hooks/"+url.PathEscape(id)+"/secret", nil, nil, &out)
 	return out, err
 }
 
 // DeleteHook deletes the hook (DELETE /v1/hooks/{id}) and returns it as it
 // was. Errors: not_found.
-func (c *Client) DeleteHook(ctx context.Context, id string) (app.HookView, error) {
-	var out app.HookView
+func (c *Client) DeleteHook(ctx context.Context, id string) (wire.HookView, error) {
+	var out wire.HookView
 	_, err := c.do(ctx, http.MethodDelete, "/v1/hooks/"+url.PathEscape(id), nil, nil, &out)
 	return out, err
 }

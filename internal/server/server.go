@@ -87,14 +87,16 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
-	st, err := OpenStore(ctx, cfg.Store)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", redact(cfg.Store), err)
-	}
+	// Listen first: a bad address or a port in use must not leave a
+	// created (and migrated) database behind.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	st, err := OpenStore(ctx, cfg.Store)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("store %s: %w", redact(cfg.Store), err)
 	}
 	url := cfg.PublicURL
 	if url == "" {
