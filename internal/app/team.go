@@ -222,9 +222,24 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	return p, nil
 }
 
-// CreateToken mints a personal token for the caller (shown once). Audited
-// as token.create. Errors: invalid_argument (/name, /expires_at).
+// CreateToken mints a personal token for the caller (shown once). A token
+// never outlives the token of the request that mints it
+// (domain.PersonToken.ChildExpiry): from an expiring token, no expires_at
+// gives the parent's expiry and a later one is refused. Audited as
+// token.create. Errors: invalid_argument (/name, /expires_at).
 func (s *Service) CreateToken(ctx context.Context, by domain.Person, in TokenInput) (MintedToken, error) {
+	if by.TokenID != "" {
+		_, parent, err := s.store.TokenByID(ctx, by.TokenID)
+		if err != nil {
+			return MintedToken{}, storeErr(err, "the token of this request is gone", "")
+		}
+		exp, ok := parent.ChildExpiry(in.ExpiresAt)
+		if !ok {
+			return MintedToken{}, domain.Errorf(domain.CodeInvalidArgument,
+				"expires_at must not be after %s, when the token of this request expires", parent.ExpiresAt.UTC().Format(time.RFC3339)).At("/expires_at")
+		}
+		in.ExpiresAt = exp
+	}
 	tok, secret, err := s.mint(by.ID, in.Name, in.ExpiresAt, s.now())
 	if err != nil {
 		return MintedToken{}, err

@@ -195,3 +195,43 @@ func TestNothingRevealedAboutOthers(t *testing.T) {
 		t.Fatalf("event id %q is not 128 random bits in hex", ev.id)
 	}
 }
+
+// TestChildTokenNeverOutlivesParent: a token minted with an expiring token
+// gets the parent's expiry when it asks for none, and a later expiry is
+// refused; a token without expiry mints as asked.
+func TestChildTokenNeverOutlivesParent(t *testing.T) {
+	e := newEnv(t)
+	exp := e.Clock.Now().Add(time.Hour)
+	var parent app.MintedToken
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "parent", "expires_at": exp}).want(t, 201, &parent)
+
+	var child app.MintedToken
+	e.do(t, "POST", "/v1/tokens", parent.Token, map[string]any{"name": "child"}).want(t, 201, &child)
+	if child.ExpiresAt == nil || !child.ExpiresAt.Equal(exp) {
+		t.Fatalf("child without expires_at: expires %v, want the parent's %v", child.ExpiresAt, exp)
+	}
+	r := e.do(t, "POST", "/v1/tokens", parent.Token, map[string]any{"name": "later", "expires_at": exp.Add(time.Second)})
+	if pr := r.problem(t); r.status != 400 || pr.Pointer != "/expires_at" || !strings.Contains(pr.Detail, "when the token of this request expires") {
+		t.Fatalf("child expiring after its parent: %d %+v", r.status, pr)
+	}
+	var sooner app.MintedToken
+	e.do(t, "POST", "/v1/tokens", parent.Token, map[string]any{"name": "sooner", "expires_at": exp.Add(-time.Minute)}).want(t, 201, &sooner)
+	if !sooner.ExpiresAt.Equal(exp.Add(-time.Minute)) {
+		t.Fatalf("sooner child expires %v", sooner.ExpiresAt)
+	}
+	// A grandchild is bound by the child, and everything ends with the parent.
+	var grand app.MintedToken
+	e.do(t, "POST", "/v1/tokens", sooner.Token, map[string]any{"name": "grand"}).want(t, 201, &grand)
+	if !grand.ExpiresAt.Equal(exp.Add(-time.Minute)) {
+		t.Fatalf("grandchild expires %v", grand.ExpiresAt)
+	}
+	e.Clock.Advance(time.Hour)
+	e.do(t, "GET", "/v1/agents", child.Token, nil).want(t, 401, nil)
+
+	// A token that never expires mints what it asks for.
+	var free app.MintedToken
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "free"}).want(t, 201, &free)
+	if free.ExpiresAt != nil {
+		t.Fatalf("child of a non-expiring token expires %v", free.ExpiresAt)
+	}
+}
