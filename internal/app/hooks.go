@@ -259,6 +259,26 @@ func (s *Service) RotateHookSecret(ctx context.Context, by domain.Person, id str
 	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil
 }
 
+// rotateHookSecretsOf gives every hook of the agent a new secret that is
+// not shown, before the agent changes hands: the previous owner knew the
+// old secrets and could otherwise sign deliveries to the new owner's agent.
+// Done first, so a failed hand-over leaves the hooks only safer.
+func (s *Service) rotateHookSecretsOf(ctx context.Context, by domain.Person, a domain.Agent) error {
+	hs, err := s.store.ListHooks(ctx, store.ListHooksParams{AgentID: a.ID})
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		_, err := s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: newHookSecret(), Now: s.now(),
+			Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: a.ID,
+				Data: map[string]any{"hook_id": h.ID, "reason": "agent.hand_over"}}})
+		if err != nil && !errors.Is(err, domain.ErrNotFound) { // a hook deleted meanwhile needs no secret
+			return err
+		}
+	}
+	return nil
+}
+
 // DeleteHook deletes the hook and its delivery log and returns it as it
 // was; later deliveries answer 404. Todos it created stay. Audited as
 // hook.delete. Errors: not_found.

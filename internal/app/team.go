@@ -460,6 +460,7 @@ func (s *Service) onTeam(payload string) {
 	case "owner":
 		parts := strings.SplitN(rest, ":", 3)
 		if len(parts) == 3 {
+			s.forgetCredentials(parts[0]) // cached lookups carry the old owner
 			s.Events.setOwner(parts[0], agentIdent{owner: parts[1], handle: parts[2]})
 		}
 	}

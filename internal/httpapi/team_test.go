@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/intake/intaketest"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
@@ -233,5 +234,63 @@ func TestChildTokenNeverOutlivesParent(t *testing.T) {
 	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "free"}).want(t, 201, &free)
 	if free.ExpiresAt != nil {
 		t.Fatalf("child of a non-expiring token expires %v", free.ExpiresAt)
+	}
+}
+
+// TestHandOverRules: an admin cannot hand another person's agent to
+// themself; MCP lookups see the new owner at once (the credential cache is
+// cleared); the agent's hooks get new, unshown secrets.
+func TestHandOverRules(t *testing.T) {
+	e := newEnv(t)
+	admin, _ := e.Service.AuthenticatePerson(t.Context(), e.admin)
+	bob, _ := e.Service.AuthenticatePerson(t.Context(), e.bob)
+	ag := e.vend(t, e.bob, app.VendInput{Handle: "bobs", Queues: []string{"q"}})
+	hk := e.createHook(t, e.bob, app.HookInput{Kind: "github", Agent: "bobs", Queue: "q"})
+	ping := func(id string) response {
+		h, body := intaketest.GitHub(t, "ping")
+		h.Set("X-GitHub-Delivery", id)
+		intaketest.SignGitHub(h, hk.Secret, body)
+		return e.deliver(t, hk.URL, h, body)
+	}
+	ping("before").want(t, 200, nil)
+
+	r := e.do(t, "PATCH", "/v1/agents/bobs", e.admin, map[string]any{"owner": admin.ID})
+	if pr := r.problem(t); r.status != 403 || pr.Reason != "hand_over_to_self" {
+		t.Fatalf("admin hands bob's agent to themself: %d %+v", r.status, pr)
+	}
+	e.do(t, "GET", "/v1/agents/bobs", e.bob, nil).want(t, 200, nil) // still bob's
+	e.vend(t, e.admin, app.VendInput{Handle: "mine", Queues: []string{"q"}})
+	e.do(t, "PATCH", "/v1/agents/mine", e.admin, map[string]any{"owner": admin.ID}).want(t, 200, nil) // already theirs: nothing changes
+
+	// Hand bob's agent to carol: a cached MCP lookup made just before must
+	// not keep the old owner.
+	carol := e.AddPerson(t, "carol")
+	carolP, _ := e.Service.AuthenticatePerson(t.Context(), carol)
+	if p, err := e.Service.AuthenticateAgentCached(t.Context(), ag.Credential); err != nil || p.Agent.OwnerID != bob.ID {
+		t.Fatalf("before: %+v %v", p.Agent, err)
+	}
+	e.do(t, "PATCH", "/v1/agents/bobs", e.admin, map[string]any{"owner": carolP.ID}).want(t, 200, nil)
+	if p, err := e.Service.AuthenticateAgentCached(t.Context(), ag.Credential); err != nil || p.Agent.OwnerID != carolP.ID {
+		t.Fatalf("the cached lookup after the hand-over has owner %q (%v), want carol %q", p.Agent.OwnerID, err, carolP.ID)
+	}
+
+	// The secret bob knew no longer signs; carol rotates to get one.
+	if r := ping("after"); r.status != 401 {
+		t.Fatalf("delivery signed with the pre-hand-over secret = %d %s", r.status, r.body)
+	}
+	var rot app.HookSecretResult
+	e.do(t, "POST", "/v1/hooks/"+hk.Hook.ID+"/secret", carol, nil).want(t, 200, &rot)
+	hk.Secret = rot.Secret
+	ping("rotated").want(t, 200, nil)
+	var audit struct{ Items []domain.AuditEntry }
+	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
+	n := 0
+	for _, a := range audit.Items {
+		if a.Action == "hook.rotate_secret" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("hook.rotate_secret entries %d, want 2 (the hand-over's and carol's)", n)
 	}
 }
