@@ -170,8 +170,9 @@ func (s *Service) GetPerson(ctx context.Context, by domain.Person, id string) (d
 // Deactivating (active=false) ends the person's console sessions and event
 // streams on every instance; its tokens stop working; its agents keep
 // working (an admin may hand them over). Audited as person.update or
-// person.deactivate. Errors: forbidden, not_found, invalid_argument,
-// conflict with reason last_admin.
+// person.deactivate. Nobody deactivates themself (forbidden, reason
+// deactivate_self, also for the last admin). Errors: forbidden, not_found,
+// invalid_argument, conflict with reason last_admin.
 func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string, in PersonUpdate) (domain.Person, error) {
 	if err := requireAdmin(by, "changing a person"); err != nil {
 		return domain.Person{}, err
@@ -201,6 +202,11 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	}
 	if in == (PersonUpdate{}) {
 		return cur, nil // nothing changes: no write, no audit entry
+	}
+	if in.Active != nil && !*in.Active && id == by.ID {
+		// Refused before the last-admin rule: whoever asks is told the same.
+		return domain.Person{}, &domain.Error{Code: domain.CodeForbidden, Reason: "deactivate_self", Pointer: "/active",
+			Detail: "you cannot deactivate yourself; another admin can"}
 	}
 	action := "person.update"
 	if in.Active != nil && !*in.Active {

@@ -41,13 +41,24 @@ func TestPersonsAndRoles(t *testing.T) {
 	}
 	admin := list.Items[0]
 
-	// The last active admin can be neither demoted nor deactivated.
-	for _, body := range []map[string]any{{"role": "member"}, {"active": false}} {
-		r := e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, body)
-		if pr := r.problem(t); r.status != 409 || pr.Reason != "last_admin" || !strings.Contains(pr.Detail, "last active admin") {
-			t.Fatalf("PATCH %v on the last admin: %d %+v", body, r.status, pr)
-		}
+	// The last active admin cannot be demoted, and nobody deactivates
+	// themself (the last admin included: the same clear refusal).
+	r0 := e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, map[string]any{"role": "member"})
+	if pr := r0.problem(t); r0.status != 409 || pr.Reason != "last_admin" || !strings.Contains(pr.Detail, "last active admin") {
+		t.Fatalf("demoting the last admin: %d %+v", r0.status, pr)
 	}
+	r0 = e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, map[string]any{"active": false})
+	if pr := r0.problem(t); r0.status != 403 || pr.Reason != "deactivate_self" || pr.Detail != "you cannot deactivate yourself; another admin can" {
+		t.Fatalf("the last admin deactivates themself: %d %+v", r0.status, pr)
+	}
+	// A second admin cannot deactivate themself either, but the first can.
+	var dora app.PersonCreated
+	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": "dora", "role": "admin"}).want(t, 201, &dora)
+	r0 = e.do(t, "PATCH", "/v1/persons/"+dora.Person.ID, dora.Token.Token, map[string]any{"active": false})
+	if pr := r0.problem(t); r0.status != 403 || pr.Reason != "deactivate_self" {
+		t.Fatalf("an admin deactivates themself: %d %+v", r0.status, pr)
+	}
+	e.do(t, "PATCH", "/v1/persons/"+dora.Person.ID, e.admin, map[string]any{"active": false}).want(t, 200, nil)
 
 	// Carol's agent keeps working after she is deactivated; her token and
 	// her console-less streams stop.
