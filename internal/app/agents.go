@@ -390,7 +390,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 		// An admin who took another person's agent would read its payloads:
 		// a hand-over goes to another person.
 		return domain.Agent{}, &domain.Error{Code: domain.CodeForbidden, Reason: "hand_over_to_self", Pointer: "/owner",
-			Detail: fmt.Sprintf("an admin cannot hand %s's agent %s to themself; hand it to another person", a.OwnerID, a.Handle)}
+			Detail: "an admin cannot hand another person's agent to themself; hand it to another person"}
 	}
 	if err := s.rotateHookSecretsOf(ctx, by, a); err != nil {
 		return domain.Agent{}, err
