@@ -296,13 +296,18 @@ func (s *Service) onAgentSessions(payload string) {
 }
 
 // handOver gives an agent to another active person (PATCH /v1/agents/{ref}
-// {"owner": <person id>}). Only an admin may, for any agent; a member gets
-// not_found for another's agent and forbidden for its own. The agent keeps
-// working: its credentials, sessions and todos are untouched; the new
-// owner sees it and its events from now on. Audited as agent.hand_over.
-// Errors: not_found, forbidden (reason admin_required), invalid_argument
-// (/owner: unknown or deactivated person; owner with other members),
-// conflict (revoked agent).
+// {"owner": <person id>}). Only an admin may, for any agent, and never to
+// themself (unless the agent is already theirs: nothing changes); a member
+// gets not_found for another's agent and forbidden for its own. The agent
+// keeps working: its credentials, sessions and todos are untouched; the new
+// owner sees it and its events from now on, and MCP calls see the new owner
+// at once (the credential cache is cleared). Its hooks get new secrets that
+// nobody is shown (the previous owner knew the old ones): deliveries are
+// refused until the new owner rotates each hook's secret and configures
+// the sender with it. Audited as agent.hand_over (and hook.rotate_secret
+// per hook). Errors: not_found, forbidden (reason admin_required, or
+// hand_over_to_self), invalid_argument (/owner: unknown or deactivated
+// person; owner with other members), conflict (revoked agent).
 func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in UpdateInput) (domain.Agent, error) {
 	if !by.Admin {
 		if _, err := s.OwnedAgent(ctx, by, ref); err != nil {
@@ -334,6 +339,15 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	}
 	if a.OwnerID == to {
 		return a, nil
+	}
+	if to == by.ID {
+		// An admin who took another person's agent would read its payloads:
+		// a hand-over goes to another person.
+		return domain.Agent{}, &domain.Error{Code: domain.CodeForbidden, Reason: "hand_over_to_self", Pointer: "/owner",
+			Detail: "an admin cannot hand another person's agent to themself; hand it to another person"}
+	}
+	if err := s.rotateHookSecretsOf(ctx, by, a); err != nil {
+		return domain.Agent{}, err
 	}
 	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, Now: s.now(),
 		Audit: &domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.hand_over", AgentID: a.ID,

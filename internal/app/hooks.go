@@ -16,10 +16,16 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Per-hook delivery rate limit (DESIGN.md §3.9): a token bucket of
+// Per-hook delivery rate limits (DESIGN.md §3.9): token buckets of
 // HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
-// minute on each instance (the buckets live in memory); past it a delivery
-// answers 429 before its signature is checked.
+// minute on each instance (the buckets live in memory). The signature is
+// checked first: a delivery that passes it takes from the hook's delivery
+// bucket (past it: 429), one that fails it (unsigned, bad signature, stale
+// timestamp, unsupported Content-Type) from the hook's separate
+// failed-check bucket (past it: 429 instead of 401/400/415). So a flood of
+// forged deliveries never uses up what the real sender needs, and it is
+// bounded per hook, not per client address (senders such as GitHub share
+// addresses).
 // Refused deliveries are recorded in the delivery log at most
 // hookRefusalBurst at once per hook (then one per 10 s), so a flood of bad
 // signatures cannot grow the table; every refusal is still logged and
@@ -41,13 +47,15 @@ type HookMetrics interface {
 // intakeState is the per-instance state of intake: the rate limiters.
 type intakeState struct {
 	once     sync.Once
-	limit    *rateLimiter
-	refusals *rateLimiter
+	limit    *rateLimiter // deliveries that pass the signature check
+	failed   *rateLimiter // deliveries that fail it
+	refusals *rateLimiter // refusals recorded in the delivery log
 }
 
 func (s *Service) intakeLimits() *intakeState {
 	s.intake.once.Do(func() {
 		s.intake.limit = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
+		s.intake.failed = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
 		s.intake.refusals = newRateLimiter(hookRefusalRate, hookRefusalBurst)
 	})
 	return &s.intake
@@ -232,6 +240,26 @@ func (s *Service) RotateHookSecret(ctx context.Context, by domain.Person, id str
 	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil
 }
 
+// rotateHookSecretsOf gives every hook of the agent a new secret that is
+// not shown, before the agent changes hands: the previous owner knew the
+// old secrets and could otherwise sign deliveries to the new owner's agent.
+// Done first, so a failed hand-over leaves the hooks only safer.
+func (s *Service) rotateHookSecretsOf(ctx context.Context, by domain.Person, a domain.Agent) error {
+	hs, err := s.store.ListHooks(ctx, store.ListHooksParams{AgentID: a.ID})
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		_, err := s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: newHookSecret(), Now: s.now(),
+			Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: a.ID,
+				Data: map[string]any{"hook_id": h.ID, "reason": "agent.hand_over"}}})
+		if err != nil && !errors.Is(err, domain.ErrNotFound) { // a hook deleted meanwhile needs no secret
+			return err
+		}
+	}
+	return nil
+}
+
 // DeleteHook deletes the hook and its delivery log and returns it as it
 // was; later deliveries answer 404. Todos it created stay. Audited as
 // hook.delete. Errors: not_found.
@@ -267,12 +295,17 @@ type DeliveryResult struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// Deliver handles one webhook delivery (DESIGN.md §3.9): the hook's rate
-// limit, then the signature (before anything of the body is parsed), then
-// decoding, the filter, and the todo — created in the same transaction
-// that records the delivery, attributed hook:<id>, push-eligible, its
-// idempotency key the delivery id, so a redelivery creates nothing. The
-// doorbell rings after commit through the bus, as for a pushed todo.
+// Deliver handles one webhook delivery (DESIGN.md §3.9): the signature
+// (before anything of the body is parsed), then the hook's rate limit for
+// verified deliveries (a delivery that fails the check takes from a
+// separate per-hook bucket instead), then decoding, the filter, and the
+// todo — created in the same transaction that records the delivery,
+// attributed hook:<id>, push-eligible. A redelivery (the same delivery id
+// for the same hook) creates nothing. The todo's idempotency key is the
+// delivery id in the hook's own namespace, hook:<hook id>:<delivery id>,
+// so a delivery never meets an operator's key, a hand_off key or another
+// hook's delivery id. The doorbell rings after commit through the bus, as
+// for a pushed todo.
 //
 // Errors (nothing is created by any of them): not_found (unknown hook),
 // rate_limited (*RateLimitedError), unauthenticated (missing or bad
@@ -295,6 +328,14 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 	}
 	now := s.now()
 	lim := s.intakeLimits()
+	payload, verr := verifyDelivery(h, in, now)
+	if verr != nil {
+		if ok, wait := lim.failed.allow(h.ID, now); !ok {
+			return s.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &RateLimitedError{RetryAfter: wait,
+				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, int(HookDeliveryRate*60))})
+		}
+		return s.verifyErr(ctx, h, now, verr)
+	}
 	if ok, wait := lim.limit.allow(h.ID, now); !ok {
 		s.countDelivery(h.Kind, "rate_limited")
 		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
@@ -302,11 +343,25 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 	}
 	switch h.Kind {
 	case domain.HookGitHub:
-		return s.deliverGitHub(ctx, h, in, now)
+		return s.deliverGitHub(ctx, h, in, payload, now)
 	default:
 		return s.deliverStandard(ctx, h, in, now)
 	}
 }
+
+// verifyDelivery checks the delivery's signature (and, for Standard
+// Webhooks, its timestamp) with the hook's secret and returns the body to
+// decode (GitHub's form deliveries carry it in a field).
+func verifyDelivery(h domain.Hook, in DeliveryInput, now time.Time) ([]byte, error) {
+	if h.Kind == domain.HookGitHub {
+		return intake.VerifyGitHub(h.Secret, in.Header, in.Body)
+	}
+	return in.Body, intake.VerifyStandard(h.Secret, in.Header, in.Body, now)
+}
+
+// hookTodoKey is the idempotency key of the todo a delivery makes: the
+// delivery id in the hook's namespace (see Deliver).
+func hookTodoKey(hookID, deliveryID string) string { return "hook:" + hookID + ":" + deliveryID }
 
 func (s *Service) countDelivery(kind, outcome string) {
 	if m, ok := s.metrics.(HookMetrics); ok {
@@ -317,8 +372,13 @@ func (s *Service) countDelivery(kind, outcome string) {
 // refuse logs, counts and (within the refusal budget) records a refused
 // delivery and returns err. The body is never logged or echoed.
 func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, reason string, err error) (DeliveryResult, error) {
+	return s.refuseAs(ctx, h, now, domain.DeliveryRefused, reason, err)
+}
+
+// refuseAs is refuse counted under outcome (refused or rate_limited).
+func (s *Service) refuseAs(ctx context.Context, h domain.Hook, now time.Time, outcome, reason string, err error) (DeliveryResult, error) {
 	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
-	s.countDelivery(h.Kind, domain.DeliveryRefused)
+	s.countDelivery(h.Kind, outcome)
 	if ok, _ := s.intakeLimits().refusals.allow(h.ID, now); ok {
 		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
 			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
@@ -358,11 +418,7 @@ func deliveryKey(name, v string) error {
 	return nil
 }
 
-func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
-	payload, err := intake.VerifyGitHub(h.Secret, in.Header, in.Body)
-	if err != nil {
-		return s.verifyErr(ctx, h, now, err)
-	}
+func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, payload []byte, now time.Time) (DeliveryResult, error) {
 	// Verified: from here on the sender is the repository's webhook.
 	key, event := in.Header.Get(intake.HeaderGitHubDelivery), in.Header.Get(intake.HeaderGitHubEvent)
 	if err := deliveryKey("X-GitHub-Delivery", key); err != nil {
@@ -404,7 +460,7 @@ func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryI
 		}
 		d.Outcome = domain.DeliveryCreated
 		todo = &domain.Todo{ID: newID(), AgentID: h.AgentID, Queue: h.Queue, Title: intake.Render(h.TitleTemplate, ev),
-			Payload: payload, Kind: kind, Source: domain.HookGitHub, IdempotencyKey: key, PushEligible: true,
+			Payload: payload, Kind: kind, Source: domain.HookGitHub, IdempotencyKey: hookTodoKey(h.ID, key), PushEligible: true,
 			CreatedBy: "hook:" + h.ID, State: domain.TodoPending, MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
 	}
 	return s.record(ctx, h, d, todo)
@@ -414,9 +470,6 @@ func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryI
 const standardSource = "webhook"
 
 func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
-	if err := intake.VerifyStandard(h.Secret, in.Header, in.Body, now); err != nil {
-		return s.verifyErr(ctx, h, now, err)
-	}
 	key := in.Header.Get(intake.HeaderStandardID)
 	if err := deliveryKey("webhook-id", key); err != nil {
 		return s.refuse(ctx, h, now, "bad webhook-id", err)
@@ -451,7 +504,7 @@ func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in Deliver
 	}
 	d := domain.HookDelivery{ID: newID(), HookID: h.ID, Key: key, Event: kind, Outcome: domain.DeliveryCreated, ReceivedAt: now}
 	todo := &domain.Todo{ID: newID(), AgentID: h.AgentID, Queue: queue, Title: intake.Safe(body.Title, "webhook delivery"),
-		Payload: body.Payload, Kind: kind, Source: standardSource, IdempotencyKey: key, PushEligible: true,
+		Payload: body.Payload, Kind: kind, Source: standardSource, IdempotencyKey: hookTodoKey(h.ID, key), PushEligible: true,
 		CreatedBy: "hook:" + h.ID, State: domain.TodoPending, MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
 	return s.record(ctx, h, d, todo)
 }

@@ -137,8 +137,9 @@ func (s *Service) GetPerson(ctx context.Context, by domain.Person, id string) (d
 // Deactivating (active=false) ends the person's console sessions and event
 // streams on every instance; its tokens stop working; its agents keep
 // working (an admin may hand them over). Audited as person.update or
-// person.deactivate. Errors: forbidden, not_found, invalid_argument,
-// conflict with reason last_admin.
+// person.deactivate. Nobody deactivates themself (forbidden, reason
+// deactivate_self, also for the last admin). Errors: forbidden, not_found,
+// invalid_argument, conflict with reason last_admin.
 func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string, in PersonUpdate) (domain.Person, error) {
 	if err := requireAdmin(by, "changing a person"); err != nil {
 		return domain.Person{}, err
@@ -169,6 +170,11 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	if in == (PersonUpdate{}) {
 		return cur, nil // nothing changes: no write, no audit entry
 	}
+	if in.Active != nil && !*in.Active && id == by.ID {
+		// Refused before the last-admin rule: whoever asks is told the same.
+		return domain.Person{}, &domain.Error{Code: domain.CodeForbidden, Reason: "deactivate_self", Pointer: "/active",
+			Detail: "you cannot deactivate yourself; another admin can"}
+	}
 	action := "person.update"
 	if in.Active != nil && !*in.Active {
 		action = "person.deactivate"
@@ -189,9 +195,24 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	return p, nil
 }
 
-// CreateToken mints a personal token for the caller (shown once). Audited
-// as token.create. Errors: invalid_argument (/name, /expires_at).
+// CreateToken mints a personal token for the caller (shown once). A token
+// never outlives the token of the request that mints it
+// (domain.PersonToken.ChildExpiry): from an expiring token, no expires_at
+// gives the parent's expiry and a later one is refused. Audited as
+// token.create. Errors: invalid_argument (/name, /expires_at).
 func (s *Service) CreateToken(ctx context.Context, by domain.Person, in TokenInput) (MintedToken, error) {
+	if by.TokenID != "" {
+		_, parent, err := s.store.TokenByID(ctx, by.TokenID)
+		if err != nil {
+			return MintedToken{}, storeErr(err, "the token of this request is gone", "")
+		}
+		exp, ok := parent.ChildExpiry(in.ExpiresAt)
+		if !ok {
+			return MintedToken{}, domain.Errorf(domain.CodeInvalidArgument,
+				"expires_at must not be after %s, when the token of this request expires", parent.ExpiresAt.UTC().Format(time.RFC3339)).At("/expires_at")
+		}
+		in.ExpiresAt = exp
+	}
 	tok, secret, err := s.mint(by.ID, in.Name, in.ExpiresAt, s.now())
 	if err != nil {
 		return MintedToken{}, err
@@ -412,6 +433,7 @@ func (s *Service) onTeam(payload string) {
 	case "owner":
 		parts := strings.SplitN(rest, ":", 3)
 		if len(parts) == 3 {
+			s.forgetCredentials(parts[0]) // cached lookups carry the old owner
 			s.Events.setOwner(parts[0], agentIdent{owner: parts[1], handle: parts[2]})
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,7 +196,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if path != "" {
 		fk := koanf.New(".")
 		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+			return Config{}, yamlSyntaxError(path, err)
 		}
 		// `log: debug` is short for `log.level: debug`.
 		if lv, ok := fk.Get("log").(string); ok {
@@ -496,3 +497,76 @@ func ParseStore(u string) (dialect, target string, err error) {
 
 // Environ returns os.Environ (a seam for tests).
 func Environ() []string { return os.Environ() }
+
+// yamlSyntaxRE matches a YAML syntax error of go.yaml.in/yaml/v3.
+var yamlSyntaxRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.+)$`)
+
+// yamlParserProblems are the problems the YAML parser (as opposed to its
+// scanner) reports. For them go.yaml.in/yaml/v3 prints a 0-based line, and
+// none at all on the first line; the scanner's lines are 1-based.
+var yamlParserProblems = map[string]bool{
+	"did not find expected node content": true, "did not find expected key": true,
+	"did not find expected '-' indicator": true, "did not find expected ',' or ']'": true,
+	"did not find expected ',' or '}'": true, "did not find expected <document start>": true,
+}
+
+// yamlSyntaxError rewrites a YAML syntax error of the file at path so that
+// it names the right (1-based) line and the key that line belongs to, and
+// suggests quoting when the line holds "::" (an IPv6 address such as
+// ::1/128 in a flow list must be quoted). Other errors are wrapped as they
+// are.
+func yamlSyntaxError(path string, err error) error {
+	m := yamlSyntaxRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	line, _ := strconv.Atoi(m[1])
+	if yamlParserProblems[m[2]] {
+		line++
+	}
+	data, rerr := os.ReadFile(path)
+	if line == 0 || rerr != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	lines := strings.Split(string(data), "\n")
+	where := fmt.Sprintf("line %d", line)
+	if key := yamlKeyAt(lines, line); key != "" {
+		where += " (key " + key + ")"
+	}
+	hint := ""
+	if line <= len(lines) && strings.Contains(lines[line-1], "::") {
+		hint = `; quote values with "::" such as IPv6 prefixes: ["127.0.0.1/32", "::1/128"]`
+	}
+	return fmt.Errorf("config file %s: %s: %s%s", path, where, m[2], hint)
+}
+
+var yamlKeyRE = regexp.MustCompile(`^(\s*)(?:-\s+)?([A-Za-z0-9_.-]+)\s*:(?:\s|$)`)
+
+// yamlKeyAt returns the dotted key whose value holds line (1-based): the
+// last key at or above it, nested by indentation ("" when there is none).
+func yamlKeyAt(lines []string, line int) string {
+	type level struct {
+		indent int
+		key    string
+	}
+	var stack []level
+	for _, l := range lines[:min(line, len(lines))] {
+		if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		m := yamlKeyRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		ind := len(m[1])
+		for len(stack) > 0 && stack[len(stack)-1].indent >= ind {
+			stack = stack[:len(stack)-1]
+		}
+		stack = append(stack, level{ind, m[2]})
+	}
+	keys := make([]string, len(stack))
+	for i, lv := range stack {
+		keys[i] = lv.key
+	}
+	return strings.Join(keys, ".")
+}

@@ -140,8 +140,8 @@ func (h *Handler) updatePerson(w http.ResponseWriter, r *http.Request, v *visit)
 	}
 	if _, err := h.svc.UpdatePerson(r.Context(), v.person, r.PathValue("id"), in); err != nil {
 		var de *domain.Error
-		if errors.As(err, &de) && de.Code == domain.CodeConflict {
-			h.renderPeople(w, r, v, http.StatusConflict, peopleView{Error: de.Detail})
+		if errors.As(err, &de) && (de.Code == domain.CodeConflict || de.Reason == "deactivate_self") {
+			h.renderPeople(w, r, v, httpapi.StatusOf(de.Code), peopleView{Error: de.Detail})
 			return
 		}
 		h.fail(w, r, v, err)

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
@@ -132,20 +133,32 @@ func TestTokensAndPeoplePages(t *testing.T) {
 		t.Fatal("a deactivated person's token still works")
 	}
 
-	// Hand carol's agent to the admin.
+	// No Deactivate button on "you", and deactivating oneself is refused.
+	_, body = b.get("/console/people")
+	if strings.Contains(body, `Deactivate<span class="visually-hidden"> `+root.Name+`</span>`) {
+		t.Fatalf("the people page offers to deactivate the signed-in admin:\n%s", body)
+	}
+	resp, body = b.post("/console/people/"+root.ID, url.Values{"active": {"false"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	wantContains(t, body, "you cannot deactivate yourself")
+
+	// Hand carol's agent to dave; not to the admin themself.
+	dave := e.AddPerson(t, "dave")
+	daveP, _ := e.Service.AuthenticatePerson(t.Context(), dave)
 	vend(t, e, carol, "carols")
 	_, body = b.get("/console/people")
-	wantContains(t, body, "agents: carols")
+	wantContains(t, body, "agents: carols", `Deactivate<span class="visually-hidden"> dave</span>`)
 	resp, body = b.post("/console/handover", url.Values{"agent": {"carols"}, "owner": {root.ID}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	resp, body = b.post("/console/handover", url.Values{"agent": {"carols"}, "owner": {daveP.ID}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
-	if a, err := e.Service.OwnedAgent(t.Context(), root, "carols"); err != nil || a.OwnerID != root.ID {
+	if a, err := e.Service.OwnedAgent(t.Context(), daveP, "carols"); err != nil || a.OwnerID != daveP.ID {
 		t.Fatalf("after the hand-over: %+v %v", a, err)
 	}
 	resp, body = b.post("/console/handover", url.Values{"agent": {"nobody"}, "owner": {root.ID}})
 	wantStatus(t, resp, body, http.StatusNotFound)
 
 	// A member has Tokens but no People.
-	dave := e.AddPerson(t, "dave")
 	db := e.browser(t)
 	db.signIn(dave)
 	resp, body = db.get("/console/people")

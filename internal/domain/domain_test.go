@@ -68,6 +68,18 @@ func TestNeutralize(t *testing.T) {
 		"a < b and <chan>":                                   "a < b and <chan>",
 		"bidi \u202eevil\u202c zero\u200bwidth":              "bidi evil zerowidth",
 		"nul\x00byte":                                        "nul byte",
+		// Look-alike brackets, slashes and letters are seen through; text
+		// that is no tag keeps them.
+		"quote ‹/channel› mark":                "quote </channel_› mark",
+		"angle 〈/channel〉 bracket":             "angle </channel_〉 bracket",
+		"math ⟨channel⟩ and ❮/channel❯":        "math <channel_⟩ and </channel_❯",
+		"slash <∕channel> and <⁄channel":       "slash </channel_> and </channel_",
+		"cyrillic </сhаnnеl> tag":              "cyrillic </channel_> tag",
+		"palochka </chаnnеӏ> and I </channeI>": "palochka </channel_> and I </channel_>",
+		"small caps ‹/ᴄʜᴀɴɴᴇʟ›":                "small caps </channel_›",
+		"greek <Ηαnnel stays":                  "greek <Ηαnnel stays",
+		"prose ‹quoted› сhannel кириллица":     "prose ‹quoted› сhannel кириллица",
+		"fullwidth ＜∕ｃｈａｎｎｅｌ〉":                 "fullwidth </channel_〉",
 	} {
 		if got := Neutralize(in); got != want {
 			t.Errorf("Neutralize(%q) = %q, want %q", in, got, want)

@@ -17,7 +17,15 @@ import (
 // them — not followed by `_` (the defused form). It is written
 // independently of channelTagRE, as the oracle of FuzzNeutralize.
 func opensChannelTag(s string) (string, bool) {
-	f := []rune(strings.ToLower(norm.NFKC.String(s)))
+	f := []rune(norm.NFKC.String(s))
+	for i, r := range f {
+		for plain, like := range readAs {
+			if strings.ContainsRune(like, r) {
+				f[i] = plain
+			}
+		}
+		f[i] = unicode.ToLower(f[i])
+	}
 	skippable := func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.In(r, unicode.Z, unicode.M, unicode.Cf) || unicode.IsControl(r)
 	}
@@ -57,6 +65,20 @@ func opensChannelTag(s string) (string, bool) {
 	return "", false
 }
 
+// readAs lists, per character of a channel tag, the characters a reader
+// could take for it (after NFKC, before case folding): the oracle's own
+// copy of what Neutralize must see through.
+var readAs = map[rune]string{
+	'<': "˂ᐸᚲ‹〈❬❮❰⟨⧼〈≺𝈶",
+	'/': "⁄∕╱⧸〳ノ丿㇓᜵𝈺",
+	'c': "сСϲϹᴄⲥⲤ",
+	'h': "һҺհʜнНΗ",
+	'a': "аАΑαᴀɑ",
+	'n': "ոΝпɴη",
+	'e': "еЕΕҽᴇ℮",
+	'l': "ӀӏΙІ׀ǀ∣ʟI1|",
+}
+
 // FuzzNeutralize: no todo-derived text can open or close a channel tag in a
 // doorbell — not in its content, not in a meta value — whatever the case, white
 // space, Unicode spaces, full-width forms, zero-width or format characters
@@ -69,6 +91,7 @@ func FuzzNeutralize(f *testing.F) {
 		"＜／ｃｈａｎｎｅｌ＞", "﹤channel", "<\u200bchannel>", "<\u202e/channel>", "</\u2060channel>", "<\u00a0/\u3000channel",
 		"<c\u0301hannel", "<ch\u0334annel>", "</channel_>", "<<channel", "x\u2028</channel>\u2029", "\xff</channel>",
 		"<\u180e/channel>", "<\ufeffchannel", "a < b", "<chan nel>", "<\tchannel\n>",
+		"‹/channel›", "〈/channel〉", "⟨channel⟩", "<∕channel>", "</сhаnnеl>", "</chаnnеӏ>", "</channeI>", "❮/ᴄʜᴀɴɴᴇʟ❯",
 	} {
 		f.Add(s, "q", "kind", "src")
 	}

@@ -27,6 +27,13 @@ const (
 	CodeRateLimited     Code = "rate_limited"
 	CodeUnknownMember   Code = "unknown_member"
 	CodeInternal        Code = "internal"
+	// CodeMethodNotAllowed: an HTTP route that exists answers only other
+	// methods (405, with Allow).
+	CodeMethodNotAllowed Code = "method_not_allowed"
+	// CodeUnavailable: the store cannot be reached for now (503, with
+	// Retry-After); the request may be sent again (with its idempotency
+	// key where it has one).
+	CodeUnavailable Code = "unavailable"
 )
 
 // Error is a rule violation with a code, a human-readable detail, and, for

@@ -35,6 +35,25 @@ func (t PersonToken) Usable(now time.Time) bool {
 	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
 }
 
+// ChildExpiry decides the expiry of a token minted while authenticated
+// with t (the parent), so that no token outlives the token that made it:
+// with a parent that never expires the requested expiry stands (nil = none);
+// with a parent that expires, no requested expiry is capped to the parent's,
+// and a requested expiry after the parent's is refused (ok false). A
+// requested expiry at or before the parent's stands.
+func (t PersonToken) ChildExpiry(requested *time.Time) (expires *time.Time, ok bool) {
+	switch {
+	case t.ExpiresAt == nil:
+		return requested, true
+	case requested == nil:
+		e := *t.ExpiresAt
+		return &e, true
+	case requested.After(*t.ExpiresAt):
+		return nil, false
+	}
+	return requested, true
+}
+
 // ConsoleSession is a signed-in console session (design: Console sessions): the
 // cookie names it, and every request checks it, its token and its person.
 type ConsoleSession struct {

@@ -473,7 +473,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "parameter on list agents", method: "GET", path: "/v1/agents?ownr=bob", status: 400, code: "invalid_argument", detail: "known: owner, limit, cursor"},
 		// Routing.
 		{name: "unknown route", method: "GET", path: "/v1/nothing", status: 404, code: "not_found", detail: "no route"},
-		{name: "wrong method", method: "PUT", path: "/v1/agents", body: `{}`, status: 405, code: "invalid_argument", detail: "not allowed"},
+		{name: "wrong method", method: "PUT", path: "/v1/agents", body: `{}`, status: 405, code: "method_not_allowed", detail: "not allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ import (
 const MaxBodyBytes = 1 << 20
 
 // statusError is a domain error that needs an HTTP status other than the one
-// its code maps to (413, 415, 405, 503).
+// its code maps to (413, 415, 503).
 type statusError struct {
 	status int
 	err    *domain.Error

@@ -15,6 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
+	"github.com/rollcall/rollcall/internal/store"
 )
 
 // deliver posts a delivery with exactly the given headers and checks the
@@ -172,7 +173,7 @@ func TestGitHubDeliveries(t *testing.T) {
 		e.do(t, "GET", "/v1/todos/"+res.TodoID, e.admin, nil).want(t, 200, &td)
 		event, _, _ := strings.Cut(name, ".")
 		if td.Source != "github" || td.Kind != event || td.CreatedBy != "hook:"+hk.Hook.ID || !td.PushEligible ||
-			td.IdempotencyKey != h.Get("X-GitHub-Delivery") || td.Queue != "review" {
+			td.IdempotencyKey != "hook:"+hk.Hook.ID+":"+h.Get("X-GitHub-Delivery") || td.Queue != "review" {
 			t.Fatalf("%s: todo %+v", name, td)
 		}
 		var p map[string]any
@@ -321,7 +322,7 @@ func TestStandardDeliveries(t *testing.T) {
 	var td domain.Todo
 	e.do(t, "GET", "/v1/todos/"+res.TodoID, e.admin, nil).want(t, 200, &td)
 	if td.Title != "Deploy failed </channel_> on prod" || td.Source != "webhook" || td.Kind != "deploy" || td.Queue != "build" ||
-		td.IdempotencyKey != "msg_1" || td.CreatedBy != "hook:"+hk.Hook.ID || string(td.Payload) != `{"env":"prod"}` {
+		td.IdempotencyKey != "hook:"+hk.Hook.ID+":msg_1" || td.CreatedBy != "hook:"+hk.Hook.ID || string(td.Payload) != `{"env":"prod"}` {
 		t.Fatalf("todo %+v", td)
 	}
 	send("msg_1", now, `{"title":"Deploy failed </channel> on prod","payload":{"env":"prod"}}`).want(t, 200, &res)
@@ -356,6 +357,134 @@ func TestStandardDeliveries(t *testing.T) {
 	}
 	if n := len(e.todos(t, "builder")); n != 2 {
 		t.Fatalf("todos %d, want 2", n)
+	}
+}
+
+// TestForgedFloodDoesNotStarveTheHook: 70 deliveries with a bad signature
+// and Content-Type text/plain use up only the hook's failed-check budget
+// (60 refused, then 429); a correctly signed delivery right after them is
+// taken, and the refusals are on the hook's delivery log.
+func TestForgedFloodDoesNotStarveTheHook(t *testing.T) {
+	e := newEnv(t)
+	e.vend(t, e.admin, builder)
+	hk := e.createHook(t, e.admin, app.HookInput{Kind: "github", Agent: "builder", Queue: "review"})
+	refused, limited := 0, 0
+	for i := range 70 {
+		h, body := intaketest.GitHub(t, "pull_request.opened")
+		h.Set("Content-Type", "text/plain")
+		h.Set("X-Hub-Signature-256", "sha256=00")
+		h.Set("X-GitHub-Delivery", fmt.Sprintf("forged-%d", i))
+		switch r := e.deliver(t, hk.URL, h, body); r.status {
+		case http.StatusUnauthorized, http.StatusUnsupportedMediaType:
+			refused++
+		case http.StatusTooManyRequests:
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			limited++
+		default:
+			t.Fatalf("forged delivery %d = %d %s", i, r.status, r.body)
+		}
+	}
+	if refused != 60 || limited != 10 {
+		t.Fatalf("forged flood: %d refused, %d rate limited; want 60 and 10", refused, limited)
+	}
+	h, body := intaketest.GitHub(t, "pull_request.opened")
+	intaketest.SignGitHub(h, hk.Secret, body)
+	var res app.DeliveryResult
+	e.deliver(t, hk.URL, h, body).want(t, http.StatusCreated, &res)
+	if res.Outcome != "created" || res.TodoID == "" {
+		t.Fatalf("the signed delivery after the flood: %+v", res)
+	}
+	var v app.HookView
+	e.do(t, "GET", "/v1/hooks/"+hk.Hook.ID, e.admin, nil).want(t, 200, &v)
+	n := 0
+	for _, d := range v.LastDeliveries {
+		if d.Outcome == "refused" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no refusal on the delivery log: %+v", v.LastDeliveries)
+	}
+}
+
+// TestDeliveryIDsHaveTheirOwnNamespace: a delivery id equal to an
+// operator's idempotency key, or to another hook's delivery id, makes its
+// own todo; an operator push with a delivery's id makes its own too.
+func TestDeliveryIDsHaveTheirOwnNamespace(t *testing.T) {
+	e := newEnv(t)
+	e.vend(t, e.admin, builder)
+	op := e.push(t, e.admin, "builder", app.PushInput{Queue: "build", Title: "operator's", IdempotencyKey: "shared-1"})
+
+	std := e.createHook(t, e.admin, app.HookInput{Kind: "standard", Agent: "builder", Queue: "build"})
+	wh, err := standardwebhooks.NewWebhook(std.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendStd := func(id, body string) response {
+		now := e.Clock.Now()
+		sig, err := wh.Sign(id, now, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
+		h.Set("webhook-signature", sig)
+		return e.deliver(t, std.URL, h, []byte(body))
+	}
+	var a app.DeliveryResult
+	sendStd("shared-1", `{"title":"standard's"}`).want(t, http.StatusCreated, &a)
+	if a.Outcome != "created" || a.TodoID == op.ID {
+		t.Fatalf("webhook-id equal to an operator's key: %+v (operator's todo %s)", a, op.ID)
+	}
+	// An operator push with the delivery's id is the operator's own.
+	var pushed domain.Todo
+	e.do(t, "POST", "/v1/agents/builder/todos", e.admin, app.PushInput{Queue: "build", Title: "operator again", IdempotencyKey: "shared-2"}).want(t, http.StatusCreated, &pushed)
+	var b app.DeliveryResult
+	sendStd("shared-2", `{"title":"standard's second"}`).want(t, http.StatusCreated, &b)
+	if b.TodoID == pushed.ID {
+		t.Fatalf("webhook-id equal to a later operator key swallowed: %+v", b)
+	}
+
+	// A GitHub delivery whose id an earlier webhook-id had.
+	gh := e.createHook(t, e.admin, app.HookInput{Kind: "github", Agent: "builder", Queue: "review"})
+	h, body := intaketest.GitHub(t, "pull_request.opened")
+	h.Set("X-GitHub-Delivery", "shared-1")
+	intaketest.SignGitHub(h, gh.Secret, body)
+	var c app.DeliveryResult
+	e.deliver(t, gh.URL, h, body).want(t, http.StatusCreated, &c)
+	if c.Outcome != "created" || c.TodoID == a.TodoID || c.TodoID == op.ID {
+		t.Fatalf("X-GitHub-Delivery equal to an earlier webhook-id: %+v", c)
+	}
+	// Redeliveries still deduplicate, per hook.
+	var again app.DeliveryResult
+	e.deliver(t, gh.URL, h, body).want(t, http.StatusOK, &again)
+	if again.Outcome != "duplicate" || again.TodoID != c.TodoID {
+		t.Fatalf("redelivery: %+v", again)
+	}
+	if n := len(e.todos(t, "builder")); n != 5 {
+		t.Fatalf("todos %d, want 5 (2 pushed, 3 delivered)", n)
+	}
+
+	// A delivery recorded before delivery ids had their namespace (its todo
+	// keyed by the bare id) is still a duplicate when redelivered: the
+	// delivery log, keyed per hook, answers first.
+	now := e.Clock.Now()
+	old := domain.Todo{ID: "01900000-0000-7000-8000-000000000001", AgentID: op.AgentID, Queue: "review", Title: "old", Source: "github",
+		IdempotencyKey: "legacy-1", PushEligible: true, CreatedBy: "hook:" + gh.Hook.ID, State: domain.TodoPending,
+		MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
+	if _, err := e.Service.Store().RecordDelivery(t.Context(), store.RecordDeliveryParams{Todo: &old, Delivery: domain.HookDelivery{
+		ID: "01900000-0000-7000-8000-000000000002", HookID: gh.Hook.ID, Key: "legacy-1", Event: "pull_request", Action: "opened",
+		Outcome: domain.DeliveryCreated, ReceivedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Set("X-GitHub-Delivery", "legacy-1")
+	e.deliver(t, gh.URL, h, body).want(t, http.StatusOK, &again)
+	if again.Outcome != "duplicate" || again.TodoID != old.ID {
+		t.Fatalf("redelivery of a delivery recorded with a bare key: %+v", again)
 	}
 }
 

@@ -37,7 +37,7 @@
 //   - Responses: single objects as themselves, lists as {"items": [...]}.
 //     Errors are RFC 9457 problem documents (see Problem and StatusOf).
 //   - Unknown paths answer a 404 problem, a known path with another method a
-//     405 problem (code invalid_argument) with an Allow header.
+//     405 problem (code method_not_allowed) with an Allow header.
 package httpapi
 
 import (
@@ -175,7 +175,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	case http.StatusMethodNotAllowed:
 		allow := probe.h.Get("Allow")
 		w.Header().Set("Allow", allow)
-		writeProblem(w, r, http.StatusMethodNotAllowed, domain.Errorf(domain.CodeInvalidArgument,
+		writeProblem(w, r, http.StatusMethodNotAllowed, domain.Errorf(domain.CodeMethodNotAllowed,
 			"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
 	case http.StatusNotFound:
 		writeProblem(w, r, http.StatusNotFound, domain.Errorf(domain.CodeNotFound, "no route %s %s; see GET /v1/openapi.yaml", r.Method, r.URL.Path))

@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -16,12 +18,16 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// The tenant isolation matrix (issue 9 item 8): every operation of
-// api/openapi.yaml × {another member, an admin, an agent credential, a
-// revoked token, an expired token}, each aimed at member ann's resources,
-// asserting the status and that nothing of ann's changed. An operation of
-// the document missing from matrixOps fails the test, so a new route is
-// covered by construction: add one line below.
+// The tenant isolation matrix: every operation of api/openapi.yaml ×
+// {another member, an admin, an agent credential, a revoked token, an
+// expired token}, each aimed at member ann's resources, asserting the
+// status, that nothing of ann's changed, and that the response body holds
+// none of ann's ids, names, titles or secrets (a value the request itself
+// carried, such as the id in a 404's path, may be echoed; an admin may see
+// ann's person on the person routes). An operation of the document missing
+// from matrixOps fails the test, so a new route is covered by
+// construction: add one line below. matrixExtra holds further rows for
+// operations with more than one way in (a member's owner change).
 
 // Callers of the matrix.
 const (
@@ -60,44 +66,55 @@ type matrixOp struct {
 	method, path string
 	body         any
 	want         expect
+	// personVisible: an admin's answer may show ann's person (id, name).
+	personVisible bool
+}
+
+// matrixExtra are further rows, named "<operationId> <what>"; {self} is the
+// caller's own person id (ann's for her dead tokens).
+var matrixExtra = map[string]matrixOp{
+	// A member cannot take ann's agent (404, as for any of ann's agents);
+	// an admin cannot hand it to themself (403 hand_over_to_self).
+	"updateAgent owner": {"PATCH", "/v1/agents/{agent}", map[string]any{"owner": "{self}"},
+		expect{cMember: 404, cAdmin: 403, cAgent: 403, cRevoked: 401, cExpired: 401}, false},
 }
 
 var matrixOps = map[string]matrixOp{
-	"getHealth":        {"GET", "/healthz", nil, tokenless},
-	"getReady":         {"GET", "/readyz", nil, tokenless},
-	"getOpenAPI":       {"GET", "/v1/openapi.yaml", nil, tokenless},
-	"vendAgent":        {"POST", "/v1/agents", map[string]any{"handle": "m-{caller}", "queues": []string{"q"}}, ownScope(201)},
-	"listAgents":       {"GET", "/v1/agents", nil, ownScope(200)},
-	"getAgent":         {"GET", "/v1/agents/{agent}", nil, theirs},
-	"updateAgent":      {"PATCH", "/v1/agents/{agent}", map[string]any{"name": "stolen"}, theirs},
-	"revokeAgent":      {"DELETE", "/v1/agents/{agent}", nil, theirs},
-	"rotateCredential": {"POST", "/v1/agents/{agent}/credentials", nil, theirs},
-	"pushTodo":         {"POST", "/v1/agents/{agent}/todos", map[string]any{"queue": "q", "title": "x"}, theirs},
-	"listAgentTodos":   {"GET", "/v1/agents/{agent}/todos", nil, theirs},
-	"getTodo":          {"GET", "/v1/todos/{todo}", nil, theirs},
-	"getPresence":      {"GET", "/v1/agents/{agent}/presence", nil, theirs},
-	"setPresence":      {"PUT", "/v1/agents/{agent}/presence", map[string]any{"presence": "out"}, theirs},
-	"clearPresence":    {"DELETE", "/v1/agents/{agent}/presence", nil, theirs},
-	"setShift":         {"PUT", "/v1/agents/{agent}/shift", map[string]any{"shift": "mon-fri 09:00-17:00 UTC"}, theirs},
-	"sendHeartbeat":    {"POST", "/v1/agents/{agent}/heartbeat", map[string]any{"state": "online"}, heartbeatX},
-	"getAgentStatus":   {"GET", "/v1/agents/{agent}/status", nil, theirs},
-	"streamEvents":     {"GET", "/v1/events", nil, ownScope(200)},
-	"listAudit":        {"GET", "/v1/audit?agent={agent}", nil, theirs},
-	"verifyAudit":      {"GET", "/v1/audit/verify", nil, ownScope(200)},
-	"createPerson":     {"POST", "/v1/persons", map[string]any{"name": "new {caller}"}, adminOnly(201)},
-	"listPersons":      {"GET", "/v1/persons", nil, adminOnly(200)},
-	"getPerson":        {"GET", "/v1/persons/{person}", nil, expect{cMember: 404, cAdmin: 200, cAgent: 403, cRevoked: 401, cExpired: 401}},
-	"updatePerson":     {"PATCH", "/v1/persons/{person}", map[string]any{"role": "member"}, adminOnly(200)},
-	"createToken":      {"POST", "/v1/tokens", map[string]any{"name": "mine"}, ownScope(201)},
-	"listTokens":       {"GET", "/v1/tokens", nil, ownScope(200)},
-	"revokeToken":      {"DELETE", "/v1/tokens/{token}", nil, theirs},
-	"createHook":       {"POST", "/v1/hooks", map[string]any{"kind": "github", "agent": "{agent}", "queue": "q"}, theirs},
-	"listHooks":        {"GET", "/v1/hooks?agent={agent}", nil, theirs},
-	"getHook":          {"GET", "/v1/hooks/{hook}", nil, theirs},
-	"rotateHookSecret": {"POST", "/v1/hooks/{hook}/secret", nil, theirs},
-	"deleteHook":       {"DELETE", "/v1/hooks/{hook}", nil, theirs},
+	"getHealth":        {"GET", "/healthz", nil, tokenless, false},
+	"getReady":         {"GET", "/readyz", nil, tokenless, false},
+	"getOpenAPI":       {"GET", "/v1/openapi.yaml", nil, tokenless, false},
+	"vendAgent":        {"POST", "/v1/agents", map[string]any{"handle": "m-{caller}", "queues": []string{"q"}}, ownScope(201), false},
+	"listAgents":       {"GET", "/v1/agents", nil, ownScope(200), false},
+	"getAgent":         {"GET", "/v1/agents/{agent}", nil, theirs, false},
+	"updateAgent":      {"PATCH", "/v1/agents/{agent}", map[string]any{"name": "stolen"}, theirs, false},
+	"revokeAgent":      {"DELETE", "/v1/agents/{agent}", nil, theirs, false},
+	"rotateCredential": {"POST", "/v1/agents/{agent}/credentials", nil, theirs, false},
+	"pushTodo":         {"POST", "/v1/agents/{agent}/todos", map[string]any{"queue": "q", "title": "x"}, theirs, false},
+	"listAgentTodos":   {"GET", "/v1/agents/{agent}/todos", nil, theirs, false},
+	"getTodo":          {"GET", "/v1/todos/{todo}", nil, theirs, false},
+	"getPresence":      {"GET", "/v1/agents/{agent}/presence", nil, theirs, false},
+	"setPresence":      {"PUT", "/v1/agents/{agent}/presence", map[string]any{"presence": "out"}, theirs, false},
+	"clearPresence":    {"DELETE", "/v1/agents/{agent}/presence", nil, theirs, false},
+	"setShift":         {"PUT", "/v1/agents/{agent}/shift", map[string]any{"shift": "mon-fri 09:00-17:00 UTC"}, theirs, false},
+	"sendHeartbeat":    {"POST", "/v1/agents/{agent}/heartbeat", map[string]any{"state": "online"}, heartbeatX, false},
+	"getAgentStatus":   {"GET", "/v1/agents/{agent}/status", nil, theirs, false},
+	"streamEvents":     {"GET", "/v1/events", nil, ownScope(200), false},
+	"listAudit":        {"GET", "/v1/audit?agent={agent}", nil, theirs, false},
+	"verifyAudit":      {"GET", "/v1/audit/verify", nil, ownScope(200), false},
+	"createPerson":     {"POST", "/v1/persons", map[string]any{"name": "new {caller}"}, adminOnly(201), false},
+	"listPersons":      {"GET", "/v1/persons", nil, adminOnly(200), true},
+	"getPerson":        {"GET", "/v1/persons/{person}", nil, expect{cMember: 404, cAdmin: 200, cAgent: 403, cRevoked: 401, cExpired: 401}, true},
+	"updatePerson":     {"PATCH", "/v1/persons/{person}", map[string]any{"role": "member"}, adminOnly(200), true},
+	"createToken":      {"POST", "/v1/tokens", map[string]any{"name": "mine"}, ownScope(201), false},
+	"listTokens":       {"GET", "/v1/tokens", nil, ownScope(200), false},
+	"revokeToken":      {"DELETE", "/v1/tokens/{token}", nil, theirs, false},
+	"createHook":       {"POST", "/v1/hooks", map[string]any{"kind": "github", "agent": "{agent}", "queue": "q"}, theirs, false},
+	"listHooks":        {"GET", "/v1/hooks?agent={agent}", nil, theirs, false},
+	"getHook":          {"GET", "/v1/hooks/{hook}", nil, theirs, false},
+	"rotateHookSecret": {"POST", "/v1/hooks/{hook}/secret", nil, theirs, false},
+	"deleteHook":       {"DELETE", "/v1/hooks/{hook}", nil, theirs, false},
 	// Deliveries carry no token: an unsigned one is 401 for everyone.
-	"deliverHook": {"POST", "/v1/hooks/{hook}/deliveries", map[string]any{"zen": "x"}, expect{cMember: 401, cAdmin: 401, cAgent: 401, cRevoked: 401, cExpired: 401}},
+	"deliverHook": {"POST", "/v1/hooks/{hook}/deliveries", map[string]any{"zen": "x"}, expect{cMember: 401, cAdmin: 401, cAgent: 401, cRevoked: 401, cExpired: 401}, false},
 }
 
 func TestTenantIsolationMatrix(t *testing.T) {
@@ -125,16 +142,20 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	// ann: a member with an agent, a todo, a live token, a revoked one and
 	// one that expires. bob: another member, whose agent's credential is
 	// the agent caller.
-	ann := e.AddPerson(t, "ann")
+	ann := e.AddPerson(t, "annika-q7x")
 	annP, err := e.Service.AuthenticatePerson(t.Context(), ann)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bob := e.AddPerson(t, "bob-matrix")
-	agent := e.vend(t, ann, app.VendInput{Handle: "ann-bot", Queues: []string{"q"}, Verbs: domain.ScopeVerbs})
+	bobP, _ := e.Service.AuthenticatePerson(t.Context(), bob)
+	adminP, _ := e.Service.AuthenticatePerson(t.Context(), e.admin)
+	agent := e.vend(t, ann, app.VendInput{Handle: "ann-bot", Name: "Annika's zq9 bot", Queues: []string{"q"}, Verbs: domain.ScopeVerbs})
 	var todo domain.Todo
-	e.do(t, "POST", "/v1/agents/ann-bot/todos", ann, map[string]any{"queue": "q", "title": "secret"}).want(t, 201, &todo)
+	e.do(t, "POST", "/v1/agents/ann-bot/todos", ann, map[string]any{"queue": "q", "title": "secret zq9 title", "payload": map[string]any{"k": "payload-zq9"}}).want(t, 201, &todo)
 	bobAgent := e.vend(t, bob, app.VendInput{Handle: "bob-bot", Queues: []string{"q"}})
+	adminAgent := e.vend(t, e.admin, app.VendInput{Handle: "admin-bot", Queues: []string{"q"}})
+	e.beat(t, agent.Credential, "ann-bot", `{"state":"online","billing_mode":"api"}`).want(t, 200, nil)
 	mint := func(name string, expires *time.Time) app.MintedToken {
 		var m app.MintedToken
 		e.do(t, "POST", "/v1/tokens", ann, map[string]any{"name": name, "expires_at": expires}).want(t, 201, &m)
@@ -150,17 +171,36 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	e.Clock.Advance(2 * time.Hour)
 
 	tokens := map[string]string{cMember: bob, cAdmin: e.admin, cAgent: bobAgent.Credential, cRevoked: revoked.Token, cExpired: expired.Token}
+	selves := map[string]string{cMember: bobP.ID, cAdmin: adminP.ID, cAgent: bobP.ID, cRevoked: annP.ID, cExpired: annP.ID}
 	fill := func(s, caller string) string {
 		return strings.NewReplacer("{agent}", agent.Agent.ID, "{todo}", todo.ID, "{person}", annP.ID, "{token}", live.ID, "{hook}", hook.Hook.ID,
-			"{caller}", strings.ReplaceAll(strings.Split(caller, " ")[1], "-", "")).Replace(s)
+			"{self}", selves[caller], "{caller}", strings.ReplaceAll(strings.Split(caller, " ")[1], "-", "")).Replace(s)
 	}
-	ids := make([]string, 0, len(matrixOps))
-	for id := range matrixOps {
+	// What no other caller may read: everything that names or identifies
+	// ann or her things. The person's id and name are listed apart: an
+	// admin sees them on the person routes.
+	annPerson := []string{annP.ID, "annika-q7x"}
+	annThings := []string{agent.Agent.ID, "ann-bot", "Annika's zq9 bot", agent.Credential, todo.ID, "secret zq9 title", "payload-zq9",
+		live.ID, revoked.ID, expired.ID, hook.Hook.ID, hook.Secret}
+	// Each caller's stream must also carry its own agent's events, so a
+	// leak on the stream has a moment to show before the stream is judged.
+	own := map[string][2]string{cMember: {bobAgent.Credential, "bob-bot"}, cAdmin: {adminAgent.Credential, "admin-bot"}}
+	modes := []string{"api", "max"}
+	beats := 0
+	rows := map[string]matrixOp{}
+	for id, op := range matrixOps {
+		rows[id] = op
+	}
+	for id, op := range matrixExtra {
+		rows[id] = op
+	}
+	ids := make([]string, 0, len(rows))
+	for id := range rows {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		op := matrixOps[id]
+		op := rows[id]
 		for _, caller := range matrixCallers {
 			t.Run(id+"/"+caller, func(t *testing.T) {
 				before := e.annSnapshot(t, annP.ID)
@@ -170,16 +210,37 @@ func TestTenantIsolationMatrix(t *testing.T) {
 				}
 				path := fill(op.path, caller)
 				var status int
+				var got []byte
 				if id == "streamEvents" {
-					status = e.streamStatus(t, path, tokens[caller])
+					beats++
+					status, got = e.streamLeak(t, path, tokens[caller], func() {
+						// ann's agent changes, then the caller's own: only the
+						// latter may reach the caller's stream.
+						e.beat(t, agent.Credential, "ann-bot", `{"state":"online","billing_mode":"`+modes[beats%2]+`"}`).want(t, 200, nil)
+						if o, ok := own[caller]; ok {
+							e.beat(t, o[0], o[1], `{"state":"online","billing_mode":"`+modes[beats%2]+`"}`).want(t, 200, nil)
+						}
+						before = e.annSnapshot(t, annP.ID) // the beats were the test's, not the stream's
+					}, own[caller][1])
 				} else {
-					status = e.do(t, op.method, path, tokens[caller], body).status
+					r := e.do(t, op.method, path, tokens[caller], body)
+					status, got = r.status, r.body
 				}
 				if want := op.want[caller]; status != want {
 					t.Errorf("%s %s as %s: status %d, want %d", op.method, path, caller, status, want)
 				}
 				if after := e.annSnapshot(t, annP.ID); after != before {
 					t.Errorf("%s %s as %s changed ann's data:\nbefore %s\nafter  %s", op.method, path, caller, before, after)
+				}
+				sent := path + fmt.Sprint(body)
+				secret := append([]string{}, annThings...)
+				if !(op.personVisible && caller == cAdmin) {
+					secret = append(secret, annPerson...)
+				}
+				for _, v := range secret {
+					if !strings.Contains(sent, v) && strings.Contains(string(got), v) {
+						t.Errorf("%s %s as %s: the answer holds ann's %q:\n%s", op.method, path, caller, v, got)
+					}
 				}
 			})
 		}
@@ -201,9 +262,12 @@ func fillBody(b any, fill func(string) string) any {
 	return b
 }
 
-// streamStatus opens an SSE stream and returns its status once the headers
-// arrived (the stream is then closed).
-func (e *env) streamStatus(t *testing.T, path, token string) int {
+// streamLeak opens an SSE stream and returns its status and what it
+// carried: a refused stream's problem body; an open stream's lines from
+// its opening until an event naming until (the caller's own agent, made to
+// change by act after the stream opened), or only its opening when until
+// is "".
+func (e *env) streamLeak(t *testing.T, path, token string, act func(), until string) (int, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -213,8 +277,31 @@ func (e *env) streamStatus(t *testing.T, path, token string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	var got strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		got.WriteString(sc.Text() + "\n")
+		if sc.Text() == ": stream open" {
+			break
+		}
+	}
+	if until == "" {
+		return resp.StatusCode, []byte(got.String())
+	}
+	act()
+	for sc.Scan() {
+		got.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), `"`+until+`"`) {
+			return resp.StatusCode, []byte(got.String())
+		}
+	}
+	t.Fatalf("the stream ended before the caller's own event: %v\n%s", sc.Err(), got.String())
+	return 0, nil
 }
 
 // annSnapshot digests everything of ann's the API could change: her

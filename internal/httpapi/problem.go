@@ -4,8 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 )
@@ -38,13 +44,19 @@ type Problem struct {
 //	forbidden                        → 403
 //	not_found                        → 404
 //	conflict                         → 409
+//	method_not_allowed               → 405
 //	rate_limited                     → 429
+//	unavailable                      → 503
 //	internal and anything else       → 500
 //
 // A few errors override the status while keeping code invalid_argument:
-// 413 (body over 1 MiB), 415 (not application/json) and 405 (method).
+// 413 (body over 1 MiB) and 415 (not application/json).
 func StatusOf(c domain.Code) int {
 	switch c {
+	case domain.CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case domain.CodeUnavailable:
+		return http.StatusServiceUnavailable
 	case domain.CodeInvalidArgument, domain.CodeUnknownMember:
 		return http.StatusBadRequest
 	case domain.CodeUnauthenticated:
@@ -62,19 +74,71 @@ func StatusOf(c domain.Code) int {
 }
 
 var titles = map[domain.Code]string{
-	domain.CodeInvalidArgument: "Invalid argument",
-	domain.CodeUnknownMember:   "Unknown member",
-	domain.CodeUnauthenticated: "Unauthenticated",
-	domain.CodeForbidden:       "Forbidden",
-	domain.CodeNotFound:        "Not found",
-	domain.CodeConflict:        "Conflict",
-	domain.CodeRateLimited:     "Rate limited",
-	domain.CodeInternal:        "Internal error",
+	domain.CodeInvalidArgument:  "Invalid argument",
+	domain.CodeUnknownMember:    "Unknown member",
+	domain.CodeUnauthenticated:  "Unauthenticated",
+	domain.CodeForbidden:        "Forbidden",
+	domain.CodeNotFound:         "Not found",
+	domain.CodeConflict:         "Conflict",
+	domain.CodeRateLimited:      "Rate limited",
+	domain.CodeInternal:         "Internal error",
+	domain.CodeMethodNotAllowed: "Method not allowed",
+	domain.CodeUnavailable:      "Service unavailable",
 }
 
+// UnavailableRetryAfter is the Retry-After of an unavailable answer: the
+// store could not be reached, and a client should not hammer it while it
+// comes back.
+const UnavailableRetryAfter = 5 * time.Second
+
+// Unavailable reports whether err says the store cannot be reached now
+// rather than that the request is wrong: a network error on the way to the
+// database (connection refused or reset, DNS, a dial or read timeout — a
+// pgx connect error wraps one), a connection cut mid-answer (unexpected
+// EOF), a PostgreSQL connection exception (SQLSTATE class 08) or shutdown
+// (57P01–57P03, 53300 too many connections), SQLite still busy after its
+// busy timeout, or a deadline that expired while the caller's own context
+// (ctx) is still live (a pool acquire that gave up). It names no driver type,
+// so adapters stay free of the store's packages.
+func Unavailable(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) { // before net.Error: it is one
+		return ctx.Err() == nil
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) {
+		switch st := pg.SQLState(); {
+		case strings.HasPrefix(st, "08"), st == "57P01", st == "57P02", st == "57P03", st == "53300":
+			return true
+		}
+	}
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) && lite.Code()&0xff == sqliteBusy {
+		return true
+	}
+	return false
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of a database locked
+// by another connection past the busy timeout.
+const sqliteBusy = 5
+
+// unavailableError is the problem of an Unavailable error: it says what
+// happened and when to retry, never the driver's text.
+var unavailableError = &domain.Error{Code: domain.CodeUnavailable,
+	Detail: fmt.Sprintf("the database cannot be reached right now; retry after %d s", int(UnavailableRetryAfter/time.Second))}
+
 // writeError renders err as a problem document. A *domain.Error keeps its
-// code, detail, pointer and reason; anything else (and code internal) is
-// logged with its text and answered with a generic 500 that leaks nothing.
+// code, detail, pointer and reason; an Unavailable store error is logged
+// and answered 503 unavailable with Retry-After; anything else (and code
+// internal) is logged with its text and answered with a generic 500 that
+// leaks nothing.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var se *statusError
 	if errors.As(err, &se) { // built by this package: safe to show
@@ -87,13 +151,21 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	var de *domain.Error
-	if !errors.As(err, &de) || de.Code == domain.CodeInternal {
+	switch {
+	case errors.As(err, &de) && de.Code != domain.CodeInternal:
+	case Unavailable(r.Context(), err):
+		a.log.Warn("request failed: the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = unavailableError
+	default:
 		level := slog.LevelError
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			level = slog.LevelInfo // the client went away
 		}
 		a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		de = &domain.Error{Code: domain.CodeInternal, Detail: "internal error; the server log has the cause"}
+	}
+	if de.Code == domain.CodeUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(UnavailableRetryAfter/time.Second)))
 	}
 	if de.Code == domain.CodeUnauthenticated {
 		v := `Bearer realm="rollcall"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/intake/intaketest"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
@@ -40,13 +41,24 @@ func TestPersonsAndRoles(t *testing.T) {
 	}
 	admin := list.Items[0]
 
-	// The last active admin can be neither demoted nor deactivated.
-	for _, body := range []map[string]any{{"role": "member"}, {"active": false}} {
-		r := e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, body)
-		if pr := r.problem(t); r.status != 409 || pr.Reason != "last_admin" || !strings.Contains(pr.Detail, "last active admin") {
-			t.Fatalf("PATCH %v on the last admin: %d %+v", body, r.status, pr)
-		}
+	// The last active admin cannot be demoted, and nobody deactivates
+	// themself (the last admin included: the same clear refusal).
+	r0 := e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, map[string]any{"role": "member"})
+	if pr := r0.problem(t); r0.status != 409 || pr.Reason != "last_admin" || !strings.Contains(pr.Detail, "last active admin") {
+		t.Fatalf("demoting the last admin: %d %+v", r0.status, pr)
 	}
+	r0 = e.do(t, "PATCH", "/v1/persons/"+admin.ID, e.admin, map[string]any{"active": false})
+	if pr := r0.problem(t); r0.status != 403 || pr.Reason != "deactivate_self" || pr.Detail != "you cannot deactivate yourself; another admin can" {
+		t.Fatalf("the last admin deactivates themself: %d %+v", r0.status, pr)
+	}
+	// A second admin cannot deactivate themself either, but the first can.
+	var dora app.PersonCreated
+	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": "dora", "role": "admin"}).want(t, 201, &dora)
+	r0 = e.do(t, "PATCH", "/v1/persons/"+dora.Person.ID, dora.Token.Token, map[string]any{"active": false})
+	if pr := r0.problem(t); r0.status != 403 || pr.Reason != "deactivate_self" {
+		t.Fatalf("an admin deactivates themself: %d %+v", r0.status, pr)
+	}
+	e.do(t, "PATCH", "/v1/persons/"+dora.Person.ID, e.admin, map[string]any{"active": false}).want(t, 200, nil)
 
 	// Carol's agent keeps working after she is deactivated; her token and
 	// her console-less streams stop.
@@ -193,5 +205,103 @@ func TestNothingRevealedAboutOthers(t *testing.T) {
 	ev := stream.next()
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(ev.id) {
 		t.Fatalf("event id %q is not 128 random bits in hex", ev.id)
+	}
+}
+
+// TestChildTokenNeverOutlivesParent: a token minted with an expiring token
+// gets the parent's expiry when it asks for none, and a later expiry is
+// refused; a token without expiry mints as asked.
+func TestChildTokenNeverOutlivesParent(t *testing.T) {
+	e := newEnv(t)
+	exp := e.Clock.Now().Add(time.Hour)
+	var parent app.MintedToken
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "parent", "expires_at": exp}).want(t, 201, &parent)
+
+	var child app.MintedToken
+	e.do(t, "POST", "/v1/tokens", parent.Token, map[string]any{"name": "child"}).want(t, 201, &child)
+	if child.ExpiresAt == nil || !child.ExpiresAt.Equal(exp) {
+		t.Fatalf("child without expires_at: expires %v, want the parent's %v", child.ExpiresAt, exp)
+	}
+	r := e.do(t, "POST", "/v1/tokens", parent.Token, map[string]any{"name": "later", "expires_at": exp.Add(time.Second)})
+	if pr := r.problem(t); r.status != 400 || pr.Pointer != "/expires_at" || !strings.Contains(pr.Detail, "when the token of this request expires") {
+		t.Fatalf("child expiring after its parent: %d %+v", r.status, pr)
+	}
+	var sooner app.MintedToken
+	e.do(t, "POST", "/v1/tokens", parent.Token, map[string]any{"name": "sooner", "expires_at": exp.Add(-time.Minute)}).want(t, 201, &sooner)
+	if !sooner.ExpiresAt.Equal(exp.Add(-time.Minute)) {
+		t.Fatalf("sooner child expires %v", sooner.ExpiresAt)
+	}
+	// A grandchild is bound by the child, and everything ends with the parent.
+	var grand app.MintedToken
+	e.do(t, "POST", "/v1/tokens", sooner.Token, map[string]any{"name": "grand"}).want(t, 201, &grand)
+	if !grand.ExpiresAt.Equal(exp.Add(-time.Minute)) {
+		t.Fatalf("grandchild expires %v", grand.ExpiresAt)
+	}
+	e.Clock.Advance(time.Hour)
+	e.do(t, "GET", "/v1/agents", child.Token, nil).want(t, 401, nil)
+
+	// A token that never expires mints what it asks for.
+	var free app.MintedToken
+	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "free"}).want(t, 201, &free)
+	if free.ExpiresAt != nil {
+		t.Fatalf("child of a non-expiring token expires %v", free.ExpiresAt)
+	}
+}
+
+// TestHandOverRules: an admin cannot hand another person's agent to
+// themself; MCP lookups see the new owner at once (the credential cache is
+// cleared); the agent's hooks get new, unshown secrets.
+func TestHandOverRules(t *testing.T) {
+	e := newEnv(t)
+	admin, _ := e.Service.AuthenticatePerson(t.Context(), e.admin)
+	bob, _ := e.Service.AuthenticatePerson(t.Context(), e.bob)
+	ag := e.vend(t, e.bob, app.VendInput{Handle: "bobs", Queues: []string{"q"}})
+	hk := e.createHook(t, e.bob, app.HookInput{Kind: "github", Agent: "bobs", Queue: "q"})
+	ping := func(id string) response {
+		h, body := intaketest.GitHub(t, "ping")
+		h.Set("X-GitHub-Delivery", id)
+		intaketest.SignGitHub(h, hk.Secret, body)
+		return e.deliver(t, hk.URL, h, body)
+	}
+	ping("before").want(t, 200, nil)
+
+	r := e.do(t, "PATCH", "/v1/agents/bobs", e.admin, map[string]any{"owner": admin.ID})
+	if pr := r.problem(t); r.status != 403 || pr.Reason != "hand_over_to_self" {
+		t.Fatalf("admin hands bob's agent to themself: %d %+v", r.status, pr)
+	}
+	e.do(t, "GET", "/v1/agents/bobs", e.bob, nil).want(t, 200, nil) // still bob's
+	e.vend(t, e.admin, app.VendInput{Handle: "mine", Queues: []string{"q"}})
+	e.do(t, "PATCH", "/v1/agents/mine", e.admin, map[string]any{"owner": admin.ID}).want(t, 200, nil) // already theirs: nothing changes
+
+	// Hand bob's agent to carol: a cached MCP lookup made just before must
+	// not keep the old owner.
+	carol := e.AddPerson(t, "carol")
+	carolP, _ := e.Service.AuthenticatePerson(t.Context(), carol)
+	if p, err := e.Service.AuthenticateAgentCached(t.Context(), ag.Credential); err != nil || p.Agent.OwnerID != bob.ID {
+		t.Fatalf("before: %+v %v", p.Agent, err)
+	}
+	e.do(t, "PATCH", "/v1/agents/bobs", e.admin, map[string]any{"owner": carolP.ID}).want(t, 200, nil)
+	if p, err := e.Service.AuthenticateAgentCached(t.Context(), ag.Credential); err != nil || p.Agent.OwnerID != carolP.ID {
+		t.Fatalf("the cached lookup after the hand-over has owner %q (%v), want carol %q", p.Agent.OwnerID, err, carolP.ID)
+	}
+
+	// The secret bob knew no longer signs; carol rotates to get one.
+	if r := ping("after"); r.status != 401 {
+		t.Fatalf("delivery signed with the pre-hand-over secret = %d %s", r.status, r.body)
+	}
+	var rot app.HookSecretResult
+	e.do(t, "POST", "/v1/hooks/"+hk.Hook.ID+"/secret", carol, nil).want(t, 200, &rot)
+	hk.Secret = rot.Secret
+	ping("rotated").want(t, 200, nil)
+	var audit struct{ Items []domain.AuditEntry }
+	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
+	n := 0
+	for _, a := range audit.Items {
+		if a.Action == "hook.rotate_secret" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("hook.rotate_secret entries %d, want 2 (the hand-over's and carol's)", n)
 	}
 }

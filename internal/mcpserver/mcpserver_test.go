@@ -708,7 +708,7 @@ func TestBodyLimitAndMethods(t *testing.T) {
 	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"complete","arguments":{"todo_id":"x","result":"` + strings.Repeat("a", 2000) + `"}}}`
 	wantProblem(t, e.raw(http.MethodPost, a.Credential, ac.sessionID(), big), http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument)
-	wantProblem(t, e.raw(http.MethodPut, a.Credential, ac.sessionID(), "{}"), http.StatusMethodNotAllowed, domain.CodeInvalidArgument)
+	wantProblem(t, e.raw(http.MethodPut, a.Credential, ac.sessionID(), "{}"), http.StatusMethodNotAllowed, domain.CodeMethodNotAllowed)
 	// Malformed JSON on a session is a JSON-RPC parse error.
 	resp := e.raw(http.MethodPost, a.Credential, ac.sessionID(), `{"jsonrpc":`)
 	body, _ := io.ReadAll(resp.Body)

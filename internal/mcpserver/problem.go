@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,9 +26,13 @@ func writeProblem(w http.ResponseWriter, status int, code domain.Code, detail st
 }
 
 // writeProblemErr writes e as a problem+json response with status. A 401's
-// WWW-Authenticate header is set by the caller.
+// WWW-Authenticate header is set by the caller; an unavailable one gets
+// Retry-After here.
 func writeProblemErr(w http.ResponseWriter, status int, e *domain.Error) {
 	w.Header().Del("Content-Length")
+	if e.Code == domain.CodeUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(httpapi.UnavailableRetryAfter/time.Second)))
+	}
 	httpapi.WriteProblem(w, status, e, "")
 }
 
@@ -42,12 +48,17 @@ func writeRateLimited(w http.ResponseWriter, retryAfter time.Duration, detail st
 // as the REST API does.
 func statusOf(code domain.Code) int { return httpapi.StatusOf(code) }
 
-// asDomainError returns err as a *domain.Error, or an internal error that
-// reveals nothing when it is not one.
+// asDomainError returns err as a *domain.Error, or (known false) an error
+// that reveals nothing when it is not one: unavailable when the store
+// cannot be reached (httpapi.Unavailable), internal otherwise.
 func asDomainError(err error) (*domain.Error, bool) {
 	var de *domain.Error
 	if errors.As(err, &de) {
 		return de, true
+	}
+	if httpapi.Unavailable(context.Background(), err) {
+		return &domain.Error{Code: domain.CodeUnavailable, Detail: fmt.Sprintf(
+			"the database cannot be reached right now; retry after %d s", int(httpapi.UnavailableRetryAfter/time.Second))}, false
 	}
 	return &domain.Error{Code: domain.CodeInternal, Detail: "internal error"}, false
 }

@@ -295,7 +295,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost, http.MethodGet, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeProblem(w, http.StatusMethodNotAllowed, domain.CodeInvalidArgument, "the MCP endpoint accepts POST, GET and DELETE")
+		writeProblem(w, http.StatusMethodNotAllowed, domain.CodeMethodNotAllowed, "the MCP endpoint accepts POST, GET and DELETE")
 		return
 	}
 	if detail := s.checkHostOrigin(r); detail != "" {
@@ -486,7 +486,7 @@ func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (dom
 	switch {
 	case !known:
 		s.log.Error("mcp authentication failed", "err", err, "remote", r.RemoteAddr)
-		writeProblemErr(w, http.StatusInternalServerError, de)
+		writeProblemErr(w, statusOf(de.Code), de)
 	case de.Code == domain.CodeUnauthenticated:
 		s.log.Debug("mcp request with an invalid credential refused", "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rollcall", error="invalid_token"`)
