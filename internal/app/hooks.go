@@ -322,7 +322,7 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 	}
 	now := s.now()
 	lim := s.intakeLimits()
-	if ok, wait := lim.limit.allow(h.ID, now); !ok {
+	if ok, wait := lim.limit.Allow(h.ID, now); !ok {
 		s.countDelivery(h.Kind, "rate_limited")
 		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
 			Err: domain.Errorf(domain.CodeRateLimited, "hook %s takes at most %d deliveries a minute", h.ID, int(HookDeliveryRate*60))}
@@ -346,7 +346,7 @@ func (s *Service) countDelivery(kind, outcome string) {
 func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, reason string, err error) (DeliveryResult, error) {
 	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
 	s.countDelivery(h.Kind, domain.DeliveryRefused)
-	if ok, _ := s.intakeLimits().refusals.allow(h.ID, now); ok {
+	if ok, _ := s.intakeLimits().refusals.Allow(h.ID, now); ok {
 		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
 			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
 		if rerr != nil && !errors.Is(rerr, domain.ErrNotFound) {

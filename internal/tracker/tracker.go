@@ -1,4 +1,4 @@
-package app
+package tracker
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,35 +16,16 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/liveness"
+	"github.com/rollcall/rollcall/internal/ratelimit"
+	"github.com/rollcall/rollcall/internal/stall"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// The liveness tracker: heartbeat presence of DESIGN.md §5 (seed 000). The
-// rules themselves live in internal/liveness (pure); this file runs them on
-// the injected clock and the store and bus ports.
-//
-// One Tracker per process keeps one entry per agent it has seen: the last
-// heartbeat (database clock, liveness_clock.go), the last full report, the
-// last published pair and the deadline timer. Steady heartbeats only touch
-// memory; the flush loop writes dirty entries once per
-// agent.heartbeat_persist_interval (D-M2-20-5), so database writes are
-// bounded by agents ÷ persist interval, not by the heartbeat rate. A
-// transition of the liveness state (first heartbeat, coming back, offline)
-// is written at once besides (issue 8 item 1), and the reported-change
-// audit (D-M2-20-3, group-committed: liveness_audit.go) and project
-// readiness (D-M2-20-10) write on the heartbeat path, only on a change.
-// Deadlines are extended by stalls of the process (liveness_stall.go).
-//
-// Several instances: the instance that receives an agent's heartbeat owns
-// the agent's deadline. When it did not own it yet it broadcasts a claim on
-// bus.ChannelLiveness carrying its heartbeat time; the others drop their
-// timer without publishing (liveness_claims.go). So no instance reports an
-// agent offline while another holds a heartbeat fresher than the timeout.
-
-// LivenessConfig is what the tracker reads of the configuration (DESIGN.md
-// §5.3). Zero durations take the §5.3 defaults.
-type LivenessConfig struct {
+// Config is what the tracker reads of the configuration (design:
+// Configuration keys). Zero durations take the defaults of those keys.
+type Config struct {
 	// PresenceTimeout is agent.presence_timeout (default 45 s): an agent is
 	// offline at and after its last heartbeat + this.
 	PresenceTimeout time.Duration
@@ -59,8 +41,8 @@ type LivenessConfig struct {
 	// ShutdownTimeout is shutdown.total_timeout (default 30 s), the bound of
 	// the final flush when Stop's context has no deadline.
 	ShutdownTimeout time.Duration
-	// RateLimit (heartbeats per second, default DefaultHeartbeatRate) and
-	// RateBurst (default DefaultHeartbeatBurst) bound each principal's
+	// RateLimit (heartbeats per second, default DefaultRate) and
+	// RateBurst (default DefaultBurst) bound each principal's
 	// heartbeats (token bucket).
 	RateLimit float64
 	RateBurst int
@@ -69,19 +51,19 @@ type LivenessConfig struct {
 	// instances — last heartbeats, claims, deadlines read from rows — on
 	// that clock: it measures the offset of the database's clock from its
 	// own every ClockSyncInterval and applies it, so a skewed wall clock of
-	// one instance changes nothing (DESIGN.md §4). nil = this process's
+	// one instance changes nothing (design: Storage and instances). nil = this process's
 	// clock is the reference (one instance; tests on a fake clock).
 	DBClock func(context.Context) (time.Time, error)
 	// ClockSyncInterval is how often the offset is measured again (default
 	// 5 s).
 	ClockSyncInterval time.Duration
-	// StallThreshold turns on the stall detector (liveness_stall.go): a gap
+	// StallThreshold turns on the stall detector (internal/stall): a gap
 	// this long in the process's run extends every deadline by it. 0 = off
-	// (the server sets DefaultStallThreshold).
+	// (the server sets stall.DefaultThreshold).
 	StallThreshold time.Duration
 }
 
-func (c LivenessConfig) withDefaults() LivenessConfig {
+func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -94,27 +76,94 @@ func (c LivenessConfig) withDefaults() LivenessConfig {
 	def(&c.ShutdownTimeout, 30*time.Second)
 	def(&c.ClockSyncInterval, 5*time.Second)
 	if c.RateLimit <= 0 {
-		c.RateLimit = DefaultHeartbeatRate
+		c.RateLimit = DefaultRate
 	}
 	if c.RateBurst <= 0 {
-		c.RateBurst = DefaultHeartbeatBurst
+		c.RateBurst = DefaultBurst
 	}
 	return c
 }
 
+// Default per-principal heartbeat rate limit: a token bucket of
+// DefaultBurst tokens refilled at DefaultRate per second. An adapter
+// heartbeating every second (or the load tool's 5/s) is never limited; a
+// runaway loop is.
+const (
+	DefaultRate  = 10.0
+	DefaultBurst = 20
+)
+
 // Ack is the answer to an accepted heartbeat (HeartbeatAck): the interval
 // at which the adapter should send the next one, in milliseconds
-// (sync.heartbeat_interval; DESIGN.md §5.2, D-M2-20-11).
+// (sync.heartbeat_interval; design: Heartbeat presence, Rules).
 type Ack struct {
 	IntervalMS int64 `json:"interval_ms"`
 }
 
+// Store is the part of the store port the tracker uses: the liveness
+// writes (store.LivenessStore) and the agent row (the watch of an agent
+// another instance owns, the refresh after a configuration change).
+type Store interface {
+	GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error)
+	ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error)
+	PersistHeartbeats(ctx context.Context, p store.PersistHeartbeatsParams) (written int, err error)
+	ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) (wrote []bool, err error)
+	ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error
+}
+
+// Publisher is the operator event hub as the tracker uses it (the
+// concrete one is *events.Hub).
+type Publisher interface {
+	// Publish sends one event of kind about agentID, owned by ownerID, to
+	// the hubs of every instance.
+	Publish(ctx context.Context, kind, agentID, ownerID string, data any)
+	// LastPair is the last agent.presence_changed pair of the agent that
+	// any instance published: what every instance last published wins over
+	// the row, so a change is published once across instances.
+	LastPair(agentID string) (liveness.PublishPair, bool)
+}
+
+// Metrics counts what the tracker does. Every method is cheap, never
+// blocks and is safe for concurrent use.
+type Metrics interface {
+	// Heartbeat counts one accepted heartbeat.
+	Heartbeat()
+	// HeartbeatRowsPersisted counts the agent rows one flush pass wrote
+	// (called once per pass that wrote rows).
+	HeartbeatRowsPersisted(n int)
+}
+
+// Options are the ports and configuration a Tracker is built from.
+type Options struct {
+	Store   Store
+	Bus     bus.Bus
+	Events  Publisher
+	Clock   clockwork.Clock // nil = real clock
+	Log     *slog.Logger    // nil = slog.Default()
+	Metrics Metrics         // nil = counts nothing
+	// Instance names this process in liveness claims (required).
+	Instance string
+	// SignalPresence tells every instance's presence cache that a write may
+	// have changed the agent's presence; the tracker calls it with cause
+	// "readiness" after writing project_readiness. nil = nothing is
+	// signalled.
+	SignalPresence func(ctx context.Context, agentID, cause string)
+	Config         Config
+}
+
 // Tracker is the liveness tracker. Safe for concurrent use.
 type Tracker struct {
-	s         *Service
-	cfg       LivenessConfig
-	ls        store.LivenessStore // nil when the store has no liveness part
-	limiter   *rateLimiter
+	store    Store
+	bus      bus.Bus
+	events   Publisher
+	clock    clockwork.Clock
+	log      *slog.Logger
+	metrics  Metrics
+	instance string
+	signal   func(ctx context.Context, agentID, cause string)
+
+	cfg       Config
+	limiter   *ratelimit.Limiter
 	seed      maphash.Seed
 	shards    [64]lvShard
 	stopped   atomic.Bool
@@ -125,14 +174,14 @@ type Tracker struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 
-	dbOff  atomic.Int64 // database clock − this process's clock, ns (liveness_clock.go)
-	stalls *StallDetector
+	dbOff  atomic.Int64 // database clock − this process's clock, ns (clock.go)
+	stalls *stall.Detector
 
 	urgentMu  sync.Mutex
-	urgent    map[*lvEntry]struct{} // transitions to write at once (liveness_flush.go)
+	urgent    map[*lvEntry]struct{} // transitions to write at once (flush.go)
 	urgentRun bool
 
-	audits auditBatcher // group commit of reported changes (liveness_audit.go)
+	audits auditBatcher // group commit of reported changes (audit.go)
 }
 
 type lvShard struct {
@@ -184,30 +233,46 @@ type lvEntry struct {
 	last atomic.Pointer[decoded] // read without mu
 }
 
-func newTracker(s *Service, cfg LivenessConfig) *Tracker {
-	cfg = cfg.withDefaults()
-	t := &Tracker{s: s, cfg: cfg, limiter: newRateLimiter(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
-		urgent: map[*lvEntry]struct{}{}, stalls: newStallDetector(s.clock, cfg.StallThreshold, s.log)}
-	t.ls = s.store
+type nopMetrics struct{}
+
+func (nopMetrics) Heartbeat()                 {}
+func (nopMetrics) HeartbeatRowsPersisted(int) {}
+
+// New builds a tracker and subscribes it to bus.ChannelLiveness (claims)
+// and bus.ChannelPresence (configuration changes). Start loads the stored
+// state and starts the flush loop.
+func New(o Options) *Tracker {
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = nopMetrics{}
+	}
+	if o.SignalPresence == nil {
+		o.SignalPresence = func(context.Context, string, string) {}
+	}
+	cfg := o.Config.withDefaults()
+	t := &Tracker{store: o.Store, bus: o.Bus, events: o.Events, clock: o.Clock, log: o.Log, metrics: o.Metrics,
+		instance: o.Instance, signal: o.SignalPresence,
+		cfg: cfg, limiter: ratelimit.New(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
+		urgent: map[*lvEntry]struct{}{}, stalls: stall.New(o.Clock, cfg.StallThreshold, o.Log)}
 	t.audits.t = t
 	for i := range t.shards {
 		t.shards[i].m = map[string]*lvEntry{}
 	}
-	s.bus.Subscribe(bus.ChannelLiveness, t.onLivenessSignal)
-	s.bus.Subscribe(bus.ChannelPresence, t.onPresenceSignal)
+	t.bus.Subscribe(bus.ChannelLiveness, t.onLivenessSignal)
+	t.bus.Subscribe(bus.ChannelPresence, t.onPresenceSignal)
 	return t
 }
 
 // Config returns the effective configuration (defaults applied).
-func (t *Tracker) Config() LivenessConfig { return t.cfg }
+func (t *Tracker) Config() Config { return t.cfg }
 
-// Instance returns the id naming this process in liveness claims.
-func (t *Tracker) Instance() string { return t.s.instance }
-
-// RowsWritten returns how many agent rows the flush passes wrote so far
-// (database writes of the heartbeat path; the load tool reads it through
-// the metrics).
-func (t *Tracker) RowsWritten() int64 { return t.written.Load() }
+// Stalls returns the process's stall detector (nil when it is off).
+func (t *Tracker) Stalls() *stall.Detector { return t.stalls }
 
 func (t *Tracker) shard(id string) *lvShard {
 	return &t.shards[maphash.String(t.seed, id)%uint64(len(t.shards))]
@@ -236,8 +301,7 @@ func (t *Tracker) entries() []*lvEntry {
 }
 
 // entryFor returns the agent's entry, creating it from the row when the
-// tracker has none (the stored values are the initial published pair,
-// D-M2-20-4).
+// tracker has none (the stored values are the initial published pair).
 func (t *Tracker) entryFor(a *domain.Agent) *lvEntry {
 	if e := t.lookup(a.ID); e != nil {
 		return e
@@ -275,11 +339,11 @@ func (t *Tracker) newEntry(a *domain.Agent) *lvEntry {
 		if rs, err := decodeReadiness(lv.ProjectReadiness); err == nil {
 			e.readiness, e.readinessKnown = rs, true
 		} else {
-			t.s.log.Warn("stored project_readiness does not decode; the next list is applied", "agent_id", a.ID, "err", err)
+			t.log.Warn("stored project_readiness does not decode; the next list is applied", "agent_id", a.ID, "err", err)
 		}
 	}
 	e.pub = liveness.PublishPair{State: e.state, ReportedBillingMode: lv.ReportedBillingMode}
-	if p, ok := t.s.Events.lastPair(a.ID); ok {
+	if p, ok := t.events.LastPair(a.ID); ok {
 		e.pub = p // what every instance last published wins over the row
 	}
 	return e
@@ -299,7 +363,7 @@ func (e *lvEntry) refreshConfigLocked(a *domain.Agent) {
 
 // stateOf is the liveness state of the entry at now as this instance knows
 // it: the start rule's state until its deadline for an agent loaded at
-// start; StateAt (inclusive boundary, D-M2-20-4) once this instance owns a
+// start; StateAt (inclusive boundary) once this instance owns a
 // heartbeat; for an agent another instance owns, online (as reported) until
 // the watch would take over, since the owner holds heartbeats at least as
 // fresh as the last one known here and flushes them.
@@ -317,7 +381,7 @@ func (t *Tracker) stateOf(e *lvEntry, now time.Time) string {
 		if e.state == liveness.StateOffline || !now.Before(t.takeoverAt(e)) {
 			return liveness.StateOffline
 		}
-		if pair, ok := t.s.Events.lastPair(e.id); ok && pair.State == liveness.StateOffline {
+		if pair, ok := t.events.LastPair(e.id); ok && pair.State == liveness.StateOffline {
 			return liveness.StateOffline // the owner published offline (over the bus) before the watch read the row
 		}
 		return e.reported
@@ -326,7 +390,7 @@ func (t *Tracker) stateOf(e *lvEntry, now time.Time) string {
 		return liveness.StateUnknown
 	}
 	if !now.Before(t.deadline(e)) {
-		return liveness.StateOffline // at and after the deadline (inclusive, D-M2-20-4)
+		return liveness.StateOffline // at and after the deadline (inclusive)
 	}
 	switch e.reported {
 	case liveness.StateOnline, liveness.StateDegraded:
@@ -368,58 +432,38 @@ func (e *lvEntry) reportedMode() *string {
 	return e.audited.BillingMode
 }
 
-// --- the use case ---
+// --- the heartbeat ---
 
-// Heartbeat is the one heartbeat use case behind both transports (REST
-// POST /v1/agents/{agent}/heartbeat and the gateway op heartbeat with
-// member agent; DESIGN.md §5.2, D-M2-20-1). body is an agent_heartbeat.v1
-// document (§5.1), decoded by liveness.DecodeHeartbeat. In order:
-//
-//  1. the per-principal rate limit: *RateLimitedError (code rate_limited);
-//  2. authorization: the agent itself may send; any other person or agent
-//     gets not_found; the agent's owner gets forbidden with reason
-//     subject_kind_not_allowed (404 before 403);
-//  3. the body: invalid_argument / unknown_member with a pointer;
-//  4. project_readiness, when present and different from the last list
-//     applied, in its own unit of work; a failure is an internal error and
-//     changes no presence (D-M2-20-10);
-//  5. the reported-change audit when the billing mode or tool class differs
-//     from the stored pair (D-M2-20-3); a failure is an internal error;
-//  6. the entry: last heartbeat = the server clock's now (the sender's clock
-//     is never read), the deadline, agent.presence_changed when the pair
-//     (state, reported_billing_mode) changed, the warnings' timing.
-//
-// The Ack carries sync.heartbeat_interval in milliseconds.
-func (s *Service) Heartbeat(ctx context.Context, p domain.Principal, agentRef string, body []byte) (Ack, error) {
-	return s.Liveness.Heartbeat(ctx, p, agentRef, body)
-}
+// Arrival is when a heartbeat arrived (database clock), returned by Arrive,
+// which took the rate limit's token. The zero Arrival is a heartbeat that
+// arrives when Heartbeat runs.
+type Arrival struct{ at time.Time }
 
-// Heartbeat is Service.Heartbeat.
-func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, agentRef string, body []byte) (Ack, error) {
-	return t.HeartbeatAt(ctx, p, agentRef, body, time.Time{})
-}
+// IsZero reports whether a is the zero Arrival.
+func (a Arrival) IsZero() bool { return a.at.IsZero() }
 
-// Arrive is the first, in-memory step of a heartbeat with member agent on
-// a transport that runs the rest off its read path (the gateway): the
-// per-principal rate limit (*RateLimitedError, as Heartbeat), then it
-// notes that a heartbeat of the agent arrived now, so until its agent part
-// is done the agent's deadline runs from this arrival (liveness first,
-// DESIGN.md §5.2). It returns the arrival time (database clock) to pass to
-// HeartbeatAt, which then takes no second token.
-func (t *Tracker) Arrive(p domain.Principal, agentID string) (time.Time, error) {
+// Arrive is the first, in-memory step of a heartbeat: the per-principal
+// rate limit (*ratelimit.Error, code rate_limited), then, for agentID not
+// "", it notes that a heartbeat of the agent arrived now, so until its
+// agent part is done the agent's deadline runs from this arrival (liveness
+// first, design: Heartbeat presence, Rules). Pass the Arrival to Heartbeat,
+// which then takes no second token.
+func (t *Tracker) Arrive(p domain.Principal, agentID string) (Arrival, error) {
 	now := t.now()
 	if err := t.allow(p, now); err != nil {
-		return time.Time{}, err
+		return Arrival{}, err
 	}
-	if e := t.lookup(agentID); e != nil {
-		e.notePending(now)
+	if agentID != "" {
+		if e := t.lookup(agentID); e != nil {
+			e.notePending(now)
+		}
 	}
-	return now, nil
+	return Arrival{at: now}, nil
 }
 
 func (t *Tracker) allow(p domain.Principal, now time.Time) error {
-	if ok, wait := t.limiter.allow(limiterKey(p), now); !ok {
-		return &RateLimitedError{RetryAfter: wait, Err: &domain.Error{Code: domain.CodeRateLimited,
+	if ok, wait := t.limiter.Allow(limiterKey(p), now); !ok {
+		return &ratelimit.Error{RetryAfter: wait, Err: &domain.Error{Code: domain.CodeRateLimited,
 			Detail: fmt.Sprintf("too many heartbeats: at most %g per second (burst %d); retry in %s", t.cfg.RateLimit, t.cfg.RateBurst, wait.Round(time.Millisecond))}}
 	}
 	return nil
@@ -456,21 +500,31 @@ func (e *lvEntry) failPending(at time.Time) {
 	e.arr.mu.Unlock()
 }
 
-// HeartbeatAt is Heartbeat for a heartbeat that arrived at arrived (a time
-// Arrive returned, which took the rate limit's token; zero = now, and the
-// token is taken here): the heartbeat time it records is the arrival, not
-// when its agent part ran.
-func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef string, body []byte, arrived time.Time) (Ack, error) {
-	now := arrived
+// Heartbeat records one heartbeat of agent a, sent by p (whom the caller
+// authorized), with body an agent_heartbeat.v1 document decoded by
+// liveness.DecodeHeartbeat, that arrived at arr (the zero Arrival: now, and
+// the rate limit's token is taken here). In order:
+//
+//  1. the body: invalid_argument / unknown_member with a pointer;
+//  2. project_readiness, when present and different from the last list
+//     applied, in its own unit of work; a failure is an internal error and
+//     changes no presence;
+//  3. the reported-change audit when the billing mode or tool class differs
+//     from the stored pair; a failure is an internal error;
+//  4. the entry: last heartbeat = the arrival on the server's (database)
+//     clock — the sender's clock is never read —, the deadline,
+//     agent.presence_changed when the pair (state, reported_billing_mode)
+//     changed, the warnings' timing.
+//
+// The heartbeat time it records is the arrival, not when this ran. The Ack
+// carries sync.heartbeat_interval in milliseconds.
+func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, a *domain.Agent, body []byte, arr Arrival) (Ack, error) {
+	now := arr.at
 	if now.IsZero() {
 		now = t.now()
 		if err := t.allow(p, now); err != nil {
 			return Ack{}, err
 		}
-	}
-	a, err := t.authorize(ctx, p, agentRef)
-	if err != nil {
-		return Ack{}, err
 	}
 	h, err := t.decode(a.ID, body)
 	if err != nil {
@@ -487,7 +541,7 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 	}()
 	// hbMu serialises this agent's heartbeats across the store writes; e.mu
 	// is held only for memory, so a status read, a deadline or a flush never
-	// waits for a slow audit (issue 8 item 3).
+	// waits for a slow audit.
 	e.hbMu.Lock()
 	defer e.hbMu.Unlock()
 	e.mu.Lock()
@@ -526,7 +580,7 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 	}
 	if !e.owned {
 		e.owned, claim = true, true
-		if pair, ok := t.s.Events.lastPair(e.id); ok {
+		if pair, ok := t.events.LastPair(e.id); ok {
 			e.pub = pair
 		}
 	}
@@ -553,7 +607,7 @@ func (t *Tracker) HeartbeatAt(ctx context.Context, p domain.Principal, agentRef 
 	if claim {
 		t.publishClaim(e.id, now)
 	}
-	t.s.metrics.Heartbeat()
+	t.metrics.Heartbeat()
 	return Ack{IntervalMS: t.cfg.HeartbeatInterval.Milliseconds()}, nil
 }
 
@@ -598,48 +652,25 @@ func limiterKey(p domain.Principal) string {
 	return ""
 }
 
-// authorize applies DESIGN.md §5.2's matrix and returns the agent row.
-func (t *Tracker) authorize(ctx context.Context, p domain.Principal, ref string) (*domain.Agent, error) {
-	notFound := func() error { return domain.Errorf(domain.CodeNotFound, "agent %q not found", ref) }
-	switch {
-	case p.Agent != nil:
-		if ref != "" && (ref == p.Agent.ID || ref == p.Agent.Handle) {
-			return p.Agent, nil
-		}
-		return nil, notFound() // another agent: the resource is the agent itself
-	case p.Person != nil:
-		a, err := t.s.store.GetAgent(ctx, ParseRef(ref))
-		if errors.Is(err, domain.ErrNotFound) || (err == nil && a.OwnerID != p.Person.ID) {
-			return nil, notFound()
-		}
-		if err != nil {
-			return nil, err
-		}
-		return nil, &domain.Error{Code: domain.CodeForbidden, Reason: "subject_kind_not_allowed",
-			Detail: fmt.Sprintf("only agent %s itself sends its heartbeats, with its own credential; its owner reads GET /v1/agents/%s/status", a.Handle, a.Handle)}
-	}
-	return nil, errUnauthenticated
-}
-
 func toReported(p store.ReportedPair) liveness.Reported {
 	return liveness.Reported{BillingMode: p.BillingMode, ToolClass: p.ToolClass}
 }
 
 // applyReadiness writes the list in its own unit of work, before the audit
-// transaction, and tells every instance's presence cache (D-M2-20-10).
+// transaction, and tells every instance's presence cache.
 func (t *Tracker) applyReadiness(ctx context.Context, e *lvEntry, rs []liveness.ReadinessEntry, now time.Time) error {
 	raw := encodeReadiness(rs)
-	if err := t.ls.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: e.id, Readiness: raw, Now: now}); err != nil {
+	if err := t.store.ApplyProjectReadiness(ctx, store.ApplyProjectReadinessParams{AgentID: e.id, Readiness: raw, Now: now}); err != nil {
 		return fmt.Errorf("applying project_readiness of agent %s: %w", e.id, err)
 	}
 	e.mu.Lock()
 	e.readiness, e.readinessKnown = rs, true
 	e.mu.Unlock()
-	t.s.signalPresence(ctx, e.id, "readiness")
+	t.signal(ctx, e.id, "readiness")
 	return nil
 }
 
-// applyReportedChange runs the audited unit of work (D-M2-20-3).
+// applyReportedChange runs the audited unit of work.
 func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, handle string, p domain.Principal, h *liveness.Heartbeat, now time.Time) error {
 	next := store.ReportedPair{BillingMode: h.BillingMode, ToolClass: h.ToolClass}
 	actor := p.Actor()
@@ -655,7 +686,7 @@ func (t *Tracker) applyReportedChange(ctx context.Context, e *lvEntry, handle st
 		return fmt.Errorf("auditing the reported change of agent %s: %w", e.id, err)
 	}
 	if wrote {
-		t.s.log.Info("agent reported a new billing mode or tool class", "agent", handle, "agent_id", e.id,
+		t.log.Info("agent reported a new billing mode or tool class", "agent", handle, "agent_id", e.id,
 			"billing_mode", derefOr(h.BillingMode, "-"), "tool_class", derefOr(h.ToolClass, "-"))
 	}
 	e.mu.Lock()
@@ -672,7 +703,7 @@ func derefOr(p *string, def string) string {
 }
 
 // assessLocked runs liveness.Assess at now and keeps when the differences
-// began (D-M2-20-7).
+// began.
 func (t *Tracker) assessLocked(e *lvEntry, now time.Time) {
 	a := liveness.Assess(t.assessInputs(e, now), now)
 	e.mismatchSince, e.modeMismatchSince = a.MismatchSince, a.ModeMismatchSince
@@ -701,7 +732,7 @@ func (t *Tracker) armLocked(e *lvEntry, at time.Time) {
 	d := max(at.Sub(t.now()), 0)
 	e.armedAt = at
 	if e.timer == nil {
-		e.timer = t.s.clock.AfterFunc(d, func() { t.onTimer(e) })
+		e.timer = t.clock.AfterFunc(d, func() { t.onTimer(e) })
 	} else {
 		e.timer.Reset(d)
 	}
@@ -755,7 +786,7 @@ func (t *Tracker) goOfflineLocked(e *lvEntry, now time.Time) {
 }
 
 // publishLocked publishes agent.presence_changed when the pair (state,
-// reported_billing_mode) differs from the last published one (D-M2-20-4).
+// reported_billing_mode) differs from the last published one.
 // The last reported mode stays in the pair while offline.
 func (t *Tracker) publishLocked(e *lvEntry) {
 	pair := liveness.PublishPair{State: e.state, ReportedBillingMode: e.reportedMode()}
@@ -764,7 +795,7 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 	}
 	if pair.State != e.pub.State {
 		// A transition is written at once, not at the next flush, so every
-		// other instance reading the row sees it (issue 8 item 1).
+		// other instance reading the row sees it.
 		t.persistSoon(e)
 	}
 	e.pub = pair
@@ -773,11 +804,11 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 		hb := e.lastHB
 		last = &hb
 	}
-	t.s.log.Info("agent liveness changed", "agent", e.handle, "agent_id", e.id, "state", pair.State,
+	t.log.Info("agent liveness changed", "agent", e.handle, "agent_id", e.id, "state", pair.State,
 		"reported_billing_mode", derefOr(pair.ReportedBillingMode, "-"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	t.s.Events.Publish(ctx, EventPresenceChanged, e.id, e.owner, PresenceChangedData{
+	t.events.Publish(ctx, events.KindPresenceChanged, e.id, e.owner, events.PresenceChangedData{
 		Agent: e.handle, State: pair.State, ReportedBillingMode: pair.ReportedBillingMode, LastHeartbeatAt: last,
 	})
 }
@@ -794,10 +825,10 @@ func (t *Tracker) onPresenceSignal(payload string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		a, err := t.s.store.GetAgent(ctx, store.AgentRef{ID: id})
+		a, err := t.store.GetAgent(ctx, store.AgentRef{ID: id})
 		if err != nil {
 			if !errors.Is(err, domain.ErrNotFound) {
-				t.s.log.Warn("liveness: agent refresh failed", "agent_id", id, "err", err)
+				t.log.Warn("liveness: agent refresh failed", "agent_id", id, "err", err)
 			}
 			return
 		}

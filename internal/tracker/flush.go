@@ -1,4 +1,4 @@
-package app
+package tracker
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Start applies the start rule and starts the flush loop (DESIGN.md §5.2,
-// D-M2-20-5, D-M2-20-6, D-M2-20-14). It loads the agents stored online or
+// Start applies the start rule and starts the flush loop (design: Heartbeat
+// presence, Rules). It loads the agents stored online or
 // degraded: one whose last heartbeat is missing or older than
 // agent.presence_timeout + agent.heartbeat_persist_interval is offline at
 // once (published, written by the first flush); the others keep their
@@ -30,8 +30,8 @@ func (t *Tracker) Start(ctx context.Context) error {
 	}
 	// The start rule compares stored heartbeats with now: on the database's
 	// clock, measured first.
-	if err := t.SyncClock(ctx); err != nil {
-		t.s.log.Warn("liveness: database clock not measured at start; this process's clock is used until it is", "err", err)
+	if err := t.syncClock(ctx); err != nil {
+		t.log.Warn("liveness: database clock not measured at start; this process's clock is used until it is", "err", err)
 	}
 	if err := t.load(ctx); err != nil {
 		return err
@@ -42,13 +42,13 @@ func (t *Tracker) Start(ctx context.Context) error {
 		go t.clockLoop(lctx)
 	}
 	if t.stalls != nil {
-		go t.stalls.run(lctx)
+		go t.stalls.Run(lctx)
 	}
 	// A timer re-armed one persist interval after each pass has committed
 	// (not a ticker): a pass that runs long never lets the next one follow
 	// closer than the interval, so each agent is written at most once per
 	// interval.
-	timer := t.s.clock.NewTimer(t.cfg.PersistInterval)
+	timer := t.clock.NewTimer(t.cfg.PersistInterval)
 	go func() {
 		defer close(t.loopDone)
 		defer timer.Stop()
@@ -58,10 +58,10 @@ func (t *Tracker) Start(ctx context.Context) error {
 				return
 			case <-timer.Chan():
 			}
-			if _, err := t.Flush(lctx); err != nil && lctx.Err() == nil {
-				t.s.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
+			if _, err := t.flush(lctx); err != nil && lctx.Err() == nil {
+				t.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
 			}
-			t.limiter.prune(t.now())
+			t.limiter.Prune(t.now())
 			t.flushMu.Lock()
 			next := t.flushedAt.Add(t.cfg.PersistInterval)
 			t.flushMu.Unlock()
@@ -76,7 +76,7 @@ func (t *Tracker) load(ctx context.Context) error {
 	start := t.now()
 	after, loaded, offline := "", 0, 0
 	for {
-		page, err := t.ls.ListLiveAgents(ctx, store.ListLiveAgentsParams{AfterID: after, Limit: 1000})
+		page, err := t.store.ListLiveAgents(ctx, store.ListLiveAgentsParams{AfterID: after, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func (t *Tracker) load(ctx context.Context) error {
 		after = page[len(page)-1].ID
 	}
 	if loaded > 0 {
-		t.s.log.Info("liveness: start rule applied", "agents_stored_live", loaded, "offline_at_once", offline)
+		t.log.Info("liveness: start rule applied", "agents_stored_live", loaded, "offline_at_once", offline)
 	}
 	return nil
 }
@@ -129,13 +129,13 @@ func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
 	return false
 }
 
-// Flush writes every dirty entry in one unit of work, ascending by agent id,
-// with the monotone write (D-M2-20-5), and returns how many rows it wrote.
+// flush writes every dirty entry in one unit of work, ascending by agent id,
+// with the monotone write, and returns how many rows it wrote.
 // The loop calls it one agent.heartbeat_persist_interval after the previous
 // pass committed, so each agent is written at most once per interval and the
 // writes per second are bounded by agents ÷ interval, whatever the heartbeat
 // rate. On an error the entries stay dirty for the next pass.
-func (t *Tracker) Flush(ctx context.Context) (int, error) {
+func (t *Tracker) flush(ctx context.Context) (int, error) {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
 	n, err := t.flushLocked(ctx, t.entries())
@@ -169,7 +169,7 @@ func (t *Tracker) flushLocked(ctx context.Context, es []*lvEntry) (int, error) {
 		return 0, nil
 	}
 	slices.SortFunc(rows, func(a, b store.HeartbeatRow) int { return strings.Compare(a.AgentID, b.AgentID) })
-	n, err := t.ls.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows})
+	n, err := t.store.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows})
 	if err != nil {
 		for _, e := range dirty {
 			e.mu.Lock()
@@ -179,7 +179,7 @@ func (t *Tracker) flushLocked(ctx context.Context, es []*lvEntry) (int, error) {
 		return 0, err
 	}
 	t.written.Add(int64(n))
-	t.s.metrics.HeartbeatRowsPersisted(n)
+	t.metrics.HeartbeatRowsPersisted(n)
 	return n, nil
 }
 
@@ -188,7 +188,7 @@ func (t *Tracker) flushLocked(ctx context.Context, es []*lvEntry) (int, error) {
 // back) is written at once, in a small group commit, instead of at the next
 // flush one agent.heartbeat_persist_interval later, so another instance
 // reading the row — GET /v1/agents/{ref}/status there — agrees within a
-// write's latency (issue 8 item 1). Called with e.mu held; it only takes
+// write's latency. Called with e.mu held; it only takes
 // urgentMu.
 func (t *Tracker) persistSoon(e *lvEntry) {
 	t.urgentMu.Lock()
@@ -227,7 +227,7 @@ func (t *Tracker) writeTransitions() {
 		t.flushMu.Unlock()
 		cancel()
 		if err != nil {
-			t.s.log.Warn("liveness: transitions not written; retrying", "agents", len(batch), "err", err)
+			t.log.Warn("liveness: transitions not written; retrying", "agents", len(batch), "err", err)
 			t.urgentMu.Lock()
 			for _, e := range batch {
 				t.urgent[e] = struct{}{}
@@ -239,7 +239,7 @@ func (t *Tracker) writeTransitions() {
 	}
 }
 
-// Stop stops the tracker for shutdown (DESIGN.md §5.2, D-M2-20-5): the
+// Stop stops the tracker for shutdown (design: Heartbeat presence, Rules): the
 // timers stop WITHOUT publishing (a restart is not an agent going offline),
 // the flush loop ends, and a last flush writes the dirty entries within
 // ctx, or within shutdown.total_timeout when ctx has no deadline. It
@@ -266,7 +266,7 @@ func (t *Tracker) Stop(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, t.cfg.ShutdownTimeout)
 		defer cancel()
 	}
-	n, err := t.Flush(ctx)
-	t.s.log.Info("liveness tracker stopped", "rows_flushed", n, "err", err)
+	n, err := t.flush(ctx)
+	t.log.Info("liveness tracker stopped", "rows_flushed", n, "err", err)
 	return err
 }

@@ -1,4 +1,4 @@
-package app
+package tracker
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Ownership of an agent's deadline across instances (DESIGN.md §5.2: "no
+// Ownership of an agent's deadline across instances (design: Heartbeat
+// presence, Rules: "no
 // instance reports an agent offline while another holds a heartbeat fresher
 // than the timeout").
 //
@@ -43,8 +44,8 @@ const maxClaimPayload = 7000
 func (t *Tracker) publishClaim(agentID string, hb time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := t.s.bus.Publish(ctx, bus.ChannelLiveness, claimLine(agentID, t.s.instance, hb)); err != nil {
-		t.s.log.Warn("liveness claim not broadcast; another instance may time the agent out early", "agent_id", agentID, "err", err)
+	if err := t.bus.Publish(ctx, bus.ChannelLiveness, claimLine(agentID, t.instance, hb)); err != nil {
+		t.log.Warn("liveness claim not broadcast; another instance may time the agent out early", "agent_id", agentID, "err", err)
 	}
 }
 
@@ -56,8 +57,8 @@ func claimLine(agentID, instance string, hb time.Time) string {
 // heartbeats it holds (Start does; the server also calls it after the bus
 // reconnected, since claims sent meanwhile were lost).
 func (t *Tracker) RequestClaims(ctx context.Context) {
-	if err := t.s.bus.Publish(ctx, bus.ChannelLiveness, "?:"+t.s.instance); err != nil {
-		t.s.log.Warn("liveness claim request not broadcast", "err", err)
+	if err := t.bus.Publish(ctx, bus.ChannelLiveness, "?:"+t.instance); err != nil {
+		t.log.Warn("liveness claim request not broadcast", "err", err)
 	}
 }
 
@@ -65,14 +66,14 @@ func (t *Tracker) RequestClaims(ctx context.Context) {
 // It runs on the bus's delivery goroutine and only takes entry locks.
 func (t *Tracker) onLivenessSignal(payload string) {
 	if inst, ok := strings.CutPrefix(payload, "?:"); ok {
-		if inst != t.s.instance && !t.stopped.Load() {
+		if inst != t.instance && !t.stopped.Load() {
 			go t.answerClaimRequest()
 		}
 		return
 	}
 	for line := range strings.SplitSeq(payload, "\n") {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[1] == t.s.instance {
+		if len(parts) != 3 || parts[1] == t.instance {
 			continue
 		}
 		us, err := strconv.ParseInt(parts[2], 10, 64)
@@ -101,7 +102,7 @@ func (t *Tracker) yield(e *lvEntry, hb time.Time) {
 	}
 	e.state = e.reported // the claim proves a heartbeat
 	e.owned = false
-	t.s.log.Debug("liveness: agent claimed by another instance", "agent_id", e.id, "heartbeat", hb)
+	t.log.Debug("liveness: agent claimed by another instance", "agent_id", e.id, "heartbeat", hb)
 	t.armLocked(e, e.lastHB.Add(t.cfg.PresenceTimeout))
 }
 
@@ -121,8 +122,8 @@ func (t *Tracker) answerClaimRequest() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := t.s.bus.Publish(ctx, bus.ChannelLiveness, b.String()); err != nil {
-			t.s.log.Warn("liveness claims not broadcast", "err", err)
+		if err := t.bus.Publish(ctx, bus.ChannelLiveness, b.String()); err != nil {
+			t.log.Warn("liveness claims not broadcast", "err", err)
 		}
 		cancel()
 		b.Reset()
@@ -130,7 +131,7 @@ func (t *Tracker) answerClaimRequest() {
 	for _, e := range t.entries() {
 		e.mu.Lock()
 		fresh := e.owned && !e.fromStart && !e.lastHB.IsZero() && t.stateOf(e, now) != liveness.StateOffline
-		line := claimLine(e.id, t.s.instance, e.lastHB)
+		line := claimLine(e.id, t.instance, e.lastHB)
 		e.mu.Unlock()
 		if !fresh {
 			continue
@@ -149,7 +150,7 @@ func (t *Tracker) answerClaimRequest() {
 // watch runs when the watch of an entry owned elsewhere fires.
 func (t *Tracker) watch(e *lvEntry, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	a, err := t.s.store.GetAgent(ctx, store.AgentRef{ID: e.id})
+	a, err := t.store.GetAgent(ctx, store.AgentRef{ID: e.id})
 	cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -157,14 +158,14 @@ func (t *Tracker) watch(e *lvEntry, now time.Time) {
 		return // a heartbeat arrived here meanwhile
 	}
 	if err != nil {
-		t.s.log.Warn("liveness watch: reading the agent failed; retrying", "agent_id", e.id, "err", err)
+		t.log.Warn("liveness watch: reading the agent failed; retrying", "agent_id", e.id, "err", err)
 		t.armLocked(e, now.Add(t.cfg.PersistInterval))
 		return
 	}
 	if hb := a.Liveness.LastHeartbeatAt; hb != nil && hb.After(e.lastHB) {
 		e.lastHB = hb.UTC()
 	}
-	t.s.log.Debug("liveness: watch", "agent_id", e.id, "now", now, "last_heartbeat", e.lastHB, "stored_state", a.Liveness.State)
+	t.log.Debug("liveness: watch", "agent_id", e.id, "now", now, "last_heartbeat", e.lastHB, "stored_state", a.Liveness.State)
 	if due := t.takeoverAt(e); now.Before(due) {
 		// Read the row again at the known heartbeat + timeout, then once per
 		// persist interval (the owner's flush period) until the takeover.
@@ -178,7 +179,7 @@ func (t *Tracker) watch(e *lvEntry, now time.Time) {
 		t.armLocked(e, next)
 		return
 	}
-	pair, known := t.s.Events.lastPair(e.id)
+	pair, known := t.events.LastPair(e.id)
 	if known {
 		e.pub = pair
 	}
@@ -191,7 +192,7 @@ func (t *Tracker) watch(e *lvEntry, now time.Time) {
 		return
 	}
 	// Stored online long past any fresh heartbeat: the owner is gone.
-	t.s.log.Info("liveness: taking over an agent whose owning instance stopped", "agent", e.handle, "agent_id", e.id)
+	t.log.Info("liveness: taking over an agent whose owning instance stopped", "agent", e.handle, "agent_id", e.id)
 	e.owned = true
 	t.goOfflineLocked(e, now)
 }

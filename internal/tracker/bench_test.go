@@ -1,4 +1,4 @@
-package app_test
+package tracker_test
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func newBenchEnv(b *testing.B, n int) *benchEnv {
 	for i := range n {
 		p := e.vend(fmt.Sprintf("bench-%05d", i))
 		be.agents = append(be.agents, p)
-		if _, err := e.svc.Heartbeat(context.Background(), p, p.Agent.ID, []byte(benchBody)); err != nil {
+		if _, err := e.svc.Heartbeat(context.Background(), p, p.Agent.ID, []byte(benchBody), app.Arrival{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -54,7 +54,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, body); err != nil {
+		if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, body, app.Arrival{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func BenchmarkHeartbeatChanging(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, bodies[i%2]); err != nil {
+		if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, bodies[i%2], app.Arrival{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func BenchmarkHeartbeatParallel(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			p := be.agents[next.Add(1)%int64(len(be.agents))]
-			if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, body); err != nil {
+			if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, body, app.Arrival{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -111,12 +111,12 @@ func BenchmarkFlush10k(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for _, p := range be.agents { // make every entry dirty again
-			if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, body); err != nil {
+			if _, err := be.svc.Heartbeat(ctx, p, p.Agent.ID, body, app.Arrival{}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.StartTimer()
-		n, err := be.svc.Liveness.Flush(ctx)
+		n, err := trk(be.svc).Flush(ctx)
 		if err != nil || n != len(be.agents) {
 			b.Fatalf("Flush = %d, %v", n, err)
 		}
