@@ -29,7 +29,7 @@ const maxAuditBatch = 500
 const auditTimeout = 30 * time.Second
 
 type auditBatcher struct {
-	t       *Tracker
+	write   func(context.Context, []store.ApplyReportedChangeParams) ([]bool, error) // Store.ApplyReportedChanges
 	mu      sync.Mutex
 	queue   []*auditReq
 	running bool
@@ -84,7 +84,7 @@ func (b *auditBatcher) run() {
 			ps[i] = r.p
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
-		wrote, err := b.t.store.ApplyReportedChanges(ctx, ps)
+		wrote, err := b.write(ctx, ps)
 		cancel()
 		for i, r := range batch {
 			res := auditRes{err: err}
@@ -96,10 +96,10 @@ func (b *auditBatcher) run() {
 	}
 }
 
-// auditsWaiting returns how many reported changes wait for the next group
-// commit (not counting the batch being written).
-func (t *Tracker) auditsWaiting() int {
-	t.audits.mu.Lock()
-	defer t.audits.mu.Unlock()
-	return len(t.audits.queue)
+// waiting returns how many reported changes wait for the next group commit
+// (not counting the batch being written).
+func (b *auditBatcher) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
 }

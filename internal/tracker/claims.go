@@ -8,13 +8,11 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/liveness"
-	"github.com/rollcall/rollcall/internal/store"
 )
 
 // Ownership of an agent's deadline across instances (design: Heartbeat
-// presence, Rules: "no
-// instance reports an agent offline while another holds a heartbeat fresher
-// than the timeout").
+// presence, Rules: "no instance reports an agent offline while another
+// holds a heartbeat fresher than the timeout").
 //
 //   - The instance that receives a heartbeat for an agent it does not own
 //     takes ownership and broadcasts "<agent_id>:<instance>:<unix_micro>" on
@@ -33,10 +31,6 @@ import (
 //     persist interval proves that no instance holds a fresh one: if the
 //     row is not offline by then, the owner is gone, and this instance takes
 //     over and reports offline once (no ghost).
-
-// claimTTLMargin is the watch's margin over the timeout, in persist
-// intervals: one for the owner's flush period, one for its offline write.
-const claimTTLMargin = 2
 
 // maxClaimPayload keeps a batch of claims under PostgreSQL's NOTIFY limit.
 const maxClaimPayload = 7000
@@ -106,12 +100,6 @@ func (t *Tracker) yield(e *lvEntry, hb time.Time) {
 	t.armLocked(e, e.lastHB.Add(t.cfg.PresenceTimeout))
 }
 
-// takeoverAt is when the watch of an entry owned elsewhere takes over: a
-// stored heartbeat this old proves no instance holds a fresh one.
-func (t *Tracker) takeoverAt(e *lvEntry) time.Time {
-	return e.lastHB.Add(t.cfg.PresenceTimeout + claimTTLMargin*t.cfg.PersistInterval)
-}
-
 // answerClaimRequest broadcasts claims for every agent this instance owns
 // and holds a fresh heartbeat of, batched under the NOTIFY limit.
 func (t *Tracker) answerClaimRequest() {
@@ -145,54 +133,4 @@ func (t *Tracker) answerClaimRequest() {
 		b.WriteString(line)
 	}
 	flush()
-}
-
-// watch runs when the watch of an entry owned elsewhere fires.
-func (t *Tracker) watch(e *lvEntry, now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	a, err := t.store.GetAgent(ctx, store.AgentRef{ID: e.id})
-	cancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.owned || t.stopped.Load() {
-		return // a heartbeat arrived here meanwhile
-	}
-	if err != nil {
-		t.log.Warn("liveness watch: reading the agent failed; retrying", "agent_id", e.id, "err", err)
-		t.armLocked(e, now.Add(t.cfg.PersistInterval))
-		return
-	}
-	if hb := a.Liveness.LastHeartbeatAt; hb != nil && hb.After(e.lastHB) {
-		e.lastHB = hb.UTC()
-	}
-	t.log.Debug("liveness: watch", "agent_id", e.id, "now", now, "last_heartbeat", e.lastHB, "stored_state", a.Liveness.State)
-	if due := t.takeoverAt(e); now.Before(due) {
-		// Read the row again at the known heartbeat + timeout, then once per
-		// persist interval (the owner's flush period) until the takeover.
-		next := e.lastHB.Add(t.cfg.PresenceTimeout)
-		if !now.Before(next) {
-			next = now.Add(t.cfg.PersistInterval)
-		}
-		if next.After(due) {
-			next = due
-		}
-		t.armLocked(e, next)
-		return
-	}
-	pair, known := t.events.LastPair(e.id)
-	if known {
-		e.pub = pair
-	}
-	if a.Liveness.State != liveness.StateOnline && a.Liveness.State != liveness.StateDegraded {
-		// The owner reported it offline already: follow silently.
-		e.state = liveness.StateOffline
-		if !known {
-			e.pub = liveness.PublishPair{State: e.state, ReportedBillingMode: e.reportedMode()}
-		}
-		return
-	}
-	// Stored online long past any fresh heartbeat: the owner is gone.
-	t.log.Info("liveness: taking over an agent whose owning instance stopped", "agent", e.handle, "agent_id", e.id)
-	e.owned = true
-	t.goOfflineLocked(e, now)
 }

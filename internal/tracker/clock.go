@@ -3,14 +3,20 @@ package tracker
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/stall"
 )
 
-// The database's clock (design: Storage and instances: cross-instance time comparisons use
-// the database's clock or owner leases, never one instance's wall clock).
-// Every time the tracker stores (last_heartbeat_at), broadcasts (claims) or
-// compares with what another instance stored is on the database's clock:
-// t.now() is this process's clock plus the measured offset of the
+// The database's clock (design: Storage and instances: cross-instance time
+// comparisons use the database's clock or owner leases, never one
+// instance's wall clock). Every time the tracker stores (last_heartbeat_at),
+// broadcasts (claims) or compares with what another instance stored is on
+// the database's clock: this process's clock plus the measured offset of the
 // database's clock from it. Deadlines still run on this process's timers
 // (durations do not depend on any wall clock), so a clock that is 20 s
 // ahead or behind on one instance moves nothing.
@@ -19,32 +25,42 @@ import (
 // take to be used: the midpoint estimate is off by at most half of it.
 const maxClockRTT = time.Second
 
-// now is the tracker's time: the database's clock as estimated from this
-// process's clock (this process's clock without Config.DBClock), in
-// µs like every stored time.
-func (t *Tracker) now() time.Time {
-	n := t.clock.Now().UTC().Truncate(time.Microsecond)
-	if off := t.dbOff.Load(); off != 0 {
+// dbClock is the tracker's clock: the process's clock plus the measured
+// offset of the database's. Safe for concurrent use.
+type dbClock struct {
+	clock  clockwork.Clock
+	read   func(context.Context) (time.Time, error) // Config.DBClock; nil = no offset
+	every  time.Duration                            // Config.ClockSyncInterval
+	stalls *stall.Detector
+	log    *slog.Logger
+	off    atomic.Int64 // database clock − this process's clock, ns
+}
+
+// now is the database's clock as estimated from this process's clock (this
+// process's clock without Config.DBClock), in µs like every stored time.
+func (c *dbClock) now() time.Time {
+	n := c.clock.Now().UTC().Truncate(time.Microsecond)
+	if off := c.off.Load(); off != 0 {
 		n = n.Add(time.Duration(off)).Truncate(time.Microsecond)
 	}
 	return n
 }
 
-// clockOffset returns the measured offset of the database's clock from this
+// offset returns the measured offset of the database's clock from this
 // process's (0 without Config.DBClock).
-func (t *Tracker) clockOffset() time.Duration { return time.Duration(t.dbOff.Load()) }
+func (c *dbClock) offset() time.Duration { return time.Duration(c.off.Load()) }
 
-// syncClock measures the offset of the database's clock once: the
-// database's time against the midpoint of this process's clock around the
-// read. Errors: the read failed, or took longer than maxClockRTT (the
-// previous offset is kept).
-func (t *Tracker) syncClock(ctx context.Context) error {
-	if t.cfg.DBClock == nil {
+// sync measures the offset of the database's clock once: the database's
+// time against the midpoint of this process's clock around the read.
+// Errors: the read failed, or took longer than maxClockRTT (the previous
+// offset is kept).
+func (c *dbClock) sync(ctx context.Context) error {
+	if c.read == nil {
 		return nil
 	}
-	before := t.clock.Now()
-	db, err := t.cfg.DBClock(ctx)
-	after := t.clock.Now()
+	before := c.clock.Now()
+	db, err := c.read(ctx)
+	after := c.clock.Now()
 	if err != nil {
 		return fmt.Errorf("reading the database's clock: %w", err)
 	}
@@ -53,15 +69,15 @@ func (t *Tracker) syncClock(ctx context.Context) error {
 		return fmt.Errorf("reading the database's clock took %s (more than %s); offset kept", rtt, maxClockRTT)
 	}
 	off := db.Sub(before.Add(rtt / 2))
-	if old := time.Duration(t.dbOff.Swap(int64(off))); old-off > time.Second || off-old > time.Second {
-		t.log.Info("liveness: offset of the database's clock", "offset", off.Round(time.Millisecond), "previous", old.Round(time.Millisecond))
+	if old := time.Duration(c.off.Swap(int64(off))); old-off > time.Second || off-old > time.Second {
+		c.log.Info("liveness: offset of the database's clock", "offset", off.Round(time.Millisecond), "previous", old.Round(time.Millisecond))
 	}
 	return nil
 }
 
-// clockLoop measures the offset every ClockSyncInterval until ctx ends.
-func (t *Tracker) clockLoop(ctx context.Context) {
-	timer := t.clock.NewTimer(t.cfg.ClockSyncInterval)
+// loop measures the offset every Config.ClockSyncInterval until ctx ends.
+func (c *dbClock) loop(ctx context.Context) {
+	timer := c.clock.NewTimer(c.every)
 	defer timer.Stop()
 	for {
 		select {
@@ -70,21 +86,20 @@ func (t *Tracker) clockLoop(ctx context.Context) {
 		case <-timer.Chan():
 		}
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := t.syncClock(sctx); err != nil && ctx.Err() == nil {
-			t.log.Warn("liveness: database clock not measured", "err", err)
+		if err := c.sync(sctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("liveness: database clock not measured", "err", err)
 		}
 		cancel()
-		timer.Reset(t.cfg.ClockSyncInterval)
+		timer.Reset(c.every)
 	}
 }
 
-// extend is stall.Detector.Extend for times on the tracker's clock: the
-// deadline of a wait of d from base, restarted by a stall that ended after
-// base.
-func (t *Tracker) extend(base time.Time, d time.Duration) time.Time {
-	if t.stalls == nil {
+// extend is stall.Detector.Extend for times on this clock: the deadline of
+// a wait of d from base, restarted by a stall that ended after base.
+func (c *dbClock) extend(base time.Time, d time.Duration) time.Time {
+	if c.stalls == nil {
 		return base.Add(d)
 	}
-	off := t.clockOffset()
-	return t.stalls.Extend(base.Add(-off), d).Add(off)
+	off := c.offset()
+	return c.stalls.Extend(base.Add(-off), d).Add(off)
 }

@@ -23,10 +23,10 @@ func (t *Tracker) Owns(agentID string) (owned, tracked bool) { return t.owns(age
 
 // AuditsWaiting returns how many reported changes wait for the next group
 // commit.
-func (t *Tracker) AuditsWaiting() int { return t.auditsWaiting() }
+func (t *Tracker) AuditsWaiting() int { return t.audits.waiting() }
 
 // ClockOffset returns the measured offset of the database's clock.
-func (t *Tracker) ClockOffset() time.Duration { return t.clockOffset() }
+func (t *Tracker) ClockOffset() time.Duration { return t.clk.offset() }
 
 // Instance returns the id naming this process in liveness claims.
 func (t *Tracker) Instance() string { return t.instance }

@@ -3,14 +3,50 @@ package tracker
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
+	"hash/maphash"
+	"log/slog"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
+	"github.com/rollcall/rollcall/internal/ratelimit"
+	"github.com/rollcall/rollcall/internal/stall"
 	"github.com/rollcall/rollcall/internal/store"
 )
+
+// New builds a tracker and subscribes it to bus.ChannelLiveness (claims)
+// and bus.ChannelPresence (configuration changes). Start loads the stored
+// state and starts the flush loop.
+func New(o Options) *Tracker {
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = nopMetrics{}
+	}
+	if o.SignalPresence == nil {
+		o.SignalPresence = func(context.Context, string, string) {}
+	}
+	cfg := o.Config.withDefaults()
+	t := &Tracker{store: o.Store, bus: o.Bus, events: o.Events, clock: o.Clock, log: o.Log, metrics: o.Metrics,
+		instance: o.Instance, signal: o.SignalPresence,
+		cfg: cfg, limiter: ratelimit.New(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
+		urgent: map[*lvEntry]struct{}{}, stalls: stall.New(o.Clock, cfg.StallThreshold, o.Log)}
+	t.clk = dbClock{clock: o.Clock, read: cfg.DBClock, every: cfg.ClockSyncInterval, stalls: t.stalls, log: o.Log}
+	t.audits.write = o.Store.ApplyReportedChanges
+	for i := range t.shards {
+		t.shards[i].m = map[string]*lvEntry{}
+	}
+	t.bus.Subscribe(bus.ChannelLiveness, t.onLivenessSignal)
+	t.bus.Subscribe(bus.ChannelPresence, t.onPresenceSignal)
+	return t
+}
 
 // Start applies the start rule and starts the flush loop (design: Heartbeat
 // presence, Rules). It loads the agents stored online or
@@ -30,7 +66,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	}
 	// The start rule compares stored heartbeats with now: on the database's
 	// clock, measured first.
-	if err := t.syncClock(ctx); err != nil {
+	if err := t.clk.sync(ctx); err != nil {
 		t.log.Warn("liveness: database clock not measured at start; this process's clock is used until it is", "err", err)
 	}
 	if err := t.load(ctx); err != nil {
@@ -39,7 +75,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.loopDone = cancel, make(chan struct{})
 	if t.cfg.DBClock != nil {
-		go t.clockLoop(lctx)
+		go t.clk.loop(lctx)
 	}
 	if t.stalls != nil {
 		go t.stalls.Run(lctx)
@@ -127,116 +163,6 @@ func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
 	t.assessLocked(e, start)
 	t.armLocked(e, dl)
 	return false
-}
-
-// flush writes every dirty entry in one unit of work, ascending by agent id,
-// with the monotone write, and returns how many rows it wrote.
-// The loop calls it one agent.heartbeat_persist_interval after the previous
-// pass committed, so each agent is written at most once per interval and the
-// writes per second are bounded by agents ÷ interval, whatever the heartbeat
-// rate. On an error the entries stay dirty for the next pass.
-func (t *Tracker) flush(ctx context.Context) (int, error) {
-	t.flushMu.Lock()
-	defer t.flushMu.Unlock()
-	n, err := t.flushLocked(ctx, t.entries())
-	t.flushedAt = t.now() // the commit: the next pass follows one interval after it
-	return n, err
-}
-
-// flushLocked writes the dirty ones of es (flushMu held: the flush loop and
-// the transition writer never write the same agent concurrently, so rows
-// reach the store in the order their state was read).
-func (t *Tracker) flushLocked(ctx context.Context, es []*lvEntry) (int, error) {
-	var rows []store.HeartbeatRow
-	var dirty []*lvEntry
-	for _, e := range es {
-		e.mu.Lock()
-		if e.dirty && !e.lastHB.IsZero() {
-			r := store.HeartbeatRow{AgentID: e.id, State: e.state, LastHeartbeatAt: e.lastHB}
-			if e.hb != nil {
-				r.HasReport, r.RuntimeVersion, r.ReportedState = true, e.hb.RuntimeVersion, e.hb.Canonical()
-			}
-			if r.State == liveness.StateUnknown {
-				r.State = liveness.StateOffline
-			}
-			rows = append(rows, r)
-			dirty = append(dirty, e)
-			e.dirty = false
-		}
-		e.mu.Unlock()
-	}
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	slices.SortFunc(rows, func(a, b store.HeartbeatRow) int { return strings.Compare(a.AgentID, b.AgentID) })
-	n, err := t.store.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows})
-	if err != nil {
-		for _, e := range dirty {
-			e.mu.Lock()
-			e.dirty = true
-			e.mu.Unlock()
-		}
-		return 0, err
-	}
-	t.written.Add(int64(n))
-	t.metrics.HeartbeatRowsPersisted(n)
-	return n, nil
-}
-
-// persistSoon queues the entry for the transition writer: a change of the
-// liveness state (online, degraded, offline; the first heartbeat; coming
-// back) is written at once, in a small group commit, instead of at the next
-// flush one agent.heartbeat_persist_interval later, so another instance
-// reading the row — GET /v1/agents/{ref}/status there — agrees within a
-// write's latency. Called with e.mu held; it only takes
-// urgentMu.
-func (t *Tracker) persistSoon(e *lvEntry) {
-	t.urgentMu.Lock()
-	t.urgent[e] = struct{}{}
-	start := !t.urgentRun
-	t.urgentRun = true
-	t.urgentMu.Unlock()
-	if start {
-		go t.writeTransitions()
-	}
-}
-
-// transitionRetry is the pause before a failed transition write is tried
-// again (the flush loop would retry only one persist interval later).
-const transitionRetry = time.Second
-
-// writeTransitions writes queued transitions until none is left.
-func (t *Tracker) writeTransitions() {
-	for {
-		t.urgentMu.Lock()
-		batch := make([]*lvEntry, 0, len(t.urgent))
-		for e := range t.urgent {
-			batch = append(batch, e)
-		}
-		clear(t.urgent)
-		if len(batch) == 0 || t.stopped.Load() {
-			// Stopped: the final flush of Stop writes what is dirty.
-			t.urgentRun = false
-			t.urgentMu.Unlock()
-			return
-		}
-		t.urgentMu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		t.flushMu.Lock()
-		_, err := t.flushLocked(ctx, batch)
-		t.flushMu.Unlock()
-		cancel()
-		if err != nil {
-			t.log.Warn("liveness: transitions not written; retrying", "agents", len(batch), "err", err)
-			t.urgentMu.Lock()
-			for _, e := range batch {
-				t.urgent[e] = struct{}{}
-			}
-			t.urgentMu.Unlock()
-			time.Sleep(transitionRetry) // a backoff, not a wait for correctness
-			continue
-		}
-	}
 }
 
 // Stop stops the tracker for shutdown (design: Heartbeat presence, Rules): the
