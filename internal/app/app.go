@@ -34,6 +34,10 @@ const (
 	AgentTokenPrefix  = "rca_"
 )
 
+// LivenessConfig configures the heartbeat tracker (design: Configuration
+// keys); zero fields take the keys' defaults.
+type LivenessConfig = tracker.Config
+
 // Options configures a Service.
 type Options struct {
 	Store store.Store
@@ -152,6 +156,9 @@ func New(o Options) *Service {
 
 // Store returns the store port (for adapters that need read models).
 func (s *Service) Store() store.Store { return s.store }
+
+// Metrics returns the metrics port the Service counts through (never nil).
+func (s *Service) Metrics() Metrics { return s.metrics }
 
 // Clock returns the injected clock.
 func (s *Service) Clock() clockwork.Clock { return s.clock }

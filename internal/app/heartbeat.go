@@ -12,10 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
-// LivenessConfig configures the heartbeat tracker (design: Configuration
-// keys); zero fields take the keys' defaults.
-type LivenessConfig = tracker.Config
-
 // Ack is the answer to an accepted heartbeat: sync.heartbeat_interval in
 // milliseconds.
 type Ack = tracker.Ack
