@@ -3,6 +3,11 @@
 // the ports (store.Store, bus.Bus, SessionHub) and holds no transport code;
 // the MCP, REST and CLI adapters all call the same methods, so every rule
 // exists once. Time comes from an injected clockwork.Clock.
+//
+// The Service wires the engines it drives, each built from the narrow ports
+// it uses: the liveness tracker (internal/tracker; the heartbeat use case
+// and the owner's status view are here) and the operator event hub
+// (internal/events; adapters subscribe through SubscribeEvents).
 package app
 
 import (
