@@ -286,8 +286,13 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 // onPresenceSignal refreshes the configuration of a tracked agent after a
 // write that may have changed it (bus.ChannelPresence "<agent_id>:<cause>",
 // e.g. PATCH of billing_mode or active), off the bus's delivery goroutine.
+// The tracker's own readiness signal changed nothing it reads from the row,
+// so it costs no read here (the presence cache reads the row once).
 func (t *Tracker) onPresenceSignal(payload string) {
-	id, _, _ := cutColon(payload)
+	id, cause, _ := cutColon(payload)
+	if cause == causeReadiness {
+		return
+	}
 	e := t.lookup(id)
 	if e == nil {
 		return

@@ -190,7 +190,7 @@ func (t *Tracker) applyReadiness(ctx context.Context, e *lvEntry, rs []liveness.
 	e.mu.Lock()
 	e.readiness, e.readinessKnown = rs, true
 	e.mu.Unlock()
-	t.signal(ctx, e.id, "readiness")
+	t.signal(ctx, e.id, causeReadiness)
 	return nil
 }
 

@@ -89,6 +89,10 @@ const (
 	DefaultBurst = 20
 )
 
+// causeReadiness is the cause of the presence signal the tracker sends after
+// writing an agent's project_readiness.
+const causeReadiness = "readiness"
+
 // Ack is the answer to an accepted heartbeat (HeartbeatAck): the interval
 // at which the adapter should send the next one, in milliseconds
 // (sync.heartbeat_interval; design: Heartbeat presence, Rules).
