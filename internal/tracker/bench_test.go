@@ -15,7 +15,7 @@ import (
 // store (docs/benchmarks.md, Liveness). A steady heartbeat (nothing changed)
 // touches memory only; the flush writes dirty entries in one transaction.
 //
-//	go test -run '^$' -bench 'Heartbeat|Flush' -benchmem ./internal/app/
+//	go test -run '^$' -bench 'Heartbeat|Flush' -benchmem ./internal/tracker/
 
 const benchBody = `{"state":"online","billing_mode":"subscription","billing_modes_supported":["subscription","api"],` +
 	`"tool_class":"claude-code","runtime_version":"2.1.3","billing_evidence":{"key_type":"oauth","method":"credentials_file"},` +
