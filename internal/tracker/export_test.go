@@ -28,5 +28,13 @@ func (t *Tracker) AuditsWaiting() int { return t.audits.waiting() }
 // ClockOffset returns the measured offset of the database's clock.
 func (t *Tracker) ClockOffset() time.Duration { return t.clk.offset() }
 
+// TransitionsIdle reports whether the transition writer has nothing queued
+// and is not running.
+func (t *Tracker) TransitionsIdle() bool {
+	t.urgentMu.Lock()
+	defer t.urgentMu.Unlock()
+	return !t.urgentRun && len(t.urgent) == 0
+}
+
 // Instance returns the id naming this process in liveness claims.
 func (t *Tracker) Instance() string { return t.instance }
