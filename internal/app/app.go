@@ -3,6 +3,11 @@
 // the ports (store.Store, bus.Bus, SessionHub) and holds no transport code;
 // the MCP, REST and CLI adapters all call the same methods, so every rule
 // exists once. Time comes from an injected clockwork.Clock.
+//
+// The Service wires the engines it drives, each built from the narrow ports
+// it uses: the liveness tracker (internal/tracker; the heartbeat use case
+// and the owner's status view are here) and the operator event hub
+// (internal/events; adapters subscribe through SubscribeEvents).
 package app
 
 import (
@@ -22,7 +27,9 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // Token prefixes make leaked tokens recognisable (secret scanners) and tell
@@ -31,6 +38,10 @@ const (
 	PersonTokenPrefix = "rcp_"
 	AgentTokenPrefix  = "rca_"
 )
+
+// LivenessConfig configures the heartbeat tracker (design: Configuration
+// keys); zero fields take the keys' defaults.
+type LivenessConfig = tracker.Config
 
 // Options configures a Service.
 type Options struct {
@@ -49,8 +60,8 @@ type Options struct {
 	// on one of several sessions of its agent here and still unclaimed this
 	// long after is rung on another (DESIGN.md §3.8, issue 8 item 5).
 	FailoverAfter time.Duration
-	// Liveness configures the heartbeat tracker (DESIGN.md §5.3 keys); zero
-	// fields take the defaults of §5.3.
+	// Liveness configures the heartbeat tracker (design: Configuration
+	// keys); zero fields take the keys' defaults. Unused when Tracker is set.
 	Liveness LivenessConfig
 	// Metrics counts heartbeats, doorbells, digests, sweep rings and
 	// transitions; nil = NopMetrics.
@@ -58,6 +69,12 @@ type Options struct {
 	// InstanceID names this process in liveness claims and event IDs; ""
 	// = 8 random hex digits.
 	InstanceID string
+	// Events is the operator event hub (GET /v1/events); nil = New builds
+	// one on Store, Bus, Clock and Log.
+	Events *events.Hub
+	// Tracker is the liveness tracker; nil = New builds one on the ports
+	// above, Events and Liveness, its presence signal the Service's.
+	Tracker *tracker.Tracker
 }
 
 // Service is the use-case layer. It is safe for concurrent use.
@@ -85,10 +102,8 @@ type Service struct {
 
 	metrics  Metrics
 	instance string
-	// Events is this instance's operator event hub (GET /v1/events).
-	Events *Events
-	// Liveness is the heartbeat tracker (DESIGN.md §5).
-	Liveness *Tracker
+	events   *events.Hub      // this instance's operator event hub
+	liveness *tracker.Tracker // the heartbeat tracker
 
 	team   teamState   // persons, tokens, the credential cache (team.go)
 	intake intakeState // hook rate limits (hooks.go)
@@ -122,9 +137,16 @@ func New(o Options) *Service {
 	if s.instance == "" {
 		s.instance = newInstanceID()
 	}
-	s.Events = newEvents(s, s.instance)
+	s.events = o.Events
+	if s.events == nil {
+		s.events = events.New(events.Options{Store: s.store, Bus: s.bus, Clock: s.clock, Log: s.log})
+	}
 	s.initTeam()
-	s.Liveness = newTracker(s, o.Liveness)
+	s.liveness = o.Tracker
+	if s.liveness == nil {
+		s.liveness = tracker.New(tracker.Options{Store: s.store, Bus: s.bus, Events: s.events, Clock: s.clock, Log: s.log,
+			Metrics: s.metrics, Instance: s.instance, SignalPresence: s.signalPresence, Config: o.Liveness})
+	}
 	s.Evaluator = newEvaluator(s)
 	s.Digests = newDigests(s)
 	s.Doorbell = newDoorbell(s)
@@ -139,6 +161,9 @@ func New(o Options) *Service {
 
 // Store returns the store port (for adapters that need read models).
 func (s *Service) Store() store.Store { return s.store }
+
+// Metrics returns the metrics port the Service counts through (never nil).
+func (s *Service) Metrics() Metrics { return s.metrics }
 
 // Clock returns the injected clock.
 func (s *Service) Clock() clockwork.Clock { return s.clock }
@@ -184,6 +209,14 @@ func NewToken(prefix string) string {
 }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// newInstanceID returns 8 random hex digits naming this process in event
+// IDs and liveness claims.
+func newInstanceID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // Bootstrap creates the admin person on an empty store. token "" makes a new
 // random token. It returns the token and created=true only when it created
@@ -283,3 +316,16 @@ func (s *Service) Close() {
 // transitions) to finish. Tests call it after the event that started the
 // work; it does not stop new work.
 func (s *Service) Settle() { s.bg.Wait() }
+
+// SubscribeEvents subscribes the person ownerID, who opened the stream with
+// the personal token tokenID, to the operator events of their own agents
+// (events.Hub.SubscribeWith): resumed after lastEventID ("" = from now)
+// while it is buffered. Revoking that token or deactivating the person
+// closes the subscription. Errors: events.ErrClosed at shutdown.
+func (s *Service) SubscribeEvents(ownerID, tokenID, lastEventID string) (*events.Subscription, error) {
+	return s.events.SubscribeWith(ownerID, tokenID, lastEventID)
+}
+
+// CloseEvents ends every event subscription and refuses new ones (server
+// shutdown: open SSE streams end instead of holding it).
+func (s *Service) CloseEvents() { s.events.Close() }

@@ -56,7 +56,7 @@ func (s *Service) CatchUp(ctx context.Context, lostAt time.Time) (CatchUpResult,
 	for _, m := range s.Evaluator.missedTransitions() {
 		reason := catchUpReason(m.presence, m.by, m.inputs, now)
 		s.log.Info("missed presence transition caught up", "agent_id", m.agentID, "new", m.presence, "reason", reason)
-		s.Events.presenceTransitionHere(ctx, m.agentID, m.presence, reason)
+		s.events.PresenceTransitionHere(ctx, m.agentID, m.presence, reason)
 		if m.presence == presence.In {
 			agentID := m.agentID
 			s.background(func() { s.Digests.Send(context.Background(), agentID, reason) })

@@ -330,13 +330,13 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 	lim := s.intakeLimits()
 	payload, verr := verifyDelivery(h, in, now)
 	if verr != nil {
-		if ok, wait := lim.failed.allow(h.ID, now); !ok {
+		if ok, wait := lim.failed.Allow(h.ID, now); !ok {
 			return s.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &RateLimitedError{RetryAfter: wait,
 				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, int(HookDeliveryRate*60))})
 		}
 		return s.verifyErr(ctx, h, now, verr)
 	}
-	if ok, wait := lim.limit.allow(h.ID, now); !ok {
+	if ok, wait := lim.limit.Allow(h.ID, now); !ok {
 		s.countDelivery(h.Kind, "rate_limited")
 		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
 			Err: domain.Errorf(domain.CodeRateLimited, "hook %s takes at most %d deliveries a minute", h.ID, int(HookDeliveryRate*60))}
@@ -379,7 +379,7 @@ func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, reas
 func (s *Service) refuseAs(ctx context.Context, h domain.Hook, now time.Time, outcome, reason string, err error) (DeliveryResult, error) {
 	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
 	s.countDelivery(h.Kind, outcome)
-	if ok, _ := s.intakeLimits().refusals.allow(h.ID, now); ok {
+	if ok, _ := s.intakeLimits().refusals.Allow(h.ID, now); ok {
 		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
 			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
 		if rerr != nil && !errors.Is(rerr, domain.ErrNotFound) {

@@ -43,6 +43,3 @@ func (NopMetrics) SweepRung(int) {}
 
 // PresenceTransition implements Metrics.
 func (NopMetrics) PresenceTransition(string) {}
-
-// Metrics returns the metrics port the Service counts through (never nil).
-func (s *Service) Metrics() Metrics { return s.metrics }

@@ -552,7 +552,7 @@ func (e *Evaluator) evaluateOne(ctx context.Context, agentID string, now time.Ti
 		e.s.log.Warn("presence transition not broadcast; the digest is lost (at-most-once)", "agent_id", agentID, "err", err)
 	}
 	e.s.metrics.PresenceTransition(p)
-	e.s.Events.PresenceTransition(ctx, agentID, p, reason)
+	e.s.events.PresenceTransition(ctx, agentID, p, reason)
 	return true, nil
 }
 

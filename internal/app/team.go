@@ -427,14 +427,14 @@ func (s *Service) onTeam(payload string) {
 	kind, rest, _ := strings.Cut(payload, ":")
 	switch kind {
 	case "token":
-		s.Events.closeWhere(func(sub *EventSubscription) bool { return sub.tokenID == rest })
+		s.events.CloseToken(rest)
 	case "person":
-		s.Events.closeWhere(func(sub *EventSubscription) bool { return sub.ownerID == rest })
+		s.events.CloseOwner(rest)
 	case "owner":
 		parts := strings.SplitN(rest, ":", 3)
 		if len(parts) == 3 {
 			s.forgetCredentials(parts[0]) // cached lookups carry the old owner
-			s.Events.setOwner(parts[0], agentIdent{owner: parts[1], handle: parts[2]})
+			s.events.SetOwner(parts[0], parts[1], parts[2])
 		}
 	}
 }

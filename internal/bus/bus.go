@@ -32,7 +32,7 @@ const (
 	// "?:<instance_id>" sent by a starting instance, which every owner answers
 	// with claims.
 	ChannelLiveness = "rollcall_liveness"
-	// ChannelEvents carries one JSON event (app.Event wire form) for the SSE
+	// ChannelEvents carries one JSON event (events.Hub wire form) for the SSE
 	// event hubs of every instance (GET /v1/events).
 	ChannelEvents = "rollcall_events"
 	// ChannelTeam carries person and token changes that end open streams and

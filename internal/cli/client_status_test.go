@@ -37,7 +37,7 @@ func TestCLIAgentStatus(t *testing.T) {
 	}
 	body := `{"state":"online","billing_mode":"api","runtime_version":"2.1.3","billing_evidence":{"key_type":"unknown","method":"guess"},` +
 		`"details":{"adapter":{"name":"rc-adapter","version":"0.4.0"},"runtime":{"name":"claude-code"}},"project_readiness":[{"queue":"build","ready":false,"reason":"dirty_tree"}]}`
-	if _, err := env.Service.Heartbeat(t.Context(), p, "statused", []byte(body)); err != nil {
+	if _, err := env.Service.Heartbeat(t.Context(), p, "statused", []byte(body), app.Arrival{}); err != nil {
 		t.Fatal(err)
 	}
 	r = run(cmd("agent", "status", "statused")...).ok(t)

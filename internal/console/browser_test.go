@@ -100,7 +100,7 @@ func heartbeats(t *testing.T, svc *app.Service, beats map[string]heartbeat) (sto
 		defer tick.Stop()
 		for {
 			for ref, hb := range beats {
-				if _, err := svc.Heartbeat(ctx, hb.p, ref, []byte(hb.body)); err != nil && ctx.Err() == nil {
+				if _, err := svc.Heartbeat(ctx, hb.p, ref, []byte(hb.body), app.Arrival{}); err != nil && ctx.Err() == nil {
 					t.Errorf("heartbeat %s: %v", ref, err)
 				}
 			}

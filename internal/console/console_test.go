@@ -21,6 +21,7 @@ import (
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/console"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/httpapi/apitest"
 	"github.com/rollcall/rollcall/internal/presence"
 	"github.com/rollcall/rollcall/internal/server"
@@ -638,13 +639,22 @@ func TestEventStreamCarriesOnlyOwnAgents(t *testing.T) {
 		}
 	}
 	readUntil("retry:") // the stream is open and subscribed
-	e.Service.Events.Publish(t.Context(), app.EventPresenceChanged, bobs.Agent.ID, bob.ID, app.PresenceChangedData{Agent: "builder", State: "online"})
-	e.Service.Events.Publish(t.Context(), app.EventPresenceChanged, mine.Agent.ID, me.ID, app.PresenceChangedData{Agent: "reviewer", State: "online"})
+	// A first heartbeat publishes agent.presence_changed (unknown → online):
+	// Bob's agent first, then the admin's.
+	for _, v := range []app.VendResult{bobs, mine} {
+		p, err := e.Service.AuthenticateAgent(t.Context(), v.Credential)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Service.Heartbeat(t.Context(), p, p.Agent.ID, []byte(`{"state":"online"}`), app.Arrival{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if got := readUntil("event:"); got != "event: agent\n" {
 		t.Fatalf("event line %q", got)
 	}
 	data := readUntil("data:")
-	if !strings.Contains(data, mine.Agent.ID) || strings.Contains(data, bobs.Agent.ID) || !strings.Contains(data, app.EventPresenceChanged) {
+	if !strings.Contains(data, mine.Agent.ID) || strings.Contains(data, bobs.Agent.ID) || !strings.Contains(data, events.KindPresenceChanged) {
 		t.Fatalf("first event data %q: want the admin's agent only", data)
 	}
 }

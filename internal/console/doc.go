@@ -55,7 +55,7 @@
 // # Live updates
 //
 // GET /console/events is an SSE stream of the signed-in person's agent
-// events from app.Service.Events (agent.presence_changed from the liveness
+// events from app.Service.SubscribeEvents (agent.presence_changed from the liveness
 // tracker, agent.presence_transition from the presence evaluator). On an
 // event the page fetches GET /console/agents/{id}/card and swaps the card's
 // status part (controls keep focus and typed input) and announces the new

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 )
 
 // keepAlive is how often an idle event stream sends a comment line, so
@@ -23,12 +24,12 @@ type consoleEvent struct {
 }
 
 // eventStream is GET /console/events: a text/event-stream of the signed-in
-// person's agent events (app.Events filters by owner). Event "agent" carries
+// person's agent events (the event hub filters by owner). Event "agent" carries
 // consoleEvent; event "missed" tells the page to refresh every card (the
 // Last-Event-ID it resumed from is no longer buffered). At shutdown the
 // hub closes the subscription and the stream ends.
 func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) {
-	sub, err := h.svc.Events.SubscribeWith(v.person.ID, v.person.TokenID, r.Header.Get("Last-Event-ID"))
+	sub, err := h.svc.SubscribeEvents(v.person.ID, v.person.TokenID, r.Header.Get("Last-Event-ID"))
 	if err != nil {
 		http.Error(w, "live updates are unavailable: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -78,7 +79,7 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) 
 	}
 }
 
-func writeEvent(w http.ResponseWriter, ev app.Event) {
+func writeEvent(w http.ResponseWriter, ev events.Event) {
 	if ev.AgentID == "" {
 		return
 	}

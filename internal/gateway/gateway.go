@@ -117,7 +117,7 @@ func New(o Options) *Gateway {
 		o.Clock = o.Service.Clock()
 	}
 	if o.HeartbeatInterval <= 0 {
-		o.HeartbeatInterval = o.Service.Liveness.Config().HeartbeatInterval
+		o.HeartbeatInterval = o.Service.HeartbeatInterval()
 	}
 	if o.Deadline <= 0 {
 		o.Deadline = 2 * o.HeartbeatInterval
@@ -295,7 +295,7 @@ type conn struct {
 	// newest body waiting, when it arrived, and whether a worker runs.
 	apMu      sync.Mutex
 	apBody    []byte
-	apAt      time.Time
+	apAt      app.Arrival
 	apRunning bool
 }
 
@@ -359,11 +359,11 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 // previous firing computed: it closes with 4009 when no heartbeat came for
 // Options.Deadline, and otherwise re-arms for the rest.
 //
-// A stall of the server (app.StallDetector) restarts the deadline when the
+// A stall of the server (stall.Detector) restarts the deadline when the
 // process runs again: frames queued on the socket meanwhile are not the
 // agent's fault (issue 8 item 4).
 func (c *conn) onDeadline() {
-	st := c.g.svc.Liveness.Stalls()
+	st := c.g.svc.Stalls()
 	st.Check() // a stall that ended just now is recorded before judging
 	seen := time.Unix(0, c.seen.Load())
 	due := st.Extend(seen, c.g.o.Deadline)
@@ -570,7 +570,7 @@ func (c *conn) heartbeatAgent(agent []byte) {
 // the tracker is told at once that a heartbeat arrived, so the agent's
 // deadline runs from its arrival.
 func (c *conn) agentPart(p *domain.Principal, agent []byte) {
-	at, err := c.g.svc.Liveness.Arrive(*p, p.Agent.ID)
+	at, err := c.g.svc.ArriveHeartbeat(*p, p.Agent.ID)
 	if err != nil { // the rate limit, answered in order on the read loop
 		c.sendError("heartbeat", err, "/agent")
 		return
@@ -600,7 +600,7 @@ func (c *conn) runAgentParts(p *domain.Principal) {
 		body, c.apBody = c.apBody, body[:0] // swap buffers: no copy, no allocation
 		at := c.apAt
 		c.apMu.Unlock()
-		if _, err := c.g.svc.Liveness.HeartbeatAt(context.Background(), *p, p.Agent.ID, body, at); err != nil && !c.closing.Load() {
+		if _, err := c.g.svc.Heartbeat(context.Background(), *p, p.Agent.ID, body, at); err != nil && !c.closing.Load() {
 			c.sendError("heartbeat", err, "/agent")
 		}
 	}

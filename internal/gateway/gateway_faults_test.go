@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
@@ -72,10 +73,10 @@ func newFaultEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Liveness.Start(t.Context()); err != nil {
+	if err := svc.StartLiveness(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Liveness.Stop(context.Background()) })
+	t.Cleanup(func() { _ = svc.StopLiveness(context.Background()) })
 	gw := gateway.New(gateway.Options{Service: svc, Bus: b, Log: log})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/gateway", gw)
@@ -235,7 +236,7 @@ func TestStallKeepsConnections(t *testing.T) {
 func TestSlowFirstReport(t *testing.T) {
 	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
 	e := newFaultEnv(t, faultCfg, func(s store.Store) store.Store { gs.Store = s; return gs })
-	sub, err := e.svc.Events.Subscribe(e.admin.ID, "")
+	sub, err := e.svc.SubscribeEvents(e.admin.ID, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestSlowFirstReport(t *testing.T) {
 	for {
 		select {
 		case ev := <-sub.C():
-			var d app.PresenceChangedData
+			var d events.PresenceChangedData
 			_ = json.Unmarshal(ev.Data, &d)
 			states = append(states, d.State)
 			continue

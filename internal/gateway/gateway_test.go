@@ -184,14 +184,15 @@ func (c *client) ack() {
 // sync waits until the server read every frame sent so far (frames of one
 // connection are read in order) and the agent part of the heartbeats among
 // them ran: it runs off the read loop, after the ack (issue 8 item 3), so
-// sync polls (bounded) until the tracker holds agentID.
-func (c *client) sync(svc *app.Service, agentID string) {
+// sync polls (bounded) until the owner's status view of agentID is online
+// or degraded.
+func (c *client) sync(svc *app.Service, owner domain.Person, agentID string) {
 	c.t.Helper()
 	c.send(`{"op":"heartbeat","d":{}}`)
 	c.ack()
 	deadline := time.Now().Add(waitBound)
 	for {
-		if st, _ := svc.Liveness.LivenessState(agentID); st == "online" || st == "degraded" {
+		if st, err := svc.AgentStatus(c.t.Context(), owner, agentID); err == nil && (st.State == "online" || st.State == "degraded") {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -224,16 +225,16 @@ func TestHelloIdentifyReadyAck(t *testing.T) {
 	c := e.ready()
 	c.send(`{"op":"heartbeat","d":{}}`)
 	c.ack()
-	if _, tracked := e.svc.Liveness.LivenessState(e.agent.ID); tracked {
-		t.Error("a heartbeat without member agent changed presence")
+	if st, err := e.svc.AgentStatus(t.Context(), e.admin, e.agent.ID); err != nil || st.State != "unknown" {
+		t.Errorf("a heartbeat without member agent changed presence: %+v, %v", st.State, err)
 	}
 	c.send(`{"op":"heartbeat"}`) // d may be absent
 	c.ack()
 	c.send(`{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"api"}}}`)
 	c.ack()
-	c.sync(e.svc, e.agent.ID)
-	if st, _ := e.svc.Liveness.LivenessState(e.agent.ID); st != "online" {
-		t.Errorf("state after a heartbeat with agent = %s, want online", st)
+	c.sync(e.svc, e.admin, e.agent.ID)
+	if st, _ := e.svc.AgentStatus(t.Context(), e.admin, e.agent.ID); st.State != "online" {
+		t.Errorf("state after a heartbeat with agent = %s, want online", st.State)
 	}
 	st, err := e.svc.AgentStatus(t.Context(), e.admin, "runner")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 )
 
 // GET /v1/events: the operator event stream (Server-Sent Events; issue 4
@@ -15,7 +16,7 @@ import (
 // events of their own agents only: agent.presence_changed (the liveness
 // pair of §5.2) and agent.presence_transition (in/out of §3.7). Every
 // event has an id; a client that reconnects with Last-Event-ID resumes
-// after that event while it is among the last app.EventBufferSize events,
+// after that event while it is among the last events.BufferSize events,
 // and otherwise first receives a stream.missed event (re-read the state you
 // show). A comment line is sent every SSEKeepAlive so proxies keep the
 // stream open. The stream ends at server shutdown and when the client
@@ -28,7 +29,7 @@ const SSEKeepAlive = 15 * time.Second
 
 func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
-	sub, err := a.svc.Events.SubscribeWith(by.ID, by.TokenID, last)
+	sub, err := a.svc.SubscribeEvents(by.ID, by.TokenID, last)
 	if err != nil {
 		return &statusError{http.StatusServiceUnavailable, &domain.Error{Code: domain.CodeInternal, Detail: err.Error()}}
 	}
@@ -41,8 +42,8 @@ func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Per
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	if sub.Missed {
-		data, _ := json.Marshal(app.StreamMissedData{LastEventID: last, Buffer: app.EventBufferSize})
-		if err := writeSSE(w, "", app.EventStreamMissed, data); err != nil {
+		data, _ := json.Marshal(events.StreamMissedData{LastEventID: last, Buffer: events.BufferSize})
+		if err := writeSSE(w, "", events.KindStreamMissed, data); err != nil {
 			return nil
 		}
 	}
@@ -97,7 +98,7 @@ func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Per
 
 // writeEvent writes one event; its data is the Event as JSON: {id, kind,
 // at, agent_id, data} (the owner is not sent).
-func writeEvent(w http.ResponseWriter, ev app.Event) error {
+func writeEvent(w http.ResponseWriter, ev events.Event) error {
 	data, _ := json.Marshal(ev) // strings, a time and raw JSON
 	return writeSSE(w, ev.ID, ev.Kind, data)
 }

@@ -54,7 +54,7 @@ func (a *api) sendHeartbeat(w http.ResponseWriter, r *http.Request, _ domain.Per
 		}
 		return domain.Errorf(domain.CodeInvalidArgument, "reading the request body failed: %v", err)
 	}
-	ack, err := a.svc.Heartbeat(r.Context(), p, r.PathValue("agent"), body)
+	ack, err := a.svc.Heartbeat(r.Context(), p, r.PathValue("agent"), body, app.Arrival{})
 	var rl *app.RateLimitedError
 	if errors.As(err, &rl) {
 		w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/events"
 )
 
 // The heartbeat routes on the real stack (apitest: SQLite, app.Service on a
@@ -261,18 +262,18 @@ func TestEventStream(t *testing.T) {
 	var got struct {
 		ID, Kind string
 		AgentID  string `json:"agent_id"`
-		Data     app.PresenceChangedData
+		Data     events.PresenceChangedData
 	}
 	if err := json.Unmarshal([]byte(ev.data), &got); err != nil {
 		t.Fatal(err)
 	}
-	if ev.kind != app.EventPresenceChanged || ev.id == "" || got.ID != ev.id || got.AgentID != a.Agent.ID ||
+	if ev.kind != events.KindPresenceChanged || ev.id == "" || got.ID != ev.id || got.AgentID != a.Agent.ID ||
 		got.Data.Agent != "watched" || got.Data.State != "online" || got.Data.ReportedBillingMode == nil || *got.Data.ReportedBillingMode != "api" {
 		t.Fatalf("event = %+v %s", ev, ev.data)
 	}
 	first := ev.id
 	e.beat(t, bobAgent.Credential, "bobs", `{"state":"online"}`).want(t, 200, nil)
-	if ev := bobs.next(); ev.kind != app.EventPresenceChanged || !strings.Contains(ev.data, `"agent":"bobs"`) {
+	if ev := bobs.next(); ev.kind != events.KindPresenceChanged || !strings.Contains(ev.data, `"agent":"bobs"`) {
 		t.Errorf("bob's stream: %+v", ev)
 	}
 	e.Clock.Advance(45 * time.Second) // watched and bobs go offline
@@ -286,11 +287,11 @@ func TestEventStream(t *testing.T) {
 	}
 	// An id not in the buffer: stream.missed first.
 	missed := e.events(t, e.admin, "9999-gone")
-	if ev := missed.next(); ev.kind != app.EventStreamMissed || !strings.Contains(ev.data, `"last_event_id":"9999-gone"`) {
+	if ev := missed.next(); ev.kind != events.KindStreamMissed || !strings.Contains(ev.data, `"last_event_id":"9999-gone"`) {
 		t.Errorf("unknown Last-Event-ID: %+v", ev)
 	}
 	// At shutdown the hub closes and the streams end.
-	e.Service.Events.Close()
+	e.Service.CloseEvents()
 	for mine.sc.Scan() {
 	}
 }

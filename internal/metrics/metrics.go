@@ -3,7 +3,7 @@
 // Prometheus exporter on a private registry, served at GET /metrics. It
 // implements app.Metrics and app.HookMetrics.
 //
-//	m, err := metrics.New(metrics.Options{MismatchAges: svc.Liveness.MismatchAges})
+//	m, err := metrics.New(metrics.Options{MismatchAges: svc.MismatchAges})
 //	mux.Handle("GET /metrics", m.Handler())
 //	svc := app.New(app.Options{Metrics: m, …})
 //
@@ -65,7 +65,7 @@ const (
 // Options configures the adapter.
 type Options struct {
 	// MismatchAges reports the gauge's values at each collection: one call
-	// of yield per active tracked agent (app.Tracker.MismatchAges). nil =
+	// of yield per active tracked agent (app.Service.MismatchAges). nil =
 	// no series.
 	MismatchAges func(yield func(handle string, seconds float64))
 }

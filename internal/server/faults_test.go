@@ -11,10 +11,11 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
+	"github.com/rollcall/rollcall/internal/events"
 )
 
 // nextEvent waits for the next event of kind on the subscription.
-func nextEvent(t *testing.T, sub *app.EventSubscription, kind string) app.Event {
+func nextEvent(t *testing.T, sub *events.Subscription, kind string) events.Event {
 	t.Helper()
 	deadline := time.After(wait)
 	for {
@@ -28,14 +29,14 @@ func nextEvent(t *testing.T, sub *app.EventSubscription, kind string) app.Event 
 			}
 		case <-deadline:
 			t.Fatalf("no %s event within %v", kind, wait)
-			return app.Event{}
+			return events.Event{}
 		}
 	}
 }
 
-func transitionOf(t *testing.T, ev app.Event) app.PresenceTransitionData {
+func transitionOf(t *testing.T, ev events.Event) events.PresenceTransitionData {
 	t.Helper()
-	var d app.PresenceTransitionData
+	var d events.PresenceTransitionData
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 	if m := sess.next("doorbell before the outage"); m["todo_id"] != first.ID {
 		t.Fatalf("first doorbell %v, want todo %s", m, first.ID)
 	}
-	sub, err := b.srv.Service.Events.Subscribe(b.admin.ID, "")
+	sub, err := b.srv.Service.SubscribeEvents(b.admin.ID, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if d := transitionOf(t, nextEvent(t, sub, app.EventPresenceTransition)); d.Presence != "out" || d.Reason != app.ReasonOperator {
+	if d := transitionOf(t, nextEvent(t, sub, events.KindPresenceTransition)); d.Presence != "out" || d.Reason != app.ReasonOperator {
 		t.Fatalf("B's event after the outage: %+v, want out/operator", d)
 	}
 	outage(func() {
@@ -128,7 +129,7 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if d := transitionOf(t, nextEvent(t, sub, app.EventPresenceTransition)); d.Presence != "in" {
+	if d := transitionOf(t, nextEvent(t, sub, events.KindPresenceTransition)); d.Presence != "in" {
 		t.Fatalf("B's event after the outage: %+v, want in", d)
 	}
 	if m := sess.next("digest on B after the missed clock-in"); m["kind"] != "digest" || m["pending"] != "3" {
@@ -153,7 +154,7 @@ func TestDatabaseRestartNothingLost(t *testing.T) {
 	if m := sess.next("doorbell before the outage"); m["todo_id"] != first.ID {
 		t.Fatalf("first doorbell %v", m)
 	}
-	sub, err := a.srv.Service.Events.Subscribe(a.admin.ID, "")
+	sub, err := a.srv.Service.SubscribeEvents(a.admin.ID, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestDatabaseRestartNothingLost(t *testing.T) {
 		_, err := a.srv.Service.SetPresence(context.Background(), a.admin, "ada", app.PresenceInput{Presence: "out"})
 		return err
 	})
-	if d := transitionOf(t, nextEvent(t, sub, app.EventPresenceTransition)); d.Presence != "out" {
+	if d := transitionOf(t, nextEvent(t, sub, events.KindPresenceTransition)); d.Presence != "out" {
 		t.Fatalf("event after the restart: %+v, want out", d)
 	}
 	eventually(t, "/readyz is 200 once the listener is back", func() bool { return a.readyz(t) == http.StatusOK })

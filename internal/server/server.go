@@ -32,6 +32,7 @@ import (
 	"github.com/rollcall/rollcall/internal/httpapi"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 	"github.com/rollcall/rollcall/internal/metrics"
+	"github.com/rollcall/rollcall/internal/stall"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
@@ -110,7 +111,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			// (missed transitions, never-rung todos; DESIGN.md §4).
 			if svc := svcRef.Load(); svc != nil {
 				catchUpRetrying(svc, lostAt, o.Log)
-				svc.Liveness.RequestClaims(context.Background()) // claims sent meanwhile were lost too
+				svc.RequestLivenessClaims(context.Background()) // claims sent meanwhile were lost too
 			}
 		}})
 		if err != nil {
@@ -123,7 +124,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	// The gauge reads the tracker, which exists once the service does.
 	m, err := metrics.New(metrics.Options{MismatchAges: func(yield func(string, float64)) {
 		if svc := svcRef.Load(); svc != nil {
-			svc.Liveness.MismatchAges(yield)
+			svc.MismatchAges(yield)
 		}
 	}})
 	if err != nil {
@@ -138,7 +139,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
 			// Issue 8: cross-instance times on the database's clock; a stall
 			// of this process extends deadlines.
-			DBClock: st.DBNow, StallThreshold: app.DefaultStallThreshold}})
+			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
@@ -169,7 +170,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
 	s.Edge = newEdge(cfg, url, o)
 	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
-	s.httpSrv.RegisterOnShutdown(svc.Events.Close) // ends open SSE streams so they do not hold the shutdown
+	s.httpSrv.RegisterOnShutdown(svc.CloseEvents) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
 		fmt.Fprintf(o.Stdout, "rollcall listening on %s (public URL %s, store %s)\n", bound, url, redact(cfg.Store))
 	} else {
@@ -183,7 +184,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 // background work and closes the store.
 func (s *Server) Serve(ctx context.Context) error {
 	// The start rule runs before the first request (DESIGN.md §5.2).
-	if err := s.Service.Liveness.Start(ctx); err != nil {
+	if err := s.Service.StartLiveness(ctx); err != nil {
 		s.closeAll()
 		return fmt.Errorf("liveness start rule: %w", err)
 	}
@@ -212,7 +213,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if e := s.httpSrv.Shutdown(sctx); e != nil && !errors.Is(e, http.ErrServerClosed) {
 		s.Log.Warn("http shutdown", "err", e)
 	}
-	if e := s.Service.Liveness.Stop(sctx); e != nil {
+	if e := s.Service.StopLiveness(sctx); e != nil {
 		s.Log.Warn("liveness flush at shutdown failed", "err", e)
 	}
 	stopBG()

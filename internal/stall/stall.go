@@ -1,4 +1,8 @@
-package app
+// Package stall detects when the process could not run — SIGSTOP, a long
+// scheduling or GC pause, a suspended VM — so that waits spanning such a gap
+// (the liveness tracker's offline deadlines, the gateway's 4009 deadlines)
+// start again when it runs again (design: Storage and instances).
+package stall
 
 import (
 	"context"
@@ -9,11 +13,9 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// A stall of the server is not the agents' fault (DESIGN.md §4, issue 8
-// item 4). When the process could not run — SIGSTOP, a long scheduling or
-// GC pause, a suspended VM — the heartbeats of its agents wait on their
-// sockets, and a deadline that passed meanwhile says nothing about the
-// agents. The StallDetector notices such gaps with a monotonic ticker: a
+// A stall of the server is not the agents' fault. While the process could
+// not run, the heartbeats of its agents wait on their sockets, and a deadline that passed meanwhile says nothing about the
+// agents. The Detector notices such gaps with a monotonic ticker: a
 // tick that comes far later than its period (at least the threshold) is a
 // stall from the previous tick to this one. Every wait that spanned a
 // stall starts again when the process runs again (Extend): the tracker's
@@ -26,19 +28,19 @@ import (
 // resumes (both were due); it calls Check first, so the stall is always
 // recorded before any deadline is judged.
 
-// DefaultStallThreshold is the gap of the ticker that counts as a stall
-// (the server's setting; LivenessConfig.StallThreshold 0 keeps the
-// detector off, as in tests whose fake clock jumps on purpose).
-const DefaultStallThreshold = 500 * time.Millisecond
+// DefaultThreshold is the gap of the ticker that counts as a stall (the
+// server's setting; a threshold of 0 keeps the detector off, as in tests
+// whose fake clock jumps on purpose).
+const DefaultThreshold = 500 * time.Millisecond
 
 // stallMemory is how long a stall is remembered: far beyond any deadline
 // it could extend.
 const stallMemory = 30 * time.Minute
 
-// StallDetector records when the process could not run. Safe for
-// concurrent use. A nil *StallDetector records nothing and extends
+// Detector records when the process could not run. Safe for
+// concurrent use. A nil *Detector records nothing and extends
 // nothing.
-type StallDetector struct {
+type Detector struct {
 	clock     clockwork.Clock
 	threshold time.Duration
 	period    time.Duration
@@ -51,15 +53,17 @@ type StallDetector struct {
 
 type stall struct{ from, to time.Time }
 
-func newStallDetector(clock clockwork.Clock, threshold time.Duration, log *slog.Logger) *StallDetector {
+// New returns a detector that counts a gap of at least threshold as a
+// stall, or nil (the detector that records nothing) when threshold <= 0.
+func New(clock clockwork.Clock, threshold time.Duration, log *slog.Logger) *Detector {
 	if threshold <= 0 {
 		return nil
 	}
-	return &StallDetector{clock: clock, threshold: threshold, period: min(threshold/5, 250*time.Millisecond), log: log, last: clock.Now()}
+	return &Detector{clock: clock, threshold: threshold, period: min(threshold/5, 250*time.Millisecond), log: log, last: clock.Now()}
 }
 
-// run ticks until ctx ends (Tracker.Start runs it).
-func (d *StallDetector) run(ctx context.Context) {
+// Run ticks until ctx ends (the liveness tracker's Start runs it).
+func (d *Detector) Run(ctx context.Context) {
 	if d == nil {
 		return
 	}
@@ -80,7 +84,7 @@ func (d *StallDetector) run(ctx context.Context) {
 // Check notes that the process runs now; a gap since the previous check of
 // at least the threshold is recorded as a stall. It returns the stall it
 // recorded (zero when none).
-func (d *StallDetector) Check() time.Duration {
+func (d *Detector) Check() time.Duration {
 	if d == nil {
 		return 0
 	}
@@ -109,7 +113,7 @@ func (d *StallDetector) Check() time.Duration {
 
 // Since returns how long the process was stalled after t: the deadlines of
 // waits that began at t move by this much.
-func (d *StallDetector) Since(t time.Time) time.Duration {
+func (d *Detector) Since(t time.Time) time.Duration {
 	if d == nil {
 		return 0
 	}
@@ -133,7 +137,7 @@ func (d *StallDetector) Since(t time.Time) time.Duration {
 // Extend returns the deadline of a wait of d that began at base: base + d,
 // or, when a stall ended after base, the end of the last such stall + d
 // (never earlier than base + d + the stalled time).
-func (d *StallDetector) Extend(base time.Time, wait time.Duration) time.Time {
+func (d *Detector) Extend(base time.Time, wait time.Duration) time.Time {
 	dl := base.Add(wait)
 	if d == nil {
 		return dl
@@ -151,7 +155,3 @@ func (d *StallDetector) Extend(base time.Time, wait time.Duration) time.Time {
 	}
 	return dl
 }
-
-// Stalls returns the process's stall detector (nil when it is off), which
-// the gateway consults for its 4009 deadlines.
-func (t *Tracker) Stalls() *StallDetector { return t.stalls }

@@ -1,33 +1,41 @@
-package app
+package tracker
 
 import (
-	"context"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
-// AgentStatus returns the owner's AgentRuntimeStatus of an agent. It reads
-// the tracker's entry when this instance has one, else the stored row (the
-// stored state, offline once the stored heartbeat is older than
-// agent.presence_timeout + agent.heartbeat_persist_interval).
-// Errors: not_found (unknown agent or another person's).
-func (s *Service) AgentStatus(ctx context.Context, by domain.Person, ref string) (AgentRuntimeStatus, error) {
-	a, err := s.OwnedAgent(ctx, by, ref)
-	if err != nil {
-		return AgentRuntimeStatus{}, err
-	}
-	st := s.Liveness.status(&a, s.Liveness.now())
-	if s.presenceStore() != nil {
-		if st.Presence, err = s.GetPresence(ctx, by, a.ID); err != nil {
-			return AgentRuntimeStatus{}, err
-		}
-	}
-	return st, nil
+// Status is what the tracker knows of one agent's runtime at the time of
+// the read: the liveness part of the owner's status view (GET
+// /v1/agents/{ref}/status).
+type Status struct {
+	// State is unknown, online, degraded or offline.
+	State string
+	// LastHeartbeatAt is the time of the last heartbeat known, on the
+	// database's clock (nil = never).
+	LastHeartbeatAt *time.Time
+	// ReportedBillingMode and ReportedToolClass are the last reported
+	// values (nil = not reported); the billing mode is kept while offline.
+	ReportedBillingMode, ReportedToolClass *string
+	// Warnings are the codes of liveness.Assess (never nil).
+	Warnings []string
+	// Report is the last full report (nil = none known). It is shared and
+	// must not be modified.
+	Report *liveness.Heartbeat
+	// Readiness is the last project_readiness list applied, when
+	// ReadinessKnown.
+	Readiness      []liveness.ReadinessEntry
+	ReadinessKnown bool
 }
 
-func (t *Tracker) status(a *domain.Agent, now time.Time) AgentRuntimeStatus {
+// Status returns the agent's Status at now. It reads the tracker's entry
+// when this instance owns the agent's deadline, else judges the row a (the
+// stored state, offline once the stored heartbeat is older than
+// agent.presence_timeout + 2 × agent.heartbeat_persist_interval).
+func (t *Tracker) Status(a *domain.Agent) Status {
+	now := t.now()
 	e := t.lookup(a.ID)
 	if e != nil {
 		e.mu.Lock()
@@ -42,46 +50,31 @@ func (t *Tracker) status(a *domain.Agent, now time.Time) AgentRuntimeStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.refreshConfigLocked(a)
-	out := AgentRuntimeStatus{AgentID: a.ID, Agent: a.Handle, BillingMode: a.BillingMode, ToolClass: a.ToolClass,
-		State: t.stateOf(e, now), ReportedBillingMode: e.reportedMode(), ReportedToolClass: e.audited.ToolClass}
+	out := Status{State: t.stateOf(e, now), ReportedBillingMode: e.reportedMode(), ReportedToolClass: e.audited.ToolClass,
+		Report: e.hb}
 	if !e.lastHB.IsZero() {
 		hb := e.lastHB
 		out.LastHeartbeatAt = &hb
 	}
 	out.Warnings = liveness.Assess(t.assessInputs(e, now), now).Warnings
-	if h := e.hb; h != nil {
-		out.ReportedToolClass = h.ToolClass
-		out.BillingModesSupported = h.BillingModesSupported
-		if ev := h.BillingEvidence; ev != nil {
-			out.BillingEvidence = &BillingEvidence{KeyType: ev.KeyType, Method: ev.Method}
-		}
-		if h.Details.Runtime != nil || h.RuntimeVersion != nil {
-			out.Runtime = &RuntimeInfo{RuntimeVersion: h.RuntimeVersion}
-			if h.Details.Runtime != nil {
-				out.Runtime.Name = h.Details.Runtime.Name
-			}
-		}
-		if ad := h.Details.Adapter; ad != nil {
-			out.Adapter = &AdapterInfo{Name: ad.Name, Version: ad.Version}
-		}
+	if e.hb != nil {
+		out.ReportedToolClass = e.hb.ToolClass
 	}
 	if e.readinessKnown {
-		out.ProjectReadiness = make([]Readiness, len(e.readiness))
-		for i, r := range e.readiness {
-			out.ProjectReadiness[i] = Readiness(r)
-		}
+		out.Readiness, out.ReadinessKnown = e.readiness, true
 	}
 	return out
 }
 
 // fromRow builds a throwaway entry for an agent this instance does not own,
 // judged from the stored row: the owner writes every transition at once
-// (liveness_flush.go, persistSoon) and its steady heartbeats once per
+// (flush.go, persistSoon) and its steady heartbeats once per
 // persist interval, so the row's state is the owner's. A row stored online
 // or degraded stays so until its heartbeat — or a fresher one known here
 // from a claim — is older than the takeover bound (timeout + 2 × persist
 // interval: the owner is gone). Every time compared is on the database's
-// clock (t.now), never on this instance's wall clock (DESIGN.md §4).
+// clock (t.now), never on this instance's wall clock (design: Storage and
+// instances).
 func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEntry {
 	e := t.newEntry(a)
 	if known != nil {
@@ -112,7 +105,7 @@ func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEnt
 // MismatchAges calls yield once per active agent this instance tracks (owns
 // the deadline of) with the value of the gauge
 // rollcall.agent.billing_mode.mismatch_age: seconds since any difference of
-// DESIGN.md §5.2 began, 0 without one (D-M2-20-8). Inactive agents have no
+// the heartbeat rules began, 0 without one. Inactive agents have no
 // series. The metrics adapter calls it at every collection.
 func (t *Tracker) MismatchAges(yield func(handle string, seconds float64)) {
 	now := t.now()
@@ -131,9 +124,9 @@ func (t *Tracker) MismatchAges(yield func(handle string, seconds float64)) {
 	}
 }
 
-// LivenessState returns the agent's liveness state at now as this instance
-// knows it, and whether it tracks the agent (for the console and tests).
-func (t *Tracker) LivenessState(agentID string) (string, bool) {
+// livenessState returns the agent's liveness state at now as this instance
+// knows it, and whether it tracks the agent.
+func (t *Tracker) livenessState(agentID string) (string, bool) {
 	e := t.lookup(agentID)
 	if e == nil {
 		return "", false
@@ -143,10 +136,10 @@ func (t *Tracker) LivenessState(agentID string) (string, bool) {
 	return t.stateOf(e, t.now()), true
 }
 
-// Owns reports whether this instance owns the agent's deadline (only the
-// owner reports it offline; liveness_claims.go), and whether it tracks the
+// owns reports whether this instance owns the agent's deadline (only the
+// owner reports it offline; claims.go), and whether it tracks the
 // agent at all.
-func (t *Tracker) Owns(agentID string) (owned, tracked bool) {
+func (t *Tracker) owns(agentID string) (owned, tracked bool) {
 	e := t.lookup(agentID)
 	if e == nil {
 		return false, false

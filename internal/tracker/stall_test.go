@@ -1,10 +1,10 @@
-package app_test
+package tracker_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/stall"
 )
 
 // TestStallExtendsDeadlines (issue 8 item 4): the process could not run for
@@ -20,7 +20,7 @@ func TestStallExtendsDeadlines(t *testing.T) {
 		cfg.StallThreshold = time.Second // ticks every 250 ms
 		e := newLvEnv(t, append(opts, withConfig(cfg))...)
 		a := e.svc
-		if err := a.Liveness.Start(t.Context()); err != nil {
+		if err := trk(a).Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		p := e.vend("patient")
@@ -42,7 +42,7 @@ func TestStallExtendsDeadlines(t *testing.T) {
 		e.clock.Advance(5 * time.Second) // the stall: every timer was due meanwhile
 		e.settle(timers)
 		e.beat(a, p, online) // queued on the socket during the stall
-		if st, _ := a.Liveness.LivenessState(p.Agent.ID); st != "online" {
+		if st, _ := trk(a).LivenessState(p.Agent.ID); st != "online" {
 			t.Fatalf("after the stall and the queued heartbeat: %s, want online", st)
 		}
 		step(20, true)
@@ -52,7 +52,7 @@ func TestStallExtendsDeadlines(t *testing.T) {
 		step(11, false)
 		e.clock.Advance(250 * time.Millisecond) // 3 s after the last heartbeat
 		rec.expect("patient", "offline", nil)
-		if got := a.Liveness.Stalls().Since(t0); got < 5*time.Second || got > 6*time.Second {
+		if got := trk(a).Stalls().Since(t0); got < 5*time.Second || got > 6*time.Second {
 			t.Errorf("stalled time recorded = %s, want the 5 s jump", got)
 		}
 	})
@@ -68,8 +68,8 @@ func TestStallDetectorOff(t *testing.T) {
 	rec.expect("jumper", "online", nil)
 	e.clock.Advance(5 * time.Second)
 	rec.expect("jumper", "offline", nil)
-	if e.svc.Liveness.Stalls() != nil {
+	if trk(e.svc).Stalls() != nil {
 		t.Fatal("a detector without StallThreshold")
 	}
-	var _ = app.DefaultStallThreshold
+	var _ = stall.DefaultThreshold
 }

@@ -1,4 +1,10 @@
-package app
+// Package events holds the operator event hub of one instance: the event
+// stream of GET /v1/events and the console (agent.presence_changed from the
+// liveness tracker, agent.presence_transition from the presence evaluator),
+// broadcast over the bus to the hubs of every instance, kept in a ring for
+// Last-Event-ID resumption and fanned out to each person's subscribers
+// filtered to their own agents (design: Interfaces).
+package events
 
 import (
 	"context"
@@ -6,33 +12,36 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Event kinds of the operator event stream GET /v1/events (DESIGN.md §2
-// console "live over SSE", issue 4 item 10).
+// Event kinds of the operator event stream.
 const (
-	// EventPresenceChanged: the liveness pair (state, reported_billing_mode)
-	// of an agent changed (DESIGN.md §5.2, D-M2-20-4). Data:
+	// KindPresenceChanged: the liveness pair (state, reported_billing_mode)
+	// of an agent changed (design: Heartbeat presence, Rules). Data:
 	// PresenceChangedData.
-	EventPresenceChanged = "agent.presence_changed"
-	// EventPresenceTransition: an agent's in/out presence changed (DESIGN.md
-	// §3.7). Data: PresenceTransitionData.
-	EventPresenceTransition = "agent.presence_transition"
-	// EventStreamMissed is sent to a subscriber whose Last-Event-ID is no
+	KindPresenceChanged = "agent.presence_changed"
+	// KindPresenceTransition: an agent's in/out presence changed (design:
+	// Transitions and the digest). Data: PresenceTransitionData.
+	KindPresenceTransition = "agent.presence_transition"
+	// KindStreamMissed is sent to a subscriber whose Last-Event-ID is no
 	// longer (or never was) in the buffer: events were missed, so the client
 	// should re-read the state it shows. Data: StreamMissedData.
-	EventStreamMissed = "stream.missed"
+	KindStreamMissed = "stream.missed"
 )
 
-// EventBufferSize is how many events every instance keeps for resumption
+// BufferSize is how many events every instance keeps for resumption
 // with Last-Event-ID.
-const EventBufferSize = 1024
+const BufferSize = 1024
 
 // subscriberBuffer is how many events a slow subscriber may lag behind
 // before its stream is closed (it resumes from the buffer on reconnect).
@@ -68,7 +77,7 @@ type PresenceChangedData struct {
 type PresenceTransitionData struct {
 	Agent    string `json:"agent"`    // handle
 	Presence string `json:"presence"` // "in" or "out"
-	Reason   string `json:"reason"`   // the digest reason of DESIGN.md §3.7
+	Reason   string `json:"reason"`   // the digest reason (design: Transitions and the digest)
 }
 
 // StreamMissedData is the data of stream.missed.
@@ -88,20 +97,36 @@ type eventWire struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// Events is this instance's event hub: it publishes events over the bus
+// AgentReader is the part of the store the hub reads: an agent's owner and
+// handle, for events whose publisher does not know them.
+type AgentReader interface {
+	GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error)
+}
+
+// Options are the ports a Hub is built from.
+type Options struct {
+	Store AgentReader
+	Bus   bus.Bus
+	Clock clockwork.Clock // nil = real clock
+	Log   *slog.Logger    // nil = slog.Default()
+}
+
+// Hub is this instance's event hub: it publishes events over the bus
 // (bus.ChannelEvents) so they reach the hubs of every instance, keeps the
-// last EventBufferSize events in a ring for Last-Event-ID resumption, and
+// last BufferSize events in a ring for Last-Event-ID resumption, and
 // fans them out to subscribers filtered to the subscriber's own agents.
 // Safe for concurrent use.
-type Events struct {
-	s        *Service
-	instance string
+type Hub struct {
+	store AgentReader
+	bus   bus.Bus
+	clock clockwork.Clock
+	log   *slog.Logger
 
 	mu      sync.Mutex
-	ring    [EventBufferSize]Event
+	ring    [BufferSize]Event
 	head    int // index of the oldest event
 	n       int // events in the ring
-	subs    map[*EventSubscription]struct{}
+	subs    map[*Subscription]struct{}
 	lastPub map[string]liveness.PublishPair // agent id → last presence_changed pair delivered
 	closed  bool
 
@@ -111,73 +136,75 @@ type Events struct {
 
 type agentIdent struct{ owner, handle string }
 
-func newEvents(s *Service, instance string) *Events {
-	e := &Events{s: s, instance: instance, subs: map[*EventSubscription]struct{}{},
+// New builds a hub and subscribes it to bus.ChannelEvents.
+func New(o Options) *Hub {
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	e := &Hub{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, subs: map[*Subscription]struct{}{},
 		lastPub: map[string]liveness.PublishPair{}, owners: map[string]agentIdent{}}
-	s.bus.Subscribe(bus.ChannelEvents, e.onBus)
+	e.bus.Subscribe(bus.ChannelEvents, e.onBus)
 	return e
 }
 
-// newInstanceID returns 8 random hex digits naming this process in event
-// IDs and liveness claims.
-func newInstanceID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// now is the clock's time in UTC, in µs like every stored time.
+func (e *Hub) now() time.Time { return e.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // PresenceTransition publishes agent.presence_transition for an in/out
-// transition (DESIGN.md §3.7); the presence evaluator calls it once per
+// transition (design: Transitions and the digest); the presence evaluator calls it once per
 // claimed transition. The owner and handle are looked up (and cached).
-func (e *Events) PresenceTransition(ctx context.Context, agentID, presence, reason string) {
+func (e *Hub) PresenceTransition(ctx context.Context, agentID, presence, reason string) {
 	id, err := e.ident(ctx, agentID)
 	if err != nil {
-		e.s.log.Warn("presence transition event not published: agent lookup failed", "agent_id", agentID, "err", err)
+		e.log.Warn("presence transition event not published: agent lookup failed", "agent_id", agentID, "err", err)
 		return
 	}
-	e.Publish(ctx, EventPresenceTransition, agentID, id.owner, PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
+	e.Publish(ctx, KindPresenceTransition, agentID, id.owner, PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
 }
 
-// presenceTransitionHere delivers agent.presence_transition to this
+// PresenceTransitionHere delivers agent.presence_transition to this
 // instance's hub only, with an ID of this instance: a transition whose
 // broadcast this instance missed while its bus listener was down (the other
-// instances had it). CatchUp calls it.
-func (e *Events) presenceTransitionHere(ctx context.Context, agentID, presence, reason string) {
+// instances had it). The catch-up after a lost bus listener calls it.
+func (e *Hub) PresenceTransitionHere(ctx context.Context, agentID, presence, reason string) {
 	id, err := e.ident(ctx, agentID)
 	if err != nil {
-		e.s.log.Warn("missed presence transition event not delivered: agent lookup failed", "agent_id", agentID, "err", err)
+		e.log.Warn("missed presence transition event not delivered: agent lookup failed", "agent_id", agentID, "err", err)
 		return
 	}
 	raw, _ := json.Marshal(PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
-	e.deliver(eventWire{ID: newEventID(), Kind: EventPresenceTransition, At: e.s.now(),
+	e.deliver(eventWire{ID: newEventID(), Kind: KindPresenceTransition, At: e.now(),
 		AgentID: agentID, OwnerID: id.owner, Data: raw})
 }
 
 // Publish sends one event of kind about agentID (owned by ownerID) with
 // data (marshalled with encoding/json) to the hubs of every instance. When
 // the bus refuses it, the event still reaches this instance's subscribers.
-func (e *Events) Publish(ctx context.Context, kind, agentID, ownerID string, data any) {
+func (e *Hub) Publish(ctx context.Context, kind, agentID, ownerID string, data any) {
 	raw, err := json.Marshal(data)
 	if err != nil {
-		e.s.log.Error("event not published: data does not marshal", "kind", kind, "err", err)
+		e.log.Error("event not published: data does not marshal", "kind", kind, "err", err)
 		return
 	}
 	if id, ok := e.cachedIdent(agentID); ok {
 		ownerID = id.owner // an agent handed over: its new owner
 	}
-	w := eventWire{ID: newEventID(), Kind: kind, At: e.s.now(),
+	w := eventWire{ID: newEventID(), Kind: kind, At: e.now(),
 		AgentID: agentID, OwnerID: ownerID, Data: raw}
 	payload, _ := json.Marshal(w) // strings, a time and raw JSON
-	if err := e.s.bus.Publish(ctx, bus.ChannelEvents, string(payload)); err != nil {
-		e.s.log.Warn("event not broadcast; delivered on this instance only", "kind", kind, "agent_id", agentID, "err", err)
+	if err := e.bus.Publish(ctx, bus.ChannelEvents, string(payload)); err != nil {
+		e.log.Warn("event not broadcast; delivered on this instance only", "kind", kind, "agent_id", agentID, "err", err)
 		e.deliver(w)
 	}
 }
 
-func (e *Events) onBus(payload string) {
+func (e *Hub) onBus(payload string) {
 	var w eventWire
 	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.ID == "" {
-		e.s.log.Warn("malformed event on the bus ignored", "err", err)
+		e.log.Warn("malformed event on the bus ignored", "err", err)
 		return
 	}
 	e.deliver(w)
@@ -186,14 +213,14 @@ func (e *Events) onBus(payload string) {
 // deliver appends the event to the ring and hands it to the matching
 // subscribers without blocking: a subscriber whose buffer is full is closed
 // (its client reconnects with Last-Event-ID and resumes from the ring).
-func (e *Events) deliver(w eventWire) {
+func (e *Hub) deliver(w eventWire) {
 	ev := Event{ID: w.ID, Kind: w.Kind, At: w.At, AgentID: w.AgentID, Data: w.Data, OwnerID: w.OwnerID}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return
 	}
-	if ev.Kind == EventPresenceChanged {
+	if ev.Kind == KindPresenceChanged {
 		// Several instances may publish the same change (the start rule of
 		// two instances, a hand-over of ownership): consecutive equal pairs
 		// of one agent are one change, delivered once.
@@ -206,11 +233,11 @@ func (e *Events) deliver(w eventWire) {
 			e.lastPub[ev.AgentID] = pair
 		}
 	}
-	if e.n == EventBufferSize {
+	if e.n == BufferSize {
 		e.ring[e.head] = ev
-		e.head = (e.head + 1) % EventBufferSize
+		e.head = (e.head + 1) % BufferSize
 	} else {
-		e.ring[(e.head+e.n)%EventBufferSize] = ev
+		e.ring[(e.head+e.n)%BufferSize] = ev
 		e.n++
 	}
 	for sub := range e.subs {
@@ -226,19 +253,20 @@ func (e *Events) deliver(w eventWire) {
 	}
 }
 
-// lastPair returns the last agent.presence_changed pair of the agent this
+// LastPair returns the last agent.presence_changed pair of the agent this
 // hub delivered (published by any instance): the pair a new owner of the
-// agent's deadline compares with (D-M2-20-4 across instances).
-func (e *Events) lastPair(agentID string) (liveness.PublishPair, bool) {
+// agent's deadline compares with, so a change is published once across
+// instances (design: Heartbeat presence, Rules).
+func (e *Hub) LastPair(agentID string) (liveness.PublishPair, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, ok := e.lastPub[agentID]
 	return p, ok
 }
 
-// EventSubscription is one subscriber of the hub (one SSE stream).
-type EventSubscription struct {
-	e       *Events
+// Subscription is one subscriber of the hub (one SSE stream).
+type Subscription struct {
+	e       *Hub
 	ownerID string
 	tokenID string // the personal token the stream was opened with
 	c       chan Event
@@ -252,10 +280,10 @@ type EventSubscription struct {
 
 // C delivers the live events. It is closed when the subscriber fell too
 // far behind, or when the hub closes (server shutdown).
-func (s *EventSubscription) C() <-chan Event { return s.c }
+func (s *Subscription) C() <-chan Event { return s.c }
 
 // Close unsubscribes. Safe to call more than once.
-func (s *EventSubscription) Close() {
+func (s *Subscription) Close() {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
 	if _, ok := s.e.subs[s]; ok {
@@ -264,31 +292,31 @@ func (s *EventSubscription) Close() {
 	}
 }
 
-// ErrEventsClosed is returned by Subscribe after Close (server shutdown).
-var ErrEventsClosed = errors.New("event stream closed: the server is shutting down")
+// ErrClosed is returned by Subscribe after Close (server shutdown).
+var ErrClosed = errors.New("event stream closed: the server is shutting down")
 
 // Subscribe subscribes the person ownerID to the events of their own
 // agents. With lastEventID "" the stream starts now; otherwise it resumes
 // after that event when it is still in the buffer (Backlog), and reports
 // Missed when it is not.
-func (e *Events) Subscribe(ownerID, lastEventID string) (*EventSubscription, error) {
+func (e *Hub) Subscribe(ownerID, lastEventID string) (*Subscription, error) {
 	return e.SubscribeWith(ownerID, "", lastEventID)
 }
 
 // SubscribeWith is Subscribe for a stream opened with the personal token
 // tokenID: revoking that token (or deactivating the person) closes the
 // subscription on every instance the signal reaches.
-func (e *Events) SubscribeWith(ownerID, tokenID, lastEventID string) (*EventSubscription, error) {
-	sub := &EventSubscription{e: e, ownerID: ownerID, tokenID: tokenID, c: make(chan Event, subscriberBuffer)}
+func (e *Hub) SubscribeWith(ownerID, tokenID, lastEventID string) (*Subscription, error) {
+	sub := &Subscription{e: e, ownerID: ownerID, tokenID: tokenID, c: make(chan Event, subscriberBuffer)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrEventsClosed
+		return nil, ErrClosed
 	}
 	if lastEventID != "" {
 		found := -1
 		for i := 0; i < e.n; i++ {
-			if e.ring[(e.head+i)%EventBufferSize].ID == lastEventID {
+			if e.ring[(e.head+i)%BufferSize].ID == lastEventID {
 				found = i
 				break
 			}
@@ -297,7 +325,7 @@ func (e *Events) SubscribeWith(ownerID, tokenID, lastEventID string) (*EventSubs
 			sub.Missed = true
 		} else {
 			for i := found + 1; i < e.n; i++ {
-				if ev := e.ring[(e.head+i)%EventBufferSize]; ev.OwnerID == ownerID {
+				if ev := e.ring[(e.head+i)%BufferSize]; ev.OwnerID == ownerID {
 					sub.Backlog = append(sub.Backlog, ev)
 				}
 			}
@@ -309,7 +337,7 @@ func (e *Events) SubscribeWith(ownerID, tokenID, lastEventID string) (*EventSubs
 
 // Close ends every subscription and refuses new ones; the server calls it
 // at shutdown so open SSE streams end instead of holding the shutdown.
-func (e *Events) Close() {
+func (e *Hub) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
@@ -319,14 +347,14 @@ func (e *Events) Close() {
 	}
 }
 
-func (e *Events) ident(ctx context.Context, agentID string) (agentIdent, error) {
+func (e *Hub) ident(ctx context.Context, agentID string) (agentIdent, error) {
 	e.ownerMu.Lock()
 	id, ok := e.owners[agentID]
 	e.ownerMu.Unlock()
 	if ok {
 		return id, nil
 	}
-	a, err := e.s.store.GetAgent(ctx, store.AgentRef{ID: agentID})
+	a, err := e.store.GetAgent(ctx, store.AgentRef{ID: agentID})
 	if err != nil {
 		return agentIdent{}, err
 	}
@@ -338,32 +366,41 @@ func (e *Events) ident(ctx context.Context, agentID string) (agentIdent, error) 
 }
 
 // newEventID returns 128 random bits as hex: event ids reveal no count or
-// order of other persons' events (issue 9 item 8).
+// order of other persons' events.
 func newEventID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
-func (e *Events) cachedIdent(agentID string) (agentIdent, bool) {
+func (e *Hub) cachedIdent(agentID string) (agentIdent, bool) {
 	e.ownerMu.Lock()
 	defer e.ownerMu.Unlock()
 	id, ok := e.owners[agentID]
 	return id, ok
 }
 
-// setOwner records an agent's new owner (a hand-over): later events of the
-// agent go to the new owner's streams only.
-func (e *Events) setOwner(agentID string, id agentIdent) {
+// SetOwner records an agent's new owner and handle (a hand-over): later
+// events of the agent go to the new owner's streams only.
+func (e *Hub) SetOwner(agentID, ownerID, handle string) {
 	e.ownerMu.Lock()
-	e.owners[agentID] = id
+	e.owners[agentID] = agentIdent{owner: ownerID, handle: handle}
 	e.ownerMu.Unlock()
 }
 
-// closeWhere closes the subscriptions that match (a revoked token, a
-// deactivated person): their streams end and the client must authenticate
+// CloseToken closes the subscriptions opened with the personal token
+// tokenID (revoked): their streams end and the client must authenticate
 // again.
-func (e *Events) closeWhere(match func(*EventSubscription) bool) {
+func (e *Hub) CloseToken(tokenID string) {
+	e.closeWhere(func(sub *Subscription) bool { return sub.tokenID == tokenID })
+}
+
+// CloseOwner closes the subscriptions of the person ownerID (deactivated).
+func (e *Hub) CloseOwner(ownerID string) {
+	e.closeWhere(func(sub *Subscription) bool { return sub.ownerID == ownerID })
+}
+
+func (e *Hub) closeWhere(match func(*Subscription) bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for sub := range e.subs {

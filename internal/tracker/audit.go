@@ -1,4 +1,4 @@
-package app
+package tracker
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// The reported-change audit (DESIGN.md §5.2, D-M2-20-3) as a group commit
-// (issue 8 item 3). Every audited write appends to the one audit chain, so
+// The reported-change audit (design: Heartbeat presence, Rules) as a group
+// commit. Every audited write appends to the one audit chain, so
 // the store serialises them (PostgreSQL: an advisory lock; SQLite: the one
 // write connection). One transaction per heartbeat made a burst of first
 // reports — 2 000 agents connecting after a restart — queue one by one
@@ -29,7 +29,7 @@ const maxAuditBatch = 500
 const auditTimeout = 30 * time.Second
 
 type auditBatcher struct {
-	t       *Tracker
+	write   func(context.Context, []store.ApplyReportedChangeParams) ([]bool, error) // Store.ApplyReportedChanges
 	mu      sync.Mutex
 	queue   []*auditReq
 	running bool
@@ -84,7 +84,7 @@ func (b *auditBatcher) run() {
 			ps[i] = r.p
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
-		wrote, err := b.t.ls.ApplyReportedChanges(ctx, ps)
+		wrote, err := b.write(ctx, ps)
 		cancel()
 		for i, r := range batch {
 			res := auditRes{err: err}
@@ -96,10 +96,10 @@ func (b *auditBatcher) run() {
 	}
 }
 
-// AuditsWaiting returns how many reported changes wait for the next group
-// commit (not counting the batch being written).
-func (t *Tracker) AuditsWaiting() int {
-	t.audits.mu.Lock()
-	defer t.audits.mu.Unlock()
-	return len(t.audits.queue)
+// waiting returns how many reported changes wait for the next group commit
+// (not counting the batch being written).
+func (b *auditBatcher) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
 }

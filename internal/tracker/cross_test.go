@@ -1,4 +1,4 @@
-package app_test
+package tracker_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/skewclock"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // Cross-instance liveness without lag and without trusting an instance's
@@ -20,14 +21,12 @@ import (
 // crossCfg: presence timeout 3 s as in the reproduction, a persist
 // interval far longer than any wait of the tests, so a row the other
 // instance reads is fresh only if the owner wrote it at once.
-var crossCfg = app.LivenessConfig{PresenceTimeout: 3 * time.Second, PersistInterval: 60 * time.Second, HeartbeatInterval: time.Second}
+var crossCfg = tracker.Config{PresenceTimeout: 3 * time.Second, PersistInterval: 60 * time.Second, HeartbeatInterval: time.Second}
 
 // instanceOn builds another instance on the same store and bus with its
 // own clock.
-func (e *lvEnv) instanceOn(id string, cfg app.LivenessConfig, clock clockwork.Clock) *app.Service {
-	svc := app.New(app.Options{Store: e.store, Bus: e.bus, Clock: clock, Log: quietLog(e.t), Liveness: cfg, InstanceID: id})
-	e.t.Cleanup(func() { _ = svc.Liveness.Stop(context.Background()) })
-	return svc
+func (e *lvEnv) instanceOn(id string, cfg tracker.Config, clock clockwork.Clock) *app.Service {
+	return e.newService(id, cfg, clock)
 }
 
 // statusOn is the agent's state as svc's GET …/status answers it.
@@ -52,7 +51,7 @@ func (e *lvEnv) waitStatus(svc *app.Service, id, want, what string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: %s says %s, want %s (waited %s)", what, svc.Liveness.Instance(), got, want, waitBound)
+			e.t.Fatalf("%s: %s says %s, want %s (waited %s)", what, trk(svc).Instance(), got, want, waitBound)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -74,7 +73,7 @@ func TestCrossInstanceNoLag(t *testing.T) {
 		e := newLvEnv(t, append(opts, withConfig(crossCfg))...)
 		a, b := e.svc, e.instance("b", crossCfg)
 		for _, svc := range []*app.Service{a, b} {
-			if err := svc.Liveness.Start(t.Context()); err != nil { // the flush loops
+			if err := trk(svc).Start(t.Context()); err != nil { // the flush loops
 				t.Fatal(err)
 			}
 		}
@@ -105,13 +104,13 @@ func TestCrossInstanceNoLag(t *testing.T) {
 				// A's flush, once per simulated half persist interval: the
 				// loop's own ticks run on a goroutine that may lag the fake
 				// clock, and the rows B reads must not depend on that.
-				if _, err := a.Liveness.Flush(t.Context()); err != nil {
+				if _, err := trk(a).Flush(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if st := e.statusOn(b, p.Agent.ID); st != "online" {
 				row := e.agent(p.Agent.ID)
-				t.Fatalf("after %d s of heartbeats to A, B says %s (row %s %s, written %d, now %s)", i+1, st, row.Liveness.State, fmtTime(row.Liveness.LastHeartbeatAt), a.Liveness.RowsWritten(), e.clock.Now())
+				t.Fatalf("after %d s of heartbeats to A, B says %s (row %s %s, written %d, now %s)", i+1, st, row.Liveness.State, fmtTime(row.Liveness.LastHeartbeatAt), trk(a).RowsWritten(), e.clock.Now())
 			}
 		}
 		rec.none("steady heartbeats to A")
@@ -130,18 +129,18 @@ func TestCrossInstanceSkewedClock(t *testing.T) {
 		t.Run(skew.String(), func(t *testing.T) {
 			// A short persist interval, so the takeover bound (timeout + 2 ×
 			// persist = 13 s) is smaller than the skew.
-			cfg := app.LivenessConfig{PresenceTimeout: 3 * time.Second, PersistInterval: 5 * time.Second, HeartbeatInterval: time.Second}
+			cfg := tracker.Config{PresenceTimeout: 3 * time.Second, PersistInterval: 5 * time.Second, HeartbeatInterval: time.Second}
 			e := newLvEnv(t, onPostgres(), withConfig(cfg))
 			dbClock := func(context.Context) (time.Time, error) { return e.clock.Now(), nil } // the database's clock
 			cfg.DBClock = dbClock
 			a := e.instanceOn("a2", cfg, e.clock)
 			b := e.instanceOn("b2", cfg, skewclock.New(e.clock, skew))
 			for _, svc := range []*app.Service{a, b} {
-				if err := svc.Liveness.Start(t.Context()); err != nil {
+				if err := trk(svc).Start(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if got := b.Liveness.ClockOffset(); got != -skew {
+			if got := trk(b).ClockOffset(); got != -skew {
 				t.Fatalf("B measured the database's clock at %s from its own, want %s", got, -skew)
 			}
 			p := e.vend("skewed")
@@ -151,7 +150,7 @@ func TestCrossInstanceSkewedClock(t *testing.T) {
 				e.clock.Advance(time.Second)
 				e.beat(a, p, online)
 				if i%5 == 0 { // A's flush once per persist interval (see TestCrossInstanceNoLag)
-					if _, err := a.Liveness.Flush(t.Context()); err != nil {
+					if _, err := trk(a).Flush(t.Context()); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -163,7 +162,7 @@ func TestCrossInstanceSkewedClock(t *testing.T) {
 			// A's process is gone (it stops without publishing, as a killed
 			// instance does): B answers from the row alone, on the database's
 			// clock: online before the takeover bound, offline after it.
-			if err := a.Liveness.Stop(t.Context()); err != nil {
+			if err := trk(a).Stop(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			e.clock.Advance(last.Add(12 * time.Second).Sub(e.clock.Now()))

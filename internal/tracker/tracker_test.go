@@ -1,4 +1,4 @@
-package app_test
+package tracker_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // TestHeartbeatAuthorization is DESIGN.md §5.2's matrix: the agent itself
@@ -46,7 +47,7 @@ func TestHeartbeatAuthorization(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ack, err := e.svc.Heartbeat(t.Context(), tc.p, tc.ref, []byte(online))
+			ack, err := e.svc.Heartbeat(t.Context(), tc.p, tc.ref, []byte(online), app.Arrival{})
 			if tc.code == "" {
 				if err != nil {
 					t.Fatalf("err = %v, want ok", err)
@@ -82,7 +83,7 @@ func TestHeartbeatBodyErrors(t *testing.T) {
 		{`not json`, "invalid_argument", ""},
 	}
 	for _, tc := range cases {
-		_, err := e.svc.Heartbeat(t.Context(), p, p.Agent.ID, []byte(tc.body))
+		_, err := e.svc.Heartbeat(t.Context(), p, p.Agent.ID, []byte(tc.body), app.Arrival{})
 		var de *domain.Error
 		if !errors.As(err, &de) || string(de.Code) != tc.code || de.Pointer != tc.ptr {
 			t.Errorf("%s: err = %v, want %s at %q", tc.body, err, tc.code, tc.ptr)
@@ -259,7 +260,7 @@ func TestReportedChangeConcurrentInstances(t *testing.T) {
 		pp := fresh()
 		wg.Go(func() {
 			<-start
-			_, err := svc.Heartbeat(context.Background(), pp, pp.Agent.ID, []byte(body("subscription")))
+			_, err := svc.Heartbeat(context.Background(), pp, pp.Agent.ID, []byte(body("subscription")), app.Arrival{})
 			if err != nil {
 				errs <- err
 			}
@@ -339,7 +340,7 @@ func TestProjectReadiness(t *testing.T) {
 	fr.mu.Lock()
 	fr.fail = true
 	fr.mu.Unlock()
-	_, err = e.svc.Heartbeat(t.Context(), p, p.Agent.ID, []byte(`{"state":"degraded","billing_mode":"api","details":{"degraded_reasons":["x"]},`+list(false)+`}`))
+	_, err = e.svc.Heartbeat(t.Context(), p, p.Agent.ID, []byte(`{"state":"degraded","billing_mode":"api","details":{"degraded_reasons":["x"]},`+list(false)+`}`), app.Arrival{})
 	if domain.CodeOf(err) != domain.CodeInternal {
 		t.Fatalf("heartbeat with a failing readiness write: %v, want internal", err)
 	}
@@ -359,7 +360,7 @@ func TestProjectReadiness(t *testing.T) {
 // so the steady heartbeats between them cost no write.
 func TestFlushLoop(t *testing.T) {
 	e := newLvEnv(t)
-	if err := e.svc.Liveness.Start(t.Context()); err != nil {
+	if err := trk(e.svc).Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var ps []domain.Principal
@@ -377,7 +378,7 @@ func TestFlushLoop(t *testing.T) {
 		}
 		e.clock.Advance(time.Second)
 	}
-	if n := e.svc.Liveness.RowsWritten(); n != 5 {
+	if n := trk(e.svc).RowsWritten(); n != 5 {
 		t.Fatalf("rows written before the first flush tick: %d, want the 5 first heartbeats", n)
 	}
 	e.clock.Advance(30 * time.Second) // the tick at t0+60s
@@ -411,7 +412,7 @@ func TestFlushLoop(t *testing.T) {
 		t.Errorf("after the offline flush: %s at %s, want offline at the last heartbeat", a.Liveness.State, fmtTime(a.Liveness.LastHeartbeatAt))
 	}
 	e.clock.Advance(60 * time.Second)
-	if n := e.svc.Liveness.RowsWritten(); n != 15 {
+	if n := trk(e.svc).RowsWritten(); n != 15 {
 		t.Errorf("rows written with nothing dirty = %d, want still 15", n)
 	}
 }
@@ -419,13 +420,13 @@ func TestFlushLoop(t *testing.T) {
 func waitRows(t *testing.T, svc *app.Service, want int64) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
-	for svc.Liveness.RowsWritten() < want {
+	for trk(svc).RowsWritten() < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("rows written = %d, want %d within %s", svc.Liveness.RowsWritten(), want, waitBound)
+			t.Fatalf("rows written = %d, want %d within %s", trk(svc).RowsWritten(), want, waitBound)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if got := svc.Liveness.RowsWritten(); got != want {
+	if got := trk(svc).RowsWritten(); got != want {
 		t.Fatalf("rows written = %d, want exactly %d", got, want)
 	}
 }
@@ -451,7 +452,7 @@ func TestStartRule(t *testing.T) {
 	e.clock.Advance(time.Second)
 	restarted := e.instance("restarted", lvCfg)
 	rec := e.record(restarted, e.admin)
-	if err := restarted.Liveness.Start(t.Context()); err != nil {
+	if err := trk(restarted).Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	rec.expect("stale", "offline", nil)
@@ -475,7 +476,7 @@ func TestStartRule(t *testing.T) {
 // the dirty entries; nothing goes offline after it.
 func TestShutdownFlush(t *testing.T) {
 	e := newLvEnv(t)
-	if err := e.svc.Liveness.Start(t.Context()); err != nil {
+	if err := trk(e.svc).Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	p := e.vend("stopper")
@@ -484,7 +485,7 @@ func TestShutdownFlush(t *testing.T) {
 	rec.expect("stopper", "online", ptr("api"))
 	e.clock.Advance(10 * time.Second)
 	e.beat(e.svc, p, body("api"))
-	if err := e.svc.Liveness.Stop(t.Context()); err != nil {
+	if err := trk(e.svc).Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	a := e.agent(p.Agent.ID)
@@ -506,7 +507,7 @@ func TestInactiveAgents(t *testing.T) {
 	q := e.vend("awake", app.VendInput{BillingMode: "subscription"})
 	e.beat(e.svc, p, body("api"))
 	e.beat(e.svc, q, body("api"))
-	if err := e.svc.Liveness.Stop(t.Context()); err != nil { // the first instance stops (flushes)
+	if err := trk(e.svc).Stop(t.Context()); err != nil { // the first instance stops (flushes)
 		t.Fatal(err)
 	}
 	if _, err := e.svc.UpdateAgent(t.Context(), e.admin, "sleepy", app.UpdateInput{Active: new(false)}); err != nil {
@@ -514,11 +515,11 @@ func TestInactiveAgents(t *testing.T) {
 	}
 	restarted := e.instance("r", lvCfg)
 	rec := e.record(restarted, e.admin)
-	if err := restarted.Liveness.Start(t.Context()); err != nil {
+	if err := trk(restarted).Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	series := map[string]float64{}
-	restarted.Liveness.MismatchAges(func(h string, v float64) { series[h] = v })
+	trk(restarted).MismatchAges(func(h string, v float64) { series[h] = v })
 	if _, ok := series["sleepy"]; ok || len(series) != 1 {
 		t.Errorf("gauge series = %v, want only awake (inactive agents have none)", series)
 	}
@@ -549,7 +550,7 @@ func TestWarningsTiming(t *testing.T) {
 	}
 	gauge := func() float64 {
 		v := -1.0
-		e.svc.Liveness.MismatchAges(func(h string, s float64) {
+		trk(e.svc).MismatchAges(func(h string, s float64) {
 			if h == "warned" {
 				v = s
 			}
@@ -611,8 +612,8 @@ func TestRateLimit(t *testing.T) {
 	q := e.vend("noisy")
 	limited := 0
 	var rl *app.RateLimitedError
-	for range app.DefaultHeartbeatBurst + 5 {
-		_, err := e.svc.Heartbeat(t.Context(), q, q.Agent.ID, []byte(online))
+	for range tracker.DefaultBurst + 5 {
+		_, err := e.svc.Heartbeat(t.Context(), q, q.Agent.ID, []byte(online), app.Arrival{})
 		if errors.As(err, &rl) {
 			limited++
 		} else if err != nil {
@@ -620,13 +621,13 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	if limited != 5 {
-		t.Fatalf("limited = %d, want 5 beyond the burst of %d", limited, app.DefaultHeartbeatBurst)
+		t.Fatalf("limited = %d, want 5 beyond the burst of %d", limited, tracker.DefaultBurst)
 	}
 	if rl.Err.Code != domain.CodeRateLimited || rl.RetryAfter <= 0 || rl.RetryAfter > time.Second || rl.RetryAfterSeconds() != 1 {
 		t.Errorf("rate limited error = %+v (retry after %s)", rl.Err, rl.RetryAfter)
 	}
 	e.clock.Advance(rl.RetryAfter)
-	if _, err := e.svc.Heartbeat(t.Context(), q, q.Agent.ID, []byte(online)); err != nil {
+	if _, err := e.svc.Heartbeat(t.Context(), q, q.Agent.ID, []byte(online), app.Arrival{}); err != nil {
 		t.Errorf("after Retry-After: %v", err)
 	}
 	// The limit is per principal: the calm agent is unaffected.
@@ -646,7 +647,7 @@ func TestConfigRefresh(t *testing.T) {
 	deadline := time.Now().Add(waitBound)
 	for i := 0; ; i++ {
 		v := -1.0
-		e.svc.Liveness.MismatchAges(func(h string, s float64) { v = s })
+		trk(e.svc).MismatchAges(func(h string, s float64) { v = s })
 		if v > 0 {
 			break
 		}

@@ -1,4 +1,4 @@
-package app_test
+package tracker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -51,20 +52,20 @@ func TestFirstReportsGroupCommitted(t *testing.T) {
 		}
 		errs := make(chan error, n)
 		go func() {
-			_, err := e.svc.Heartbeat(t.Context(), ps[0], ps[0].Agent.ID, []byte(body("api")))
+			_, err := e.svc.Heartbeat(t.Context(), ps[0], ps[0].Agent.ID, []byte(body("api")), app.Arrival{})
 			errs <- err
 		}()
 		<-cs.hit // the first batch is being written
 		for _, p := range ps[1:] {
 			go func() {
-				_, err := e.svc.Heartbeat(t.Context(), p, p.Agent.ID, []byte(body("api")))
+				_, err := e.svc.Heartbeat(t.Context(), p, p.Agent.ID, []byte(body("api")), app.Arrival{})
 				errs <- err
 			}()
 		}
 		deadline := time.Now().Add(waitBound)
-		for e.svc.Liveness.AuditsWaiting() < n-1 {
+		for trk(e.svc).AuditsWaiting() < n-1 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d reports waiting, want %d", e.svc.Liveness.AuditsWaiting(), n-1)
+				t.Fatalf("%d reports waiting, want %d", trk(e.svc).AuditsWaiting(), n-1)
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -1,4 +1,4 @@
-package app_test
+package tracker_test
 
 import (
 	"context"
@@ -19,8 +19,10 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // The liveness tests run the real tracker on a real SQLite store, a real
@@ -36,7 +38,7 @@ const waitBound = 10 * time.Second
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 // lvCfg is the §5.3 defaults the tests run with.
-var lvCfg = app.LivenessConfig{
+var lvCfg = tracker.Config{
 	PresenceTimeout: 45 * time.Second, PersistInterval: 60 * time.Second, HeartbeatInterval: 15 * time.Second,
 	MismatchAlertAfter: 10 * time.Minute, ShutdownTimeout: 30 * time.Second,
 }
@@ -54,7 +56,7 @@ type lvEnv struct {
 type envOpt func(*envOptions)
 
 type envOptions struct {
-	cfg       app.LivenessConfig
+	cfg       tracker.Config
 	store     func(*sqlite.Store) store.Store
 	realClock bool
 	postgres  bool
@@ -68,7 +70,7 @@ func wrapStore(w func(store.Store) store.Store) envOpt { return func(o *envOptio
 // when ROLLCALL_TEST_POSTGRES is unreachable) instead of SQLite.
 func onPostgres() envOpt { return func(o *envOptions) { o.postgres = true } }
 
-func withConfig(c app.LivenessConfig) envOpt { return func(o *envOptions) { o.cfg = c } }
+func withConfig(c tracker.Config) envOpt { return func(o *envOptions) { o.cfg = c } }
 
 func withStore(wrap func(*sqlite.Store) store.Store) envOpt {
 	return func(o *envOptions) { o.store = wrap }
@@ -126,13 +128,38 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 
 // instance builds another Service (another instance) on the same store, bus
 // and clock.
-func (e *lvEnv) instance(id string, cfg app.LivenessConfig, realClock ...bool) *app.Service {
+func (e *lvEnv) instance(id string, cfg tracker.Config, realClock ...bool) *app.Service {
 	var clock clockwork.Clock = e.clock
 	if len(realClock) > 0 && realClock[0] {
 		clock = clockwork.NewRealClock()
 	}
-	svc := app.New(app.Options{Store: e.store, Bus: e.bus, Clock: clock, Log: quietLog(e.t), Liveness: cfg, InstanceID: id})
-	e.t.Cleanup(func() { _ = svc.Liveness.Stop(context.Background()) })
+	return e.newService(id, cfg, clock)
+}
+
+// trackers maps each Service the tests built to its tracker.
+var trackers sync.Map // *app.Service → *tracker.Tracker
+
+// trk returns the tracker of a Service built by newService.
+func trk(svc *app.Service) *tracker.Tracker {
+	t, _ := trackers.Load(svc)
+	return t.(*tracker.Tracker)
+}
+
+// newService wires one instance as app.New does — the event hub, the
+// tracker on the hub, the Service on both — keeping the tracker for trk.
+// The tracker's presence signal is the Service's: <agent_id>:<cause> on
+// bus.ChannelPresence.
+func (e *lvEnv) newService(id string, cfg tracker.Config, clock clockwork.Clock) *app.Service {
+	log := quietLog(e.t)
+	hub := events.New(events.Options{Store: e.store, Bus: e.bus, Clock: clock, Log: log})
+	b := e.bus
+	tr := tracker.New(tracker.Options{Store: e.store, Bus: b, Events: hub, Clock: clock, Log: log, Instance: id, Config: cfg,
+		SignalPresence: func(ctx context.Context, agentID, cause string) {
+			_ = b.Publish(ctx, bus.ChannelPresence, agentID+":"+cause)
+		}})
+	svc := app.New(app.Options{Store: e.store, Bus: b, Clock: clock, Log: log, InstanceID: id, Events: hub, Tracker: tr})
+	trackers.Store(svc, tr)
+	e.t.Cleanup(func() { _ = tr.Stop(context.Background()); trackers.Delete(svc) })
 	return svc
 }
 
@@ -179,7 +206,7 @@ func (e *lvEnv) vend(handle string, in ...app.VendInput) domain.Principal {
 // beat sends one heartbeat through svc and fails the test on an error.
 func (e *lvEnv) beat(svc *app.Service, p domain.Principal, body string) app.Ack {
 	e.t.Helper()
-	ack, err := svc.Heartbeat(e.t.Context(), p, p.Agent.ID, []byte(body))
+	ack, err := svc.Heartbeat(e.t.Context(), p, p.Agent.ID, []byte(body), app.Arrival{})
 	if err != nil {
 		e.t.Fatalf("Heartbeat(%s, %s): %v", p.Agent.Handle, body, err)
 	}
@@ -211,18 +238,18 @@ func body(mode string, extra ...string) string {
 // recorder collects the events one person's subscription receives.
 type recorder struct {
 	t   testing.TB
-	sub *app.EventSubscription
+	sub *events.Subscription
 	mu  sync.Mutex
-	got []app.Event
-	ch  chan app.Event
+	got []events.Event
+	ch  chan events.Event
 }
 
 func (e *lvEnv) record(svc *app.Service, owner domain.Person) *recorder {
-	sub, err := svc.Events.Subscribe(owner.ID, "")
+	sub, err := svc.SubscribeEvents(owner.ID, "", "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r := &recorder{t: e.t, sub: sub, ch: make(chan app.Event, 1024)}
+	r := &recorder{t: e.t, sub: sub, ch: make(chan events.Event, 1024)}
 	go func() {
 		for ev := range sub.C() {
 			r.mu.Lock()
@@ -236,11 +263,11 @@ func (e *lvEnv) record(svc *app.Service, owner domain.Person) *recorder {
 }
 
 // next waits for the next event (bounded) and returns its presence data.
-func (r *recorder) next() (app.Event, app.PresenceChangedData) {
+func (r *recorder) next() (events.Event, events.PresenceChangedData) {
 	r.t.Helper()
 	select {
 	case ev := <-r.ch:
-		var d app.PresenceChangedData
+		var d events.PresenceChangedData
 		_ = json.Unmarshal(ev.Data, &d)
 		return ev, d
 	case <-time.After(waitBound):
@@ -264,7 +291,7 @@ func (r *recorder) none(what string) {
 func (r *recorder) expect(agent, state string, mode *string) {
 	r.t.Helper()
 	ev, d := r.next()
-	if ev.Kind != app.EventPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !sameP(d.ReportedBillingMode, mode) {
+	if ev.Kind != events.KindPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !sameP(d.ReportedBillingMode, mode) {
 		r.t.Fatalf("event = %s %s, want agent.presence_changed %s %s mode %v", ev.Kind, ev.Data, agent, state, deref(mode))
 	}
 }
@@ -287,7 +314,7 @@ func ptr(s string) *string { return &s }
 
 func state(t *testing.T, svc *app.Service, id string) string {
 	t.Helper()
-	st, ok := svc.Liveness.LivenessState(id)
+	st, ok := trk(svc).LivenessState(id)
 	if !ok {
 		return "untracked"
 	}

@@ -1,4 +1,4 @@
-package app
+package tracker
 
 import (
 	"context"
@@ -8,12 +8,11 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/liveness"
-	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Ownership of an agent's deadline across instances (DESIGN.md §5.2: "no
-// instance reports an agent offline while another holds a heartbeat fresher
-// than the timeout").
+// Ownership of an agent's deadline across instances (design: Heartbeat
+// presence, Rules: "no instance reports an agent offline while another
+// holds a heartbeat fresher than the timeout").
 //
 //   - The instance that receives a heartbeat for an agent it does not own
 //     takes ownership and broadcasts "<agent_id>:<instance>:<unix_micro>" on
@@ -33,18 +32,14 @@ import (
 //     row is not offline by then, the owner is gone, and this instance takes
 //     over and reports offline once (no ghost).
 
-// claimTTLMargin is the watch's margin over the timeout, in persist
-// intervals: one for the owner's flush period, one for its offline write.
-const claimTTLMargin = 2
-
 // maxClaimPayload keeps a batch of claims under PostgreSQL's NOTIFY limit.
 const maxClaimPayload = 7000
 
 func (t *Tracker) publishClaim(agentID string, hb time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := t.s.bus.Publish(ctx, bus.ChannelLiveness, claimLine(agentID, t.s.instance, hb)); err != nil {
-		t.s.log.Warn("liveness claim not broadcast; another instance may time the agent out early", "agent_id", agentID, "err", err)
+	if err := t.bus.Publish(ctx, bus.ChannelLiveness, claimLine(agentID, t.instance, hb)); err != nil {
+		t.log.Warn("liveness claim not broadcast; another instance may time the agent out early", "agent_id", agentID, "err", err)
 	}
 }
 
@@ -56,8 +51,8 @@ func claimLine(agentID, instance string, hb time.Time) string {
 // heartbeats it holds (Start does; the server also calls it after the bus
 // reconnected, since claims sent meanwhile were lost).
 func (t *Tracker) RequestClaims(ctx context.Context) {
-	if err := t.s.bus.Publish(ctx, bus.ChannelLiveness, "?:"+t.s.instance); err != nil {
-		t.s.log.Warn("liveness claim request not broadcast", "err", err)
+	if err := t.bus.Publish(ctx, bus.ChannelLiveness, "?:"+t.instance); err != nil {
+		t.log.Warn("liveness claim request not broadcast", "err", err)
 	}
 }
 
@@ -65,14 +60,14 @@ func (t *Tracker) RequestClaims(ctx context.Context) {
 // It runs on the bus's delivery goroutine and only takes entry locks.
 func (t *Tracker) onLivenessSignal(payload string) {
 	if inst, ok := strings.CutPrefix(payload, "?:"); ok {
-		if inst != t.s.instance && !t.stopped.Load() {
+		if inst != t.instance && !t.stopped.Load() {
 			go t.answerClaimRequest()
 		}
 		return
 	}
 	for line := range strings.SplitSeq(payload, "\n") {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[1] == t.s.instance {
+		if len(parts) != 3 || parts[1] == t.instance {
 			continue
 		}
 		us, err := strconv.ParseInt(parts[2], 10, 64)
@@ -101,14 +96,8 @@ func (t *Tracker) yield(e *lvEntry, hb time.Time) {
 	}
 	e.state = e.reported // the claim proves a heartbeat
 	e.owned = false
-	t.s.log.Debug("liveness: agent claimed by another instance", "agent_id", e.id, "heartbeat", hb)
+	t.log.Debug("liveness: agent claimed by another instance", "agent_id", e.id, "heartbeat", hb)
 	t.armLocked(e, e.lastHB.Add(t.cfg.PresenceTimeout))
-}
-
-// takeoverAt is when the watch of an entry owned elsewhere takes over: a
-// stored heartbeat this old proves no instance holds a fresh one.
-func (t *Tracker) takeoverAt(e *lvEntry) time.Time {
-	return e.lastHB.Add(t.cfg.PresenceTimeout + claimTTLMargin*t.cfg.PersistInterval)
 }
 
 // answerClaimRequest broadcasts claims for every agent this instance owns
@@ -121,8 +110,8 @@ func (t *Tracker) answerClaimRequest() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := t.s.bus.Publish(ctx, bus.ChannelLiveness, b.String()); err != nil {
-			t.s.log.Warn("liveness claims not broadcast", "err", err)
+		if err := t.bus.Publish(ctx, bus.ChannelLiveness, b.String()); err != nil {
+			t.log.Warn("liveness claims not broadcast", "err", err)
 		}
 		cancel()
 		b.Reset()
@@ -130,7 +119,7 @@ func (t *Tracker) answerClaimRequest() {
 	for _, e := range t.entries() {
 		e.mu.Lock()
 		fresh := e.owned && !e.fromStart && !e.lastHB.IsZero() && t.stateOf(e, now) != liveness.StateOffline
-		line := claimLine(e.id, t.s.instance, e.lastHB)
+		line := claimLine(e.id, t.instance, e.lastHB)
 		e.mu.Unlock()
 		if !fresh {
 			continue
@@ -144,54 +133,4 @@ func (t *Tracker) answerClaimRequest() {
 		b.WriteString(line)
 	}
 	flush()
-}
-
-// watch runs when the watch of an entry owned elsewhere fires.
-func (t *Tracker) watch(e *lvEntry, now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	a, err := t.s.store.GetAgent(ctx, store.AgentRef{ID: e.id})
-	cancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.owned || t.stopped.Load() {
-		return // a heartbeat arrived here meanwhile
-	}
-	if err != nil {
-		t.s.log.Warn("liveness watch: reading the agent failed; retrying", "agent_id", e.id, "err", err)
-		t.armLocked(e, now.Add(t.cfg.PersistInterval))
-		return
-	}
-	if hb := a.Liveness.LastHeartbeatAt; hb != nil && hb.After(e.lastHB) {
-		e.lastHB = hb.UTC()
-	}
-	t.s.log.Debug("liveness: watch", "agent_id", e.id, "now", now, "last_heartbeat", e.lastHB, "stored_state", a.Liveness.State)
-	if due := t.takeoverAt(e); now.Before(due) {
-		// Read the row again at the known heartbeat + timeout, then once per
-		// persist interval (the owner's flush period) until the takeover.
-		next := e.lastHB.Add(t.cfg.PresenceTimeout)
-		if !now.Before(next) {
-			next = now.Add(t.cfg.PersistInterval)
-		}
-		if next.After(due) {
-			next = due
-		}
-		t.armLocked(e, next)
-		return
-	}
-	pair, known := t.s.Events.lastPair(e.id)
-	if known {
-		e.pub = pair
-	}
-	if a.Liveness.State != liveness.StateOnline && a.Liveness.State != liveness.StateDegraded {
-		// The owner reported it offline already: follow silently.
-		e.state = liveness.StateOffline
-		if !known {
-			e.pub = liveness.PublishPair{State: e.state, ReportedBillingMode: e.reportedMode()}
-		}
-		return
-	}
-	// Stored online long past any fresh heartbeat: the owner is gone.
-	t.s.log.Info("liveness: taking over an agent whose owning instance stopped", "agent", e.handle, "agent_id", e.id)
-	e.owned = true
-	t.goOfflineLocked(e, now)
 }

@@ -1,4 +1,4 @@
-package app_test
+package tracker_test
 
 import (
 	"context"
@@ -24,11 +24,11 @@ func waitOwns(t *testing.T, svc *app.Service, id string, want bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for {
-		if owned, _ := svc.Liveness.Owns(id); owned == want {
+		if owned, _ := trk(svc).Owns(id); owned == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s owns %s = %v, want %v within %s", svc.Liveness.Instance(), id, !want, want, waitBound)
+			t.Fatalf("%s owns %s = %v, want %v within %s", trk(svc).Instance(), id, !want, want, waitBound)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -48,7 +48,7 @@ func TestOwnershipHandover(t *testing.T) {
 	// deterministic (the loops run on goroutines of their own).
 	flush := func() {
 		for _, svc := range []*app.Service{a, b} {
-			if _, err := svc.Liveness.Flush(t.Context()); err != nil {
+			if _, err := trk(svc).Flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -66,7 +66,7 @@ func TestOwnershipHandover(t *testing.T) {
 	// The load balancer moves the agent to B.
 	e.beat(b, p, body("api"))
 	waitOwns(t, a, p.Agent.ID, false)
-	if owned, _ := b.Liveness.Owns(p.Agent.ID); !owned {
+	if owned, _ := trk(b).Owns(p.Agent.ID); !owned {
 		t.Fatal("B does not own the agent after its heartbeat")
 	}
 	for e.clock.Now().Before(lastOnA.Add(4 * time.Minute)) { // far past A's own deadline and its watch's
@@ -79,7 +79,7 @@ func TestOwnershipHandover(t *testing.T) {
 	}
 	rec.none("heartbeats moved to B") // neither A's deadline nor B's first heartbeat published
 	if st := state(t, a, p.Agent.ID); st != "online" {
-		owned, _ := a.Liveness.Owns(p.Agent.ID)
+		owned, _ := trk(a).Owns(p.Agent.ID)
 		t.Errorf("A's view: %s, want online (it knows B's heartbeat from the claim); owned %v, now %s, stored %+v", st, owned, e.clock.Now(), e.agent(p.Agent.ID).Liveness)
 	}
 	// The agent stops: B reports offline once, at its last heartbeat + timeout.
@@ -94,7 +94,7 @@ func TestOwnershipHandover(t *testing.T) {
 		e.clock.Advance(time.Minute)
 	}
 	waitState(t, a, p.Agent.ID, "offline")
-	if owned, _ := a.Liveness.Owns(p.Agent.ID); owned {
+	if owned, _ := trk(a).Owns(p.Agent.ID); owned {
 		t.Error("A took the agent over although B reported it offline")
 	}
 	if got := e.agent(p.Agent.ID).Liveness; got.State != "offline" || !got.LastHeartbeatAt.Equal(last) {
@@ -138,11 +138,11 @@ func TestStartSyncClaims(t *testing.T) {
 	rec := e.record(a, e.admin)
 	e.beat(a, p, online)
 	rec.expect("steady", "online", nil)
-	if _, err := a.Liveness.Flush(t.Context()); err != nil { // stored online
+	if _, err := trk(a).Flush(t.Context()); err != nil { // stored online
 		t.Fatal(err)
 	}
 	c := e.instance("c", lvCfg)
-	if err := c.Liveness.Start(t.Context()); err != nil { // loads "steady" stored online
+	if err := trk(c).Start(t.Context()); err != nil { // loads "steady" stored online
 		t.Fatal(err)
 	}
 	waitOwns(t, c, p.Agent.ID, false) // A answered the claim request
@@ -151,7 +151,7 @@ func TestStartSyncClaims(t *testing.T) {
 		e.settle(3) // A's deadline, C's watch and C's flush ticker
 		e.beat(a, p, online)
 		if i%60 == 59 { // A's flush loop, once per persist interval
-			if _, err := a.Liveness.Flush(t.Context()); err != nil {
+			if _, err := trk(a).Flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -177,10 +177,10 @@ func TestOwnerGoneTakeover(t *testing.T) {
 	e.beat(b, p, online) // B owns it now
 	waitOwns(t, a, p.Agent.ID, false)
 	last := e.clock.Now()
-	if _, err := b.Liveness.Flush(t.Context()); err != nil { // stored online
+	if _, err := trk(b).Flush(t.Context()); err != nil { // stored online
 		t.Fatal(err)
 	}
-	if err := b.Liveness.Stop(t.Context()); err != nil { // B is gone: no offline from it
+	if err := trk(b).Stop(t.Context()); err != nil { // B is gone: no offline from it
 		t.Fatal(err)
 	}
 	e.clock.Advance(45*time.Second + 2*time.Minute - time.Microsecond)
@@ -188,7 +188,7 @@ func TestOwnerGoneTakeover(t *testing.T) {
 	e.clock.Advance(time.Microsecond)
 	rec.expect("orphan", "offline", nil)
 	waitOwns(t, a, p.Agent.ID, true)
-	if _, err := a.Liveness.Flush(t.Context()); err != nil {
+	if _, err := trk(a).Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.agent(p.Agent.ID).Liveness; got.State != "offline" || !got.LastHeartbeatAt.Equal(last) {

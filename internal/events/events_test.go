@@ -1,0 +1,135 @@
+package events_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/events"
+)
+
+// The hub on the real in-process bus. Publish with an explicit owner reads
+// no store, so these tests need none.
+
+const waitBound = 10 * time.Second
+
+func newHub(t *testing.T) (*events.Hub, bus.Bus) {
+	t.Helper()
+	b := bus.NewLocal()
+	t.Cleanup(func() { _ = b.Close() })
+	return events.New(events.Options{Bus: b, Clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}), b
+}
+
+func next(t *testing.T, sub *events.Subscription) events.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-sub.C():
+		if !ok {
+			t.Fatal("subscription closed")
+		}
+		return ev
+	case <-time.After(waitBound):
+		t.Fatalf("no event within %s", waitBound)
+	}
+	panic("unreachable")
+}
+
+func changed(state string) events.PresenceChangedData {
+	return events.PresenceChangedData{Agent: "builder", State: state}
+}
+
+// TestOwnAgentsOnlyAndOnce: a subscriber receives the events of its own
+// agents only, and two consecutive equal presence_changed pairs of one
+// agent (two instances publishing the same change) are delivered once.
+func TestOwnAgentsOnlyAndOnce(t *testing.T) {
+	h, _ := newHub(t)
+	mine, err := h.Subscribe("me", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	ctx := t.Context()
+	h.Publish(ctx, events.KindPresenceChanged, "a-bob", "bob", changed("online"))
+	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("online"))
+	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("online")) // the same change again
+	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("offline"))
+	for _, want := range []string{"online", "offline"} {
+		ev := next(t, mine)
+		var d events.PresenceChangedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil || ev.AgentID != "a-me" || ev.Kind != events.KindPresenceChanged || d.State != want || ev.ID == "" {
+			t.Fatalf("event = %+v %s, want a-me %s", ev, ev.Data, want)
+		}
+	}
+	if p, ok := h.LastPair("a-me"); !ok || p.State != "offline" {
+		t.Errorf("LastPair = %+v, %v; want offline", p, ok)
+	}
+}
+
+// TestResume: a subscriber that gives the id of a buffered event gets the
+// later events of its own agents as Backlog; an id no longer buffered is
+// Missed.
+func TestResume(t *testing.T) {
+	h, _ := newHub(t)
+	watch, err := h.Subscribe("me", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	ctx := t.Context()
+	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("online"))
+	first := next(t, watch)
+	h.Publish(ctx, events.KindPresenceChanged, "a-bob", "bob", changed("online"))
+	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("degraded"))
+	second := next(t, watch)
+
+	sub, err := h.Subscribe("me", first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if sub.Missed || len(sub.Backlog) != 1 || sub.Backlog[0].ID != second.ID {
+		t.Fatalf("resume after %s: missed=%v backlog=%+v, want [%s]", first.ID, sub.Missed, sub.Backlog, second.ID)
+	}
+	gone, err := h.Subscribe("me", "9999-gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	if !gone.Missed || len(gone.Backlog) != 0 {
+		t.Errorf("unknown Last-Event-ID: missed=%v backlog=%d, want missed", gone.Missed, len(gone.Backlog))
+	}
+}
+
+// TestCloseTokenOwnerAndHub: revoking a token ends the streams opened with
+// it, deactivating a person ends theirs, a hand-over sends later events to
+// the new owner, and Close ends the rest and refuses new subscriptions.
+func TestCloseTokenOwnerAndHub(t *testing.T) {
+	h, _ := newHub(t)
+	byToken, _ := h.SubscribeWith("me", "tok-1", "")
+	other, _ := h.SubscribeWith("me", "tok-2", "")
+	bobs, _ := h.SubscribeWith("bob", "tok-3", "")
+	h.CloseToken("tok-1")
+	if _, ok := <-byToken.C(); ok {
+		t.Fatal("the revoked token's stream is open")
+	}
+	h.SetOwner("a-me", "bob", "builder") // handed over to bob
+	h.Publish(t.Context(), events.KindPresenceChanged, "a-me", "me", changed("online"))
+	if ev := next(t, bobs); ev.AgentID != "a-me" {
+		t.Fatalf("bob got %+v, want the handed-over agent's event", ev)
+	}
+	h.CloseOwner("bob")
+	if _, ok := <-bobs.C(); ok {
+		t.Fatal("the deactivated person's stream is open")
+	}
+	h.Close()
+	if _, ok := <-other.C(); ok {
+		t.Fatal("a stream is open after Close")
+	}
+	if _, err := h.Subscribe("me", ""); !errors.Is(err, events.ErrClosed) {
+		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
+	}
+}
