@@ -3,6 +3,7 @@ package postgres
 import (
 	"testing"
 
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
@@ -19,9 +20,9 @@ func (s twinStore) Twin(t *testing.T) store.Store { return openT(t, s.url) }
 // TestLivenessContract runs the liveness part of the store contract
 // (DESIGN.md §5.2) with two pools per database where it matters.
 func TestLivenessContract(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := pgtest.FreshDatabase(t)
 	storetest.RunLiveness(t, storetest.Harness{Parallel: true, New: func(t *testing.T) storetest.Instance {
-		u := freshSchema(t, dbURL)
+		u := pgtest.FreshSchema(t, dbURL)
 		return storetest.Instance{Store: twinStore{Store: openT(t, u), url: u}}
 	}})
 }
