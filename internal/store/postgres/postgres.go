@@ -36,6 +36,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
 //go:embed migrations/*.sql
@@ -52,6 +53,7 @@ const (
 // use, also by several processes on one database.
 type Store struct {
 	pool *pgxpool.Pool
+	q    *dbsqlc.Queries // the generated queries on pool; dbsqlc.New(tx) in a transaction
 }
 
 var _ store.Store = (*Store)(nil)
@@ -68,7 +70,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, q: dbsqlc.New(pool)}, nil
 }
 
 // Migrate applies pending migrations to the database at url and

@@ -46,7 +46,7 @@ var sweepable = fmt.Sprintf(`d.state = 'pending' AND d.push_eligible AND d.ring_
 func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
 	var a domain.Agent
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
+		if err := s.agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
 			return err
 		}
 		var override, until, setAt, by any

@@ -35,6 +35,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
 //go:embed migrations/*.sql
@@ -54,6 +55,11 @@ type Store struct {
 	closeErr  error
 	ws        stmtCache // statements prepared on w
 	rs        stmtCache // statements prepared on r
+
+	// The generated queries, prepared once: wq on w (bound to a write
+	// transaction with WithTx, which reuses the statement on the one write
+	// connection), rq on the read pool.
+	wq, rq *dbsqlc.Queries
 }
 
 var _ store.Store = (*Store)(nil)
@@ -87,6 +93,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	if err := migrate(ctx, s.w); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -167,6 +177,22 @@ func (s *Store) open(ctx context.Context) error {
 	return nil
 }
 
+// prepare prepares the generated queries on both handles; it runs after
+// the migrations, since preparing checks the statements against the schema.
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	if s.wq, err = dbsqlc.Prepare(ctx, s.w); err != nil {
+		return fmt.Errorf("sqlite store: prepare: %w", err)
+	}
+	s.rq = s.wq
+	if s.r != s.w {
+		if s.rq, err = dbsqlc.Prepare(ctx, s.r); err != nil {
+			return fmt.Errorf("sqlite store: prepare: %w", err)
+		}
+	}
+	return nil
+}
+
 // uriEscaper escapes the characters a SQLite file: URI gives meaning to.
 var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
@@ -180,6 +206,12 @@ func (s *Store) Close() error {
 	// from database/sql instead of a nil pointer.
 	s.closeOnce.Do(func() {
 		errs := []error{s.rs.close(), s.ws.close()}
+		if s.rq != nil && s.rq != s.wq {
+			errs = append(errs, s.rq.Close())
+		}
+		if s.wq != nil {
+			errs = append(errs, s.wq.Close())
+		}
 		if s.r != nil && s.r != s.w {
 			errs = append(errs, s.r.Close())
 		}
@@ -243,6 +275,13 @@ func microsPtr(t *time.Time) any {
 		return nil
 	}
 	return t.UnixMicro()
+}
+
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
 }
 
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
