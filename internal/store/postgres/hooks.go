@@ -10,6 +10,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
 // Intake (DESIGN.md §3.9): hooks and their deliveries.
@@ -141,7 +142,7 @@ func (s *Store) RecordDelivery(ctx context.Context, p store.RecordDeliveryParams
 			return mapErr("record delivery", err)
 		}
 		if p.Todo != nil {
-			t, created, err := createTodoQ(ctx, tx, *p.Todo)
+			t, created, err := createTodoQ(ctx, dbsqlc.New(tx), *p.Todo)
 			if err != nil {
 				return err
 			}

@@ -233,7 +233,7 @@ func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.Au
 		data[i], prevs[i], hashes[i] = nullJSON(e.Data), e.PrevHash, e.Hash
 		seq, prev = e.Seq, e.Hash
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO audit (`+auditCols+`)
+	_, err = tx.Exec(ctx, `INSERT INTO audit (seq, at, actor, action, agent_id, decision, data, prev_hash, hash)
 		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`,
 		seqs, ts, actors, actions, agents, decisions, data, prevs, hashes)
 	return mapErr("append audit", err)

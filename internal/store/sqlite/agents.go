@@ -133,7 +133,7 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 		if err != nil {
 			return mapErr("create agent credential", err)
 		}
-		_, err = appendAudit(ctx, tx, a.CreatedAt, p.Audit)
+		_, err = s.appendAudit(ctx, tx, a.CreatedAt, p.Audit)
 		return err
 	})
 }
@@ -222,7 +222,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 			}
 		}
 		if p.Audit != nil {
-			_, err = appendAudit(ctx, tx, p.Now, *p.Audit)
+			_, err = s.appendAudit(ctx, tx, p.Now, *p.Audit)
 		}
 		return err
 	})
@@ -249,7 +249,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		if _, err := q.RevokeCredentials(ctx, dbsqlc.RevokeCredentialsParams{AgentID: p.ID, Now: now}); err != nil {
 			return mapErr("revoke agent credentials", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	return a, err
@@ -275,7 +275,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 			Hash: p.CredentialHash, CreatedAt: micros(p.Now)}); err != nil {
 			return mapErr("rotate credential", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	if err != nil {

@@ -41,7 +41,7 @@ func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error 
 		if err != nil {
 			return mapErr("create hook", err)
 		}
-		_, err = appendAudit(ctx, tx, h.CreatedAt, p.Audit)
+		_, err = s.appendAudit(ctx, tx, h.CreatedAt, p.Audit)
 		return err
 	})
 }
@@ -84,7 +84,7 @@ func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretPa
 		if err != nil {
 			return mapErr("rotate hook secret", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	return h, err
@@ -100,7 +100,7 @@ func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error 
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("delete hook: %w", domain.ErrNotFound)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 }

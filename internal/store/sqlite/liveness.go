@@ -121,7 +121,7 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 		if err != nil {
 			return mapErr("apply reported change", err)
 		}
-		if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+		if _, err := s.appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
 			return err
 		}
 		wrote = true
@@ -164,7 +164,7 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 			if err != nil {
 				return mapErr("apply reported changes", err)
 			}
-			if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+			if _, err := s.appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
 				return err
 			}
 			wrote[i] = true

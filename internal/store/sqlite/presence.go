@@ -84,7 +84,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 		if err != nil {
 			return mapErr("update presence", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	return a, err

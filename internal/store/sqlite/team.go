@@ -80,7 +80,7 @@ func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) er
 		if err := insertToken(ctx, tx, p.Token, p.TokenHash); err != nil {
 			return err
 		}
-		_, err = appendAudit(ctx, tx, p.Person.CreatedAt, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Person.CreatedAt, p.Audit)
 		return err
 	})
 }
@@ -155,7 +155,7 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 				return mapErr("update person: end sessions", err)
 			}
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	return out, err
@@ -171,7 +171,7 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 		if err := insertToken(ctx, tx, p.Token, p.Hash); err != nil {
 			return err
 		}
-		_, err := appendAudit(ctx, tx, p.Token.CreatedAt, p.Audit)
+		_, err := s.appendAudit(ctx, tx, p.Token.CreatedAt, p.Audit)
 		return err
 	})
 }
@@ -214,7 +214,7 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 			WHERE token_id = ?1 AND ended_at IS NULL`, p.ID, now); err != nil {
 			return mapErr("revoke token: end sessions", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	return t, err

@@ -30,29 +30,74 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentRevokedAtStmt, err = db.PrepareContext(ctx, agentRevokedAt); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentRevokedAt: %w", err)
 	}
+	if q.auditTailStmt, err = db.PrepareContext(ctx, auditTail); err != nil {
+		return nil, fmt.Errorf("error preparing query AuditTail: %w", err)
+	}
+	if q.claimNextStmt, err = db.PrepareContext(ctx, claimNext); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimNext: %w", err)
+	}
+	if q.claimTodoStmt, err = db.PrepareContext(ctx, claimTodo); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimTodo: %w", err)
+	}
+	if q.completeTodoStmt, err = db.PrepareContext(ctx, completeTodo); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteTodo: %w", err)
+	}
+	if q.failTodoStmt, err = db.PrepareContext(ctx, failTodo); err != nil {
+		return nil, fmt.Errorf("error preparing query FailTodo: %w", err)
+	}
 	if q.getAgentByHandleStmt, err = db.PrepareContext(ctx, getAgentByHandle); err != nil {
 		return nil, fmt.Errorf("error preparing query GetAgentByHandle: %w", err)
 	}
 	if q.getAgentByIDStmt, err = db.PrepareContext(ctx, getAgentByID); err != nil {
 		return nil, fmt.Errorf("error preparing query GetAgentByID: %w", err)
 	}
+	if q.getTodoStmt, err = db.PrepareContext(ctx, getTodo); err != nil {
+		return nil, fmt.Errorf("error preparing query GetTodo: %w", err)
+	}
+	if q.heldAttemptsStmt, err = db.PrepareContext(ctx, heldAttempts); err != nil {
+		return nil, fmt.Errorf("error preparing query HeldAttempts: %w", err)
+	}
 	if q.insertAgentStmt, err = db.PrepareContext(ctx, insertAgent); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertAgent: %w", err)
+	}
+	if q.insertAuditStmt, err = db.PrepareContext(ctx, insertAudit); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertAudit: %w", err)
 	}
 	if q.insertCredentialStmt, err = db.PrepareContext(ctx, insertCredential); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertCredential: %w", err)
 	}
+	if q.insertTodoStmt, err = db.PrepareContext(ctx, insertTodo); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertTodo: %w", err)
+	}
 	if q.listAgentsStmt, err = db.PrepareContext(ctx, listAgents); err != nil {
 		return nil, fmt.Errorf("error preparing query ListAgents: %w", err)
 	}
+	if q.listAuditStmt, err = db.PrepareContext(ctx, listAudit); err != nil {
+		return nil, fmt.Errorf("error preparing query ListAudit: %w", err)
+	}
+	if q.listTodosStmt, err = db.PrepareContext(ctx, listTodos); err != nil {
+		return nil, fmt.Errorf("error preparing query ListTodos: %w", err)
+	}
+	if q.liveTodoByKeyStmt, err = db.PrepareContext(ctx, liveTodoByKey); err != nil {
+		return nil, fmt.Errorf("error preparing query LiveTodoByKey: %w", err)
+	}
 	if q.moveAgentHooksStmt, err = db.PrepareContext(ctx, moveAgentHooks); err != nil {
 		return nil, fmt.Errorf("error preparing query MoveAgentHooks: %w", err)
+	}
+	if q.reapExpiredLeasesStmt, err = db.PrepareContext(ctx, reapExpiredLeases); err != nil {
+		return nil, fmt.Errorf("error preparing query ReapExpiredLeases: %w", err)
+	}
+	if q.renewLeaseStmt, err = db.PrepareContext(ctx, renewLease); err != nil {
+		return nil, fmt.Errorf("error preparing query RenewLease: %w", err)
 	}
 	if q.revokeAgentStmt, err = db.PrepareContext(ctx, revokeAgent); err != nil {
 		return nil, fmt.Errorf("error preparing query RevokeAgent: %w", err)
 	}
 	if q.revokeCredentialsStmt, err = db.PrepareContext(ctx, revokeCredentials); err != nil {
 		return nil, fmt.Errorf("error preparing query RevokeCredentials: %w", err)
+	}
+	if q.todoOfAgentStmt, err = db.PrepareContext(ctx, todoOfAgent); err != nil {
+		return nil, fmt.Errorf("error preparing query TodoOfAgent: %w", err)
 	}
 	if q.updateAgentStmt, err = db.PrepareContext(ctx, updateAgent); err != nil {
 		return nil, fmt.Errorf("error preparing query UpdateAgent: %w", err)
@@ -72,6 +117,31 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing agentRevokedAtStmt: %w", cerr)
 		}
 	}
+	if q.auditTailStmt != nil {
+		if cerr := q.auditTailStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing auditTailStmt: %w", cerr)
+		}
+	}
+	if q.claimNextStmt != nil {
+		if cerr := q.claimNextStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimNextStmt: %w", cerr)
+		}
+	}
+	if q.claimTodoStmt != nil {
+		if cerr := q.claimTodoStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimTodoStmt: %w", cerr)
+		}
+	}
+	if q.completeTodoStmt != nil {
+		if cerr := q.completeTodoStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeTodoStmt: %w", cerr)
+		}
+	}
+	if q.failTodoStmt != nil {
+		if cerr := q.failTodoStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing failTodoStmt: %w", cerr)
+		}
+	}
 	if q.getAgentByHandleStmt != nil {
 		if cerr := q.getAgentByHandleStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing getAgentByHandleStmt: %w", cerr)
@@ -82,9 +152,24 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getAgentByIDStmt: %w", cerr)
 		}
 	}
+	if q.getTodoStmt != nil {
+		if cerr := q.getTodoStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getTodoStmt: %w", cerr)
+		}
+	}
+	if q.heldAttemptsStmt != nil {
+		if cerr := q.heldAttemptsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing heldAttemptsStmt: %w", cerr)
+		}
+	}
 	if q.insertAgentStmt != nil {
 		if cerr := q.insertAgentStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertAgentStmt: %w", cerr)
+		}
+	}
+	if q.insertAuditStmt != nil {
+		if cerr := q.insertAuditStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertAuditStmt: %w", cerr)
 		}
 	}
 	if q.insertCredentialStmt != nil {
@@ -92,14 +177,44 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing insertCredentialStmt: %w", cerr)
 		}
 	}
+	if q.insertTodoStmt != nil {
+		if cerr := q.insertTodoStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertTodoStmt: %w", cerr)
+		}
+	}
 	if q.listAgentsStmt != nil {
 		if cerr := q.listAgentsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listAgentsStmt: %w", cerr)
 		}
 	}
+	if q.listAuditStmt != nil {
+		if cerr := q.listAuditStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listAuditStmt: %w", cerr)
+		}
+	}
+	if q.listTodosStmt != nil {
+		if cerr := q.listTodosStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listTodosStmt: %w", cerr)
+		}
+	}
+	if q.liveTodoByKeyStmt != nil {
+		if cerr := q.liveTodoByKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing liveTodoByKeyStmt: %w", cerr)
+		}
+	}
 	if q.moveAgentHooksStmt != nil {
 		if cerr := q.moveAgentHooksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing moveAgentHooksStmt: %w", cerr)
+		}
+	}
+	if q.reapExpiredLeasesStmt != nil {
+		if cerr := q.reapExpiredLeasesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing reapExpiredLeasesStmt: %w", cerr)
+		}
+	}
+	if q.renewLeaseStmt != nil {
+		if cerr := q.renewLeaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing renewLeaseStmt: %w", cerr)
 		}
 	}
 	if q.revokeAgentStmt != nil {
@@ -110,6 +225,11 @@ func (q *Queries) Close() error {
 	if q.revokeCredentialsStmt != nil {
 		if cerr := q.revokeCredentialsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing revokeCredentialsStmt: %w", cerr)
+		}
+	}
+	if q.todoOfAgentStmt != nil {
+		if cerr := q.todoOfAgentStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing todoOfAgentStmt: %w", cerr)
 		}
 	}
 	if q.updateAgentStmt != nil {
@@ -158,14 +278,29 @@ type Queries struct {
 	tx                        *sql.Tx
 	agentByCredentialHashStmt *sql.Stmt
 	agentRevokedAtStmt        *sql.Stmt
+	auditTailStmt             *sql.Stmt
+	claimNextStmt             *sql.Stmt
+	claimTodoStmt             *sql.Stmt
+	completeTodoStmt          *sql.Stmt
+	failTodoStmt              *sql.Stmt
 	getAgentByHandleStmt      *sql.Stmt
 	getAgentByIDStmt          *sql.Stmt
+	getTodoStmt               *sql.Stmt
+	heldAttemptsStmt          *sql.Stmt
 	insertAgentStmt           *sql.Stmt
+	insertAuditStmt           *sql.Stmt
 	insertCredentialStmt      *sql.Stmt
+	insertTodoStmt            *sql.Stmt
 	listAgentsStmt            *sql.Stmt
+	listAuditStmt             *sql.Stmt
+	listTodosStmt             *sql.Stmt
+	liveTodoByKeyStmt         *sql.Stmt
 	moveAgentHooksStmt        *sql.Stmt
+	reapExpiredLeasesStmt     *sql.Stmt
+	renewLeaseStmt            *sql.Stmt
 	revokeAgentStmt           *sql.Stmt
 	revokeCredentialsStmt     *sql.Stmt
+	todoOfAgentStmt           *sql.Stmt
 	updateAgentStmt           *sql.Stmt
 }
 
@@ -175,14 +310,29 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		tx:                        tx,
 		agentByCredentialHashStmt: q.agentByCredentialHashStmt,
 		agentRevokedAtStmt:        q.agentRevokedAtStmt,
+		auditTailStmt:             q.auditTailStmt,
+		claimNextStmt:             q.claimNextStmt,
+		claimTodoStmt:             q.claimTodoStmt,
+		completeTodoStmt:          q.completeTodoStmt,
+		failTodoStmt:              q.failTodoStmt,
 		getAgentByHandleStmt:      q.getAgentByHandleStmt,
 		getAgentByIDStmt:          q.getAgentByIDStmt,
+		getTodoStmt:               q.getTodoStmt,
+		heldAttemptsStmt:          q.heldAttemptsStmt,
 		insertAgentStmt:           q.insertAgentStmt,
+		insertAuditStmt:           q.insertAuditStmt,
 		insertCredentialStmt:      q.insertCredentialStmt,
+		insertTodoStmt:            q.insertTodoStmt,
 		listAgentsStmt:            q.listAgentsStmt,
+		listAuditStmt:             q.listAuditStmt,
+		listTodosStmt:             q.listTodosStmt,
+		liveTodoByKeyStmt:         q.liveTodoByKeyStmt,
 		moveAgentHooksStmt:        q.moveAgentHooksStmt,
+		reapExpiredLeasesStmt:     q.reapExpiredLeasesStmt,
+		renewLeaseStmt:            q.renewLeaseStmt,
 		revokeAgentStmt:           q.revokeAgentStmt,
 		revokeCredentialsStmt:     q.revokeCredentialsStmt,
+		todoOfAgentStmt:           q.todoOfAgentStmt,
 		updateAgentStmt:           q.updateAgentStmt,
 	}
 }
