@@ -1,10 +1,16 @@
 package postgres
 
 import (
+	"database/sql"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
+	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/pgtest"
@@ -28,9 +34,23 @@ func openT(tb testing.TB, url string) *Store {
 
 func TestContract(t *testing.T) {
 	dbURL := pgtest.FreshDatabase(t)
-	storetest.Run(t, storetest.Harness{Parallel: true, New: func(t *testing.T) storetest.Instance {
-		s := openT(t, pgtest.FreshSchema(t, dbURL))
-		return storetest.Instance{Store: s, Tamper: func(t *testing.T, seq int64) {
+	empty := func(t *testing.T) storetest.EmptyDatabase {
+		u := pgtest.FreshSchema(t, dbURL)
+		db, err := sql.Open("pgx", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.EmptyDatabase{Migrations: p, Open: func(t *testing.T) store.Store { return openT(t, u) }}
+	}
+	storetest.Run(t, storetest.Harness{Parallel: true, Empty: empty, New: func(t *testing.T) storetest.Instance {
+		u := pgtest.FreshSchema(t, dbURL)
+		s := openT(t, u)
+		return storetest.Instance{Store: s, Twin: func(t *testing.T) store.Store { return openT(t, u) }, Tamper: func(t *testing.T, seq int64) {
 			t.Helper()
 			tag, err := s.pool.Exec(t.Context(), `UPDATE audit SET data = '{"tampered":true}' WHERE seq = $1`, seq)
 			if err != nil {
@@ -131,4 +151,18 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	s := openT(b, pgtest.FreshDatabase(b))
 	b.Run("serial", func(b *testing.B) { storetest.BenchPushClaimComplete(b, s) })
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
+}
+
+// TestOpensStoredData restores a database written by the store code of
+// main before the queries were generated (testdata/main-fixture.sql, a
+// pg_dump --inserts of storetest.WriteFixture's data), opens it and reads
+// back exactly what that code read.
+func TestOpensStoredData(t *testing.T) {
+	dump, err := os.ReadFile(filepath.Join("testdata", "main-fixture.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := pgtest.FreshDatabase(t)
+	pgtest.Exec(t, u, string(dump))
+	storetest.CheckFixture(t, openT(t, u))
 }

@@ -17,26 +17,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
-// presenceTwin lets the presence contract open a second pool on the same
-// database, as a second Rollcall instance would (storetest.Twinner), for
-// the claim and sweep races.
-type presenceTwin struct {
-	*Store
-	url string
-}
-
-func (s presenceTwin) Twin(t *testing.T) store.Store { return openT(t, s.url) }
-
-// TestPresenceContract runs the presence part of the store contract
-// (DESIGN.md §3), with two pools per database for the races.
-func TestPresenceContract(t *testing.T) {
-	dbURL := pgtest.FreshDatabase(t)
-	storetest.RunPresence(t, storetest.Harness{Parallel: true, New: func(t *testing.T) storetest.Instance {
-		u := pgtest.FreshSchema(t, dbURL)
-		return storetest.Instance{Store: presenceTwin{Store: openT(t, u), url: u}}
-	}})
-}
-
 // benchLoad bulk-loads the presence benchmark data sets with one
 // generate_series INSERT … SELECT each, then VACUUM ANALYZE (the visibility
 // map and statistics autovacuum would keep in a running system).
