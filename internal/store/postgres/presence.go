@@ -18,6 +18,12 @@ import (
 // Several instances share the rows: the transition claim and the sweep are
 // single conditional UPDATEs, so of two racing instances the second
 // re-checks the row after the first commits and matches nothing.
+//
+// Its statements are hand-written: the ring statements (SweepRing,
+// RingMissed, FailoverRings, MarkDigestRung) splice the ring-delay CASE
+// built from domain.SweepDelays and the todos_sweep predicate built from
+// domain.MaxRings, which sqlc cannot; the others (UpdatePresence,
+// ClaimTransition, the agent and pending-todo reads) are not in sql/ yet.
 
 var _ store.PresenceStore = (*Store)(nil)
 

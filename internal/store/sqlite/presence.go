@@ -18,6 +18,12 @@ import (
 // Writes run on the one write connection (BEGIN IMMEDIATE), so a
 // conditional update here is already exclusive; the hot statements (the
 // transition claim, the digest mark, the sweep) are prepared once.
+//
+// Its statements are hand-written: the ring statements (SweepRing,
+// RingMissed, FailoverRings, MarkDigestRung) splice the ring-delay CASE
+// built from domain.SweepDelays and the todos_sweep predicate built from
+// domain.MaxRings, which sqlc cannot; the others (UpdatePresence,
+// ClaimTransition, the agent and pending-todo reads) are not in sql/ yet.
 
 var _ store.PresenceStore = (*Store)(nil)
 

@@ -30,6 +30,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.agentRevokedAtStmt, err = db.PrepareContext(ctx, agentRevokedAt); err != nil {
 		return nil, fmt.Errorf("error preparing query AgentRevokedAt: %w", err)
 	}
+	if q.applyProjectReadinessStmt, err = db.PrepareContext(ctx, applyProjectReadiness); err != nil {
+		return nil, fmt.Errorf("error preparing query ApplyProjectReadiness: %w", err)
+	}
+	if q.applyReportedChangeStmt, err = db.PrepareContext(ctx, applyReportedChange); err != nil {
+		return nil, fmt.Errorf("error preparing query ApplyReportedChange: %w", err)
+	}
 	if q.auditTailStmt, err = db.PrepareContext(ctx, auditTail); err != nil {
 		return nil, fmt.Errorf("error preparing query AuditTail: %w", err)
 	}
@@ -42,6 +48,30 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.completeTodoStmt, err = db.PrepareContext(ctx, completeTodo); err != nil {
 		return nil, fmt.Errorf("error preparing query CompleteTodo: %w", err)
 	}
+	if q.consoleSessionByIDStmt, err = db.PrepareContext(ctx, consoleSessionByID); err != nil {
+		return nil, fmt.Errorf("error preparing query ConsoleSessionByID: %w", err)
+	}
+	if q.countOtherActiveAdminsStmt, err = db.PrepareContext(ctx, countOtherActiveAdmins); err != nil {
+		return nil, fmt.Errorf("error preparing query CountOtherActiveAdmins: %w", err)
+	}
+	if q.countPersonsStmt, err = db.PrepareContext(ctx, countPersons); err != nil {
+		return nil, fmt.Errorf("error preparing query CountPersons: %w", err)
+	}
+	if q.deleteHookStmt, err = db.PrepareContext(ctx, deleteHook); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteHook: %w", err)
+	}
+	if q.deliveryByKeyStmt, err = db.PrepareContext(ctx, deliveryByKey); err != nil {
+		return nil, fmt.Errorf("error preparing query DeliveryByKey: %w", err)
+	}
+	if q.endConsoleSessionStmt, err = db.PrepareContext(ctx, endConsoleSession); err != nil {
+		return nil, fmt.Errorf("error preparing query EndConsoleSession: %w", err)
+	}
+	if q.endPersonSessionsStmt, err = db.PrepareContext(ctx, endPersonSessions); err != nil {
+		return nil, fmt.Errorf("error preparing query EndPersonSessions: %w", err)
+	}
+	if q.endTokenSessionsStmt, err = db.PrepareContext(ctx, endTokenSessions); err != nil {
+		return nil, fmt.Errorf("error preparing query EndTokenSessions: %w", err)
+	}
 	if q.failTodoStmt, err = db.PrepareContext(ctx, failTodo); err != nil {
 		return nil, fmt.Errorf("error preparing query FailTodo: %w", err)
 	}
@@ -50,6 +80,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.getAgentByIDStmt, err = db.PrepareContext(ctx, getAgentByID); err != nil {
 		return nil, fmt.Errorf("error preparing query GetAgentByID: %w", err)
+	}
+	if q.getHookStmt, err = db.PrepareContext(ctx, getHook); err != nil {
+		return nil, fmt.Errorf("error preparing query GetHook: %w", err)
+	}
+	if q.getPersonStmt, err = db.PrepareContext(ctx, getPerson); err != nil {
+		return nil, fmt.Errorf("error preparing query GetPerson: %w", err)
 	}
 	if q.getTodoStmt, err = db.PrepareContext(ctx, getTodo); err != nil {
 		return nil, fmt.Errorf("error preparing query GetTodo: %w", err)
@@ -63,11 +99,26 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.insertAuditStmt, err = db.PrepareContext(ctx, insertAudit); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertAudit: %w", err)
 	}
+	if q.insertConsoleSessionStmt, err = db.PrepareContext(ctx, insertConsoleSession); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertConsoleSession: %w", err)
+	}
 	if q.insertCredentialStmt, err = db.PrepareContext(ctx, insertCredential); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertCredential: %w", err)
 	}
+	if q.insertDeliveryStmt, err = db.PrepareContext(ctx, insertDelivery); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertDelivery: %w", err)
+	}
+	if q.insertHookStmt, err = db.PrepareContext(ctx, insertHook); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertHook: %w", err)
+	}
+	if q.insertPersonStmt, err = db.PrepareContext(ctx, insertPerson); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertPerson: %w", err)
+	}
 	if q.insertTodoStmt, err = db.PrepareContext(ctx, insertTodo); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertTodo: %w", err)
+	}
+	if q.insertTokenStmt, err = db.PrepareContext(ctx, insertToken); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertToken: %w", err)
 	}
 	if q.listAgentsStmt, err = db.PrepareContext(ctx, listAgents); err != nil {
 		return nil, fmt.Errorf("error preparing query ListAgents: %w", err)
@@ -75,14 +126,41 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listAuditStmt, err = db.PrepareContext(ctx, listAudit); err != nil {
 		return nil, fmt.Errorf("error preparing query ListAudit: %w", err)
 	}
+	if q.listDeliveriesStmt, err = db.PrepareContext(ctx, listDeliveries); err != nil {
+		return nil, fmt.Errorf("error preparing query ListDeliveries: %w", err)
+	}
+	if q.listHooksStmt, err = db.PrepareContext(ctx, listHooks); err != nil {
+		return nil, fmt.Errorf("error preparing query ListHooks: %w", err)
+	}
+	if q.listLiveAgentsStmt, err = db.PrepareContext(ctx, listLiveAgents); err != nil {
+		return nil, fmt.Errorf("error preparing query ListLiveAgents: %w", err)
+	}
+	if q.listPersonsStmt, err = db.PrepareContext(ctx, listPersons); err != nil {
+		return nil, fmt.Errorf("error preparing query ListPersons: %w", err)
+	}
 	if q.listTodosStmt, err = db.PrepareContext(ctx, listTodos); err != nil {
 		return nil, fmt.Errorf("error preparing query ListTodos: %w", err)
+	}
+	if q.listTokensStmt, err = db.PrepareContext(ctx, listTokens); err != nil {
+		return nil, fmt.Errorf("error preparing query ListTokens: %w", err)
+	}
+	if q.liveCredentialsStmt, err = db.PrepareContext(ctx, liveCredentials); err != nil {
+		return nil, fmt.Errorf("error preparing query LiveCredentials: %w", err)
 	}
 	if q.liveTodoByKeyStmt, err = db.PrepareContext(ctx, liveTodoByKey); err != nil {
 		return nil, fmt.Errorf("error preparing query LiveTodoByKey: %w", err)
 	}
+	if q.markFirstStreamStmt, err = db.PrepareContext(ctx, markFirstStream); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkFirstStream: %w", err)
+	}
 	if q.moveAgentHooksStmt, err = db.PrepareContext(ctx, moveAgentHooks); err != nil {
 		return nil, fmt.Errorf("error preparing query MoveAgentHooks: %w", err)
+	}
+	if q.persistHeartbeatReportStmt, err = db.PrepareContext(ctx, persistHeartbeatReport); err != nil {
+		return nil, fmt.Errorf("error preparing query PersistHeartbeatReport: %w", err)
+	}
+	if q.persistHeartbeatStateStmt, err = db.PrepareContext(ctx, persistHeartbeatState); err != nil {
+		return nil, fmt.Errorf("error preparing query PersistHeartbeatState: %w", err)
 	}
 	if q.reapExpiredLeasesStmt, err = db.PrepareContext(ctx, reapExpiredLeases); err != nil {
 		return nil, fmt.Errorf("error preparing query ReapExpiredLeases: %w", err)
@@ -90,17 +168,38 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.renewLeaseStmt, err = db.PrepareContext(ctx, renewLease); err != nil {
 		return nil, fmt.Errorf("error preparing query RenewLease: %w", err)
 	}
+	if q.reportedPairStmt, err = db.PrepareContext(ctx, reportedPair); err != nil {
+		return nil, fmt.Errorf("error preparing query ReportedPair: %w", err)
+	}
 	if q.revokeAgentStmt, err = db.PrepareContext(ctx, revokeAgent); err != nil {
 		return nil, fmt.Errorf("error preparing query RevokeAgent: %w", err)
 	}
 	if q.revokeCredentialsStmt, err = db.PrepareContext(ctx, revokeCredentials); err != nil {
 		return nil, fmt.Errorf("error preparing query RevokeCredentials: %w", err)
 	}
+	if q.revokeTokenStmt, err = db.PrepareContext(ctx, revokeToken); err != nil {
+		return nil, fmt.Errorf("error preparing query RevokeToken: %w", err)
+	}
+	if q.rotateHookSecretStmt, err = db.PrepareContext(ctx, rotateHookSecret); err != nil {
+		return nil, fmt.Errorf("error preparing query RotateHookSecret: %w", err)
+	}
 	if q.todoOfAgentStmt, err = db.PrepareContext(ctx, todoOfAgent); err != nil {
 		return nil, fmt.Errorf("error preparing query TodoOfAgent: %w", err)
 	}
+	if q.tokenByHashStmt, err = db.PrepareContext(ctx, tokenByHash); err != nil {
+		return nil, fmt.Errorf("error preparing query TokenByHash: %w", err)
+	}
+	if q.tokenByIDStmt, err = db.PrepareContext(ctx, tokenByID); err != nil {
+		return nil, fmt.Errorf("error preparing query TokenByID: %w", err)
+	}
+	if q.touchTokenStmt, err = db.PrepareContext(ctx, touchToken); err != nil {
+		return nil, fmt.Errorf("error preparing query TouchToken: %w", err)
+	}
 	if q.updateAgentStmt, err = db.PrepareContext(ctx, updateAgent); err != nil {
 		return nil, fmt.Errorf("error preparing query UpdateAgent: %w", err)
+	}
+	if q.updatePersonStmt, err = db.PrepareContext(ctx, updatePerson); err != nil {
+		return nil, fmt.Errorf("error preparing query UpdatePerson: %w", err)
 	}
 	return &q, nil
 }
@@ -115,6 +214,16 @@ func (q *Queries) Close() error {
 	if q.agentRevokedAtStmt != nil {
 		if cerr := q.agentRevokedAtStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing agentRevokedAtStmt: %w", cerr)
+		}
+	}
+	if q.applyProjectReadinessStmt != nil {
+		if cerr := q.applyProjectReadinessStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing applyProjectReadinessStmt: %w", cerr)
+		}
+	}
+	if q.applyReportedChangeStmt != nil {
+		if cerr := q.applyReportedChangeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing applyReportedChangeStmt: %w", cerr)
 		}
 	}
 	if q.auditTailStmt != nil {
@@ -137,6 +246,46 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing completeTodoStmt: %w", cerr)
 		}
 	}
+	if q.consoleSessionByIDStmt != nil {
+		if cerr := q.consoleSessionByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing consoleSessionByIDStmt: %w", cerr)
+		}
+	}
+	if q.countOtherActiveAdminsStmt != nil {
+		if cerr := q.countOtherActiveAdminsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing countOtherActiveAdminsStmt: %w", cerr)
+		}
+	}
+	if q.countPersonsStmt != nil {
+		if cerr := q.countPersonsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing countPersonsStmt: %w", cerr)
+		}
+	}
+	if q.deleteHookStmt != nil {
+		if cerr := q.deleteHookStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteHookStmt: %w", cerr)
+		}
+	}
+	if q.deliveryByKeyStmt != nil {
+		if cerr := q.deliveryByKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deliveryByKeyStmt: %w", cerr)
+		}
+	}
+	if q.endConsoleSessionStmt != nil {
+		if cerr := q.endConsoleSessionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing endConsoleSessionStmt: %w", cerr)
+		}
+	}
+	if q.endPersonSessionsStmt != nil {
+		if cerr := q.endPersonSessionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing endPersonSessionsStmt: %w", cerr)
+		}
+	}
+	if q.endTokenSessionsStmt != nil {
+		if cerr := q.endTokenSessionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing endTokenSessionsStmt: %w", cerr)
+		}
+	}
 	if q.failTodoStmt != nil {
 		if cerr := q.failTodoStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing failTodoStmt: %w", cerr)
@@ -150,6 +299,16 @@ func (q *Queries) Close() error {
 	if q.getAgentByIDStmt != nil {
 		if cerr := q.getAgentByIDStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing getAgentByIDStmt: %w", cerr)
+		}
+	}
+	if q.getHookStmt != nil {
+		if cerr := q.getHookStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getHookStmt: %w", cerr)
+		}
+	}
+	if q.getPersonStmt != nil {
+		if cerr := q.getPersonStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getPersonStmt: %w", cerr)
 		}
 	}
 	if q.getTodoStmt != nil {
@@ -172,14 +331,39 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing insertAuditStmt: %w", cerr)
 		}
 	}
+	if q.insertConsoleSessionStmt != nil {
+		if cerr := q.insertConsoleSessionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertConsoleSessionStmt: %w", cerr)
+		}
+	}
 	if q.insertCredentialStmt != nil {
 		if cerr := q.insertCredentialStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertCredentialStmt: %w", cerr)
 		}
 	}
+	if q.insertDeliveryStmt != nil {
+		if cerr := q.insertDeliveryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertDeliveryStmt: %w", cerr)
+		}
+	}
+	if q.insertHookStmt != nil {
+		if cerr := q.insertHookStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertHookStmt: %w", cerr)
+		}
+	}
+	if q.insertPersonStmt != nil {
+		if cerr := q.insertPersonStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertPersonStmt: %w", cerr)
+		}
+	}
 	if q.insertTodoStmt != nil {
 		if cerr := q.insertTodoStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertTodoStmt: %w", cerr)
+		}
+	}
+	if q.insertTokenStmt != nil {
+		if cerr := q.insertTokenStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertTokenStmt: %w", cerr)
 		}
 	}
 	if q.listAgentsStmt != nil {
@@ -192,9 +376,39 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listAuditStmt: %w", cerr)
 		}
 	}
+	if q.listDeliveriesStmt != nil {
+		if cerr := q.listDeliveriesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listDeliveriesStmt: %w", cerr)
+		}
+	}
+	if q.listHooksStmt != nil {
+		if cerr := q.listHooksStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listHooksStmt: %w", cerr)
+		}
+	}
+	if q.listLiveAgentsStmt != nil {
+		if cerr := q.listLiveAgentsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listLiveAgentsStmt: %w", cerr)
+		}
+	}
+	if q.listPersonsStmt != nil {
+		if cerr := q.listPersonsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listPersonsStmt: %w", cerr)
+		}
+	}
 	if q.listTodosStmt != nil {
 		if cerr := q.listTodosStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listTodosStmt: %w", cerr)
+		}
+	}
+	if q.listTokensStmt != nil {
+		if cerr := q.listTokensStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listTokensStmt: %w", cerr)
+		}
+	}
+	if q.liveCredentialsStmt != nil {
+		if cerr := q.liveCredentialsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing liveCredentialsStmt: %w", cerr)
 		}
 	}
 	if q.liveTodoByKeyStmt != nil {
@@ -202,9 +416,24 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing liveTodoByKeyStmt: %w", cerr)
 		}
 	}
+	if q.markFirstStreamStmt != nil {
+		if cerr := q.markFirstStreamStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markFirstStreamStmt: %w", cerr)
+		}
+	}
 	if q.moveAgentHooksStmt != nil {
 		if cerr := q.moveAgentHooksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing moveAgentHooksStmt: %w", cerr)
+		}
+	}
+	if q.persistHeartbeatReportStmt != nil {
+		if cerr := q.persistHeartbeatReportStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing persistHeartbeatReportStmt: %w", cerr)
+		}
+	}
+	if q.persistHeartbeatStateStmt != nil {
+		if cerr := q.persistHeartbeatStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing persistHeartbeatStateStmt: %w", cerr)
 		}
 	}
 	if q.reapExpiredLeasesStmt != nil {
@@ -217,6 +446,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing renewLeaseStmt: %w", cerr)
 		}
 	}
+	if q.reportedPairStmt != nil {
+		if cerr := q.reportedPairStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing reportedPairStmt: %w", cerr)
+		}
+	}
 	if q.revokeAgentStmt != nil {
 		if cerr := q.revokeAgentStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing revokeAgentStmt: %w", cerr)
@@ -227,14 +461,44 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing revokeCredentialsStmt: %w", cerr)
 		}
 	}
+	if q.revokeTokenStmt != nil {
+		if cerr := q.revokeTokenStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing revokeTokenStmt: %w", cerr)
+		}
+	}
+	if q.rotateHookSecretStmt != nil {
+		if cerr := q.rotateHookSecretStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing rotateHookSecretStmt: %w", cerr)
+		}
+	}
 	if q.todoOfAgentStmt != nil {
 		if cerr := q.todoOfAgentStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing todoOfAgentStmt: %w", cerr)
 		}
 	}
+	if q.tokenByHashStmt != nil {
+		if cerr := q.tokenByHashStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing tokenByHashStmt: %w", cerr)
+		}
+	}
+	if q.tokenByIDStmt != nil {
+		if cerr := q.tokenByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing tokenByIDStmt: %w", cerr)
+		}
+	}
+	if q.touchTokenStmt != nil {
+		if cerr := q.touchTokenStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing touchTokenStmt: %w", cerr)
+		}
+	}
 	if q.updateAgentStmt != nil {
 		if cerr := q.updateAgentStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing updateAgentStmt: %w", cerr)
+		}
+	}
+	if q.updatePersonStmt != nil {
+		if cerr := q.updatePersonStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing updatePersonStmt: %w", cerr)
 		}
 	}
 	return err
@@ -274,65 +538,131 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                        DBTX
-	tx                        *sql.Tx
-	agentByCredentialHashStmt *sql.Stmt
-	agentRevokedAtStmt        *sql.Stmt
-	auditTailStmt             *sql.Stmt
-	claimNextStmt             *sql.Stmt
-	claimTodoStmt             *sql.Stmt
-	completeTodoStmt          *sql.Stmt
-	failTodoStmt              *sql.Stmt
-	getAgentByHandleStmt      *sql.Stmt
-	getAgentByIDStmt          *sql.Stmt
-	getTodoStmt               *sql.Stmt
-	heldAttemptsStmt          *sql.Stmt
-	insertAgentStmt           *sql.Stmt
-	insertAuditStmt           *sql.Stmt
-	insertCredentialStmt      *sql.Stmt
-	insertTodoStmt            *sql.Stmt
-	listAgentsStmt            *sql.Stmt
-	listAuditStmt             *sql.Stmt
-	listTodosStmt             *sql.Stmt
-	liveTodoByKeyStmt         *sql.Stmt
-	moveAgentHooksStmt        *sql.Stmt
-	reapExpiredLeasesStmt     *sql.Stmt
-	renewLeaseStmt            *sql.Stmt
-	revokeAgentStmt           *sql.Stmt
-	revokeCredentialsStmt     *sql.Stmt
-	todoOfAgentStmt           *sql.Stmt
-	updateAgentStmt           *sql.Stmt
+	db                         DBTX
+	tx                         *sql.Tx
+	agentByCredentialHashStmt  *sql.Stmt
+	agentRevokedAtStmt         *sql.Stmt
+	applyProjectReadinessStmt  *sql.Stmt
+	applyReportedChangeStmt    *sql.Stmt
+	auditTailStmt              *sql.Stmt
+	claimNextStmt              *sql.Stmt
+	claimTodoStmt              *sql.Stmt
+	completeTodoStmt           *sql.Stmt
+	consoleSessionByIDStmt     *sql.Stmt
+	countOtherActiveAdminsStmt *sql.Stmt
+	countPersonsStmt           *sql.Stmt
+	deleteHookStmt             *sql.Stmt
+	deliveryByKeyStmt          *sql.Stmt
+	endConsoleSessionStmt      *sql.Stmt
+	endPersonSessionsStmt      *sql.Stmt
+	endTokenSessionsStmt       *sql.Stmt
+	failTodoStmt               *sql.Stmt
+	getAgentByHandleStmt       *sql.Stmt
+	getAgentByIDStmt           *sql.Stmt
+	getHookStmt                *sql.Stmt
+	getPersonStmt              *sql.Stmt
+	getTodoStmt                *sql.Stmt
+	heldAttemptsStmt           *sql.Stmt
+	insertAgentStmt            *sql.Stmt
+	insertAuditStmt            *sql.Stmt
+	insertConsoleSessionStmt   *sql.Stmt
+	insertCredentialStmt       *sql.Stmt
+	insertDeliveryStmt         *sql.Stmt
+	insertHookStmt             *sql.Stmt
+	insertPersonStmt           *sql.Stmt
+	insertTodoStmt             *sql.Stmt
+	insertTokenStmt            *sql.Stmt
+	listAgentsStmt             *sql.Stmt
+	listAuditStmt              *sql.Stmt
+	listDeliveriesStmt         *sql.Stmt
+	listHooksStmt              *sql.Stmt
+	listLiveAgentsStmt         *sql.Stmt
+	listPersonsStmt            *sql.Stmt
+	listTodosStmt              *sql.Stmt
+	listTokensStmt             *sql.Stmt
+	liveCredentialsStmt        *sql.Stmt
+	liveTodoByKeyStmt          *sql.Stmt
+	markFirstStreamStmt        *sql.Stmt
+	moveAgentHooksStmt         *sql.Stmt
+	persistHeartbeatReportStmt *sql.Stmt
+	persistHeartbeatStateStmt  *sql.Stmt
+	reapExpiredLeasesStmt      *sql.Stmt
+	renewLeaseStmt             *sql.Stmt
+	reportedPairStmt           *sql.Stmt
+	revokeAgentStmt            *sql.Stmt
+	revokeCredentialsStmt      *sql.Stmt
+	revokeTokenStmt            *sql.Stmt
+	rotateHookSecretStmt       *sql.Stmt
+	todoOfAgentStmt            *sql.Stmt
+	tokenByHashStmt            *sql.Stmt
+	tokenByIDStmt              *sql.Stmt
+	touchTokenStmt             *sql.Stmt
+	updateAgentStmt            *sql.Stmt
+	updatePersonStmt           *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                        tx,
-		tx:                        tx,
-		agentByCredentialHashStmt: q.agentByCredentialHashStmt,
-		agentRevokedAtStmt:        q.agentRevokedAtStmt,
-		auditTailStmt:             q.auditTailStmt,
-		claimNextStmt:             q.claimNextStmt,
-		claimTodoStmt:             q.claimTodoStmt,
-		completeTodoStmt:          q.completeTodoStmt,
-		failTodoStmt:              q.failTodoStmt,
-		getAgentByHandleStmt:      q.getAgentByHandleStmt,
-		getAgentByIDStmt:          q.getAgentByIDStmt,
-		getTodoStmt:               q.getTodoStmt,
-		heldAttemptsStmt:          q.heldAttemptsStmt,
-		insertAgentStmt:           q.insertAgentStmt,
-		insertAuditStmt:           q.insertAuditStmt,
-		insertCredentialStmt:      q.insertCredentialStmt,
-		insertTodoStmt:            q.insertTodoStmt,
-		listAgentsStmt:            q.listAgentsStmt,
-		listAuditStmt:             q.listAuditStmt,
-		listTodosStmt:             q.listTodosStmt,
-		liveTodoByKeyStmt:         q.liveTodoByKeyStmt,
-		moveAgentHooksStmt:        q.moveAgentHooksStmt,
-		reapExpiredLeasesStmt:     q.reapExpiredLeasesStmt,
-		renewLeaseStmt:            q.renewLeaseStmt,
-		revokeAgentStmt:           q.revokeAgentStmt,
-		revokeCredentialsStmt:     q.revokeCredentialsStmt,
-		todoOfAgentStmt:           q.todoOfAgentStmt,
-		updateAgentStmt:           q.updateAgentStmt,
+		db:                         tx,
+		tx:                         tx,
+		agentByCredentialHashStmt:  q.agentByCredentialHashStmt,
+		agentRevokedAtStmt:         q.agentRevokedAtStmt,
+		applyProjectReadinessStmt:  q.applyProjectReadinessStmt,
+		applyReportedChangeStmt:    q.applyReportedChangeStmt,
+		auditTailStmt:              q.auditTailStmt,
+		claimNextStmt:              q.claimNextStmt,
+		claimTodoStmt:              q.claimTodoStmt,
+		completeTodoStmt:           q.completeTodoStmt,
+		consoleSessionByIDStmt:     q.consoleSessionByIDStmt,
+		countOtherActiveAdminsStmt: q.countOtherActiveAdminsStmt,
+		countPersonsStmt:           q.countPersonsStmt,
+		deleteHookStmt:             q.deleteHookStmt,
+		deliveryByKeyStmt:          q.deliveryByKeyStmt,
+		endConsoleSessionStmt:      q.endConsoleSessionStmt,
+		endPersonSessionsStmt:      q.endPersonSessionsStmt,
+		endTokenSessionsStmt:       q.endTokenSessionsStmt,
+		failTodoStmt:               q.failTodoStmt,
+		getAgentByHandleStmt:       q.getAgentByHandleStmt,
+		getAgentByIDStmt:           q.getAgentByIDStmt,
+		getHookStmt:                q.getHookStmt,
+		getPersonStmt:              q.getPersonStmt,
+		getTodoStmt:                q.getTodoStmt,
+		heldAttemptsStmt:           q.heldAttemptsStmt,
+		insertAgentStmt:            q.insertAgentStmt,
+		insertAuditStmt:            q.insertAuditStmt,
+		insertConsoleSessionStmt:   q.insertConsoleSessionStmt,
+		insertCredentialStmt:       q.insertCredentialStmt,
+		insertDeliveryStmt:         q.insertDeliveryStmt,
+		insertHookStmt:             q.insertHookStmt,
+		insertPersonStmt:           q.insertPersonStmt,
+		insertTodoStmt:             q.insertTodoStmt,
+		insertTokenStmt:            q.insertTokenStmt,
+		listAgentsStmt:             q.listAgentsStmt,
+		listAuditStmt:              q.listAuditStmt,
+		listDeliveriesStmt:         q.listDeliveriesStmt,
+		listHooksStmt:              q.listHooksStmt,
+		listLiveAgentsStmt:         q.listLiveAgentsStmt,
+		listPersonsStmt:            q.listPersonsStmt,
+		listTodosStmt:              q.listTodosStmt,
+		listTokensStmt:             q.listTokensStmt,
+		liveCredentialsStmt:        q.liveCredentialsStmt,
+		liveTodoByKeyStmt:          q.liveTodoByKeyStmt,
+		markFirstStreamStmt:        q.markFirstStreamStmt,
+		moveAgentHooksStmt:         q.moveAgentHooksStmt,
+		persistHeartbeatReportStmt: q.persistHeartbeatReportStmt,
+		persistHeartbeatStateStmt:  q.persistHeartbeatStateStmt,
+		reapExpiredLeasesStmt:      q.reapExpiredLeasesStmt,
+		renewLeaseStmt:             q.renewLeaseStmt,
+		reportedPairStmt:           q.reportedPairStmt,
+		revokeAgentStmt:            q.revokeAgentStmt,
+		revokeCredentialsStmt:      q.revokeCredentialsStmt,
+		revokeTokenStmt:            q.revokeTokenStmt,
+		rotateHookSecretStmt:       q.rotateHookSecretStmt,
+		todoOfAgentStmt:            q.todoOfAgentStmt,
+		tokenByHashStmt:            q.tokenByHashStmt,
+		tokenByIDStmt:              q.tokenByIDStmt,
+		touchTokenStmt:             q.touchTokenStmt,
+		updateAgentStmt:            q.updateAgentStmt,
+		updatePersonStmt:           q.updatePersonStmt,
 	}
 }
