@@ -231,7 +231,7 @@ func (s *Store) Close() error {
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection:
 // committed when fn returns nil, rolled back otherwise. Afterwards it
-// prepares the queries txRow/txExec met for the first time.
+// prepares the hand-written queries txExec/txQuery met for the first time.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
