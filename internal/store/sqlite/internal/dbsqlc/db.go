@@ -45,6 +45,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimTodoStmt, err = db.PrepareContext(ctx, claimTodo); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimTodo: %w", err)
 	}
+	if q.claimTransitionStmt, err = db.PrepareContext(ctx, claimTransition); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimTransition: %w", err)
+	}
 	if q.completeTodoStmt, err = db.PrepareContext(ctx, completeTodo); err != nil {
 		return nil, fmt.Errorf("error preparing query CompleteTodo: %w", err)
 	}
@@ -156,6 +159,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.moveAgentHooksStmt, err = db.PrepareContext(ctx, moveAgentHooks); err != nil {
 		return nil, fmt.Errorf("error preparing query MoveAgentHooks: %w", err)
 	}
+	if q.pendingDoorbellTodosStmt, err = db.PrepareContext(ctx, pendingDoorbellTodos); err != nil {
+		return nil, fmt.Errorf("error preparing query PendingDoorbellTodos: %w", err)
+	}
 	if q.persistHeartbeatReportStmt, err = db.PrepareContext(ctx, persistHeartbeatReport); err != nil {
 		return nil, fmt.Errorf("error preparing query PersistHeartbeatReport: %w", err)
 	}
@@ -239,6 +245,11 @@ func (q *Queries) Close() error {
 	if q.claimTodoStmt != nil {
 		if cerr := q.claimTodoStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimTodoStmt: %w", cerr)
+		}
+	}
+	if q.claimTransitionStmt != nil {
+		if cerr := q.claimTransitionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimTransitionStmt: %w", cerr)
 		}
 	}
 	if q.completeTodoStmt != nil {
@@ -426,6 +437,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing moveAgentHooksStmt: %w", cerr)
 		}
 	}
+	if q.pendingDoorbellTodosStmt != nil {
+		if cerr := q.pendingDoorbellTodosStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pendingDoorbellTodosStmt: %w", cerr)
+		}
+	}
 	if q.persistHeartbeatReportStmt != nil {
 		if cerr := q.persistHeartbeatReportStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing persistHeartbeatReportStmt: %w", cerr)
@@ -547,6 +563,7 @@ type Queries struct {
 	auditTailStmt              *sql.Stmt
 	claimNextStmt              *sql.Stmt
 	claimTodoStmt              *sql.Stmt
+	claimTransitionStmt        *sql.Stmt
 	completeTodoStmt           *sql.Stmt
 	consoleSessionByIDStmt     *sql.Stmt
 	countOtherActiveAdminsStmt *sql.Stmt
@@ -584,6 +601,7 @@ type Queries struct {
 	liveTodoByKeyStmt          *sql.Stmt
 	markFirstStreamStmt        *sql.Stmt
 	moveAgentHooksStmt         *sql.Stmt
+	pendingDoorbellTodosStmt   *sql.Stmt
 	persistHeartbeatReportStmt *sql.Stmt
 	persistHeartbeatStateStmt  *sql.Stmt
 	reapExpiredLeasesStmt      *sql.Stmt
@@ -612,6 +630,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		auditTailStmt:              q.auditTailStmt,
 		claimNextStmt:              q.claimNextStmt,
 		claimTodoStmt:              q.claimTodoStmt,
+		claimTransitionStmt:        q.claimTransitionStmt,
 		completeTodoStmt:           q.completeTodoStmt,
 		consoleSessionByIDStmt:     q.consoleSessionByIDStmt,
 		countOtherActiveAdminsStmt: q.countOtherActiveAdminsStmt,
@@ -649,6 +668,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		liveTodoByKeyStmt:          q.liveTodoByKeyStmt,
 		markFirstStreamStmt:        q.markFirstStreamStmt,
 		moveAgentHooksStmt:         q.moveAgentHooksStmt,
+		pendingDoorbellTodosStmt:   q.pendingDoorbellTodosStmt,
 		persistHeartbeatReportStmt: q.persistHeartbeatReportStmt,
 		persistHeartbeatStateStmt:  q.persistHeartbeatStateStmt,
 		reapExpiredLeasesStmt:      q.reapExpiredLeasesStmt,
