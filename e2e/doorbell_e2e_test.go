@@ -13,6 +13,8 @@ import (
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 var allVerbs = []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"}
@@ -108,7 +110,7 @@ func TestE2EGoClient(t *testing.T) {
 		t.Run(st, func(t *testing.T) {
 			storeURL := "sqlite:" + filepath.Join(t.TempDir(), "rollcall.db")
 			if st == "postgres" {
-				storeURL = freshPostgres(t)
+				storeURL = pgtest.FreshDatabase(t)
 			}
 			srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", storeURL)
 			v := vend(t, srv, "e2e-go", []string{"reviews", "lane-m"}, allVerbs)

@@ -7,12 +7,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,40 +190,4 @@ func restGet(t *testing.T, srv *server, path string, into any) int {
 		}
 	}
 	return resp.StatusCode
-}
-
-// freshPostgres creates an empty database on $ROLLCALL_TEST_POSTGRES and
-// returns its URL; it is dropped at cleanup. It skips when no PostgreSQL is
-// configured, unless ROLLCALL_REQUIRE_POSTGRES=1.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("ROLLCALL_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("ROLLCALL_REQUIRE_POSTGRES=1 but ROLLCALL_TEST_POSTGRES is not set")
-		}
-		t.Skip("ROLLCALL_TEST_POSTGRES not set")
-	}
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	name := fmt.Sprintf("rollcall_e2e_%d", time.Now().UnixNano())
-	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", base)
-		if err == nil {
-			db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-			db.Close()
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 	_ "modernc.org/sqlite"
+
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 // Issue 4 item 11, end to end with the real binary: after a kill -9 and a
@@ -41,7 +43,7 @@ func TestE2ELivenessKillRestartSQLite(t *testing.T) {
 }
 
 func TestE2ELivenessKillRestartPostgres(t *testing.T) {
-	u := freshPostgres(t)
+	u := pgtest.FreshDatabase(t)
 	livenessKillRestart(t, u, func() (*sql.DB, error) { return sql.Open("pgx", u) })
 }
 

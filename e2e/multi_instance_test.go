@@ -17,6 +17,8 @@ import (
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 // goSession is one mcp-go client session with its GET stream open.
@@ -198,7 +200,7 @@ func pushVia(t *testing.T, srv *server, agent, queue, title string) string {
 // startPair starts two instances on one fresh PostgreSQL database.
 func startPair(t *testing.T, extra ...string) (*server, *server) {
 	t.Helper()
-	db := freshPostgres(t)
+	db := pgtest.FreshDatabase(t)
 	args := append([]string{"--store", db, "--presence.evaluate_interval", "200ms", "--doorbell.sweep_interval", "1h"}, extra...)
 	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
 	a := startServer(t, env, args...)

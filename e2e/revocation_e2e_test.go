@@ -17,6 +17,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 // revocationBound is DESIGN.md §4's bound: a revoked principal is refused
@@ -29,7 +31,7 @@ const revocationBound = 5 * time.Second
 // are then revoked with plain SQL — no NOTIFY reaches any instance — and B
 // must close all three within 5 s (issue 9 item 3).
 func TestRevocationWithoutBusSignal(t *testing.T) {
-	store := freshPostgres(t)
+	store := pgtest.FreshDatabase(t)
 	args := []string{"--store", store, "--doorbell.sweep_interval", "1h"}
 	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
 	a := startServer(t, env, args...)
@@ -152,7 +154,7 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 // B: the copied cookie no longer opens the fleet page on A (issue 9
 // item 4).
 func TestConsoleSignOutAcrossInstances(t *testing.T) {
-	store := freshPostgres(t)
+	store := pgtest.FreshDatabase(t)
 	args := []string{"--store", store, "--console.session_key", "e2e shared console key, long enough to be a secret"}
 	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
 	a := startServer(t, env, args...)

@@ -45,6 +45,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 // wait bounds every "eventually": reaching it fails the test (it is not a
@@ -256,14 +258,11 @@ func (c *cluster) url(role, db string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", role, c.port, db)
 }
 
-// newDatabase creates an empty database for one test and returns its name.
+// newDatabase creates an empty database for one test on the cluster and
+// returns its name (dropped at cleanup while the cluster still runs).
 func (c *cluster) newDatabase(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("fault_%d", time.Now().UnixNano())
-	if _, err := c.db.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	return name
+	return pgtest.CreateDatabase(t, c.url("postgres", "postgres"))
 }
 
 // listeners returns the backend pids of role's bus listener connections on

@@ -179,8 +179,11 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	if in.Active != nil && !*in.Active {
 		action = "person.deactivate"
 	}
-	p, err := s.store.UpdatePerson(ctx, store.UpdatePersonParams{ID: id, Name: in.Name, Role: in.Role, Active: in.Active, Now: s.now(),
-		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: action, Data: map[string]any{"person_id": id, "change": in}}})
+	// The last active admin cannot be demoted or deactivated: a change that
+	// may remove an active admin is written only while another remains.
+	keep := (in.Role != nil && *in.Role != domain.RoleAdmin) || (in.Active != nil && !*in.Active)
+	p, err := s.store.UpdatePerson(ctx, store.UpdatePersonParams{ID: id, Name: in.Name, Role: in.Role, Active: in.Active,
+		KeepActiveAdmin: keep, Now: s.now(), Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: action, Data: map[string]any{"person_id": id, "change": in}}})
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.Person{}, &domain.Error{Code: domain.CodeConflict, Reason: "last_admin",
 			Detail: fmt.Sprintf("%s is the last active admin; make another person admin first", cur.Name)}

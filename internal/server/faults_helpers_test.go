@@ -2,14 +2,11 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -32,67 +28,6 @@ import (
 // wait bounds every "eventually" of these tests; reaching it fails the
 // test (it is not a timing assertion).
 const wait = 20 * time.Second
-
-func sharedPG(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("ROLLCALL_TEST_POSTGRES")
-	if u == "" {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("ROLLCALL_REQUIRE_POSTGRES=1 but ROLLCALL_TEST_POSTGRES is not set")
-		}
-		t.Skip("ROLLCALL_TEST_POSTGRES not set")
-	}
-	return u
-}
-
-func randHex() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// withDB returns base with its database replaced by name.
-func withDB(t *testing.T, base, name string) string {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// adminExec runs one statement on the server's maintenance database.
-func adminExec(t *testing.T, base, sql string, args ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-// freshDB creates a database of its own on the server at base and drops it
-// at cleanup.
-func freshDB(t *testing.T, base string) string {
-	t.Helper()
-	name := "rc_doorbell_" + randHex()
-	adminExec(t, base, "CREATE DATABASE "+name)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if conn, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			conn.Close(context.Background())
-		}
-	})
-	return withDB(t, base, name)
-}
 
 // instance is one in-process `rollcall serve`.
 type instance struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 // nextEvent waits for the next event of kind on the subscription.
@@ -55,8 +56,8 @@ func transitionOf(t *testing.T, ev events.Event) events.PresenceTransitionData {
 // claimed by A meanwhile reaches B's event hub, and on "in" B's session
 // gets its digest.
 func TestListenerTerminatedNothingLost(t *testing.T) {
-	shared := sharedPG(t)
-	dbURL := freshDB(t, shared)
+	shared := pgtest.AdminURL(t)
+	dbURL := pgtest.WithDatabase(t, shared, pgtest.CreateDatabase(t, shared))
 	u, _ := url.Parse(dbURL)
 	dbName := strings.TrimPrefix(u.Path, "/")
 	a := startInstance(t, dbURL)
@@ -78,12 +79,12 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 	var reopenedAt time.Time
 	outage := func(act func()) {
 		t.Helper()
-		adminExec(t, shared, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS false")
+		pgtest.Exec(t, shared, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS false")
 		reopened := false
 		reopen := func() {
 			if !reopened {
 				reopened = true
-				adminExec(t, shared, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS true")
+				pgtest.Exec(t, shared, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS true")
 				reopenedAt = time.Now()
 			}
 		}
@@ -92,7 +93,7 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 		if pid == 0 {
 			t.Fatal("B has no listener")
 		}
-		adminExec(t, shared, "SELECT pg_terminate_backend($1)", int32(pid))
+		pgtest.Exec(t, shared, "SELECT pg_terminate_backend($1)", int32(pid))
 		eventually(t, "B notices its listener is gone", func() bool { return bbus.Listening() != nil })
 		if code := b.readyz(t); code != http.StatusServiceUnavailable {
 			t.Errorf("B /readyz during the listener outage = %d, want 503", code)
@@ -146,7 +147,7 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 // reaches the instance's own event hub.
 func TestDatabaseRestartNothingLost(t *testing.T) {
 	c := throwawayCluster(t)
-	dbURL := freshDB(t, c.URL)
+	dbURL := pgtest.WithDatabase(t, c.URL, pgtest.CreateDatabase(t, c.URL))
 	a := startInstance(t, dbURL)
 	ada := vend(t, a, "ada")
 	sess := openSession(t, a, ada.Agent.ID, ada.Credential)

@@ -288,9 +288,10 @@ type TeamStore interface {
 	// ListPersons lists every person, oldest first.
 	ListPersons(ctx context.Context) ([]domain.Person, error)
 	// UpdatePerson changes name, role or the active flag (nil = unchanged).
-	// A change that would leave no active admin returns ErrConflict and
-	// changes nothing (checked under a lock, so two racing demotions cannot
-	// both pass). Deactivating ends the person's console sessions.
+	// With KeepActiveAdmin it writes only while another person is an
+	// active admin, else ErrConflict and nothing changes (checked under a
+	// lock, so two racing demotions cannot both pass). Deactivating ends
+	// the person's console sessions.
 	UpdatePerson(ctx context.Context, p UpdatePersonParams) (domain.Person, error)
 
 	// CreateToken inserts a personal token of an existing person
@@ -340,8 +341,13 @@ type UpdatePersonParams struct {
 	Name   *string
 	Role   *string
 	Active *bool
-	Now    time.Time
-	Audit  domain.AuditRecord
+	// KeepActiveAdmin makes the write conditional: it happens only while
+	// another person is an active admin, else ErrConflict and nothing
+	// changes. The check and the write are one serialised transaction, so
+	// of racing changes at most one passes a given check.
+	KeepActiveAdmin bool
+	Now             time.Time
+	Audit           domain.AuditRecord
 }
 
 // CreateTokenParams inserts a personal token.

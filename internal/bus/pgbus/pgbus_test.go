@@ -3,7 +3,6 @@ package pgbus_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -11,20 +10,12 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
+	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
 const wait = 20 * time.Second
 
-func pgURL(t *testing.T) string {
-	u := os.Getenv("ROLLCALL_TEST_POSTGRES")
-	if u == "" {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("ROLLCALL_REQUIRE_POSTGRES=1 but ROLLCALL_TEST_POSTGRES is not set")
-		}
-		t.Skip("ROLLCALL_TEST_POSTGRES not set")
-	}
-	return u
-}
+func pgURL(t *testing.T) string { return pgtest.AdminURL(t) }
 
 func recv(t *testing.T, c <-chan string) string {
 	t.Helper()

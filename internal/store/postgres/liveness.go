@@ -12,6 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
 // The liveness part of the store port (DESIGN.md §5.2): store.LivenessStore.
@@ -24,21 +25,12 @@ const persistChunk = 2000
 
 // ListLiveAgents implements store.LivenessStore (D-M2-20-6).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+agentCols+` FROM agents
-		WHERE state IN ('online', 'degraded') AND id > $1 ORDER BY id LIMIT $2`, p.AfterID, limitArg(p.Limit))
+	rows, err := s.q.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limitArg(p.Limit)})
 	if err != nil {
 		return nil, mapErr("list live agents", err)
 	}
-	defer rows.Close()
-	out := []domain.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, mapErr("list live agents", err)
-		}
-		out = append(out, a)
-	}
-	return out, mapErr("list live agents", rows.Err())
+	out, err := agentsFrom(rows)
+	return out, mapErr("list live agents", err)
 }
 
 // PersistHeartbeats implements store.LivenessStore: one transaction that
@@ -47,6 +39,7 @@ func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams
 // writes them with one set-based UPDATE per chunk under the monotone
 // condition (D-M2-20-5).
 func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeatsParams) (int, error) {
+	// Hand-written: a group-commit batch, set-based over unnest() arrays.
 	if len(p.Rows) == 0 {
 		return 0, nil
 	}
@@ -96,22 +89,18 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 	wrote := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		wrote = false
-		var old store.ReportedPair
-		err := tx.QueryRow(ctx, `SELECT reported_billing_mode, reported_tool_class FROM agents WHERE id = $1 FOR UPDATE`, p.AgentID).
-			Scan(&old.BillingMode, &old.ToolClass)
+		q := dbsqlc.New(tx)
+		cur, err := q.LockReportedPair(ctx, p.AgentID)
 		if err != nil {
 			return mapErr("apply reported change", err)
 		}
+		old := store.ReportedPair{BillingMode: cur.ReportedBillingMode, ToolClass: cur.ReportedToolClass}
 		if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
 			return nil
 		}
-		hb := micro(p.HeartbeatAt)
-		_, err = tx.Exec(ctx, `UPDATE agents SET
-				reported_billing_mode = $2, reported_tool_class = $3,
-				reported_runtime_version = $4, reported_state = $5, state = $6,
-				last_heartbeat_at = GREATEST(last_heartbeat_at, $7)
-			WHERE id = $1`,
-			p.AgentID, p.BillingMode, p.ToolClass, p.RuntimeVersion, nullJSON(p.ReportedState), p.State, hb)
+		err = q.ApplyReportedChange(ctx, dbsqlc.ApplyReportedChangeParams{ID: p.AgentID, BillingMode: p.BillingMode,
+			ToolClass: p.ToolClass, RuntimeVersion: p.RuntimeVersion, ReportedState: nullJSON(p.ReportedState),
+			State: p.State, HeartbeatAt: micro(p.HeartbeatAt)})
 		if err != nil {
 			return mapErr("apply reported change", err)
 		}
@@ -133,6 +122,7 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 // audit chain's advisory lock (the chain is computed here from its last
 // entry, read under that lock).
 func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) ([]bool, error) {
+	// Hand-written: a group-commit batch, set-based over unnest() arrays.
 	wrote := make([]bool, len(ps))
 	if len(ps) == 0 {
 		return wrote, nil
@@ -211,6 +201,7 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 // appendAudits appends the records in order (at[i] is record i's time)
 // under one acquisition of the chain's lock, with one INSERT.
 func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.AuditRecord) error {
+	// Hand-written: a group-commit batch, set-based over unnest() arrays.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockAudit); err != nil {
 		return mapErr("append audit", err)
 	}
@@ -233,7 +224,7 @@ func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.Au
 		data[i], prevs[i], hashes[i] = nullJSON(e.Data), e.PrevHash, e.Hash
 		seq, prev = e.Seq, e.Hash
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO audit (`+auditCols+`)
+	_, err = tx.Exec(ctx, `INSERT INTO audit (seq, at, actor, action, agent_id, decision, data, prev_hash, hash)
 		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`,
 		seqs, ts, actors, actions, agents, decisions, data, prevs, hashes)
 	return mapErr("append audit", err)
@@ -242,8 +233,8 @@ func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.Au
 // DBNow implements store.LivenessStore: the server's clock_timestamp() (the
 // real time, not the transaction's start).
 func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
-	var t time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+	t, err := s.q.DBNow(ctx)
+	if err != nil {
 		return time.Time{}, mapErr("database clock", err)
 	}
 	return t.UTC(), nil
@@ -251,12 +242,12 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 
 // ApplyProjectReadiness implements store.LivenessStore (D-M2-20-10).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE agents SET project_readiness = $2, updated_at = $3 WHERE id = $1`,
-		p.AgentID, nullJSON(p.Readiness), micro(p.Now))
+	n, err := s.q.ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,
+		Readiness: nullJSON(p.Readiness), Now: micro(p.Now)})
 	if err != nil {
 		return mapErr("apply project readiness", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return mapErr("apply project readiness", pgx.ErrNoRows)
 	}
 	return nil

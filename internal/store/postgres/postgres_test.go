@@ -1,117 +1,26 @@
 package postgres
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"database/sql"
 	"errors"
-	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
+	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
-// The tests need a PostgreSQL server reachable at ROLLCALL_TEST_POSTGRES (a
-// URL whose user may CREATE DATABASE). Each test gets a fresh database,
-// dropped afterwards; the contract suite's subtests each get a fresh schema
-// in it (CREATE DATABASE costs ~0.5 s here, a schema ~10 ms). Unreachable →
-// skipped, unless ROLLCALL_REQUIRE_POSTGRES=1.
-const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-func adminURL() string {
-	if u := os.Getenv("ROLLCALL_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return defaultURL
-}
-
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
-// requirePostgres skips (or, with ROLLCALL_REQUIRE_POSTGRES=1, fails) tb
-// when the server cannot be reached.
-func requirePostgres(tb testing.TB) {
-	tb.Helper()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, adminURL())
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Close(ctx)
-	})
-	if reachErr == nil {
-		return
-	}
-	if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-		tb.Fatalf("PostgreSQL at ROLLCALL_TEST_POSTGRES is required but unreachable: %v", reachErr)
-	}
-	tb.Skipf("PostgreSQL unreachable (set ROLLCALL_TEST_POSTGRES; ROLLCALL_REQUIRE_POSTGRES=1 fails instead): %v", reachErr)
-}
-
-func adminExec(tb testing.TB, url, sql string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		tb.Fatalf("connect admin: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
-	}
-}
-
-// freshDatabase creates an empty, uniquely named database, drops it in
-// tb.Cleanup, and returns its URL.
-func freshDatabase(tb testing.TB) string {
-	tb.Helper()
-	requirePostgres(tb)
-	u, err := url.Parse(adminURL())
-	if err != nil {
-		tb.Fatalf("ROLLCALL_TEST_POSTGRES must be a postgres:// URL: %v", err)
-	}
-	name := uniqueName()
-	adminExec(tb, adminURL(), `CREATE DATABASE `+name)
-	tb.Cleanup(func() { adminExec(tb, adminURL(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
-	u.Path = "/" + name
-	return u.String()
-}
-
-// freshSchema creates an empty schema in the database at dbURL, drops it in
-// tb.Cleanup, and returns a URL whose connections use it (search_path).
-func freshSchema(tb testing.TB, dbURL string) string {
-	tb.Helper()
-	name := uniqueName()
-	adminExec(tb, dbURL, `CREATE SCHEMA `+name)
-	tb.Cleanup(func() { adminExec(tb, dbURL, `DROP SCHEMA IF EXISTS `+name+` CASCADE`) })
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func uniqueName() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "rollcall_test_" + hex.EncodeToString(b)
-}
+// The tests use the PostgreSQL server of internal/pgtest. Each test gets a
+// fresh database, dropped afterwards; the contract suite's subtests each get
+// a fresh schema in it (CREATE DATABASE costs ~0.5 s here, a schema ~10 ms).
 
 func openT(tb testing.TB, url string) *Store {
 	tb.Helper()
@@ -124,10 +33,24 @@ func openT(tb testing.TB, url string) *Store {
 }
 
 func TestContract(t *testing.T) {
-	dbURL := freshDatabase(t)
-	storetest.Run(t, storetest.Harness{Parallel: true, New: func(t *testing.T) storetest.Instance {
-		s := openT(t, freshSchema(t, dbURL))
-		return storetest.Instance{Store: s, Tamper: func(t *testing.T, seq int64) {
+	dbURL := pgtest.FreshDatabase(t)
+	empty := func(t *testing.T) storetest.EmptyDatabase {
+		u := pgtest.FreshSchema(t, dbURL)
+		db, err := sql.Open("pgx", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.EmptyDatabase{Migrations: p, Open: func(t *testing.T) store.Store { return openT(t, u) }}
+	}
+	storetest.Run(t, storetest.Harness{Parallel: true, Empty: empty, New: func(t *testing.T) storetest.Instance {
+		u := pgtest.FreshSchema(t, dbURL)
+		s := openT(t, u)
+		return storetest.Instance{Store: s, Twin: func(t *testing.T) store.Store { return openT(t, u) }, Tamper: func(t *testing.T, seq int64) {
 			t.Helper()
 			tag, err := s.pool.Exec(t.Context(), `UPDATE audit SET data = '{"tampered":true}' WHERE seq = $1`, seq)
 			if err != nil {
@@ -143,7 +66,7 @@ func TestContract(t *testing.T) {
 // TestTwoInstances runs two adapters (two pools, as two servers would) on
 // one database: claims and audit appends stay exclusive across them.
 func TestTwoInstances(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := pgtest.FreshDatabase(t)
 	var stores [2]*Store
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -208,7 +131,7 @@ func TestTwoInstances(t *testing.T) {
 }
 
 func TestMigrateAndDialect(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := pgtest.FreshDatabase(t)
 	if err := Migrate(t.Context(), dbURL); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
@@ -225,7 +148,21 @@ func TestMigrateAndDialect(t *testing.T) {
 }
 
 func BenchmarkPushClaimComplete(b *testing.B) {
-	s := openT(b, freshDatabase(b))
+	s := openT(b, pgtest.FreshDatabase(b))
 	b.Run("serial", func(b *testing.B) { storetest.BenchPushClaimComplete(b, s) })
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
+}
+
+// TestOpensStoredData restores a database written by the store code of
+// main before the queries were generated (testdata/main-fixture.sql, a
+// pg_dump --inserts of storetest.WriteFixture's data), opens it and reads
+// back exactly what that code read.
+func TestOpensStoredData(t *testing.T) {
+	dump, err := os.ReadFile(filepath.Join("testdata", "main-fixture.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := pgtest.FreshDatabase(t)
+	pgtest.Exec(t, u, string(dump))
+	storetest.CheckFixture(t, openT(t, u))
 }

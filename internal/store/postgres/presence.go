@@ -12,12 +12,20 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
 // The presence part of the store port (DESIGN.md §3): store.PresenceStore.
 // Several instances share the rows: the transition claim and the sweep are
 // single conditional UPDATEs, so of two racing instances the second
 // re-checks the row after the first commits and matches nothing.
+//
+// Its statements are hand-written: the ring statements (SweepRing,
+// RingMissed, FailoverRings, MarkDigestRung) splice the ring-delay CASE
+// built from domain.SweepDelays and the todos_sweep predicate built from
+// domain.MaxRings, which sqlc cannot; UpdatePresence and
+// ListAgentsChangedSince are not in sql/ yet. ClaimTransition and
+// PendingDoorbellTodos are generated (sql/presence.sql).
 
 var _ store.PresenceStore = (*Store)(nil)
 
@@ -117,13 +125,12 @@ func textPtr(s string) *string {
 // updated_at is left alone (a claimed transition is not a configuration
 // change). An unknown agent claims nothing.
 func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE agents
-		SET presence_seen = $2, presence_changed_at = $3, presence_changed_by = $4
-		WHERE id = $1 AND presence_seen <> $2`, p.AgentID, p.New, micro(p.At), textPtr(p.By))
+	n, err := s.q.ClaimTransition(ctx, dbsqlc.ClaimTransitionParams{ID: p.AgentID, Seen: p.New, At: micro(p.At),
+		By: textPtr(p.By)})
 	if err != nil {
 		return false, mapErr("claim transition", err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 // The two queries of ListAgentsChangedSince: every unrevoked agent by id
@@ -165,23 +172,16 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 // PendingDoorbellTodos implements store.PresenceStore (DESIGN.md §3.7):
 // oldest first (created_at, then id); Limit <= 0 means no limit.
 func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams) ([]store.PendingTodo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, queue, created_at FROM todos
-		WHERE agent_id = $1 AND state = 'pending' AND push_eligible AND queue <> ALL ($2::text[])
-		ORDER BY created_at, id LIMIT $3`, p.AgentID, storeutil.Strings(p.ExcludeQueues), limitArg(p.Limit))
+	rows, err := s.q.PendingDoorbellTodos(ctx, dbsqlc.PendingDoorbellTodosParams{AgentID: p.AgentID,
+		ExcludeQueues: storeutil.Strings(p.ExcludeQueues), Lim: limitArg(p.Limit)})
 	if err != nil {
 		return nil, mapErr("pending doorbell todos", err)
 	}
-	defer rows.Close()
-	out := []store.PendingTodo{}
-	for rows.Next() {
-		var t store.PendingTodo
-		if err := rows.Scan(&t.ID, &t.Queue, &t.CreatedAt); err != nil {
-			return nil, mapErr("pending doorbell todos", err)
-		}
-		t.CreatedAt = t.CreatedAt.UTC()
-		out = append(out, t)
+	out := make([]store.PendingTodo, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.PendingTodo{ID: r.ID, Queue: r.Queue, CreatedAt: r.CreatedAt.UTC()})
 	}
-	return out, mapErr("pending doorbell todos", rows.Err())
+	return out, nil
 }
 
 // MarkDigestRung implements store.PresenceStore (DESIGN.md §3.7):

@@ -11,30 +11,11 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
-
-// presenceTwin lets the presence contract open a second pool on the same
-// database, as a second Rollcall instance would (storetest.Twinner), for
-// the claim and sweep races.
-type presenceTwin struct {
-	*Store
-	url string
-}
-
-func (s presenceTwin) Twin(t *testing.T) store.Store { return openT(t, s.url) }
-
-// TestPresenceContract runs the presence part of the store contract
-// (DESIGN.md §3), with two pools per database for the races.
-func TestPresenceContract(t *testing.T) {
-	dbURL := freshDatabase(t)
-	storetest.RunPresence(t, storetest.Harness{Parallel: true, New: func(t *testing.T) storetest.Instance {
-		u := freshSchema(t, dbURL)
-		return storetest.Instance{Store: presenceTwin{Store: openT(t, u), url: u}}
-	}})
-}
 
 // benchLoad bulk-loads the presence benchmark data sets with one
 // generate_series INSERT … SELECT each, then VACUUM ANALYZE (the visibility
@@ -104,14 +85,14 @@ func explainAnalyze(tb testing.TB, s *Store, query string, args ...any) {
 // BenchmarkSweep1M is storetest.BenchSweep1M on PostgreSQL (goal ≤ 20 ms a
 // pass); it needs ROLLCALL_BENCH_LARGE=1.
 func BenchmarkSweep1M(b *testing.B) {
-	s := openT(b, freshDatabase(b))
+	s := openT(b, pgtest.FreshDatabase(b))
 	storetest.BenchSweep1M(b, s, benchLoad(s))
 }
 
 // BenchmarkChangedSince is storetest.BenchChangedSince on PostgreSQL
 // (goal: well under 10 ms with none changed).
 func BenchmarkChangedSince(b *testing.B) {
-	s := openT(b, freshDatabase(b))
+	s := openT(b, pgtest.FreshDatabase(b))
 	storetest.BenchChangedSince(b, s, benchLoad(s))
 }
 
@@ -120,7 +101,7 @@ func BenchmarkChangedSince(b *testing.B) {
 // receiver — its predicate, built from domain.MaxRings, must imply the
 // index's — and that "changed since" uses agents_updated.
 func TestPresencePlans(t *testing.T) {
-	s := openT(t, freshSchema(t, freshDatabase(t)))
+	s := openT(t, pgtest.FreshSchema(t, pgtest.FreshDatabase(t)))
 	l := benchLoad(s)
 	ctx := t.Context()
 	must := func(err error) {
@@ -162,7 +143,7 @@ func TestPresencePlans(t *testing.T) {
 // and up again.
 func TestMigrationBackfillsNextRing(t *testing.T) {
 	ctx := t.Context()
-	u := freshSchema(t, freshDatabase(t))
+	u := pgtest.FreshSchema(t, pgtest.FreshDatabase(t))
 	db, err := sql.Open("pgx", u)
 	if err != nil {
 		t.Fatal(err)

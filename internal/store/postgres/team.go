@@ -9,121 +9,128 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// Persons, personal tokens and console sessions (DESIGN.md §1; issue 9
-// items 1, 2, 4).
+// Persons, personal tokens and console sessions (DESIGN.md §1) over the
+// generated queries (sql/team.sql).
 
-// lockPersons serialises the changes that must not race (the last-admin
-// check of UpdatePerson).
+// lockPersons serialises the changes that must not race (the
+// KeepActiveAdmin check of UpdatePerson).
 const lockPersons int64 = 0x726f6c6c63616c09
 
-const personCols = `id, name, admin, created_at, updated_at, deactivated_at`
-const personColsP = `p.id, p.name, p.admin, p.created_at, p.updated_at, p.deactivated_at`
-
-func personDest(p *domain.Person) []any {
-	return []any{&p.ID, &p.Name, &p.Admin, &p.CreatedAt, &p.UpdatedAt, &p.DeactivatedAt}
-}
-
-func finishPerson(p *domain.Person) {
-	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
-	p.DeactivatedAt = utcPtr(p.DeactivatedAt)
+// personFrom turns a row into a person, every time in UTC.
+func personFrom(r dbsqlc.Person) domain.Person {
+	p := domain.Person{ID: r.ID, Name: r.Name, Admin: r.Admin, CreatedAt: r.CreatedAt.UTC(),
+		UpdatedAt: r.UpdatedAt.UTC(), DeactivatedAt: utcPtr(r.DeactivatedAt)}
 	p.Active = p.DeactivatedAt == nil
 	if p.Admin {
 		p.Role = domain.RoleAdmin
 	} else {
 		p.Role = domain.RoleMember
 	}
+	return p
 }
 
-func scanPerson(row pgx.Row) (domain.Person, error) {
-	var p domain.Person
-	if err := row.Scan(personDest(&p)...); err != nil {
-		return domain.Person{}, err
-	}
-	finishPerson(&p)
-	return p, nil
+func tokenFrom(r dbsqlc.PersonToken) domain.PersonToken {
+	return domain.PersonToken{ID: r.ID, PersonID: r.PersonID, Name: r.Name, CreatedAt: r.CreatedAt.UTC(),
+		ExpiresAt: utcPtr(r.ExpiresAt), LastUsedAt: utcPtr(r.LastUsedAt), RevokedAt: utcPtr(r.RevokedAt)}
 }
 
-const tokenCols = `id, person_id, name, created_at, expires_at, last_used_at, revoked_at`
-const tokenColsT = `t.id, t.person_id, t.name, t.created_at, t.expires_at, t.last_used_at, t.revoked_at`
-
-func tokenDest(t *domain.PersonToken) []any {
-	return []any{&t.ID, &t.PersonID, &t.Name, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt}
-}
-
-func finishToken(t *domain.PersonToken) {
-	t.CreatedAt = t.CreatedAt.UTC()
-	t.ExpiresAt, t.LastUsedAt, t.RevokedAt = utcPtr(t.ExpiresAt), utcPtr(t.LastUsedAt), utcPtr(t.RevokedAt)
-}
-
-func microPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	m := micro(*t)
-	return &m
-}
-
-func insertToken(ctx context.Context, tx pgx.Tx, t domain.PersonToken, hash string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO person_tokens (`+tokenCols+`, hash)
-		VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
-		t.ID, t.PersonID, t.Name, micro(t.CreatedAt), microPtr(t.ExpiresAt), hash)
+func insertToken(ctx context.Context, q *dbsqlc.Queries, t domain.PersonToken, hash string) error {
+	err := q.InsertToken(ctx, dbsqlc.InsertTokenParams{ID: t.ID, PersonID: t.PersonID, Name: t.Name, Hash: hash,
+		CreatedAt: micro(t.CreatedAt), ExpiresAt: storeutil.MicroPtr(t.ExpiresAt)})
 	return mapErr("create token", err)
+}
+
+// BootstrapAdmin implements store.Store (DESIGN.md §2, first start). An
+// advisory lock makes concurrent first starts create one person.
+func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams) (bool, error) {
+	created := false
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		if err := q.AdvisoryXactLock(ctx, lockBootstrap); err != nil {
+			return mapErr("bootstrap admin", err)
+		}
+		exists, err := q.AnyPerson(ctx)
+		if err != nil {
+			return mapErr("bootstrap admin", err)
+		}
+		if exists {
+			return nil
+		}
+		at := micro(p.Person.CreatedAt)
+		if err := q.InsertPerson(ctx, dbsqlc.InsertPersonParams{ID: p.Person.ID, Name: p.Person.Name, Admin: true,
+			CreatedAt: at}); err != nil {
+			return mapErr("bootstrap admin", err)
+		}
+		tokenID := p.TokenID
+		if tokenID == "" {
+			tokenID = "bootstrap-" + p.Person.ID
+		}
+		if err := q.InsertToken(ctx, dbsqlc.InsertTokenParams{ID: tokenID, PersonID: p.Person.ID, Name: "bootstrap",
+			Hash: p.TokenHash, CreatedAt: at}); err != nil {
+			return mapErr("bootstrap admin token", err)
+		}
+		created = true
+		return nil
+	})
+	return created, err
 }
 
 // CreatePerson implements store.Store.
 func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO persons (`+personCols+`) VALUES ($1, $2, $3, $4, $4, NULL)`,
-			p.Person.ID, p.Person.Name, p.Person.Admin, micro(p.Person.CreatedAt))
-		if err != nil {
+		q := dbsqlc.New(tx)
+		if err := q.InsertPerson(ctx, dbsqlc.InsertPersonParams{ID: p.Person.ID, Name: p.Person.Name,
+			Admin: p.Person.Admin, CreatedAt: micro(p.Person.CreatedAt)}); err != nil {
 			return mapErr("create person", err)
 		}
-		if err := insertToken(ctx, tx, p.Token, p.TokenHash); err != nil {
+		if err := insertToken(ctx, q, p.Token, p.TokenHash); err != nil {
 			return err
 		}
-		_, err = appendAudit(ctx, tx, p.Person.CreatedAt, p.Audit)
+		_, err := appendAudit(ctx, tx, p.Person.CreatedAt, p.Audit)
 		return err
 	})
 }
 
 // GetPerson implements store.Store.
 func (s *Store) GetPerson(ctx context.Context, id string) (domain.Person, error) {
-	p, err := scanPerson(s.pool.QueryRow(ctx, `SELECT `+personCols+` FROM persons WHERE id = $1`, id))
-	return p, mapErr("get person", err)
+	r, err := s.q.GetPerson(ctx, id)
+	if err != nil {
+		return domain.Person{}, mapErr("get person", err)
+	}
+	return personFrom(r), nil
 }
 
 // ListPersons implements store.Store.
 func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+personCols+` FROM persons ORDER BY created_at, id`)
+	rows, err := s.q.ListPersons(ctx)
 	if err != nil {
 		return nil, mapErr("list persons", err)
 	}
-	defer rows.Close()
-	out := []domain.Person{}
-	for rows.Next() {
-		p, err := scanPerson(rows)
-		if err != nil {
-			return nil, mapErr("list persons", err)
-		}
-		out = append(out, p)
+	out := make([]domain.Person, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, personFrom(r))
 	}
-	return out, mapErr("list persons", rows.Err())
+	return out, nil
 }
 
 // UpdatePerson implements store.Store; lockPersons serialises the
-// last-admin check across instances.
+// KeepActiveAdmin check across instances.
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockPersons); err != nil {
+		q := dbsqlc.New(tx)
+		if err := q.AdvisoryXactLock(ctx, lockPersons); err != nil {
 			return mapErr("update person", err)
 		}
-		cur, err := scanPerson(tx.QueryRow(ctx, `SELECT `+personCols+` FROM persons WHERE id = $1`, p.ID))
+		r, err := q.GetPerson(ctx, p.ID)
 		if err != nil {
 			return mapErr("update person", err)
 		}
+		cur := personFrom(r)
 		admin, active := cur.Admin, cur.Active
 		if p.Role != nil {
 			admin = *p.Role == domain.RoleAdmin
@@ -131,10 +138,9 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 		if p.Active != nil {
 			active = *p.Active
 		}
-		if cur.Admin && cur.Active && !(admin && active) {
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM persons
-				WHERE admin AND deactivated_at IS NULL AND id <> $1`, p.ID).Scan(&n); err != nil {
+		if p.KeepActiveAdmin {
+			n, err := q.CountOtherActiveAdmins(ctx, p.ID)
+			if err != nil {
 				return mapErr("update person", err)
 			}
 			if n == 0 {
@@ -149,15 +155,13 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 		case !active:
 			deact = cur.DeactivatedAt
 		}
-		out, err = scanPerson(tx.QueryRow(ctx, `UPDATE persons SET name = coalesce($2, name),
-			admin = $3, deactivated_at = $4, updated_at = $5 WHERE id = $1 RETURNING `+personCols,
-			p.ID, p.Name, admin, deact, now))
+		r, err = q.UpdatePerson(ctx, dbsqlc.UpdatePersonParams{ID: p.ID, Name: p.Name, Admin: admin, DeactivatedAt: deact, Now: now})
 		if err != nil {
 			return mapErr("update person", err)
 		}
+		out = personFrom(r)
 		if !active {
-			if _, err := tx.Exec(ctx, `UPDATE console_sessions SET ended_at = $2
-				WHERE person_id = $1 AND ended_at IS NULL`, p.ID, now); err != nil {
+			if err := q.EndPersonSessions(ctx, dbsqlc.EndPersonSessionsParams{PersonID: p.ID, Now: now}); err != nil {
 				return mapErr("update person: end sessions", err)
 			}
 		}
@@ -170,11 +174,11 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 // CreateToken implements store.Store.
 func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM persons WHERE id = $1`, p.Token.PersonID).Scan(&one); err != nil {
+		q := dbsqlc.New(tx)
+		if _, err := q.GetPerson(ctx, p.Token.PersonID); err != nil {
 			return mapErr("create token: person", err)
 		}
-		if err := insertToken(ctx, tx, p.Token, p.Hash); err != nil {
+		if err := insertToken(ctx, q, p.Token, p.Hash); err != nil {
 			return err
 		}
 		_, err := appendAudit(ctx, tx, p.Token.CreatedAt, p.Audit)
@@ -184,38 +188,29 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 
 // ListTokens implements store.Store.
 func (s *Store) ListTokens(ctx context.Context, personID string) ([]domain.PersonToken, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+tokenCols+` FROM person_tokens
-		WHERE person_id = $1 AND revoked_at IS NULL ORDER BY created_at, id`, personID)
+	rows, err := s.q.ListTokens(ctx, personID)
 	if err != nil {
 		return nil, mapErr("list tokens", err)
 	}
-	defer rows.Close()
-	out := []domain.PersonToken{}
-	for rows.Next() {
-		var t domain.PersonToken
-		if err := rows.Scan(tokenDest(&t)...); err != nil {
-			return nil, mapErr("list tokens", err)
-		}
-		finishToken(&t)
-		out = append(out, t)
+	out := make([]domain.PersonToken, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, tokenFrom(r))
 	}
-	return out, mapErr("list tokens", rows.Err())
+	return out, nil
 }
 
 // RevokeToken implements store.Store.
 func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (domain.PersonToken, error) {
 	var t domain.PersonToken
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
 		now := micro(p.Now)
-		err := tx.QueryRow(ctx, `UPDATE person_tokens SET revoked_at = $3
-			WHERE id = $1 AND person_id = $2 AND revoked_at IS NULL RETURNING `+tokenCols,
-			p.ID, p.PersonID, now).Scan(tokenDest(&t)...)
+		r, err := q.RevokeToken(ctx, dbsqlc.RevokeTokenParams{ID: p.ID, PersonID: p.PersonID, Now: now})
 		if err != nil {
 			return mapErr("revoke token", err)
 		}
-		finishToken(&t)
-		if _, err := tx.Exec(ctx, `UPDATE console_sessions SET ended_at = $2
-			WHERE token_id = $1 AND ended_at IS NULL`, p.ID, now); err != nil {
+		t = tokenFrom(r)
+		if err := q.EndTokenSessions(ctx, dbsqlc.EndTokenSessionsParams{TokenID: p.ID, Now: now}); err != nil {
 			return mapErr("revoke token: end sessions", err)
 		}
 		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
@@ -224,69 +219,52 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 	return t, err
 }
 
-func (s *Store) tokenWhere(ctx context.Context, what, where string, arg any) (domain.Person, domain.PersonToken, error) {
-	var p domain.Person
-	var t domain.PersonToken
-	err := s.pool.QueryRow(ctx, `SELECT `+tokenColsT+`, `+personColsP+`
-		FROM person_tokens t JOIN persons p ON p.id = t.person_id WHERE `+where, arg).
-		Scan(append(tokenDest(&t), personDest(&p)...)...)
-	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr(what, err)
-	}
-	finishToken(&t)
-	finishPerson(&p)
-	return p, t, nil
-}
-
 // TokenByHash implements store.Store.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
-	return s.tokenWhere(ctx, "token by hash", `t.hash = $1`, hash)
+	r, err := s.q.TokenByHash(ctx, hash)
+	if err != nil {
+		return domain.Person{}, domain.PersonToken{}, mapErr("token by hash", err)
+	}
+	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
 }
 
 // TokenByID implements store.Store.
 func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error) {
-	return s.tokenWhere(ctx, "token by id", `t.id = $1`, id)
+	r, err := s.q.TokenByID(ctx, id)
+	if err != nil {
+		return domain.Person{}, domain.PersonToken{}, mapErr("token by id", err)
+	}
+	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
 }
 
 // TouchToken implements store.Store.
 func (s *Store) TouchToken(ctx context.Context, p store.TouchTokenParams) error {
-	_, err := s.pool.Exec(ctx, `UPDATE person_tokens SET last_used_at = $2
-		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
-		p.ID, micro(p.At), micro(p.At.Add(-p.Every)))
+	err := s.q.TouchToken(ctx, dbsqlc.TouchTokenParams{ID: p.ID, At: micro(p.At), NotAfter: micro(p.At.Add(-p.Every))})
 	return mapErr("touch token", err)
 }
 
 // CreateConsoleSession implements store.Store.
 func (s *Store) CreateConsoleSession(ctx context.Context, cs domain.ConsoleSession) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO console_sessions (id, person_id, token_id, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5)`, cs.ID, cs.PersonID, cs.TokenID, micro(cs.CreatedAt), micro(cs.ExpiresAt))
+	err := s.q.InsertConsoleSession(ctx, dbsqlc.InsertConsoleSessionParams{ID: cs.ID, PersonID: cs.PersonID,
+		TokenID: cs.TokenID, CreatedAt: micro(cs.CreatedAt), ExpiresAt: micro(cs.ExpiresAt)})
 	return mapErr("create console session", err)
 }
 
 // ConsoleSessionByID implements store.Store.
 func (s *Store) ConsoleSessionByID(ctx context.Context, id string) (domain.ConsoleSession, domain.PersonToken, domain.Person, error) {
-	var cs domain.ConsoleSession
-	var p domain.Person
-	var t domain.PersonToken
-	dest := []any{&cs.ID, &cs.PersonID, &cs.TokenID, &cs.CreatedAt, &cs.ExpiresAt, &cs.EndedAt}
-	dest = append(dest, tokenDest(&t)...)
-	dest = append(dest, personDest(&p)...)
-	err := s.pool.QueryRow(ctx, `SELECT s.id, s.person_id, s.token_id, s.created_at, s.expires_at, s.ended_at,
-		`+tokenColsT+`, `+personColsP+`
-		FROM console_sessions s JOIN person_tokens t ON t.id = s.token_id JOIN persons p ON p.id = s.person_id
-		WHERE s.id = $1`, id).Scan(dest...)
+	r, err := s.q.ConsoleSessionByID(ctx, id)
 	if err != nil {
 		return domain.ConsoleSession{}, domain.PersonToken{}, domain.Person{}, mapErr("console session", err)
 	}
-	cs.CreatedAt, cs.ExpiresAt, cs.EndedAt = cs.CreatedAt.UTC(), cs.ExpiresAt.UTC(), utcPtr(cs.EndedAt)
-	finishToken(&t)
-	finishPerson(&p)
-	return cs, t, p, nil
+	c := r.ConsoleSession
+	cs := domain.ConsoleSession{ID: c.ID, PersonID: c.PersonID, TokenID: c.TokenID, CreatedAt: c.CreatedAt.UTC(),
+		ExpiresAt: c.ExpiresAt.UTC(), EndedAt: utcPtr(c.EndedAt)}
+	return cs, tokenFrom(r.PersonToken), personFrom(r.Person), nil
 }
 
 // EndConsoleSession implements store.Store.
 func (s *Store) EndConsoleSession(ctx context.Context, id string, at time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE console_sessions SET ended_at = $2 WHERE id = $1 AND ended_at IS NULL`, id, micro(at))
+	err := s.q.EndConsoleSession(ctx, dbsqlc.EndConsoleSessionParams{ID: id, At: micro(at)})
 	return mapErr("end console session", err)
 }
 
@@ -296,18 +274,12 @@ func (s *Store) LiveCredentials(ctx context.Context, ids []string) (map[string]b
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT c.id FROM credentials c JOIN agents a ON a.id = c.agent_id
-		WHERE c.id = ANY($1) AND c.revoked_at IS NULL AND a.revoked_at IS NULL AND a.active`, ids)
+	live, err := s.q.LiveCredentials(ctx, ids)
 	if err != nil {
 		return nil, mapErr("live credentials", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, mapErr("live credentials", err)
-		}
+	for _, id := range live {
 		out[id] = true
 	}
-	return out, mapErr("live credentials", rows.Err())
+	return out, nil
 }

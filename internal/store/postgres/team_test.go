@@ -6,6 +6,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
@@ -14,7 +15,7 @@ import (
 // down restores the column, up again works.
 func TestMigrationMovesPersonTokens(t *testing.T) {
 	ctx := t.Context()
-	u := freshSchema(t, freshDatabase(t))
+	u := pgtest.FreshSchema(t, pgtest.FreshDatabase(t))
 	db, err := sql.Open("pgx", u)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
 // MarkFirstStream implements store.Store: one conditional UPDATE, so of
@@ -11,11 +13,7 @@ import (
 func (s *Store) MarkFirstStream(ctx context.Context, agentID string, now time.Time) (bool, error) {
 	var first bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE agents SET first_stream_at = ?2 WHERE id = ?1 AND first_stream_at IS NULL`, agentID, micros(now))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+		n, err := s.wq.WithTx(tx).MarkFirstStream(ctx, dbsqlc.MarkFirstStreamParams{ID: agentID, Now: micros(now)})
 		first = n == 1
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
 // The liveness part of the store port (DESIGN.md §5.2): store.LivenessStore.
@@ -21,25 +22,12 @@ var _ store.LivenessStore = (*Store)(nil)
 
 // ListLiveAgents implements store.LivenessStore (D-M2-20-6).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+agentCols+` FROM agents
-		WHERE state IN ('online', 'degraded') AND id > ? ORDER BY id LIMIT ?`, p.AfterID, limit)
+	rows, err := s.rq.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limit(p.Limit)})
 	if err != nil {
 		return nil, mapErr("list live agents", err)
 	}
-	defer rows.Close()
-	out := []domain.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, mapErr("list live agents", err)
-		}
-		out = append(out, a)
-	}
-	return out, mapErr("list live agents", rows.Err())
+	out, err := agentsFrom(rows)
+	return out, mapErr("list live agents", err)
 }
 
 // PersistHeartbeats implements store.LivenessStore: one transaction,
@@ -52,30 +40,18 @@ func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeats
 	written := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		written = 0
-		withReport, err := tx.PrepareContext(ctx, `UPDATE agents SET state = ?2, last_heartbeat_at = ?3,
-				reported_runtime_version = ?4, reported_state = ?5
-			WHERE id = ?1 AND (last_heartbeat_at IS NULL OR last_heartbeat_at <= ?3)`)
-		if err != nil {
-			return mapErr("persist heartbeats", err)
-		}
-		defer withReport.Close()
-		stateOnly, err := tx.PrepareContext(ctx, `UPDATE agents SET state = ?2, last_heartbeat_at = ?3
-			WHERE id = ?1 AND (last_heartbeat_at IS NULL OR last_heartbeat_at <= ?3)`)
-		if err != nil {
-			return mapErr("persist heartbeats", err)
-		}
-		defer stateOnly.Close()
+		q := s.wq.WithTx(tx)
 		for _, r := range rows {
-			var res sql.Result
+			var n int64
+			var err error
 			if r.HasReport {
-				res, err = withReport.ExecContext(ctx, r.AgentID, r.State, micros(r.LastHeartbeatAt), r.RuntimeVersion, lvText(r.ReportedState))
+				n, err = q.PersistHeartbeatReport(ctx, dbsqlc.PersistHeartbeatReportParams{ID: r.AgentID, State: r.State,
+					HeartbeatAt: micros(r.LastHeartbeatAt), RuntimeVersion: toNullStr(r.RuntimeVersion),
+					ReportedState: nullJSON(r.ReportedState)})
 			} else {
-				res, err = stateOnly.ExecContext(ctx, r.AgentID, r.State, micros(r.LastHeartbeatAt))
+				n, err = q.PersistHeartbeatState(ctx, dbsqlc.PersistHeartbeatStateParams{ID: r.AgentID, State: r.State,
+					HeartbeatAt: micros(r.LastHeartbeatAt)})
 			}
-			if err != nil {
-				return mapErr("persist heartbeats", err)
-			}
-			n, err := res.RowsAffected()
 			if err != nil {
 				return mapErr("persist heartbeats", err)
 			}
@@ -101,27 +77,19 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 	wrote := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		wrote = false
-		var mode, class sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT reported_billing_mode, reported_tool_class FROM agents WHERE id = ?`, p.AgentID).
-			Scan(&mode, &class)
+		q := s.wq.WithTx(tx)
+		cur, err := q.ReportedPair(ctx, p.AgentID)
 		if err != nil {
 			return mapErr("apply reported change", err)
 		}
-		old := store.ReportedPair{BillingMode: lvStr(mode), ToolClass: lvStr(class)}
+		old := store.ReportedPair{BillingMode: nullStr(cur.ReportedBillingMode), ToolClass: nullStr(cur.ReportedToolClass)}
 		if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
 			return nil
 		}
-		hb := micros(p.HeartbeatAt)
-		_, err = tx.ExecContext(ctx, `UPDATE agents SET
-				reported_billing_mode = ?2, reported_tool_class = ?3,
-				reported_runtime_version = ?4, reported_state = ?5, state = ?6,
-				last_heartbeat_at = max(coalesce(last_heartbeat_at, ?7), ?7)
-			WHERE id = ?1`,
-			p.AgentID, p.BillingMode, p.ToolClass, p.RuntimeVersion, lvText(p.ReportedState), p.State, hb)
-		if err != nil {
+		if err := q.ApplyReportedChange(ctx, reportedChange(p)); err != nil {
 			return mapErr("apply reported change", err)
 		}
-		if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+		if _, err := s.appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
 			return err
 		}
 		wrote = true
@@ -140,31 +108,23 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(wrote)
+		q := s.wq.WithTx(tx)
 		for i, p := range ps {
-			var mode, class sql.NullString
-			err := tx.QueryRowContext(ctx, `SELECT reported_billing_mode, reported_tool_class FROM agents WHERE id = ?`, p.AgentID).
-				Scan(&mode, &class)
+			cur, err := q.ReportedPair(ctx, p.AgentID)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
 				return mapErr("apply reported changes", err)
 			}
-			old := store.ReportedPair{BillingMode: lvStr(mode), ToolClass: lvStr(class)}
+			old := store.ReportedPair{BillingMode: nullStr(cur.ReportedBillingMode), ToolClass: nullStr(cur.ReportedToolClass)}
 			if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
 				continue
 			}
-			hb := micros(p.HeartbeatAt)
-			_, err = tx.ExecContext(ctx, `UPDATE agents SET
-					reported_billing_mode = ?2, reported_tool_class = ?3,
-					reported_runtime_version = ?4, reported_state = ?5, state = ?6,
-					last_heartbeat_at = max(coalesce(last_heartbeat_at, ?7), ?7)
-				WHERE id = ?1`,
-				p.AgentID, p.BillingMode, p.ToolClass, p.RuntimeVersion, lvText(p.ReportedState), p.State, hb)
-			if err != nil {
+			if err := q.ApplyReportedChange(ctx, reportedChange(p)); err != nil {
 				return mapErr("apply reported changes", err)
 			}
-			if _, err := appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+			if _, err := s.appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
 				return err
 			}
 			wrote[i] = true
@@ -185,12 +145,8 @@ func (s *Store) DBNow(context.Context) (time.Time, error) { return time.Now().UT
 // ApplyProjectReadiness implements store.LivenessStore (D-M2-20-10).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE agents SET project_readiness = ?2, updated_at = ?3 WHERE id = ?1`,
-			p.AgentID, lvText(p.Readiness), micros(p.Now))
-		if err != nil {
-			return mapErr("apply project readiness", err)
-		}
-		n, err := res.RowsAffected()
+		n, err := s.wq.WithTx(tx).ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,
+			Readiness: nullJSON(p.Readiness), Now: micros(p.Now)})
 		if err != nil {
 			return mapErr("apply project readiness", err)
 		}
@@ -201,18 +157,12 @@ func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectR
 	})
 }
 
-func lvText(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return string(b)
-}
-
-func lvStr(v sql.NullString) *string {
-	if !v.Valid {
-		return nil
-	}
-	return &v.String
+// reportedChange is the row write of an accepted reported change; the
+// heartbeat time only moves forward.
+func reportedChange(p store.ApplyReportedChangeParams) dbsqlc.ApplyReportedChangeParams {
+	return dbsqlc.ApplyReportedChangeParams{ID: p.AgentID, BillingMode: toNullStr(p.BillingMode),
+		ToolClass: toNullStr(p.ToolClass), RuntimeVersion: toNullStr(p.RuntimeVersion),
+		ReportedState: nullJSON(p.ReportedState), State: p.State, HeartbeatAt: micros(p.HeartbeatAt)}
 }
 
 func lvSame(a, b *string) bool {

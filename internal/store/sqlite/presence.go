@@ -12,12 +12,21 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
 // The presence part of the store port (DESIGN.md §3): store.PresenceStore.
 // Writes run on the one write connection (BEGIN IMMEDIATE), so a
 // conditional update here is already exclusive; the hot statements (the
 // transition claim, the digest mark, the sweep) are prepared once.
+//
+// Its statements are hand-written: the ring statements (SweepRing,
+// RingMissed, FailoverRings, MarkDigestRung) splice the ring-delay CASE
+// built from domain.SweepDelays and the todos_sweep predicate built from
+// domain.MaxRings, which sqlc cannot; ListAgentsChangedSince carries an
+// INDEXED BY hint (TestPresencePlans checks its plan); UpdatePresence is not
+// in sql/ yet. ClaimTransition and PendingDoorbellTodos are generated
+// (sql/presence.sql).
 
 var _ store.PresenceStore = (*Store)(nil)
 
@@ -46,7 +55,7 @@ var sweepable = fmt.Sprintf(`d.state = 'pending' AND d.push_eligible AND d.ring_
 func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
 	var a domain.Agent
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
+		if err := s.agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
 			return err
 		}
 		var override, until, setAt, by any
@@ -84,7 +93,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 		if err != nil {
 			return mapErr("update presence", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
+		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
 		return err
 	})
 	return a, err
@@ -105,13 +114,8 @@ func nullText(s string) any {
 func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
 	claimed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := s.txExec(ctx, tx, `UPDATE agents
-			SET presence_seen = ?2, presence_changed_at = ?3, presence_changed_by = ?4
-			WHERE id = ?1 AND presence_seen <> ?2`, p.AgentID, p.New, micros(p.At), nullText(p.By))
-		if err != nil {
-			return mapErr("claim transition", err)
-		}
-		n, err := res.RowsAffected()
+		n, err := s.wq.WithTx(tx).ClaimTransition(ctx, dbsqlc.ClaimTransitionParams{ID: p.AgentID, Seen: p.New,
+			At: micros(p.At), By: sql.NullString{String: p.By, Valid: p.By != ""}})
 		claimed = n > 0
 		return mapErr("claim transition", err)
 	})
@@ -163,29 +167,16 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 // PendingDoorbellTodos implements store.PresenceStore (DESIGN.md §3.7):
 // oldest first (created_at, then id); Limit <= 0 means no limit.
 func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams) ([]store.PendingTodo, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.readQuery(ctx, `SELECT id, queue, created_at FROM todos
-		WHERE agent_id = ?1 AND state = 'pending' AND push_eligible
-		  AND queue NOT IN (SELECT value FROM json_each(?2))
-		ORDER BY created_at, id LIMIT ?3`, p.AgentID, encodeList(p.ExcludeQueues), limit)
+	rows, err := s.rq.PendingDoorbellTodos(ctx, dbsqlc.PendingDoorbellTodosParams{AgentID: p.AgentID,
+		ExcludeQueues: encodeList(p.ExcludeQueues), Lim: limit(p.Limit)})
 	if err != nil {
 		return nil, mapErr("pending doorbell todos", err)
 	}
-	defer rows.Close()
-	out := []store.PendingTodo{}
-	for rows.Next() {
-		var t store.PendingTodo
-		var created int64
-		if err := rows.Scan(&t.ID, &t.Queue, &created); err != nil {
-			return nil, mapErr("pending doorbell todos", err)
-		}
-		t.CreatedAt = fromMicros(created)
-		out = append(out, t)
+	out := make([]store.PendingTodo, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.PendingTodo{ID: r.ID, Queue: r.Queue, CreatedAt: fromMicros(r.CreatedAt)})
 	}
-	return out, mapErr("pending doorbell todos", rows.Err())
+	return out, nil
 }
 
 // MarkDigestRung implements store.PresenceStore (DESIGN.md §3.7):

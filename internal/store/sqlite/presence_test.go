@@ -16,14 +16,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
-// TestPresenceContract runs the presence part of the store contract
-// (DESIGN.md §3) on a database file. A second handle on the file is
-// refused by the instance lock, so the races drive one Store from many
-// goroutines.
-func TestPresenceContract(t *testing.T) {
-	storetest.RunPresence(t, harness(func(t *testing.T) string { return filepath.Join(t.TempDir(), "rollcall.db") }))
-}
-
 // TestPresencePlans checks that the presence queries use their indexes:
 // the sweep walks todos_sweep per receiver (its predicate, repeated from
 // the migration with domain.MaxRings, must match the index's verbatim), and

@@ -80,15 +80,8 @@ func (c *stmtCache) close() error {
 	return errors.Join(errs...)
 }
 
-// txRow runs a one-row query in tx with the cached statement when there is one.
-func (s *Store) txRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
-	if st := s.ws.get(query); st != nil {
-		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
-	}
-	return tx.QueryRowContext(ctx, query, args...)
-}
-
-// txExec is txRow for statements without rows.
+// txExec runs a statement without rows in tx with the cached statement
+// when there is one.
 func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
 	if st := s.ws.get(query); st != nil {
 		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
@@ -96,20 +89,7 @@ func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...an
 	return tx.ExecContext(ctx, query, args...)
 }
 
-// readRow runs a one-row query on the read pool with a statement prepared
-// on first use (database/sql re-prepares it on each pooled connection).
-func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
-	st := s.rs.get(query)
-	if st == nil {
-		s.rs.prepareMissing(ctx, s.r)
-		if st = s.rs.get(query); st == nil {
-			return s.r.QueryRowContext(ctx, query, args...)
-		}
-	}
-	return st.QueryRowContext(ctx, args...)
-}
-
-// txQuery is txRow for statements returning several rows.
+// txQuery is txExec for statements returning rows.
 func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
 	if st := s.ws.get(query); st != nil {
 		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
@@ -117,7 +97,8 @@ func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...a
 	return tx.QueryContext(ctx, query, args...)
 }
 
-// readQuery is readRow for queries returning several rows.
+// readQuery runs a query on the read pool with a statement prepared on
+// first use (database/sql re-prepares it on each pooled connection).
 func (s *Store) readQuery(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	st := s.rs.get(query)
 	if st == nil {

@@ -14,34 +14,20 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Twinner is implemented by an Instance's Store when the adapter can open a
-// second Store on the same database (PostgreSQL: a second pool, as a second
-// instance would). SQLite refuses a second handle on one file (the instance
-// lock), so the suite then drives the one Store from many goroutines.
-type Twinner interface {
-	// Twin opens another Store on the same database, closed by t.Cleanup.
-	Twin(t *testing.T) store.Store
-}
-
-// RunLiveness runs the contract of store.LivenessStore (DESIGN.md §5.2,
-// D-M2-20-3, -5, -6, -10) against the adapter, one subtest per behaviour,
-// each on a fresh store. The adapter's Store must implement
-// store.LivenessStore; to test two instances on one database it may
-// implement Twinner.
-func RunLiveness(t *testing.T, h Harness) {
-	tests := []contractTest{
-		{"Liveness/DefaultsAndScan", testLivenessDefaults},
-		{"Liveness/PersistMonotone", testPersistMonotone},
-		{"Liveness/PersistKeepsAuditedColumns", testPersistKeepsAudited},
-		{"Liveness/PersistAscendingNoDeadlock", testPersistAscending},
-		{"Liveness/ListLiveAgents", testListLiveAgents},
-		{"Liveness/ReportedChange", testReportedChange},
-		{"Liveness/ReportedChangeConcurrent", testReportedChangeConcurrent},
-		{"Liveness/ProjectReadiness", testProjectReadiness},
-		{"Liveness/ReportedChangesBatch", testReportedChangesBatch},
-		{"Liveness/DBNow", testDBNow},
-	}
-	h.run(t, tests)
+// livenessTests are the contract of store.LivenessStore (DESIGN.md §5.2,
+// D-M2-20-3, -5, -6, -10); with Instance.Twin set the races run across two
+// instances on one database.
+var livenessTests = []contractTest{
+	{"Liveness/DefaultsAndScan", testLivenessDefaults},
+	{"Liveness/PersistMonotone", testPersistMonotone},
+	{"Liveness/PersistKeepsAuditedColumns", testPersistKeepsAudited},
+	{"Liveness/PersistAscendingNoDeadlock", testPersistAscending},
+	{"Liveness/ListLiveAgents", testListLiveAgents},
+	{"Liveness/ReportedChange", testReportedChange},
+	{"Liveness/ReportedChangeConcurrent", testReportedChangeConcurrent},
+	{"Liveness/ProjectReadiness", testProjectReadiness},
+	{"Liveness/ReportedChangesBatch", testReportedChangesBatch},
+	{"Liveness/DBNow", testDBNow},
 }
 
 func hbRow(id, state string, hb time.Time, version string, body string) store.HeartbeatRow {
@@ -161,8 +147,8 @@ func testPersistAscending(t *testing.T, in Instance) {
 	s := in.Store
 	ls := s
 	other := s
-	if tw, ok := s.(Twinner); ok {
-		other = tw.Twin(t)
+	if in.Twin != nil {
+		other = in.Twin(t)
 	}
 	ls2 := other
 	var ids []string
@@ -361,8 +347,8 @@ func testReportedChange(t *testing.T, in Instance) {
 func testReportedChangeConcurrent(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
 	stores := []store.Store{s}
-	if tw, ok := s.(Twinner); ok {
-		stores = append(stores, tw.Twin(t))
+	if in.Twin != nil {
+		stores = append(stores, in.Twin(t))
 	}
 	a := vend(t, s, newAgent("racer", ownerID, "q"))
 	modeA, modeB := "api", "subscription"
@@ -415,8 +401,8 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 func testReportedChangesBatch(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
 	stores := []store.Store{s}
-	if tw, ok := s.(Twinner); ok {
-		stores = append(stores, tw.Twin(t))
+	if in.Twin != nil {
+		stores = append(stores, in.Twin(t))
 	}
 	api, sub := "api", "subscription"
 	var ids []string

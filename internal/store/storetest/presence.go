@@ -13,41 +13,36 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// RunPresence runs the contract of store.PresenceStore (DESIGN.md §3.1,
-// §3.7, §3.8) against the adapter, one subtest per behaviour, each on a
-// fresh store. The adapter's Store must implement store.PresenceStore; when
-// it also implements Twinner the races run across two instances on one
-// database.
+// presenceTests are the contract of store.PresenceStore (DESIGN.md §3.1,
+// §3.7, §3.8); with Instance.Twin set the races run across two instances
+// on one database.
 //
 // The sweep's backoff is checked against domain.NextRingAt, the one Go
 // source of the delays (5 min after creation or the last ring/digest for
 // ring counts 0 and 1, then 20 min, 1 h, 6 h; 5 rings at most).
-func RunPresence(t *testing.T, h Harness) {
-	tests := []contractTest{
-		{"Presence/Defaults", testPresenceDefaults},
-		{"Presence/UpdatePresence", testUpdatePresence},
-		{"Presence/UpdatePresenceAtomic", testUpdatePresenceAtomic},
-		{"Presence/SelfClockInCapAndLedger", testSelfClockInCap},
-		{"Presence/UpdatePresenceGuard", testUpdatePresenceGuard},
-		{"Presence/EveryReadScansPresence", testPresenceEveryRead},
-		{"Presence/ClaimTransition", testClaimTransition},
-		{"Presence/ClaimTransitionRace", testClaimTransitionRace},
-		{"Presence/ListAgentsChangedSince", testListChangedSince},
-		{"Presence/PendingDoorbellTodos", testPendingDoorbellTodos},
-		{"Presence/MarkDigestRung", testMarkDigestRung},
-		{"Presence/CreateAndMarkRungSetNextRing", testNextRingOnCreateAndMarkRung},
-		{"Presence/SweepDueRuleAndBudget", testSweepDueRule},
-		{"Presence/SweepAfterCreateRing", testSweepAfterCreateRing},
-		{"Presence/SweepPerAgentRoundRobin", testSweepRoundRobin},
-		{"Presence/SweepLimit", testSweepLimit},
-		{"Presence/SweepFilters", testSweepFilters},
-		{"Presence/SweepReapedKeepsRing", testSweepReaped},
-		{"Presence/SweepRaceRingsOnce", testSweepRace},
-		{"Presence/RingMissed", testRingMissed},
-		{"Presence/RingMissedRaceRingsOnce", testRingMissedRace},
-		{"Presence/FailoverRings", testFailoverRings},
-	}
-	h.run(t, tests)
+var presenceTests = []contractTest{
+	{"Presence/Defaults", testPresenceDefaults},
+	{"Presence/UpdatePresence", testUpdatePresence},
+	{"Presence/UpdatePresenceAtomic", testUpdatePresenceAtomic},
+	{"Presence/SelfClockInCapAndLedger", testSelfClockInCap},
+	{"Presence/UpdatePresenceGuard", testUpdatePresenceGuard},
+	{"Presence/EveryReadScansPresence", testPresenceEveryRead},
+	{"Presence/ClaimTransition", testClaimTransition},
+	{"Presence/ClaimTransitionRace", testClaimTransitionRace},
+	{"Presence/ListAgentsChangedSince", testListChangedSince},
+	{"Presence/PendingDoorbellTodos", testPendingDoorbellTodos},
+	{"Presence/MarkDigestRung", testMarkDigestRung},
+	{"Presence/CreateAndMarkRungSetNextRing", testNextRingOnCreateAndMarkRung},
+	{"Presence/SweepDueRuleAndBudget", testSweepDueRule},
+	{"Presence/SweepAfterCreateRing", testSweepAfterCreateRing},
+	{"Presence/SweepPerAgentRoundRobin", testSweepRoundRobin},
+	{"Presence/SweepLimit", testSweepLimit},
+	{"Presence/SweepFilters", testSweepFilters},
+	{"Presence/SweepReapedKeepsRing", testSweepReaped},
+	{"Presence/SweepRaceRingsOnce", testSweepRace},
+	{"Presence/RingMissed", testRingMissed},
+	{"Presence/RingMissedRaceRingsOnce", testRingMissedRace},
+	{"Presence/FailoverRings", testFailoverRings},
 }
 
 // ---- fixtures -----------------------------------------------------------------
@@ -60,12 +55,12 @@ func agentByID(t *testing.T, s store.Store, id string) domain.Agent {
 }
 
 // twinOrSelf returns a second Store on the same database when the adapter
-// can open one (Twinner), else s itself.
-func twinOrSelf(t *testing.T, s store.Store) store.Store {
-	if tw, ok := s.(Twinner); ok {
-		return tw.Twin(t)
+// can open one (Instance.Twin), else in's own.
+func twinOrSelf(t *testing.T, in Instance) store.Store {
+	if in.Twin != nil {
+		return in.Twin(t)
 	}
-	return s
+	return in.Store
 }
 
 // delay is the sweep wait after n rings (domain.NextRingAt's).
@@ -382,7 +377,7 @@ func testClaimTransition(t *testing.T, in Instance) {
 // claim the same transition at once, several times back and forth.
 func testClaimTransitionRace(t *testing.T, in Instance) {
 	s := in.Store
-	stores := []store.PresenceStore{s, twinOrSelf(t, s)}
+	stores := []store.PresenceStore{s, twinOrSelf(t, in)}
 	a := vend(t, s, newAgent("racer", ownerID, "q"))
 	for round, nw := range []string{"out", "in", "out", "in", "out"} {
 		const n = 20
@@ -814,7 +809,7 @@ func testSweepReaped(t *testing.T, in Instance) {
 // with sessions on both) ring every due todo exactly once.
 func testSweepRace(t *testing.T, in Instance) {
 	s := in.Store
-	stores := []store.PresenceStore{s, twinOrSelf(t, s)}
+	stores := []store.PresenceStore{s, twinOrSelf(t, in)}
 	a := vend(t, s, newAgent("shared", ownerID, "build"))
 	var ids []string
 	for i := range 6 {
@@ -924,7 +919,7 @@ func testRingMissed(t *testing.T, in Instance) {
 // ring every missed todo exactly once.
 func testRingMissedRace(t *testing.T, in Instance) {
 	s := in.Store
-	stores := []store.PresenceStore{s, twinOrSelf(t, s)}
+	stores := []store.PresenceStore{s, twinOrSelf(t, in)}
 	a := vend(t, s, newAgent("mrace", ownerID, "build"))
 	for i := range 6 {
 		push(t, s, newTodo(a.ID, "build", at(time.Duration(i)*time.Second)))

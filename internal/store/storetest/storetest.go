@@ -4,10 +4,13 @@
 // adapter runs it (the River riverdrivertest pattern).
 //
 //	func TestContract(t *testing.T) {
-//		storetest.Run(t, storetest.Harness{New: func(t *testing.T) storetest.Instance {
-//			s := openFreshStore(t) // empty, migrated; closed by t.Cleanup
-//			return storetest.Instance{Store: s, Tamper: func(t *testing.T, seq int64) { … }}
-//		}})
+//		storetest.Run(t, storetest.Harness{
+//			New: func(t *testing.T) storetest.Instance {
+//				s := openFreshStore(t) // empty, migrated; closed by t.Cleanup
+//				return storetest.Instance{Store: s, Tamper: func(t *testing.T, seq int64) { … }}
+//			},
+//			Empty: func(t *testing.T) storetest.EmptyDatabase { … }, // for the migration tests
+//		})
 //	}
 //
 // Every time the suite passes is derived from Base; nothing reads the clock.
@@ -23,6 +26,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
@@ -38,12 +42,29 @@ type Instance struct {
 	// Tamper overwrites the data of the audit entry seq with raw SQL,
 	// bypassing the chain, so VerifyAudit must report the entry.
 	Tamper func(t *testing.T, seq int64)
+	// Twin, when the adapter can, opens a second Store on the same
+	// database (PostgreSQL: a second pool, as a second instance would),
+	// closed by t.Cleanup; the races then run across the two. nil (SQLite
+	// refuses a second handle on one file): they drive Store from many
+	// goroutines.
+	Twin func(t *testing.T) store.Store
+}
+
+// EmptyDatabase is an empty database for the migration tests.
+type EmptyDatabase struct {
+	// Migrations is a goose provider of the adapter's migrations on it.
+	Migrations *goose.Provider
+	// Open opens the adapter on it (applying what is pending); the harness
+	// closes the Store in t.Cleanup.
+	Open func(t *testing.T) store.Store
 }
 
 // Harness adapts one store adapter to the suite.
 type Harness struct {
 	// New returns a fresh Instance for one subtest.
 	New func(t *testing.T) Instance
+	// Empty returns an empty database, not migrated (required).
+	Empty func(t *testing.T) EmptyDatabase
 	// Parallel runs the subtests in parallel (t.Parallel); each still gets
 	// its own store.
 	Parallel bool
@@ -55,7 +76,8 @@ type contractTest struct {
 }
 
 // Run runs the whole contract suite against the adapter, one subtest per
-// behaviour, each on a fresh store.
+// behaviour, each on a fresh store, and the migration tests, each on an
+// empty database.
 func Run(t *testing.T, h Harness) {
 	var tests []contractTest
 	tests = append(tests, personTests...)
@@ -64,7 +86,47 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, auditTests...)
 	tests = append(tests, firstStreamTests...)
 	tests = append(tests, hookTests...)
+	tests = append(tests, presenceTests...)
+	tests = append(tests, livenessTests...)
 	h.run(t, tests)
+	t.Run("Migrations/UpDownUp", func(t *testing.T) {
+		if h.Parallel {
+			t.Parallel()
+		}
+		if h.Empty == nil {
+			t.Fatal("storetest.Harness.Empty is required")
+		}
+		testUpDownUp(t, h.Empty(t))
+	})
+}
+
+// testUpDownUp applies every migration, reverts them all, applies them
+// again, and then the store must work on the schema as on a fresh one: the
+// fixture writes and reads back exactly as the release that wrote the
+// adapters' testdata read it.
+func testUpDownUp(t *testing.T, db EmptyDatabase) {
+	ctx, p := t.Context(), db.Migrations
+	up, err := p.Up(ctx)
+	must(t, "migrate up", err)
+	if len(up) == 0 || len(up) != len(p.ListSources()) {
+		t.Fatalf("up applied %d of %d migrations", len(up), len(p.ListSources()))
+	}
+	down, err := p.DownTo(ctx, 0)
+	must(t, "migrate down to 0", err)
+	if len(down) != len(up) {
+		t.Fatalf("down reverted %d of %d migrations", len(down), len(up))
+	}
+	if v, err := p.GetDBVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("version after down = %d, %v; want 0", v, err)
+	}
+	again, err := p.Up(ctx)
+	must(t, "migrate up again", err)
+	if len(again) != len(up) {
+		t.Fatalf("second up applied %d of %d migrations", len(again), len(up))
+	}
+	s := db.Open(t)
+	must(t, "WriteFixture", WriteFixture(ctx, s))
+	CheckFixture(t, s)
 }
 
 // run runs each contract test as a subtest on a fresh store, in parallel

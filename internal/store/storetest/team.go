@@ -81,9 +81,9 @@ func testLastAdmin(t *testing.T, in Instance) {
 	createPerson(t, s, bob, "h-bob")
 	audit := domain.AuditRecord{Actor: "system", Action: "person.update"}
 	before := auditCount(t, s)
-	_, err := s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), Now: at(time.Minute), Audit: audit})
+	_, err := s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), KeepActiveAdmin: true, Now: at(time.Minute), Audit: audit})
 	wantErr(t, "demote the last admin", err, domain.ErrConflict)
-	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Active: ptr(false), Now: at(time.Minute), Audit: audit})
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Active: ptr(false), KeepActiveAdmin: true, Now: at(time.Minute), Audit: audit})
 	wantErr(t, "deactivate the last admin", err, domain.ErrConflict)
 	if auditCount(t, s) != before {
 		t.Fatal("a refused change was audited")
@@ -92,12 +92,13 @@ func testLastAdmin(t *testing.T, in Instance) {
 	if !got.Admin || !got.Active {
 		t.Fatalf("the refused change changed ann: %+v", got)
 	}
-	// A member may be changed freely, and with a second admin the first may go.
+	// The guard holds while another active admin remains: with a second
+	// admin the first may go. Without it the store writes unconditionally.
 	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Role: ptr(domain.RoleAdmin), Now: at(time.Minute), Audit: audit})
 	must(t, "promote bob", err)
-	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), Now: at(time.Minute), Audit: audit})
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), KeepActiveAdmin: true, Now: at(time.Minute), Audit: audit})
 	must(t, "demote ann with bob admin", err)
-	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(false), Now: at(time.Minute), Audit: audit})
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(false), KeepActiveAdmin: true, Now: at(time.Minute), Audit: audit})
 	wantErr(t, "deactivate bob, now the last admin", err, domain.ErrConflict)
 }
 
@@ -109,7 +110,7 @@ func testLastAdminRace(t *testing.T, in Instance) {
 	createPerson(t, s, a2, "h-a2")
 	ids := []string{a1.ID, a2.ID}
 	errs := parallel(2, func(i int) error {
-		_, err := s.UpdatePerson(ctxOf(t), store.UpdatePersonParams{ID: ids[i], Role: ptr(domain.RoleMember), Now: at(time.Minute),
+		_, err := s.UpdatePerson(ctxOf(t), store.UpdatePersonParams{ID: ids[i], Role: ptr(domain.RoleMember), KeepActiveAdmin: true, Now: at(time.Minute),
 			Audit: domain.AuditRecord{Actor: "system", Action: "person.update"}})
 		return err
 	})

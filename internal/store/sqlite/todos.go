@@ -1,0 +1,367 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
+	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
+)
+
+// Todos and the audit chain over the generated queries (sql/todos.sql,
+// sql/audit.sql).
+
+// todoCols is every column of todos in table order, what dbsqlc.Todo holds;
+// the hand-written todo statements return it and scan with scanTodo.
+const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
+	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
+	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
+	finished_at, next_ring_at`
+
+func scanTodo(sc scanner) (domain.Todo, error) {
+	var r dbsqlc.Todo
+	if err := sc.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
+		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
+		&r.LeaseExpiresAt, &r.RetryAt, &r.RingAttempts, &r.LastRingedAt, &r.Result, &r.LastError,
+		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt); err != nil {
+		return domain.Todo{}, err
+	}
+	return todoFrom(r), nil
+}
+
+func todoFrom(r dbsqlc.Todo) domain.Todo {
+	return domain.Todo{ID: r.ID, AgentID: r.AgentID, Queue: r.Queue, Title: r.Title,
+		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
+		PushEligible: r.PushEligible != 0, CreatedBy: r.CreatedBy, State: r.State,
+		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		LeaseExpiresAt: fromNullMicros(r.LeaseExpiresAt), RetryAt: fromNullMicros(r.RetryAt),
+		RingAttempts: int(r.RingAttempts), LastRingedAt: fromNullMicros(r.LastRingedAt),
+		Result: rawJSON(r.Result), LastError: r.LastError,
+		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
+		ClaimedAt: fromNullMicros(r.ClaimedAt), FinishedAt: fromNullMicros(r.FinishedAt),
+		NextRingAt: fromNullMicros(r.NextRingAt)}
+}
+
+func todosFrom(rows []dbsqlc.Todo) []domain.Todo {
+	out := make([]domain.Todo, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, todoFrom(r))
+	}
+	return out
+}
+
+func rawJSON(v sql.NullString) json.RawMessage {
+	if !v.Valid {
+		return nil
+	}
+	return json.RawMessage(v.String)
+}
+
+// nullJSON binds a JSON document kept byte for byte; nil → NULL.
+func nullJSON(b json.RawMessage) sql.NullString {
+	if b == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+// limit maps Limit <= 0 to -1, which LIMIT reads as "no limit".
+func limit(n int) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return int64(n)
+}
+
+// CreateTodo implements store.Store (DESIGN.md §1, idempotency key dedup
+// among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
+// 5 min for a todo not rung yet (DESIGN.md §3.8).
+func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
+	var out domain.Todo
+	created := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, created, err = s.createTodoTx(ctx, tx, p.Todo)
+		if err == nil && created && p.Audit != nil {
+			_, err = s.appendAudit(ctx, tx, p.Todo.CreatedAt, *p.Audit)
+		}
+		return err
+	})
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	return out, created, nil
+}
+
+// createTodoTx is CreateTodo inside tx: the live todo with the key, or a
+// new row.
+func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (domain.Todo, bool, error) {
+	q := s.wq.WithTx(tx)
+	if t.IdempotencyKey != "" {
+		existing, err := q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
+		if err == nil {
+			return todoFrom(existing), false, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return domain.Todo{}, false, mapErr("create todo", err)
+		}
+	}
+	r, err := q.InsertTodo(ctx, dbsqlc.InsertTodoParams{ID: t.ID, AgentID: t.AgentID, Queue: t.Queue,
+		Title: t.Title, Payload: nullJSON(t.Payload), Kind: t.Kind, Source: t.Source,
+		IdempotencyKey: t.IdempotencyKey, PushEligible: boolInt(t.PushEligible), CreatedBy: t.CreatedBy,
+		State: t.State, Attempt: int64(t.Attempt), MaxAttempts: int64(t.MaxAttempts),
+		LeaseExpiresAt: nullMicros(t.LeaseExpiresAt), RetryAt: nullMicros(t.RetryAt),
+		RingAttempts: int64(t.RingAttempts), LastRingedAt: nullMicros(t.LastRingedAt),
+		Result: nullJSON(t.Result), LastError: t.LastError, CreatedAt: micros(t.CreatedAt),
+		UpdatedAt: micros(t.UpdatedAt), ClaimedAt: nullMicros(t.ClaimedAt), FinishedAt: nullMicros(t.FinishedAt),
+		NextRingAt: nullMicros(storeutil.NextRingAt(t))})
+	if err != nil {
+		return domain.Todo{}, false, mapErr("create todo", err)
+	}
+	return todoFrom(r), true, nil
+}
+
+// GetTodo implements store.Store.
+func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
+	r, err := s.rq.GetTodo(ctx, id)
+	if err != nil {
+		return domain.Todo{}, mapErr("get todo", err)
+	}
+	return todoFrom(r), nil
+}
+
+// ListTodos implements store.Store: oldest first (created_at, then id);
+// Limit <= 0 means no limit.
+func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
+	rows, err := s.rq.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
+		State: p.State, AfterID: p.AfterID, Lim: limit(p.Limit)})
+	if err != nil {
+		return nil, mapErr("list todos", err)
+	}
+	return todosFrom(rows), nil
+}
+
+// ClaimTodo implements store.Store (DESIGN.md §2, claim): ErrNotFound when
+// the todo is not the agent's or not in Queues, ErrConflict when it is not
+// claimable at Now.
+func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		queues := encodeList(p.Queues)
+		r, err := s.wq.WithTx(tx).ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+			Queues: queues, Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.todoGate(ctx, tx, "claim todo", p.TodoID, p.AgentID, queues)
+		}
+		t = todoFrom(r)
+		return mapErr("claim todo", err)
+	})
+	return t, err
+}
+
+// todoGate explains a conditional update that matched nothing: ErrNotFound
+// when the todo is not the agent's (or, unless queues is "", not in one of
+// the JSON array queues), else ErrConflict.
+func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, queues string) error {
+	n, err := s.wq.WithTx(tx).TodoOfAgent(ctx, dbsqlc.TodoOfAgentParams{ID: id, AgentID: agentID, Queues: queues})
+	if err != nil {
+		return mapErr(what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, domain.ErrNotFound)
+	}
+	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
+}
+
+// ClaimNext implements store.Store (DESIGN.md §2, claim_next): the oldest
+// claimable todo (created_at, then id) of the agent in Queues.
+func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := s.wq.WithTx(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID,
+			Queues: encodeList(p.Queues), Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
+		t = todoFrom(r)
+		return mapErr("claim next", err)
+	})
+	return t, err
+}
+
+// RenewLease implements store.Store (DESIGN.md §2, renew).
+func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := s.wq.WithTx(tx).RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
+			Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.todoGate(ctx, tx, "renew lease", p.TodoID, p.AgentID, "")
+		}
+		t = todoFrom(r)
+		return mapErr("renew lease", err)
+	})
+	return t, err
+}
+
+// CompleteTodo implements store.Store (DESIGN.md §2, complete).
+func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := s.wq.WithTx(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+			Now: micros(p.Now), Result: nullJSON(p.Result)})
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.todoGate(ctx, tx, "complete todo", p.TodoID, p.AgentID, "")
+		}
+		t = todoFrom(r)
+		return mapErr("complete todo", err)
+	})
+	return t, err
+}
+
+// FailTodo implements store.Store (DESIGN.md §1, retries and dead letter).
+// A dead-lettered todo also gets finished_at = Now.
+func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		q := s.wq.WithTx(tx)
+		held, err := q.HeldAttempts(ctx, dbsqlc.HeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: micros(p.Now)})
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, "")
+		}
+		if err != nil {
+			return mapErr("fail todo", err)
+		}
+		retry := domain.NextAfterFailure(int(held.Attempt), int(held.MaxAttempts), p.Now)
+		var finished sql.NullInt64
+		if retry == nil {
+			finished = nullMicros(&p.Now)
+		}
+		r, err := q.FailTodo(ctx, dbsqlc.FailTodoParams{ID: p.TodoID, Reason: p.Reason, RetryAt: nullMicros(retry),
+			Now: micros(p.Now), FinishedAt: finished})
+		t = todoFrom(r)
+		return mapErr("fail todo", err)
+	})
+	return t, err
+}
+
+// ReapExpiredLeases implements store.Store (DESIGN.md §1, leases): expired
+// claims go back to pending (last_error "lease expired") or, at
+// max_attempts, to dead letter with finished_at = Now. The oldest leases go
+// first; Limit <= 0 means no limit. The ids come back in no particular order.
+// The ring columns (ring_attempts, last_ringed_at, next_ring_at) are left as
+// they are.
+func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
+	var ids []string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		ids, err = s.wq.WithTx(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
+		return mapErr("reap leases", err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return storeutil.Strings(ids), nil
+}
+
+// MarkRung implements store.Store (DESIGN.md §3.8): it changes only a
+// pending todo; false when the todo is missing or not pending. It also sets
+// next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
+// budget is spent.
+func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
+	changed := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
+		res, err := s.txExec(ctx, tx, `UPDATE todos
+			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
+			    next_ring_at = ?2 + `+ringDelayAfterRing+`
+			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
+		if err != nil {
+			return mapErr("mark rung", err)
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return mapErr("mark rung", err)
+	})
+	return changed, err
+}
+
+// ---- audit ------------------------------------------------------------------
+
+func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
+	return domain.AuditEntry{Seq: r.Seq, At: fromMicros(r.At), Actor: r.Actor, Action: r.Action,
+		AgentID: r.AgentID, Decision: r.Decision, Data: rawJSON(r.Data), PrevHash: r.PrevHash, Hash: r.Hash}
+}
+
+// appendAudit extends the chain inside tx. The single write connection and
+// BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
+func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
+	q := s.wq.WithTx(tx)
+	tail, err := q.AuditTail(ctx)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return domain.AuditEntry{}, mapErr("append audit", err)
+	}
+	e, err := storeutil.AuditEntry(tail.Seq+1, tail.Hash, at, r)
+	if err != nil {
+		return domain.AuditEntry{}, err
+	}
+	err = q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: micros(e.At), Actor: e.Actor,
+		Action: e.Action, AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data),
+		PrevHash: e.PrevHash, Hash: e.Hash})
+	if err != nil {
+		return domain.AuditEntry{}, mapErr("append audit", err)
+	}
+	return e, nil
+}
+
+// AppendAudit implements store.Store (DESIGN.md §1, audit log).
+func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
+	var e domain.AuditEntry
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		e, err = s.appendAudit(ctx, tx, at, r)
+		return err
+	})
+	return e, err
+}
+
+// ListAudit implements store.Store. Limit <= 0 means no limit.
+func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
+	rows, err := s.rq.ListAudit(ctx, dbsqlc.ListAuditParams{AfterSeq: p.AfterSeq, AgentID: p.AgentID, Lim: limit(p.Limit)})
+	if err != nil {
+		return nil, mapErr("list audit", err)
+	}
+	out := make([]domain.AuditEntry, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, auditFrom(r))
+	}
+	return out, nil
+}
+
+// VerifyAudit implements store.Store (DESIGN.md §1, verify): it streams the
+// whole chain, in one read snapshot, through domain.AuditVerifier.
+func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
+	// Hand-written: it streams the chain; a generated :many would hold it all.
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
+		FROM audit ORDER BY seq`)
+	if err != nil {
+		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
+	}
+	defer rows.Close()
+	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
+	for rows.Next() {
+		var r dbsqlc.Audit
+		if err := rows.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data,
+			&r.PrevHash, &r.Hash); err != nil {
+			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
+		}
+		v.Add(auditFrom(r))
+	}
+	if err := rows.Err(); err != nil {
+		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
+	}
+	return v.Result(), nil
+}
