@@ -1,27 +1,30 @@
 package liveness
 
 import (
-	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // The decoder is a single left-to-right walk over the body that parses only
-// the members of DESIGN.md §5.1 and stops at the first violation. It is a
-// strict RFC 8259 parser for everything it consumes, so a body it accepts is
-// well-formed JSON. When the walk stops with an error, encoding/json checks
-// the whole body once: a malformed body is reported as such (with the byte
-// offset) in preference to any other error. The happy path therefore
-// allocates only the values it returns.
+// the members of agent_heartbeat.v1 and stops at the first violation. It is
+// a strict RFC 8259 parser for everything it consumes, so a body it accepts
+// is well-formed JSON. When the walk stops with an error, the strict-JSON
+// layer checks the whole body once (strictjson.Heartbeat.Malformed): a
+// malformed body is reported as such (with the byte offset) in preference
+// to any other error. The happy path allocates only the values it returns.
 //
-// Why not encoding/json directly: unmarshalling into maps of
-// json.RawMessage loses duplicate keys and document order, and
-// json.Decoder.Token allocates per token (several µs per body).
+// Why not the strict-JSON layer's Decode (github.com/go-json-experiment/json)
+// like the other bodies: on the heartbeat hot path it is measured 3 to 4
+// times slower and allocates 4 times as often as this walk, before any of
+// the forms are checked (docs/benchmarks.md, One strict-JSON layer); the
+// goal is at most 1.5 times. The texts of its errors that the contracts
+// share (unknown and repeated members, malformed bodies) come from
+// strictjson, and its tests and fuzz target hold it to the same rules.
 
 type decoder struct {
 	b     []byte
@@ -67,42 +70,10 @@ func decode(body []byte) (Heartbeat, *domain.Error) {
 	if err == nil {
 		return h, nil
 	}
-	if e := malformed(body); e != nil {
+	if e := strictjson.Heartbeat.Malformed(body); e != nil {
 		return Heartbeat{}, e
 	}
 	return Heartbeat{}, err
-}
-
-// malformed returns the invalid_argument error of a body that is not one
-// well-formed JSON value, or nil.
-func malformed(body []byte) *domain.Error {
-	if json.Valid(body) {
-		return nil
-	}
-	var raw json.RawMessage
-	err := json.Unmarshal(body, &raw)
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON")
-	}
-	off, msg := syntaxPosition(body, se)
-	return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON at byte offset %d: %s", off, msg)
-}
-
-// syntaxPosition turns the offset of encoding/json ("after reading Offset
-// bytes") into the 0-based offset of the offending byte, or len(body) when
-// the body ends too early.
-func syntaxPosition(body []byte, se *json.SyntaxError) (int, string) {
-	msg, off := se.Error(), int(se.Offset)
-	if !strings.HasPrefix(msg, "invalid character") {
-		return min(max(off, 0), len(body)), msg
-	}
-	// At the end of input encoding/json reports a space it adds itself.
-	if strings.HasPrefix(msg, "invalid character ' '") && off == len(body) &&
-		(len(body) == 0 || body[len(body)-1] != ' ') {
-		return len(body), "unexpected end of JSON input"
-	}
-	return min(max(off-1, 0), len(body)), msg
 }
 
 // ---- pointers and errors ----
@@ -118,29 +89,18 @@ func (d *decoder) syntax() *domain.Error {
 }
 
 // escapeToken escapes one RFC 6901 reference token.
-func escapeToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
+func escapeToken(s string) string { return strictjson.Escape(s) }
 
 func elemPtr(base string, i int) string { return base + "/" + strconv.Itoa(i) }
 
-// unknownMember reports key as unknown_member at base/key. The detail
-// quotes at most the first 64 bytes of the key; the pointer has all of it.
+// unknownMember reports key as unknown_member at base/key.
 func unknownMember(base string, key []byte) *domain.Error {
 	k := validUTF8(key)
-	shown := k
-	if len(shown) > 64 {
-		shown = strings.ToValidUTF8(shown[:64], "") + "…"
-	}
-	return domain.Errorf(domain.CodeUnknownMember,
-		"member %q is not part of agent_heartbeat.v1 here", shown).At(base + "/" + escapeToken(k))
+	return strictjson.Heartbeat.Unknown(k, base+"/"+escapeToken(k), nil)
 }
 
 func duplicateKey(ptr, key string) *domain.Error {
-	return invalid("member %q appears twice in one object", key).At(ptr)
+	return strictjson.Heartbeat.Duplicate(key, ptr)
 }
 
 func missing(ptr, key string) *domain.Error {
@@ -639,7 +599,7 @@ const (
 func (d *decoder) top(h *Heartbeat) *domain.Error {
 	d.ws()
 	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		return invalid("the body must be a JSON object (agent_heartbeat.v1)")
+		return strictjson.Heartbeat.NotObject("", "")
 	}
 	d.i++
 	var seen uint16
