@@ -107,15 +107,6 @@ func missing(ptr, key string) *domain.Error {
 	return invalid("required member %q is missing", key).At(ptr)
 }
 
-// once marks bit in *seen, or reports the duplicate key at base/key.
-func once(seen *uint16, bit uint16, base, key string) *domain.Error {
-	if *seen&bit != 0 {
-		return duplicateKey(base+"/"+escapeToken(key), key)
-	}
-	*seen |= bit
-	return nil
-}
-
 func kindName(c byte) string {
 	switch c {
 	case '"':
@@ -581,19 +572,72 @@ func seenIn[E any](s *distinct, list []E, key func(E) string, v string) bool {
 	return false
 }
 
-// ---- the members of §5.1 ----
+// ---- the members of agent_heartbeat.v1 ----
 
-// Bits of members seen in one object, for duplicate keys and required
-// members.
-const (
-	mState uint16 = 1 << iota
-	mBillingMode
-	mBillingModesSupported
-	mToolClass
-	mRuntimeVersion
-	mBillingEvidence
-	mDetails
-	mProjectReadiness
+// members walks the members of the object at base (with elem ≥ 0: at
+// base/elem, built only for an error) whose opening brace was consumed.
+// names are the members the object takes (at most 16); member reads the
+// value of names[i] at the cursor. A key not in names is unknown_member at
+// base/key, a key given before is invalid_argument at its second
+// occurrence, and an error of member that has no pointer yet gets the
+// member's. It returns the members seen, bit i for names[i].
+func (d *decoder) members(base string, elem int, names []string, member func(i int) *domain.Error) (uint16, *domain.Error) {
+	var seen uint16
+	first := true
+	for {
+		more, err := d.next(&first, '}')
+		if err != nil || !more {
+			return seen, err
+		}
+		k, err := d.key()
+		if err != nil {
+			return seen, err
+		}
+		i := indexKey(names, k)
+		if i < 0 {
+			return seen, unknownMember(at(base, elem), k)
+		}
+		if seen&(1<<i) != 0 {
+			return seen, duplicateKey(at(base, elem)+"/"+names[i], names[i]) // the names need no escaping
+		}
+		seen |= 1 << i
+		if err := member(i); err != nil {
+			if err.Pointer == "" {
+				err = err.At(at(base, elem) + "/" + names[i])
+			}
+			return seen, err
+		}
+	}
+}
+
+// at is the pointer base, or base/elem when elem ≥ 0.
+func at(base string, elem int) string {
+	if elem < 0 {
+		return base
+	}
+	return elemPtr(base, elem)
+}
+
+func indexKey(names []string, k []byte) int {
+	for i, n := range names {
+		if n == string(k) {
+			return i
+		}
+	}
+	return -1
+}
+
+// The members of each object, in the order of the table of
+// agent_heartbeat.v1; the index of a name is its bit in the seen set.
+var (
+	topMembers = []string{"state", "billing_mode", "billing_modes_supported", "tool_class",
+		"runtime_version", "billing_evidence", "details", "project_readiness"}
+	evidenceMembers = []string{"key_type", "method"}
+	detailsMembers  = []string{"capabilities", "active_runs", "degraded_reasons", "adapter", "runtime", "protocol_version"}
+	capsMembers     = []string{"followups", "components", "voice_input", "title", "files_out"}
+	adapterMembers  = []string{"name", "version"}
+	runtimeMembers  = []string{"name"}
+	entryMembers    = []string{"queue", "ready", "reason"}
 )
 
 func (d *decoder) top(h *Heartbeat) *domain.Error {
@@ -602,94 +646,44 @@ func (d *decoder) top(h *Heartbeat) *domain.Error {
 		return strictjson.Heartbeat.NotObject("", "")
 	}
 	d.i++
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "state":
-			if err := once(&seen, mState, "", "state"); err != nil {
-				return err
-			}
-			if h.State, err = d.enum(StateOnline, StateDegraded); err != nil {
-				return err.At("/state")
-			}
-		case "billing_mode":
-			if err := once(&seen, mBillingMode, "", "billing_mode"); err != nil {
-				return err
-			}
+	seen, err := d.members("", -1, topMembers, func(i int) (err *domain.Error) {
+		switch i {
+		case 0:
+			h.State, err = d.enum(StateOnline, StateDegraded)
+		case 1:
 			a := d.arena()
-			if a.billingMode, err = d.formString(&codeForm); err != nil {
-				return err.At("/billing_mode")
-			}
+			a.billingMode, err = d.formString(&codeForm)
 			h.BillingMode = &a.billingMode
-		case "billing_modes_supported":
-			if err := once(&seen, mBillingModesSupported, "", "billing_modes_supported"); err != nil {
-				return err
-			}
-			if h.BillingModesSupported, err = d.stringList("/billing_modes_supported", d.code); err != nil {
-				return err
-			}
-		case "tool_class":
-			if err := once(&seen, mToolClass, "", "tool_class"); err != nil {
-				return err
-			}
+		case 2:
+			h.BillingModesSupported, err = d.stringList("/billing_modes_supported", d.code)
+		case 3:
 			a := d.arena()
-			if a.toolClass, err = d.formString(&codeForm); err != nil {
-				return err.At("/tool_class")
-			}
+			a.toolClass, err = d.formString(&codeForm)
 			h.ToolClass = &a.toolClass
-		case "runtime_version":
-			if err := once(&seen, mRuntimeVersion, "", "runtime_version"); err != nil {
-				return err
-			}
+		case 4:
 			a := d.arena()
-			if a.runtimeVersion, err = d.formString(&versionForm); err != nil {
-				return err.At("/runtime_version")
-			}
+			a.runtimeVersion, err = d.formString(&versionForm)
 			h.RuntimeVersion = &a.runtimeVersion
-		case "billing_evidence":
-			if err := once(&seen, mBillingEvidence, "", "billing_evidence"); err != nil {
-				return err
+		case 5:
+			if err = d.evidence(); err == nil {
+				h.BillingEvidence = &d.a.evidence
 			}
-			if err := d.evidence(); err != nil {
-				return err
-			}
-			h.BillingEvidence = &d.a.evidence
-		case "details":
-			if err := once(&seen, mDetails, "", "details"); err != nil {
-				return err
-			}
-			if err := d.details(&h.Details); err != nil {
-				return err
-			}
-		case "project_readiness":
-			if err := once(&seen, mProjectReadiness, "", "project_readiness"); err != nil {
-				return err
-			}
-			if h.ProjectReadiness, err = d.readiness(); err != nil {
-				return err
-			}
+		case 6:
+			err = d.details(&h.Details)
+		case 7:
+			h.ProjectReadiness, err = d.readiness()
 			h.ProjectReadinessPresent = true
-		default:
-			return unknownMember("", k)
 		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	d.ws()
 	if d.i != len(d.b) {
 		return d.syntax()
 	}
-	if seen&mState == 0 {
+	if seen&1 == 0 {
 		return missing("/state", "state")
 	}
 	degraded := len(h.Details.DegradedReasons) > 0
@@ -704,292 +698,138 @@ func (d *decoder) top(h *Heartbeat) *domain.Error {
 
 func (d *decoder) code() (string, *domain.Error) { return d.formString(&codeForm) }
 
-func (d *decoder) evidence() *domain.Error {
+// open consumes the opening brace of the object at base.
+func (d *decoder) open(base string) *domain.Error {
 	if err := d.want('{', "an object"); err != nil {
-		return err.At("/billing_evidence")
+		return err.At(base)
 	}
 	d.i++
+	return nil
+}
+
+func (d *decoder) evidence() *domain.Error {
+	const base = "/billing_evidence"
+	if err := d.open(base); err != nil {
+		return err
+	}
 	ev := &d.arena().evidence
-	const (
-		mKeyType uint16 = 1 << iota
-		mMethod
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
+	seen, err := d.members(base, -1, evidenceMembers, func(i int) (err *domain.Error) {
+		if i == 0 {
+			ev.KeyType, err = d.code()
+		} else {
+			ev.Method, err = d.code()
 		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "key_type":
-			if err := once(&seen, mKeyType, "/billing_evidence", "key_type"); err != nil {
-				return err
-			}
-			if ev.KeyType, err = d.code(); err != nil {
-				return err.At("/billing_evidence/key_type")
-			}
-		case "method":
-			if err := once(&seen, mMethod, "/billing_evidence", "method"); err != nil {
-				return err
-			}
-			if ev.Method, err = d.code(); err != nil {
-				return err.At("/billing_evidence/method")
-			}
-		default:
-			return unknownMember("/billing_evidence", k)
-		}
-	}
-	if seen&mKeyType == 0 {
-		return missing("/billing_evidence/key_type", "key_type")
-	}
-	if seen&mMethod == 0 {
-		return missing("/billing_evidence/method", "method")
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case seen&1 == 0:
+		return missing(base+"/key_type", "key_type")
+	case seen&2 == 0:
+		return missing(base+"/method", "method")
 	}
 	return nil
 }
 
 func (d *decoder) details(det *Details) *domain.Error {
-	if err := d.want('{', "an object"); err != nil {
-		return err.At("/details")
+	const base = "/details"
+	if err := d.open(base); err != nil {
+		return err
 	}
-	d.i++
-	const (
-		mCapabilities uint16 = 1 << iota
-		mActiveRuns
-		mDegradedReasons
-		mAdapter
-		mRuntime
-		mProtocolVersion
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "capabilities":
-			if err := once(&seen, mCapabilities, "/details", "capabilities"); err != nil {
-				return err
+	_, err := d.members(base, -1, detailsMembers, func(i int) (err *domain.Error) {
+		switch i {
+		case 0:
+			if err = d.capabilities(); err == nil {
+				det.Capabilities = &d.a.caps
 			}
-			if err := d.capabilities(); err != nil {
-				return err
+		case 1:
+			det.ActiveRuns, err = d.stringList(base+"/active_runs", d.uuid)
+		case 2:
+			det.DegradedReasons, err = d.stringList(base+"/degraded_reasons", d.code)
+		case 3:
+			if err = d.adapter(); err == nil {
+				det.Adapter = &d.a.adapter
 			}
-			det.Capabilities = &d.a.caps
-		case "active_runs":
-			if err := once(&seen, mActiveRuns, "/details", "active_runs"); err != nil {
-				return err
+		case 4:
+			if err = d.runtime(); err == nil {
+				det.Runtime = &d.a.runtime
 			}
-			if det.ActiveRuns, err = d.stringList("/details/active_runs", d.uuid); err != nil {
-				return err
-			}
-		case "degraded_reasons":
-			if err := once(&seen, mDegradedReasons, "/details", "degraded_reasons"); err != nil {
-				return err
-			}
-			if det.DegradedReasons, err = d.stringList("/details/degraded_reasons", d.code); err != nil {
-				return err
-			}
-		case "adapter":
-			if err := once(&seen, mAdapter, "/details", "adapter"); err != nil {
-				return err
-			}
-			if err := d.adapter(); err != nil {
-				return err
-			}
-			det.Adapter = &d.a.adapter
-		case "runtime":
-			if err := once(&seen, mRuntime, "/details", "runtime"); err != nil {
-				return err
-			}
-			if err := d.runtime(); err != nil {
-				return err
-			}
-			det.Runtime = &d.a.runtime
-		case "protocol_version":
-			if err := once(&seen, mProtocolVersion, "/details", "protocol_version"); err != nil {
-				return err
-			}
+		case 5:
 			a := d.arena()
-			if a.protocolVersion, err = d.positiveInt(); err != nil {
-				return err.At("/details/protocol_version")
-			}
+			a.protocolVersion, err = d.positiveInt()
 			det.ProtocolVersion = &a.protocolVersion
-		default:
-			return unknownMember("/details", k)
 		}
-	}
+		return err
+	})
+	return err
 }
 
 func (d *decoder) capabilities() *domain.Error {
 	const base = "/details/capabilities"
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
+	if err := d.open(base); err != nil {
+		return err
 	}
-	d.i++
 	a := d.arena()
 	c := &a.caps
-	const (
-		mFollowups uint16 = 1 << iota
-		mComponents
-		mVoiceInput
-		mTitle
-		mFilesOut
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		var (
-			bit  uint16
-			name string
-			slot *bool  // where the value is stored
-			dst  **bool // the Capabilities field that points at it
-		)
-		switch string(k) {
-		case "followups":
-			if err := once(&seen, mFollowups, base, "followups"); err != nil {
-				return err
-			}
-			if a.followups, err = d.enum(FollowupsSteer, FollowupsQueue); err != nil {
-				return err.At(base + "/followups")
-			}
+	_, err := d.members(base, -1, capsMembers, func(i int) (err *domain.Error) {
+		if i == 0 {
+			a.followups, err = d.enum(FollowupsSteer, FollowupsQueue)
 			c.Followups = &a.followups
-			continue
-		case "components":
-			bit, name, slot, dst = mComponents, "components", &a.bools[0], &c.Components
-		case "voice_input":
-			bit, name, slot, dst = mVoiceInput, "voice_input", &a.bools[1], &c.VoiceInput
-		case "title":
-			bit, name, slot, dst = mTitle, "title", &a.bools[2], &c.Title
-		case "files_out":
-			bit, name, slot, dst = mFilesOut, "files_out", &a.bools[3], &c.FilesOut
-		default:
-			return unknownMember(base, k)
-		}
-		if err := once(&seen, bit, base, name); err != nil {
 			return err
 		}
-		if *slot, err = d.boolean(); err != nil {
-			return err.At(base + "/" + name)
+		slot := &a.bools[i-1]
+		*slot, err = d.boolean()
+		switch i {
+		case 1:
+			c.Components = slot
+		case 2:
+			c.VoiceInput = slot
+		case 3:
+			c.Title = slot
+		case 4:
+			c.FilesOut = slot
 		}
-		*dst = slot
-	}
+		return err
+	})
+	return err
 }
 
 func (d *decoder) adapter() *domain.Error {
 	const base = "/details/adapter"
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
+	if err := d.open(base); err != nil {
+		return err
 	}
-	d.i++
 	a := d.arena()
-	const (
-		mName uint16 = 1 << iota
-		mVersion
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "name":
-			if err := once(&seen, mName, base, "name"); err != nil {
-				return err
-			}
-			if a.adapter.Name, err = d.formString(&nameForm); err != nil {
-				return err.At(base + "/name")
-			}
-		case "version":
-			if err := once(&seen, mVersion, base, "version"); err != nil {
-				return err
-			}
-			if a.adapterVersion, err = d.formString(&versionForm); err != nil {
-				return err.At(base + "/version")
-			}
+	seen, err := d.members(base, -1, adapterMembers, func(i int) (err *domain.Error) {
+		if i == 0 {
+			a.adapter.Name, err = d.formString(&nameForm)
+		} else {
+			a.adapterVersion, err = d.formString(&versionForm)
 			a.adapter.Version = &a.adapterVersion
-		default:
-			return unknownMember(base, k)
 		}
-	}
-	if seen&mName == 0 {
+		return err
+	})
+	if err == nil && seen&1 == 0 {
 		return missing(base+"/name", "name")
 	}
-	return nil
+	return err
 }
 
 func (d *decoder) runtime() *domain.Error {
 	const base = "/details/runtime"
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
+	if err := d.open(base); err != nil {
+		return err
 	}
-	d.i++
 	a := d.arena()
-	seen := false
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		if string(k) != "name" {
-			return unknownMember(base, k)
-		}
-		if seen {
-			return duplicateKey(base+"/name", "name")
-		}
-		seen = true
-		if a.runtime.Name, err = d.formString(&nameForm); err != nil {
-			return err.At(base + "/name")
-		}
-	}
-	if !seen {
+	seen, err := d.members(base, -1, runtimeMembers, func(int) (err *domain.Error) {
+		a.runtime.Name, err = d.formString(&nameForm)
+		return err
+	})
+	if err == nil && seen&1 == 0 {
 		return missing(base+"/name", "name")
 	}
-	return nil
+	return err
 }
 
 func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
@@ -1022,63 +862,30 @@ func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
 }
 
 func (d *decoder) readinessEntry(n int) (ReadinessEntry, *domain.Error) {
-	ptr := func(member string) string { return elemPtr("/project_readiness", n) + member }
+	const base = "/project_readiness"
 	var e ReadinessEntry
 	if err := d.want('{', "an object"); err != nil {
-		return e, err.At(ptr(""))
+		return e, err.At(elemPtr(base, n))
 	}
 	d.i++
-	const (
-		mQueue uint16 = 1 << iota
-		mReady
-		mReason
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return e, err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return e, err
-		}
-		var bit uint16
-		switch string(k) {
-		case "queue":
-			bit = mQueue
-		case "ready":
-			bit = mReady
-		case "reason":
-			bit = mReason
-		default:
-			return e, unknownMember(ptr(""), k)
-		}
-		if seen&bit != 0 {
-			return e, duplicateKey(ptr("/"+string(k)), string(k))
-		}
-		seen |= bit
-		switch bit {
-		case mQueue:
+	seen, err := d.members(base, n, entryMembers, func(i int) (err *domain.Error) {
+		switch i {
+		case 0:
 			e.Queue, err = d.formString(&nameForm)
-		case mReady:
+		case 1:
 			e.Ready, err = d.boolean()
-		case mReason:
+		case 2:
 			e.Reason, err = d.code()
 		}
-		if err != nil {
-			return e, err.At(ptr("/" + string(k)))
-		}
-	}
-	if seen&mQueue == 0 {
-		return e, missing(ptr("/queue"), "queue")
-	}
-	if seen&mReady == 0 {
-		return e, missing(ptr("/ready"), "ready")
+		return err
+	})
+	switch {
+	case err != nil:
+		return e, err
+	case seen&1 == 0:
+		return e, missing(elemPtr(base, n)+"/queue", "queue")
+	case seen&2 == 0:
+		return e, missing(elemPtr(base, n)+"/ready", "ready")
 	}
 	return e, nil
 }
