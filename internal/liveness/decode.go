@@ -107,22 +107,6 @@ func missing(ptr, key string) *domain.Error {
 	return invalid("required member %q is missing", key).At(ptr)
 }
 
-func kindName(c byte) string {
-	switch c {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
 func isValueStart(c byte) bool {
 	switch c {
 	case '"', '{', '[', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
@@ -139,7 +123,7 @@ func (d *decoder) want(c byte, what string) *domain.Error {
 		return d.syntax()
 	}
 	if got := d.b[d.i]; got != c {
-		return invalid("must be %s, not %s", what, kindName(got))
+		return invalid("must be %s, not %s", what, strictjson.KindName(got))
 	}
 	return nil
 }
@@ -452,7 +436,7 @@ func (d *decoder) boolean() (bool, *domain.Error) {
 	case 'f':
 		return false, d.literal("false")
 	default:
-		return false, invalid("must be a boolean, not %s", kindName(c))
+		return false, invalid("must be a boolean, not %s", strictjson.KindName(c))
 	}
 }
 
@@ -471,7 +455,7 @@ func (d *decoder) positiveInt() (int, *domain.Error) {
 		return 0, d.syntax()
 	}
 	if c := d.b[d.i]; c != '-' && (c < '0' || c > '9') {
-		return 0, invalid("must be a positive integer, not %s", kindName(c))
+		return 0, invalid("must be a positive integer, not %s", strictjson.KindName(c))
 	}
 	st := d.i
 	for d.i < len(d.b) && ('0' <= d.b[d.i] && d.b[d.i] <= '9') {
@@ -500,11 +484,27 @@ func (d *decoder) positiveInt() (int, *domain.Error) {
 // stringList consumes an array of distinct strings read by elem; errors
 // point at base/N. A non-nil empty slice is returned for [].
 func (d *decoder) stringList(base string, elem func() (string, *domain.Error)) ([]string, *domain.Error) {
+	return distinctList(d, base, func(n int) (string, *domain.Error) {
+		v, err := elem()
+		if err != nil {
+			return "", err.At(elemPtr(base, n))
+		}
+		return v, nil
+	}, self, func(out []string, v string, n int) *domain.Error {
+		return invalid("%q is listed twice (first at index %d)", v, indexOf(out, self, v)).At(elemPtr(base, n))
+	})
+}
+
+// distinctList consumes the array at base of elements read by elem (n is the
+// index) whose keys are distinct; twice words the error of element n
+// repeating a key. A non-nil empty slice is returned for [].
+func distinctList[E any](d *decoder, base string, elem func(n int) (E, *domain.Error), key func(E) string,
+	twice func(out []E, e E, n int) *domain.Error) ([]E, *domain.Error) {
 	if err := d.want('[', "an array"); err != nil {
 		return nil, err.At(base)
 	}
 	d.i++
-	out := []string{}
+	out := []E{}
 	var set distinct
 	first := true
 	for n := 0; ; n++ {
@@ -515,14 +515,14 @@ func (d *decoder) stringList(base string, elem func() (string, *domain.Error)) (
 		if !more {
 			return out, nil
 		}
-		v, err := elem()
+		e, err := elem(n)
 		if err != nil {
-			return nil, err.At(elemPtr(base, n))
+			return nil, err
 		}
-		if seenIn(&set, out, self, v) {
-			return nil, invalid("%q is listed twice (first at index %d)", v, indexOf(out, self, v)).At(elemPtr(base, n))
+		if seenIn(&set, out, key, key(e)) {
+			return nil, twice(out, e, n)
 		}
-		out = append(grow(out), v)
+		out = append(grow(out), e)
 	}
 }
 
@@ -834,31 +834,9 @@ func (d *decoder) runtime() *domain.Error {
 
 func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
 	const base = "/project_readiness"
-	if err := d.want('[', "an array"); err != nil {
-		return nil, err.At(base)
-	}
-	d.i++
-	out := []ReadinessEntry{}
-	var set distinct
-	first := true
-	for n := 0; ; n++ {
-		more, err := d.next(&first, ']')
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return out, nil
-		}
-		e, err := d.readinessEntry(n)
-		if err != nil {
-			return nil, err
-		}
-		if seenIn(&set, out, queueOf, e.Queue) {
-			return nil, invalid("queue %q is listed twice (entries %d and %d)",
-				e.Queue, indexOf(out, queueOf, e.Queue), n).At(base)
-		}
-		out = append(grow(out), e)
-	}
+	return distinctList(d, base, d.readinessEntry, queueOf, func(out []ReadinessEntry, e ReadinessEntry, n int) *domain.Error {
+		return invalid("queue %q is listed twice (entries %d and %d)", e.Queue, indexOf(out, queueOf, e.Queue), n).At(base)
+	})
 }
 
 func (d *decoder) readinessEntry(n int) (ReadinessEntry, *domain.Error) {

@@ -265,7 +265,7 @@ func (c Contract) translate(body []byte, err error) *domain.Error {
 		return e
 	}
 	if k := topKind(body); k != '{' {
-		return c.notObject(kindName(k), "")
+		return c.notObject(KindName(byte(k)), "")
 	}
 	var syn *jsontext.SyntacticError
 	if errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName) {
@@ -329,7 +329,7 @@ func (c Contract) semantic(se *json.SemanticError) *domain.Error {
 		if where == "" {
 			where = "the top level"
 		}
-		return invalid("expected %s at %s, got %s", want, where, kindName(se.JSONKind)).At(ptr)
+		return invalid("expected %s at %s, got %s", want, where, KindName(byte(se.JSONKind))).At(ptr)
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

@@ -76,7 +76,7 @@ func Object(body []byte, c Contract, base string, known []string, each func(name
 		return c.malformed(body, base)
 	}
 	if tok.Kind() != '{' {
-		return c.notObject(kindName(tok.Kind()), base)
+		return c.notObject(KindName(byte(tok.Kind())), base)
 	}
 	var seen []string
 	for dec.PeekKind() != '}' {
@@ -130,8 +130,10 @@ func topKind(body []byte) jsontext.Kind {
 	return jsontext.Value(b[:1]).Kind()
 }
 
-// kindName names a JSON kind as the details do ("an object", …).
-func kindName(k jsontext.Kind) string {
+// KindName names the JSON kind of a value by its first byte, as the details
+// of every contract do: "a string", "an object", "an array", "a boolean",
+// "null", and "a number" for anything else.
+func KindName(k byte) string {
 	switch k {
 	case '"':
 		return "a string"
