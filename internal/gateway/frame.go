@@ -5,8 +5,8 @@ package gateway
 // layer: measured (BenchmarkFrame), the scanner takes a heartbeat frame
 // with 1 allocation where the strict path (strictjson.Object, which reads
 // and checks every byte of agent before liveness.DecodeHeartbeat reads it
-// again) takes 30 and 4 to 5 times as long (docs/benchmarks.md, One
-// strict-JSON layer). The scanner checks the envelope's structure itself
+// again) takes 30 and 7 times as long (docs/benchmarks.md, One strict-JSON
+// layer). The scanner checks the envelope's structure itself
 // and only captures the member agent, which liveness.DecodeHeartbeat then
 // checks completely; any frame it does not handle (escapes in keys or op,
 // other members, other shapes) goes to the strict path, which produces the
