@@ -579,13 +579,17 @@ func seenIn[E any](s *distinct, list []E, key func(E) string, v string) bool {
 // ---- the members of agent_heartbeat.v1 ----
 
 // members walks the members of the object at base (with elem ≥ 0: at
-// base/elem, built only for an error) whose opening brace was consumed.
+// base/elem, built only for an error) that starts at the cursor.
 // names are the members the object takes (at most 16); member reads the
 // value of names[i] at the cursor. A key not in names is unknown_member at
 // base/key, a key given before is invalid_argument at its second
 // occurrence, and an error of member that has no pointer yet gets the
 // member's. It returns the members seen, bit i for names[i].
 func (d *decoder) members(base string, elem int, names []string, member func(i int) *domain.Error) (uint16, *domain.Error) {
+	if err := d.want('{', "an object"); err != nil {
+		return 0, err.At(at(base, elem))
+	}
+	d.i++
 	var seen uint16
 	first := true
 	for {
@@ -649,7 +653,6 @@ func (d *decoder) top(h *Heartbeat) *domain.Error {
 	if d.i >= len(d.b) || d.b[d.i] != '{' {
 		return strictjson.Heartbeat.NotObject("", "")
 	}
-	d.i++
 	seen, err := d.members("", -1, topMembers, func(i int) (err *domain.Error) {
 		switch i {
 		case 0:
@@ -702,20 +705,8 @@ func (d *decoder) top(h *Heartbeat) *domain.Error {
 
 func (d *decoder) code() (string, *domain.Error) { return d.formString(&codeForm) }
 
-// open consumes the opening brace of the object at base.
-func (d *decoder) open(base string) *domain.Error {
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
-	}
-	d.i++
-	return nil
-}
-
 func (d *decoder) evidence() *domain.Error {
 	const base = "/billing_evidence"
-	if err := d.open(base); err != nil {
-		return err
-	}
 	ev := &d.arena().evidence
 	seen, err := d.members(base, -1, evidenceMembers, func(i int) (err *domain.Error) {
 		if i == 0 {
@@ -738,9 +729,6 @@ func (d *decoder) evidence() *domain.Error {
 
 func (d *decoder) details(det *Details) *domain.Error {
 	const base = "/details"
-	if err := d.open(base); err != nil {
-		return err
-	}
 	_, err := d.members(base, -1, detailsMembers, func(i int) (err *domain.Error) {
 		switch i {
 		case 0:
@@ -771,9 +759,6 @@ func (d *decoder) details(det *Details) *domain.Error {
 
 func (d *decoder) capabilities() *domain.Error {
 	const base = "/details/capabilities"
-	if err := d.open(base); err != nil {
-		return err
-	}
 	a := d.arena()
 	c := &a.caps
 	_, err := d.members(base, -1, capsMembers, func(i int) (err *domain.Error) {
@@ -801,9 +786,6 @@ func (d *decoder) capabilities() *domain.Error {
 
 func (d *decoder) adapter() *domain.Error {
 	const base = "/details/adapter"
-	if err := d.open(base); err != nil {
-		return err
-	}
 	a := d.arena()
 	seen, err := d.members(base, -1, adapterMembers, func(i int) (err *domain.Error) {
 		if i == 0 {
@@ -822,9 +804,6 @@ func (d *decoder) adapter() *domain.Error {
 
 func (d *decoder) runtime() *domain.Error {
 	const base = "/details/runtime"
-	if err := d.open(base); err != nil {
-		return err
-	}
 	a := d.arena()
 	seen, err := d.members(base, -1, runtimeMembers, func(int) (err *domain.Error) {
 		a.runtime.Name, err = d.formString(&nameForm)
@@ -846,10 +825,6 @@ func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
 func (d *decoder) readinessEntry(n int) (ReadinessEntry, *domain.Error) {
 	const base = "/project_readiness"
 	var e ReadinessEntry
-	if err := d.want('{', "an object"); err != nil {
-		return e, err.At(elemPtr(base, n))
-	}
-	d.i++
 	seen, err := d.members(base, n, entryMembers, func(i int) (err *domain.Error) {
 		switch i {
 		case 0:
