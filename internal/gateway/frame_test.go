@@ -62,3 +62,33 @@ func compact(t *testing.T, b []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// BenchmarkFrame compares the two ways a heartbeat frame is parsed: the
+// fast scanner of the hot path and the strict path (strictjson.Object,
+// twice), which reads and checks every byte of the agent member too.
+//
+//	go test -run '^$' -bench BenchmarkFrame -benchmem ./internal/gateway/
+func BenchmarkFrame(b *testing.B) {
+	frame := []byte(`{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"subscription","tool_class":"claude-code","runtime_version":"2.1.3","billing_evidence":{"key_type":"oauth","method":"credentials_file"},"details":{"adapter":{"name":"rollcall-load","version":"1"},"runtime":{"name":"claude-code"}}}}}`)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, d, ok := fastFrame(frame)
+			if _, ok2 := fastHeartbeatData(d); !ok || !ok2 {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("strict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			f, err := decodeFrame(frame)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := decodeHeartbeatData(f.D); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

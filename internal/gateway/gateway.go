@@ -32,10 +32,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +48,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/liveness"
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // Close codes of the gateway (DESIGN.md §2).
@@ -471,7 +470,7 @@ func (c *conn) identify(d json.RawMessage) {
 		return
 	}
 	var in identifyData
-	if err := decodeMembers(d, "", []string{"token"}, func(_ string, raw json.RawMessage) error {
+	if err := strictjson.Object(d, strictjson.Gateway, "", []string{"token"}, func(_ string, raw []byte) error {
 		return stringMember(raw, "/token", &in.Token)
 	}); err != nil || in.Token == "" {
 		reason := "authentication failed: identify needs d = {\"token\": \"<agent credential>\"}"
@@ -606,61 +605,11 @@ func (c *conn) runAgentParts(p *domain.Principal) {
 	}
 }
 
-// decodeMembers reads b as one JSON object and hands each member's raw
-// value to set, matching names exactly (encoding/json would match them
-// case-insensitively). Errors are *domain.Error with an RFC 6901 pointer
-// under base: unknown_member for a member not in known, invalid_argument
-// for malformed JSON, a non-object, a member given twice, or data after
-// the object. set returns its own *domain.Error for a wrong value.
-func decodeMembers(b []byte, base string, known []string, set func(name string, raw json.RawMessage) error) error {
-	bad := func(ptr, format string, args ...any) error {
-		return domain.Errorf(domain.CodeInvalidArgument, format, args...).At(ptr)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
-	if err != nil {
-		return bad(base, "malformed JSON")
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return bad(base, "must be a JSON object")
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return bad(base, "malformed JSON")
-		}
-		name, _ := t.(string)
-		ptr := base + "/" + strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return bad(ptr, "malformed JSON")
-		}
-		if seen[name] {
-			return bad(ptr, "member %q appears twice", name)
-		}
-		seen[name] = true
-		if !slices.Contains(known, name) {
-			return domain.Errorf(domain.CodeUnknownMember, "unknown member %q (known: %s)", name, strings.Join(known, ", ")).At(ptr)
-		}
-		if err := set(name, raw); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return bad(base, "malformed JSON")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return bad(base, "data after the JSON object")
-	}
-	return nil
-}
-
 // decodeFrame decodes a client frame {op, d} strictly (pointers relative
-// to the frame).
+// to the frame; strictjson.Gateway words the errors).
 func decodeFrame(b []byte) (frame, error) {
 	var f frame
-	err := decodeMembers(b, "", []string{"op", "d"}, func(name string, raw json.RawMessage) error {
+	err := strictjson.Object(b, strictjson.Gateway, "", []string{"op", "d"}, func(name string, raw []byte) error {
 		if name == "op" {
 			return stringMember(raw, "/op", &f.Op)
 		}
@@ -674,7 +623,7 @@ func decodeFrame(b []byte) (frame, error) {
 // (pointers relative to d).
 func decodeHeartbeatData(d []byte) (heartbeatData, error) {
 	var in heartbeatData
-	err := decodeMembers(d, "", []string{"agent"}, func(_ string, raw json.RawMessage) error {
+	err := strictjson.Object(d, strictjson.Gateway, "", []string{"agent"}, func(_ string, raw []byte) error {
 		return objectMember(raw, "/agent", &in.Agent)
 	})
 	return in, err

@@ -2,7 +2,8 @@ package liveness
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Canonical encodes h as compact JSON with the members in the order of the
@@ -197,47 +198,11 @@ func appendStrings(b []byte, list []string) []byte {
 	return append(b, ']')
 }
 
-// appendString appends s as a JSON string. Checked values are plain ASCII;
-// anything else is escaped so the output is always valid JSON (invalid
-// UTF-8 becomes U+FFFD, as encoding/json does).
+// appendString appends s as a JSON string, quoted by the strict-JSON
+// library (jsontext). Checked values are plain ASCII; anything else is
+// escaped so the output is always valid JSON (invalid UTF-8 becomes
+// U+FFFD, the error that reports it is of no use here).
 func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += n
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	b, _ = jsontext.AppendQuote(b, s)
+	return b
 }

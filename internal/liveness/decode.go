@@ -1,27 +1,34 @@
 package liveness
 
 import (
-	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // The decoder is a single left-to-right walk over the body that parses only
-// the members of DESIGN.md §5.1 and stops at the first violation. It is a
-// strict RFC 8259 parser for everything it consumes, so a body it accepts is
-// well-formed JSON. When the walk stops with an error, encoding/json checks
-// the whole body once: a malformed body is reported as such (with the byte
-// offset) in preference to any other error. The happy path therefore
-// allocates only the values it returns.
+// the members of agent_heartbeat.v1 and stops at the first violation. It is
+// a strict RFC 8259 parser for everything it consumes, so a body it accepts
+// is well-formed JSON. When the walk stops with an error, the strict-JSON
+// layer checks the whole body once (strictjson.Heartbeat.Malformed): a
+// malformed body is reported as such (with the byte offset) in preference
+// to any other error. The happy path allocates only the values it returns.
 //
-// Why not encoding/json directly: unmarshalling into maps of
-// json.RawMessage loses duplicate keys and document order, and
-// json.Decoder.Token allocates per token (several µs per body).
+// Why not the strict-JSON layer's Decode (github.com/go-json-experiment/json)
+// like the other bodies: measured on the heartbeat (BenchmarkHeartbeatDecoders
+// in package strictjson), the library filling the same shape without
+// checking a single form takes about twice as long as this walk on a full
+// body (1.3 to 3 times over eight runs) and six times as long on the
+// minimal one, and allocates 24 times instead of 6 (1 instead of 0 on the
+// minimal body); the goal is at most 1.5 times and no allocation
+// (docs/benchmarks.md, One strict-JSON layer). The error texts the
+// contracts share (unknown and repeated members, malformed bodies, JSON
+// kinds) come from strictjson, and the tests and the fuzz target hold this
+// walk to the same rules.
 
 type decoder struct {
 	b     []byte
@@ -67,42 +74,10 @@ func decode(body []byte) (Heartbeat, *domain.Error) {
 	if err == nil {
 		return h, nil
 	}
-	if e := malformed(body); e != nil {
+	if e := strictjson.Heartbeat.Malformed(body); e != nil {
 		return Heartbeat{}, e
 	}
 	return Heartbeat{}, err
-}
-
-// malformed returns the invalid_argument error of a body that is not one
-// well-formed JSON value, or nil.
-func malformed(body []byte) *domain.Error {
-	if json.Valid(body) {
-		return nil
-	}
-	var raw json.RawMessage
-	err := json.Unmarshal(body, &raw)
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON")
-	}
-	off, msg := syntaxPosition(body, se)
-	return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON at byte offset %d: %s", off, msg)
-}
-
-// syntaxPosition turns the offset of encoding/json ("after reading Offset
-// bytes") into the 0-based offset of the offending byte, or len(body) when
-// the body ends too early.
-func syntaxPosition(body []byte, se *json.SyntaxError) (int, string) {
-	msg, off := se.Error(), int(se.Offset)
-	if !strings.HasPrefix(msg, "invalid character") {
-		return min(max(off, 0), len(body)), msg
-	}
-	// At the end of input encoding/json reports a space it adds itself.
-	if strings.HasPrefix(msg, "invalid character ' '") && off == len(body) &&
-		(len(body) == 0 || body[len(body)-1] != ' ') {
-		return len(body), "unexpected end of JSON input"
-	}
-	return min(max(off-1, 0), len(body)), msg
 }
 
 // ---- pointers and errors ----
@@ -118,58 +93,22 @@ func (d *decoder) syntax() *domain.Error {
 }
 
 // escapeToken escapes one RFC 6901 reference token.
-func escapeToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
+func escapeToken(s string) string { return strictjson.Escape(s) }
 
 func elemPtr(base string, i int) string { return base + "/" + strconv.Itoa(i) }
 
-// unknownMember reports key as unknown_member at base/key. The detail
-// quotes at most the first 64 bytes of the key; the pointer has all of it.
+// unknownMember reports key as unknown_member at base/key.
 func unknownMember(base string, key []byte) *domain.Error {
 	k := validUTF8(key)
-	shown := k
-	if len(shown) > 64 {
-		shown = strings.ToValidUTF8(shown[:64], "") + "…"
-	}
-	return domain.Errorf(domain.CodeUnknownMember,
-		"member %q is not part of agent_heartbeat.v1 here", shown).At(base + "/" + escapeToken(k))
+	return strictjson.Heartbeat.Unknown(k, base+"/"+escapeToken(k), nil)
 }
 
 func duplicateKey(ptr, key string) *domain.Error {
-	return invalid("member %q appears twice in one object", key).At(ptr)
+	return strictjson.Heartbeat.Duplicate(key, ptr)
 }
 
 func missing(ptr, key string) *domain.Error {
 	return invalid("required member %q is missing", key).At(ptr)
-}
-
-// once marks bit in *seen, or reports the duplicate key at base/key.
-func once(seen *uint16, bit uint16, base, key string) *domain.Error {
-	if *seen&bit != 0 {
-		return duplicateKey(base+"/"+escapeToken(key), key)
-	}
-	*seen |= bit
-	return nil
-}
-
-func kindName(c byte) string {
-	switch c {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }
 
 func isValueStart(c byte) bool {
@@ -188,7 +127,7 @@ func (d *decoder) want(c byte, what string) *domain.Error {
 		return d.syntax()
 	}
 	if got := d.b[d.i]; got != c {
-		return invalid("must be %s, not %s", what, kindName(got))
+		return invalid("must be %s, not %s", what, strictjson.KindName(got))
 	}
 	return nil
 }
@@ -501,7 +440,7 @@ func (d *decoder) boolean() (bool, *domain.Error) {
 	case 'f':
 		return false, d.literal("false")
 	default:
-		return false, invalid("must be a boolean, not %s", kindName(c))
+		return false, invalid("must be a boolean, not %s", strictjson.KindName(c))
 	}
 }
 
@@ -520,7 +459,7 @@ func (d *decoder) positiveInt() (int, *domain.Error) {
 		return 0, d.syntax()
 	}
 	if c := d.b[d.i]; c != '-' && (c < '0' || c > '9') {
-		return 0, invalid("must be a positive integer, not %s", kindName(c))
+		return 0, invalid("must be a positive integer, not %s", strictjson.KindName(c))
 	}
 	st := d.i
 	for d.i < len(d.b) && ('0' <= d.b[d.i] && d.b[d.i] <= '9') {
@@ -549,11 +488,27 @@ func (d *decoder) positiveInt() (int, *domain.Error) {
 // stringList consumes an array of distinct strings read by elem; errors
 // point at base/N. A non-nil empty slice is returned for [].
 func (d *decoder) stringList(base string, elem func() (string, *domain.Error)) ([]string, *domain.Error) {
+	return distinctList(d, base, func(n int) (string, *domain.Error) {
+		v, err := elem()
+		if err != nil {
+			return "", err.At(elemPtr(base, n))
+		}
+		return v, nil
+	}, self, func(out []string, v string, n int) *domain.Error {
+		return invalid("%q is listed twice (first at index %d)", v, indexOf(out, self, v)).At(elemPtr(base, n))
+	})
+}
+
+// distinctList consumes the array at base of elements read by elem (n is the
+// index) whose keys are distinct; twice words the error of element n
+// repeating a key. A non-nil empty slice is returned for [].
+func distinctList[E any](d *decoder, base string, elem func(n int) (E, *domain.Error), key func(E) string,
+	twice func(out []E, e E, n int) *domain.Error) ([]E, *domain.Error) {
 	if err := d.want('[', "an array"); err != nil {
 		return nil, err.At(base)
 	}
 	d.i++
-	out := []string{}
+	out := []E{}
 	var set distinct
 	first := true
 	for n := 0; ; n++ {
@@ -564,14 +519,14 @@ func (d *decoder) stringList(base string, elem func() (string, *domain.Error)) (
 		if !more {
 			return out, nil
 		}
-		v, err := elem()
+		e, err := elem(n)
 		if err != nil {
-			return nil, err.At(elemPtr(base, n))
+			return nil, err
 		}
-		if seenIn(&set, out, self, v) {
-			return nil, invalid("%q is listed twice (first at index %d)", v, indexOf(out, self, v)).At(elemPtr(base, n))
+		if seenIn(&set, out, key, key(e)) {
+			return nil, twice(out, e, n)
 		}
-		out = append(grow(out), v)
+		out = append(grow(out), e)
 	}
 }
 
@@ -621,115 +576,121 @@ func seenIn[E any](s *distinct, list []E, key func(E) string, v string) bool {
 	return false
 }
 
-// ---- the members of §5.1 ----
+// ---- the members of agent_heartbeat.v1 ----
 
-// Bits of members seen in one object, for duplicate keys and required
-// members.
-const (
-	mState uint16 = 1 << iota
-	mBillingMode
-	mBillingModesSupported
-	mToolClass
-	mRuntimeVersion
-	mBillingEvidence
-	mDetails
-	mProjectReadiness
-)
-
-func (d *decoder) top(h *Heartbeat) *domain.Error {
-	d.ws()
-	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		return invalid("the body must be a JSON object (agent_heartbeat.v1)")
+// members walks the members of the object at base (with elem ≥ 0: at
+// base/elem, built only for an error) that starts at the cursor.
+// names are the members the object takes (at most 16); member reads the
+// value of names[i] at the cursor. A key not in names is unknown_member at
+// base/key, a key given before is invalid_argument at its second
+// occurrence, and an error of member that has no pointer yet gets the
+// member's. It returns the members seen, bit i for names[i].
+func (d *decoder) members(base string, elem int, names []string, member func(i int) *domain.Error) (uint16, *domain.Error) {
+	if err := d.want('{', "an object"); err != nil {
+		return 0, err.At(at(base, elem))
 	}
 	d.i++
 	var seen uint16
 	first := true
 	for {
 		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
+		if err != nil || !more {
+			return seen, err
 		}
 		k, err := d.key()
 		if err != nil {
-			return err
+			return seen, err
 		}
-		switch string(k) {
-		case "state":
-			if err := once(&seen, mState, "", "state"); err != nil {
-				return err
+		i := indexKey(names, k)
+		if i < 0 {
+			return seen, unknownMember(at(base, elem), k)
+		}
+		if seen&(1<<i) != 0 {
+			return seen, duplicateKey(at(base, elem)+"/"+names[i], names[i]) // the names need no escaping
+		}
+		seen |= 1 << i
+		if err := member(i); err != nil {
+			if err.Pointer == "" {
+				err = err.At(at(base, elem) + "/" + names[i])
 			}
-			if h.State, err = d.enum(StateOnline, StateDegraded); err != nil {
-				return err.At("/state")
-			}
-		case "billing_mode":
-			if err := once(&seen, mBillingMode, "", "billing_mode"); err != nil {
-				return err
-			}
+			return seen, err
+		}
+	}
+}
+
+// at is the pointer base, or base/elem when elem ≥ 0.
+func at(base string, elem int) string {
+	if elem < 0 {
+		return base
+	}
+	return elemPtr(base, elem)
+}
+
+func indexKey(names []string, k []byte) int {
+	for i, n := range names {
+		if n == string(k) {
+			return i
+		}
+	}
+	return -1
+}
+
+// The members of each object, in the order of the table of
+// agent_heartbeat.v1; the index of a name is its bit in the seen set.
+var (
+	topMembers = []string{"state", "billing_mode", "billing_modes_supported", "tool_class",
+		"runtime_version", "billing_evidence", "details", "project_readiness"}
+	evidenceMembers = []string{"key_type", "method"}
+	detailsMembers  = []string{"capabilities", "active_runs", "degraded_reasons", "adapter", "runtime", "protocol_version"}
+	capsMembers     = []string{"followups", "components", "voice_input", "title", "files_out"}
+	adapterMembers  = []string{"name", "version"}
+	runtimeMembers  = []string{"name"}
+	entryMembers    = []string{"queue", "ready", "reason"}
+)
+
+func (d *decoder) top(h *Heartbeat) *domain.Error {
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		return strictjson.Heartbeat.NotObject("", "")
+	}
+	seen, err := d.members("", -1, topMembers, func(i int) (err *domain.Error) {
+		switch i {
+		case 0:
+			h.State, err = d.enum(StateOnline, StateDegraded)
+		case 1:
 			a := d.arena()
-			if a.billingMode, err = d.formString(&codeForm); err != nil {
-				return err.At("/billing_mode")
-			}
+			a.billingMode, err = d.formString(&codeForm)
 			h.BillingMode = &a.billingMode
-		case "billing_modes_supported":
-			if err := once(&seen, mBillingModesSupported, "", "billing_modes_supported"); err != nil {
-				return err
-			}
-			if h.BillingModesSupported, err = d.stringList("/billing_modes_supported", d.code); err != nil {
-				return err
-			}
-		case "tool_class":
-			if err := once(&seen, mToolClass, "", "tool_class"); err != nil {
-				return err
-			}
+		case 2:
+			h.BillingModesSupported, err = d.stringList("/billing_modes_supported", d.code)
+		case 3:
 			a := d.arena()
-			if a.toolClass, err = d.formString(&codeForm); err != nil {
-				return err.At("/tool_class")
-			}
+			a.toolClass, err = d.formString(&codeForm)
 			h.ToolClass = &a.toolClass
-		case "runtime_version":
-			if err := once(&seen, mRuntimeVersion, "", "runtime_version"); err != nil {
-				return err
-			}
+		case 4:
 			a := d.arena()
-			if a.runtimeVersion, err = d.formString(&versionForm); err != nil {
-				return err.At("/runtime_version")
-			}
+			a.runtimeVersion, err = d.formString(&versionForm)
 			h.RuntimeVersion = &a.runtimeVersion
-		case "billing_evidence":
-			if err := once(&seen, mBillingEvidence, "", "billing_evidence"); err != nil {
-				return err
+		case 5:
+			if err = d.evidence(); err == nil {
+				h.BillingEvidence = &d.a.evidence
 			}
-			if err := d.evidence(); err != nil {
-				return err
-			}
-			h.BillingEvidence = &d.a.evidence
-		case "details":
-			if err := once(&seen, mDetails, "", "details"); err != nil {
-				return err
-			}
-			if err := d.details(&h.Details); err != nil {
-				return err
-			}
-		case "project_readiness":
-			if err := once(&seen, mProjectReadiness, "", "project_readiness"); err != nil {
-				return err
-			}
-			if h.ProjectReadiness, err = d.readiness(); err != nil {
-				return err
-			}
+		case 6:
+			err = d.details(&h.Details)
+		case 7:
+			h.ProjectReadiness, err = d.readiness()
 			h.ProjectReadinessPresent = true
-		default:
-			return unknownMember("", k)
 		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	d.ws()
 	if d.i != len(d.b) {
 		return d.syntax()
 	}
-	if seen&mState == 0 {
+	if seen&1 == 0 {
 		return missing("/state", "state")
 	}
 	degraded := len(h.Details.DegradedReasons) > 0
@@ -745,380 +706,143 @@ func (d *decoder) top(h *Heartbeat) *domain.Error {
 func (d *decoder) code() (string, *domain.Error) { return d.formString(&codeForm) }
 
 func (d *decoder) evidence() *domain.Error {
-	if err := d.want('{', "an object"); err != nil {
-		return err.At("/billing_evidence")
-	}
-	d.i++
+	const base = "/billing_evidence"
 	ev := &d.arena().evidence
-	const (
-		mKeyType uint16 = 1 << iota
-		mMethod
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
+	seen, err := d.members(base, -1, evidenceMembers, func(i int) (err *domain.Error) {
+		if i == 0 {
+			ev.KeyType, err = d.code()
+		} else {
+			ev.Method, err = d.code()
 		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "key_type":
-			if err := once(&seen, mKeyType, "/billing_evidence", "key_type"); err != nil {
-				return err
-			}
-			if ev.KeyType, err = d.code(); err != nil {
-				return err.At("/billing_evidence/key_type")
-			}
-		case "method":
-			if err := once(&seen, mMethod, "/billing_evidence", "method"); err != nil {
-				return err
-			}
-			if ev.Method, err = d.code(); err != nil {
-				return err.At("/billing_evidence/method")
-			}
-		default:
-			return unknownMember("/billing_evidence", k)
-		}
-	}
-	if seen&mKeyType == 0 {
-		return missing("/billing_evidence/key_type", "key_type")
-	}
-	if seen&mMethod == 0 {
-		return missing("/billing_evidence/method", "method")
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case seen&1 == 0:
+		return missing(base+"/key_type", "key_type")
+	case seen&2 == 0:
+		return missing(base+"/method", "method")
 	}
 	return nil
 }
 
 func (d *decoder) details(det *Details) *domain.Error {
-	if err := d.want('{', "an object"); err != nil {
-		return err.At("/details")
-	}
-	d.i++
-	const (
-		mCapabilities uint16 = 1 << iota
-		mActiveRuns
-		mDegradedReasons
-		mAdapter
-		mRuntime
-		mProtocolVersion
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "capabilities":
-			if err := once(&seen, mCapabilities, "/details", "capabilities"); err != nil {
-				return err
+	const base = "/details"
+	_, err := d.members(base, -1, detailsMembers, func(i int) (err *domain.Error) {
+		switch i {
+		case 0:
+			if err = d.capabilities(); err == nil {
+				det.Capabilities = &d.a.caps
 			}
-			if err := d.capabilities(); err != nil {
-				return err
+		case 1:
+			det.ActiveRuns, err = d.stringList(base+"/active_runs", d.uuid)
+		case 2:
+			det.DegradedReasons, err = d.stringList(base+"/degraded_reasons", d.code)
+		case 3:
+			if err = d.adapter(); err == nil {
+				det.Adapter = &d.a.adapter
 			}
-			det.Capabilities = &d.a.caps
-		case "active_runs":
-			if err := once(&seen, mActiveRuns, "/details", "active_runs"); err != nil {
-				return err
+		case 4:
+			if err = d.runtime(); err == nil {
+				det.Runtime = &d.a.runtime
 			}
-			if det.ActiveRuns, err = d.stringList("/details/active_runs", d.uuid); err != nil {
-				return err
-			}
-		case "degraded_reasons":
-			if err := once(&seen, mDegradedReasons, "/details", "degraded_reasons"); err != nil {
-				return err
-			}
-			if det.DegradedReasons, err = d.stringList("/details/degraded_reasons", d.code); err != nil {
-				return err
-			}
-		case "adapter":
-			if err := once(&seen, mAdapter, "/details", "adapter"); err != nil {
-				return err
-			}
-			if err := d.adapter(); err != nil {
-				return err
-			}
-			det.Adapter = &d.a.adapter
-		case "runtime":
-			if err := once(&seen, mRuntime, "/details", "runtime"); err != nil {
-				return err
-			}
-			if err := d.runtime(); err != nil {
-				return err
-			}
-			det.Runtime = &d.a.runtime
-		case "protocol_version":
-			if err := once(&seen, mProtocolVersion, "/details", "protocol_version"); err != nil {
-				return err
-			}
+		case 5:
 			a := d.arena()
-			if a.protocolVersion, err = d.positiveInt(); err != nil {
-				return err.At("/details/protocol_version")
-			}
+			a.protocolVersion, err = d.positiveInt()
 			det.ProtocolVersion = &a.protocolVersion
-		default:
-			return unknownMember("/details", k)
 		}
-	}
+		return err
+	})
+	return err
 }
 
 func (d *decoder) capabilities() *domain.Error {
 	const base = "/details/capabilities"
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
-	}
-	d.i++
 	a := d.arena()
 	c := &a.caps
-	const (
-		mFollowups uint16 = 1 << iota
-		mComponents
-		mVoiceInput
-		mTitle
-		mFilesOut
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		var (
-			bit  uint16
-			name string
-			slot *bool  // where the value is stored
-			dst  **bool // the Capabilities field that points at it
-		)
-		switch string(k) {
-		case "followups":
-			if err := once(&seen, mFollowups, base, "followups"); err != nil {
-				return err
-			}
-			if a.followups, err = d.enum(FollowupsSteer, FollowupsQueue); err != nil {
-				return err.At(base + "/followups")
-			}
+	_, err := d.members(base, -1, capsMembers, func(i int) (err *domain.Error) {
+		if i == 0 {
+			a.followups, err = d.enum(FollowupsSteer, FollowupsQueue)
 			c.Followups = &a.followups
-			continue
-		case "components":
-			bit, name, slot, dst = mComponents, "components", &a.bools[0], &c.Components
-		case "voice_input":
-			bit, name, slot, dst = mVoiceInput, "voice_input", &a.bools[1], &c.VoiceInput
-		case "title":
-			bit, name, slot, dst = mTitle, "title", &a.bools[2], &c.Title
-		case "files_out":
-			bit, name, slot, dst = mFilesOut, "files_out", &a.bools[3], &c.FilesOut
-		default:
-			return unknownMember(base, k)
-		}
-		if err := once(&seen, bit, base, name); err != nil {
 			return err
 		}
-		if *slot, err = d.boolean(); err != nil {
-			return err.At(base + "/" + name)
+		slot := &a.bools[i-1]
+		*slot, err = d.boolean()
+		switch i {
+		case 1:
+			c.Components = slot
+		case 2:
+			c.VoiceInput = slot
+		case 3:
+			c.Title = slot
+		case 4:
+			c.FilesOut = slot
 		}
-		*dst = slot
-	}
+		return err
+	})
+	return err
 }
 
 func (d *decoder) adapter() *domain.Error {
 	const base = "/details/adapter"
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
-	}
-	d.i++
 	a := d.arena()
-	const (
-		mName uint16 = 1 << iota
-		mVersion
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		switch string(k) {
-		case "name":
-			if err := once(&seen, mName, base, "name"); err != nil {
-				return err
-			}
-			if a.adapter.Name, err = d.formString(&nameForm); err != nil {
-				return err.At(base + "/name")
-			}
-		case "version":
-			if err := once(&seen, mVersion, base, "version"); err != nil {
-				return err
-			}
-			if a.adapterVersion, err = d.formString(&versionForm); err != nil {
-				return err.At(base + "/version")
-			}
+	seen, err := d.members(base, -1, adapterMembers, func(i int) (err *domain.Error) {
+		if i == 0 {
+			a.adapter.Name, err = d.formString(&nameForm)
+		} else {
+			a.adapterVersion, err = d.formString(&versionForm)
 			a.adapter.Version = &a.adapterVersion
-		default:
-			return unknownMember(base, k)
 		}
-	}
-	if seen&mName == 0 {
+		return err
+	})
+	if err == nil && seen&1 == 0 {
 		return missing(base+"/name", "name")
 	}
-	return nil
+	return err
 }
 
 func (d *decoder) runtime() *domain.Error {
 	const base = "/details/runtime"
-	if err := d.want('{', "an object"); err != nil {
-		return err.At(base)
-	}
-	d.i++
 	a := d.arena()
-	seen := false
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return err
-		}
-		if string(k) != "name" {
-			return unknownMember(base, k)
-		}
-		if seen {
-			return duplicateKey(base+"/name", "name")
-		}
-		seen = true
-		if a.runtime.Name, err = d.formString(&nameForm); err != nil {
-			return err.At(base + "/name")
-		}
-	}
-	if !seen {
+	seen, err := d.members(base, -1, runtimeMembers, func(int) (err *domain.Error) {
+		a.runtime.Name, err = d.formString(&nameForm)
+		return err
+	})
+	if err == nil && seen&1 == 0 {
 		return missing(base+"/name", "name")
 	}
-	return nil
+	return err
 }
 
 func (d *decoder) readiness() ([]ReadinessEntry, *domain.Error) {
 	const base = "/project_readiness"
-	if err := d.want('[', "an array"); err != nil {
-		return nil, err.At(base)
-	}
-	d.i++
-	out := []ReadinessEntry{}
-	var set distinct
-	first := true
-	for n := 0; ; n++ {
-		more, err := d.next(&first, ']')
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return out, nil
-		}
-		e, err := d.readinessEntry(n)
-		if err != nil {
-			return nil, err
-		}
-		if seenIn(&set, out, queueOf, e.Queue) {
-			return nil, invalid("queue %q is listed twice (entries %d and %d)",
-				e.Queue, indexOf(out, queueOf, e.Queue), n).At(base)
-		}
-		out = append(grow(out), e)
-	}
+	return distinctList(d, base, d.readinessEntry, queueOf, func(out []ReadinessEntry, e ReadinessEntry, n int) *domain.Error {
+		return invalid("queue %q is listed twice (entries %d and %d)", e.Queue, indexOf(out, queueOf, e.Queue), n).At(base)
+	})
 }
 
 func (d *decoder) readinessEntry(n int) (ReadinessEntry, *domain.Error) {
-	ptr := func(member string) string { return elemPtr("/project_readiness", n) + member }
+	const base = "/project_readiness"
 	var e ReadinessEntry
-	if err := d.want('{', "an object"); err != nil {
-		return e, err.At(ptr(""))
-	}
-	d.i++
-	const (
-		mQueue uint16 = 1 << iota
-		mReady
-		mReason
-	)
-	var seen uint16
-	first := true
-	for {
-		more, err := d.next(&first, '}')
-		if err != nil {
-			return e, err
-		}
-		if !more {
-			break
-		}
-		k, err := d.key()
-		if err != nil {
-			return e, err
-		}
-		var bit uint16
-		switch string(k) {
-		case "queue":
-			bit = mQueue
-		case "ready":
-			bit = mReady
-		case "reason":
-			bit = mReason
-		default:
-			return e, unknownMember(ptr(""), k)
-		}
-		if seen&bit != 0 {
-			return e, duplicateKey(ptr("/"+string(k)), string(k))
-		}
-		seen |= bit
-		switch bit {
-		case mQueue:
+	seen, err := d.members(base, n, entryMembers, func(i int) (err *domain.Error) {
+		switch i {
+		case 0:
 			e.Queue, err = d.formString(&nameForm)
-		case mReady:
+		case 1:
 			e.Ready, err = d.boolean()
-		case mReason:
+		case 2:
 			e.Reason, err = d.code()
 		}
-		if err != nil {
-			return e, err.At(ptr("/" + string(k)))
-		}
-	}
-	if seen&mQueue == 0 {
-		return e, missing(ptr("/queue"), "queue")
-	}
-	if seen&mReady == 0 {
-		return e, missing(ptr("/ready"), "ready")
+		return err
+	})
+	switch {
+	case err != nil:
+		return e, err
+	case seen&1 == 0:
+		return e, missing(elemPtr(base, n)+"/queue", "queue")
+	case seen&2 == 0:
+		return e, missing(elemPtr(base, n)+"/ready", "ready")
 	}
 	return e, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // argKind is the JSON type a tool argument must have.
@@ -301,53 +301,29 @@ func (v *verb) decodeArgs(raw json.RawMessage) (args, error) {
 			continue
 		}
 		if err := f.check(val); err != nil {
-			return nil, err.At("/" + jsonPointerEscape(f.name))
+			return nil, err.At(strictjson.Member("", f.name))
 		}
 	}
 	return in, nil
 }
 
-// members reads the members of a JSON object in document order, refusing
-// the first unknown or repeated one; null members are left out.
+// members reads the members of a JSON object in document order with the
+// strict-JSON layer (strictjson.Tool words the errors), refusing the first
+// unknown or repeated one; null members are left out.
 func (v *verb) members(raw json.RawMessage) (args, error) {
 	known := make([]string, 0, len(v.fields))
 	for _, f := range v.fields {
 		known = append(known, f.name)
 	}
-	malformed := domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s are not a valid JSON object", v.name)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // '{'
-		return nil, malformed
-	}
 	in := args{}
-	seen := map[string]bool{}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return nil, malformed
-		}
-		k, _ := kt.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, malformed
-		}
-		ptr := "/" + jsonPointerEscape(k)
-		if !slices.Contains(known, k) {
-			return nil, domain.Errorf(domain.CodeInvalidArgument, "%s takes no argument %q (it takes %v)", v.name, k, known).At(ptr)
-		}
-		if seen[k] {
-			return nil, domain.Errorf(domain.CodeInvalidArgument, "argument %q appears more than once", k).At(ptr)
-		}
-		seen[k] = true
+	err := strictjson.Object(raw, strictjson.Tool(v.name), "", known, func(k string, val []byte) error {
 		if !bytes.Equal(val, []byte("null")) {
 			in[k] = val
 		}
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return nil, malformed
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return in, nil
 }
@@ -401,22 +377,6 @@ func parseInteger(raw json.RawMessage) (int64, bool) {
 		return 0, false
 	}
 	return int64(f), true
-}
-
-// jsonPointerEscape escapes a member name for an RFC 6901 pointer.
-func jsonPointerEscape(s string) string {
-	var b bytes.Buffer
-	for _, r := range s {
-		switch r {
-		case '~':
-			b.WriteString("~0")
-		case '/':
-			b.WriteString("~1")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // toolHandler adapts a verb to mcp-go: the agent comes from the request
