@@ -74,6 +74,15 @@ type Options struct {
 	// its /64) holds open at once on a Listener; trusted proxies are not
 	// bounded. 0 = DefaultMaxConnsPerClient; negative = no bound.
 	MaxConnsPerClient int
+	// Verify reports whether a bearer credential (the token after
+	// "Bearer ") would authenticate. The edge asks it only for a client
+	// over the failed-auth limit, before the handler runs: false = refuse
+	// with 429 at once; true = serve (also when it cannot tell, e.g. the
+	// store is down: the handler decides). It must be cheap: a cached
+	// credential without a store round trip, an unknown one in at most one
+	// indexed lookup. nil = the handler verifies and a 401 past the limit
+	// becomes 429.
+	Verify func(ctx context.Context, token string) bool
 	// Log receives the refusals (info); nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives the failure windows; nil = real clock.
@@ -142,10 +151,44 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 			}
 		}
+		ip, cred := ClientIP(r), credentialKey(r)
+		if e.refusedUnverified(w, r, ip, cred) {
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, e))
-		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ClientIP(r), cred: credentialKey(r)}
+		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ip, cred: cred}
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// refusedUnverified answers 429 and reports true for a request of a client
+// over the failed-auth limit whose Authorization does not verify (design:
+// The failed-auth limit — a credential that verifies is served whatever
+// others failed from its address; one that does not is refused before its
+// body is read or a handler runs, so a guess past the limit costs one
+// credential lookup). Requests without Authorization (a console form, a
+// DELETE naming its session, the gateway's upgrade) go on to the handler,
+// whose 401 the watch turns into 429.
+func (e *Edge) refusedUnverified(w http.ResponseWriter, r *http.Request, ip, cred string) bool {
+	if e.opts.Verify == nil {
+		return false
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return false
+	}
+	wait, blocked := e.limiter.Blocked(ip, cred)
+	if !blocked {
+		return false
+	}
+	scheme, tok, _ := strings.Cut(h, " ")
+	if tok = strings.TrimSpace(tok); strings.EqualFold(scheme, "Bearer") && tok != "" && e.opts.Verify(r.Context(), tok) {
+		return false
+	}
+	e.limiter.Fail(ip, cred) // counted like any failure: the window does not move
+	e.log.Info("authentication refused", "client", ip, "reason", "rate_limited", "method", r.Method, "path", r.URL.Path, "retry_after", wait.Round(time.Second))
+	refuseLimited(w, wait)
+	return true
 }
 
 // refuse answers a request the edge turns away and ends its connection
