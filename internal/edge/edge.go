@@ -17,7 +17,9 @@
 //   - counts failed authentications (401 answers) per client IP and per
 //     credential prefix; past auth.max_failures a minute a request whose
 //     credential does not verify is answered 429 with Retry-After instead
-//     of 401 (see Limiter), logging every refusal at info with the client
+//     of 401 (see Limiter) — a bearer credential is checked by
+//     Options.Verify before the handler runs, a request without one by the
+//     handler's answer — logging every refusal at info with the client
 //     IP and a reason, never the token. A credential that verifies is
 //     served whatever others failed from the same address: credentials are
 //     too long to guess, so the limit keeps failures cheap and visible and
@@ -30,10 +32,13 @@
 //   - caps the connections one client address holds (Listener).
 //
 // The middleware knows nothing of how authentication works: it watches the
-// status of the answers, so the authenticators stay where they are.
+// status of the answers, so the authenticators stay where they are; the
+// one check it makes itself, for clients over the limit, goes through the
+// Verify port the server wires to the service.
 package edge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -211,9 +216,14 @@ func endConnection(w http.ResponseWriter) {
 // at least 1) and ends the connection.
 func refuseLimited(w http.ResponseWriter, wait time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
-	refuse(w, http.StatusTooManyRequests, "rate_limited",
-		"too many failed authentications from this client; retry after the Retry-After delay")
+	endConnection(w)
+	writeBody(w, http.StatusTooManyRequests, limitedBody)
 }
+
+// limitedBody is the 429 problem, encoded once: every guess past the limit
+// gets the same answer, so refusing one costs no encoding.
+var limitedBody = problemBody(http.StatusTooManyRequests, "rate_limited",
+	"too many failed authentications from this client; retry after the Retry-After delay")
 
 type edgeKey struct{}
 
@@ -510,13 +520,26 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, code, detail string) {
-	titles := map[string]string{"forbidden": "Forbidden", "rate_limited": "Rate limited"}
+	writeBody(w, status, problemBody(status, code, detail))
+}
+
+// writeBody answers status with the problem document body.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:rollcall:problem:" + code, "title": titles[code], "status": status, "detail": detail, "code": code})
+	_, _ = w.Write(body)
+}
+
+// problemBody is the application/problem+json document of a refusal, with
+// a trailing newline.
+func problemBody(status int, code, detail string) []byte {
+	titles := map[string]string{"forbidden": "Forbidden", "rate_limited": "Rate limited"}
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(map[string]any{"type": "urn:rollcall:problem:" + code, "title": titles[code], "status": status, "detail": detail, "code": code})
+	return b.Bytes()
 }
 
 func quote(s string) string {
