@@ -17,7 +17,9 @@
 //   - counts failed authentications (401 answers) per client IP and per
 //     credential prefix; past auth.max_failures a minute a request whose
 //     credential does not verify is answered 429 with Retry-After instead
-//     of 401 (see Limiter), logging every refusal at info with the client
+//     of 401 (see Limiter) — a bearer credential is checked by
+//     Options.Verify before the handler runs, a request without one by the
+//     handler's answer — logging every refusal at info with the client
 //     IP and a reason, never the token. A credential that verifies is
 //     served whatever others failed from the same address: credentials are
 //     too long to guess, so the limit keeps failures cheap and visible and
@@ -30,10 +32,13 @@
 //   - caps the connections one client address holds (Listener).
 //
 // The middleware knows nothing of how authentication works: it watches the
-// status of the answers, so the authenticators stay where they are.
+// status of the answers, so the authenticators stay where they are; the
+// one check it makes itself, for clients over the limit, goes through the
+// Verify port the server wires to the service.
 package edge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,6 +79,15 @@ type Options struct {
 	// its /64) holds open at once on a Listener; trusted proxies are not
 	// bounded. 0 = DefaultMaxConnsPerClient; negative = no bound.
 	MaxConnsPerClient int
+	// Verify reports whether a bearer credential (the token after
+	// "Bearer ") would authenticate. The edge asks it only for a client
+	// over the failed-auth limit, before the handler runs: false = refuse
+	// with 429 at once; true = serve (also when it cannot tell, e.g. the
+	// store is down: the handler decides). It must be cheap: a cached
+	// credential without a store round trip, an unknown one in at most one
+	// indexed lookup. nil = the handler verifies and a 401 past the limit
+	// becomes 429.
+	Verify func(ctx context.Context, token string) bool
 	// Log receives the refusals (info); nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives the failure windows; nil = real clock.
@@ -142,10 +156,44 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 			}
 		}
+		ip, cred := ClientIP(r), credentialKey(r)
+		if e.refusedUnverified(w, r, ip, cred) {
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), edgeKey{}, e))
-		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ClientIP(r), cred: credentialKey(r)}
+		ww := &watch{ResponseWriter: w, r: r, e: e, ip: ip, cred: cred}
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// refusedUnverified answers 429 and reports true for a request of a client
+// over the failed-auth limit whose Authorization does not verify (design:
+// The failed-auth limit — a credential that verifies is served whatever
+// others failed from its address; one that does not is refused before its
+// body is read or a handler runs, so a guess past the limit costs one
+// credential lookup). Requests without Authorization (a console form, a
+// DELETE naming its session, the gateway's upgrade) go on to the handler,
+// whose 401 the watch turns into 429.
+func (e *Edge) refusedUnverified(w http.ResponseWriter, r *http.Request, ip, cred string) bool {
+	if e.opts.Verify == nil {
+		return false
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return false
+	}
+	wait, blocked := e.limiter.Blocked(ip, cred)
+	if !blocked {
+		return false
+	}
+	scheme, tok, _ := strings.Cut(h, " ")
+	if tok = strings.TrimSpace(tok); strings.EqualFold(scheme, "Bearer") && tok != "" && e.opts.Verify(r.Context(), tok) {
+		return false
+	}
+	e.limiter.Fail(ip, cred) // counted like any failure: the window does not move
+	e.log.Info("authentication refused", "client", ip, "reason", "rate_limited", "method", r.Method, "path", r.URL.Path, "retry_after", wait.Round(time.Second))
+	refuseLimited(w, wait)
+	return true
 }
 
 // refuse answers a request the edge turns away and ends its connection
@@ -168,9 +216,14 @@ func endConnection(w http.ResponseWriter) {
 // at least 1) and ends the connection.
 func refuseLimited(w http.ResponseWriter, wait time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
-	refuse(w, http.StatusTooManyRequests, "rate_limited",
-		"too many failed authentications from this client; retry after the Retry-After delay")
+	endConnection(w)
+	writeBody(w, http.StatusTooManyRequests, limitedBody)
 }
+
+// limitedBody is the 429 problem, encoded once: every guess past the limit
+// gets the same answer, so refusing one costs no encoding.
+var limitedBody = problemBody(http.StatusTooManyRequests, "rate_limited",
+	"too many failed authentications from this client; retry after the Retry-After delay")
 
 type edgeKey struct{}
 
@@ -467,13 +520,26 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, code, detail string) {
-	titles := map[string]string{"forbidden": "Forbidden", "rate_limited": "Rate limited"}
+	writeBody(w, status, problemBody(status, code, detail))
+}
+
+// writeBody answers status with the problem document body.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:rollcall:problem:" + code, "title": titles[code], "status": status, "detail": detail, "code": code})
+	_, _ = w.Write(body)
+}
+
+// problemBody is the application/problem+json document of a refusal, with
+// a trailing newline.
+func problemBody(status int, code, detail string) []byte {
+	titles := map[string]string{"forbidden": "Forbidden", "rate_limited": "Rate limited"}
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(map[string]any{"type": "urn:rollcall:problem:" + code, "title": titles[code], "status": status, "detail": detail, "code": code})
+	return b.Bytes()
 }
 
 func quote(s string) string {

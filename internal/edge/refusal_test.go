@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -170,5 +171,86 @@ func TestListenerCapsConnectionsPerClient(t *testing.T) {
 	stall(proxied)
 	if got := ask(proxied); !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Fatalf("a trusted proxy was capped: %q", got)
+	}
+}
+
+// With a verifier, a client over the limit has its credential checked
+// before the handler (design: The failed-auth limit): one that does not
+// verify is answered 429 without the handler running or its body being
+// read, and the connection ends; one that verifies is served; a request
+// without Authorization goes to the handler, whose 401 becomes 429. A client
+// under the limit is never verified by the edge.
+func TestVerifierDecidesBeforeTheHandler(t *testing.T) {
+	var mu sync.Mutex
+	verified, handled := map[string]int{}, 0
+	e := New(Options{MaxFailures: 2, MaxConnsPerClient: -1, Log: slog.New(slog.DiscardHandler),
+		Verify: func(_ context.Context, token string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			verified[token]++
+			return token == "rcp_good"
+		}})
+	inner := authHandler()
+	srv := httptest.NewServer(e.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		handled++
+		mu.Unlock()
+		inner.ServeHTTP(w, r)
+	})))
+	defer srv.Close()
+	bad := map[string]string{"Authorization": "Bearer rcp_wrong-0123456789"}
+	for i := range 2 {
+		if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 401 {
+			t.Fatalf("failure %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	if len(verified) != 0 || handled != 2 {
+		t.Fatalf("under the limit: verified %v, handled %d; want the handler alone", verified, handled)
+	}
+	mu.Unlock()
+	for _, c := range []struct {
+		hdr     map[string]string
+		status  int
+		handled int
+	}{
+		{bad, 429, 0},
+		{map[string]string{"Authorization": "Basic Zm9vOmJhcg=="}, 429, 0},
+		{map[string]string{"Authorization": "Bearer rcp_good"}, 200, 1},
+		{nil, 429, 1},
+	} {
+		mu.Lock()
+		before := handled
+		mu.Unlock()
+		resp, body := get(t, srv.URL+"/v1/agents", c.hdr)
+		mu.Lock()
+		ran := handled - before
+		mu.Unlock()
+		if resp.StatusCode != c.status || ran != c.handled {
+			t.Fatalf("over the limit with %v: %d (handler ran %d times) %s; want %d, handler %d", c.hdr, resp.StatusCode, ran, body, c.status, c.handled)
+		}
+		if c.status == 429 && (resp.Header.Get("Retry-After") == "" || !resp.Close) {
+			t.Fatalf("over the limit with %v: Retry-After %q, connection kept %v", c.hdr, resp.Header.Get("Retry-After"), !resp.Close)
+		}
+	}
+	mu.Lock()
+	if verified["rcp_wrong-0123456789"] != 1 || verified["rcp_good"] != 1 || len(verified) != 2 {
+		t.Fatalf("verifier calls %v; want one per bearer credential over the limit", verified)
+	}
+	mu.Unlock()
+
+	// A wrong credential that announces a body it never sends is answered
+	// at once and its connection closed.
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	fmt.Fprintf(conn, "POST /v1/agents HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer rcp_wrong-0123456789\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n", addr)
+	got, err := io.ReadAll(conn)
+	if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 429") || !strings.Contains(string(got), "Connection: close") {
+		t.Fatalf("stalled body over the limit: %v %q", err, got)
 	}
 }

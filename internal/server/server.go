@@ -168,7 +168,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux.Handle(console.Prefix, con)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
-	s.Edge = newEdge(cfg, url, o)
+	s.Edge = newEdge(cfg, url, o, credentialVerifier(svc))
 	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.CloseEvents) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
@@ -281,7 +281,7 @@ func redact(u string) string { return Redact(u) }
 
 // newEdge builds the HTTP edge of issue 9 items 5–6 from the configuration
 // (Validate has checked the CIDRs).
-func newEdge(cfg config.Config, publicURL string, o Options) *edge.Edge {
+func newEdge(cfg config.Config, publicURL string, o Options, verify func(context.Context, string) bool) *edge.Edge {
 	var proxies []netip.Prefix
 	for _, p := range cfg.TrustedProxies {
 		if pf, err := config.ParsePrefix(p); err == nil {
@@ -293,7 +293,25 @@ func newEdge(cfg config.Config, publicURL string, o Options) *edge.Edge {
 		conns = -1 // configured off
 	}
 	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
-		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Log: o.Log, Clock: o.Clock})
+		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Log: o.Log, Clock: o.Clock})
+}
+
+// credentialVerifier is the edge's check of a bearer credential from a
+// client over the failed-auth limit: an agent credential through the
+// credential cache (no store round trip while cached), anything else as a
+// person token (one indexed lookup by hash; a token of neither kind none).
+// Only "unauthenticated" is a no: an inactive agent or a store error is
+// left to the handler to answer.
+func credentialVerifier(svc *app.Service) func(context.Context, string) bool {
+	return func(ctx context.Context, token string) bool {
+		var err error
+		if strings.HasPrefix(token, app.AgentTokenPrefix) {
+			_, err = svc.AuthenticateAgentCached(ctx, token)
+		} else {
+			_, err = svc.AuthenticatePerson(ctx, token)
+		}
+		return err == nil || domain.CodeOf(err) != domain.CodeUnauthenticated
+	}
 }
 
 // allowedHosts and allowedOrigins are the MCP endpoint's own copies of the
