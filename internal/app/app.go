@@ -174,8 +174,13 @@ func (s *Service) onAgentSessions(sig bus.AgentSessions) {
 	}
 }
 
-// Store returns the store port (for adapters that need read models).
-func (s *Service) Store() store.Store { return s.store }
+// StoreReachable checks that the store answers (the readiness probe): one
+// indexed query for the agents of an owner that cannot exist, bounded by
+// ctx. Errors: the store's.
+func (s *Service) StoreReachable(ctx context.Context) error {
+	_, err := s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: "00000000-0000-0000-0000-000000000000"})
+	return err
+}
 
 // Clock returns the injected clock.
 func (s *Service) Clock() clockwork.Clock { return s.clock }

@@ -88,7 +88,7 @@ func todoNotes(t *testing.T, ac *agentClient, want []string) {
 
 func ringAttempts(t *testing.T, e *env, id string) int {
 	t.Helper()
-	td, err := e.svc.Store().GetTodo(e.ctx, id)
+	td, err := e.store.GetTodo(e.ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

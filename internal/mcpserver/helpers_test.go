@@ -38,6 +38,7 @@ type env struct {
 	ctx   context.Context
 	clock *clockwork.FakeClock
 	svc   *app.Service
+	store *sqlite.Store
 	work  *workgroup.Group // the service's background work (digests)
 	srv   *mcpserver.Server
 	ts    *httptest.Server
@@ -82,6 +83,7 @@ func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) 
 	e := &env{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		logs: &syncBuffer{}, events: map[string]chan mcpserver.Event{}, skipped: map[string][]mcpserver.Event{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.store = st
 	e.work = &workgroup.Group{}
 	e.svc = app.New(app.Options{Store: st, Clock: e.clock, Log: log, Background: e.work})
 	t.Cleanup(e.svc.Close) // background digests end before the store closes

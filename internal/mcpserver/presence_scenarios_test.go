@@ -64,7 +64,7 @@ func (e *env) sweep() int {
 func (e *env) todo(id string) domain.Todo {
 	e.t.Helper()
 	e.svc.FlushRingRecords()
-	td, err := e.svc.Store().GetTodo(e.ctx, id)
+	td, err := e.store.GetTodo(e.ctx, id)
 	if err != nil {
 		e.t.Fatalf("GetTodo: %v", err)
 	}
@@ -73,7 +73,7 @@ func (e *env) todo(id string) domain.Todo {
 
 func (e *env) auditCount(agentID string) int {
 	e.t.Helper()
-	es, err := e.svc.Store().ListAudit(e.ctx, store.ListAuditParams{AgentID: agentID, Limit: 1000})
+	es, err := e.store.ListAudit(e.ctx, store.ListAuditParams{AgentID: agentID, Limit: 1000})
 	if err != nil {
 		e.t.Fatal(err)
 	}
