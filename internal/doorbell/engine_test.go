@@ -14,8 +14,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
-	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
