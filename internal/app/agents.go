@@ -370,7 +370,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot be changed", a.Handle))
 	}
 	s.log.Info("agent handed over", "agent", a.Handle, "agent_id", a.ID, "from", a.OwnerID, "to", to, "by", by.ID)
-	s.teamSignal(ctx, "owner:"+a.ID+":"+to+":"+a.Handle)
+	s.teamSignal(ctx, bus.Team{Kind: bus.TeamOwner, ID: a.ID, OwnerID: to, Handle: a.Handle})
 	s.signalPresence(ctx, a.ID, "")
 	return updated, nil
 }

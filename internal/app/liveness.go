@@ -194,7 +194,7 @@ func newTracker(s *Service, cfg LivenessConfig) *Tracker {
 		t.shards[i].m = map[string]*lvEntry{}
 	}
 	s.bus.Subscribe(bus.ChannelLiveness, t.onLivenessSignal)
-	s.bus.Subscribe(bus.ChannelPresence, t.onPresenceSignal)
+	bus.Listen(s.bus, t.onPresenceSignal, nil)
 	return t
 }
 
@@ -783,10 +783,15 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 }
 
 // onPresenceSignal refreshes the configuration of a tracked agent after a
-// write that may have changed it (bus.ChannelPresence "<agent_id>:<cause>",
-// e.g. PATCH of billing_mode or active), off the bus's delivery goroutine.
-func (t *Tracker) onPresenceSignal(payload string) {
-	id, _, _ := cutColon(payload)
+// write that may have changed it (e.g. PATCH of billing_mode or active),
+// off the bus's delivery goroutine. A presence or readiness write changes
+// no configuration: the presence evaluator's refresh is then the one store
+// read of this instance.
+func (t *Tracker) onPresenceSignal(sig bus.Presence) {
+	if !sig.ConfigChanged() {
+		return
+	}
+	id := sig.AgentID
 	e := t.lookup(id)
 	if e == nil {
 		return
@@ -807,15 +812,6 @@ func (t *Tracker) onPresenceSignal(payload string) {
 		t.assessLocked(e, now)
 		e.mu.Unlock()
 	}()
-}
-
-func cutColon(s string) (before, after string, ok bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 // --- project readiness encoding ---

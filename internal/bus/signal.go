@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 )
@@ -30,7 +32,7 @@ type decoder[S any] interface {
 
 // Send publishes s on its channel to every instance (the publisher's own
 // included). Errors: the bus's.
-func Send(ctx context.Context, b Bus, s Signal) error {
+func Send[S Signal](ctx context.Context, b Bus, s S) error {
 	return b.Publish(ctx, s.Channel(), s.Encode())
 }
 
@@ -106,14 +108,20 @@ func (s *AgentSessions) Decode(payload string) error {
 }
 
 // Presence (ChannelPresence) says a write may have changed an agent's
-// presence inputs or configuration (override, shift, readiness, vend,
-// update): every instance refreshes its cached copy. Cause names the write
-// ("" = none), e.g. "clock_in", "operator", "readiness". Wire form:
-// "<agent_id>:<cause>".
+// presence inputs or configuration: every instance refreshes its cached
+// copy. Cause names the write: "" for the agent's configuration (vend,
+// update, hand-over, clock-in cap), else a presence write ("clock_in",
+// "clock_out", "operator") or "readiness" (project readiness), which
+// change no configuration. Wire form: "<agent_id>:<cause>".
 type Presence struct {
 	AgentID string
 	Cause   string
 }
+
+// ConfigChanged reports whether the write may have changed the agent's
+// configuration (handle, active, billing), not only its presence inputs:
+// a cache of configuration refreshes on these signals only.
+func (s Presence) ConfigChanged() bool { return s.Cause == "" }
 
 // Channel implements Signal.
 func (Presence) Channel() string { return ChannelPresence }
@@ -153,5 +161,123 @@ func (s *PresenceTransition) Decode(payload string) error {
 		return fmt.Errorf("presence transition %q: want <agent_id>:<presence>:<reason>", payload)
 	}
 	*s = PresenceTransition{AgentID: parts[0], Presence: parts[1], Reason: parts[2]}
+	return nil
+}
+
+// Team (ChannelTeam) ends open streams and sessions on every instance
+// after a person or token change, or moves an agent's events to its new
+// owner. Wire form: "token:<token_id>", "person:<person_id>" or
+// "owner:<agent_id>:<owner_id>:<handle>".
+type Team struct {
+	Kind string // TeamToken, TeamPerson or TeamOwner
+	// ID is the token id (TeamToken), the person id (TeamPerson, the
+	// person was deactivated) or the agent id (TeamOwner).
+	ID string
+	// OwnerID and Handle are the agent's new owner and its handle
+	// (TeamOwner only).
+	OwnerID, Handle string
+}
+
+// Team kinds.
+const (
+	TeamToken  = "token"
+	TeamPerson = "person"
+	TeamOwner  = "owner"
+)
+
+// Channel implements Signal.
+func (Team) Channel() string { return ChannelTeam }
+
+// Encode implements Signal.
+func (s Team) Encode() string {
+	if s.Kind == TeamOwner {
+		return s.Kind + ":" + s.ID + ":" + s.OwnerID + ":" + s.Handle
+	}
+	return s.Kind + ":" + s.ID
+}
+
+// Decode parses the three forms; another kind is an error.
+func (s *Team) Decode(payload string) error {
+	kind, rest, _ := strings.Cut(payload, ":")
+	switch kind {
+	case TeamToken, TeamPerson:
+		*s = Team{Kind: kind, ID: rest}
+		return nil
+	case TeamOwner:
+		parts := strings.SplitN(rest, ":", 3)
+		if len(parts) == 3 {
+			*s = Team{Kind: kind, ID: parts[0], OwnerID: parts[1], Handle: parts[2]}
+			return nil
+		}
+	}
+	return fmt.Errorf("team signal %q: want token:<id>, person:<id> or owner:<agent>:<owner>:<handle>", payload)
+}
+
+// LivenessClaim is one heartbeat ownership claim: Instance holds a
+// heartbeat of the agent at Heartbeat (design: Heartbeat presence:
+// liveness, several instances).
+type LivenessClaim struct {
+	AgentID, Instance string
+	Heartbeat         time.Time
+}
+
+// LivenessClaims (ChannelLiveness) carries claims, one a line. Wire form:
+// "<agent_id>:<instance_id>:<unix_micro>" lines joined by "\n".
+type LivenessClaims struct{ Claims []LivenessClaim }
+
+// Channel implements Signal.
+func (LivenessClaims) Channel() string { return ChannelLiveness }
+
+// Encode implements Signal.
+func (s LivenessClaims) Encode() string {
+	var b strings.Builder
+	for i, c := range s.Claims {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(c.AgentID + ":" + c.Instance + ":" + strconv.FormatInt(c.Heartbeat.UnixMicro(), 10))
+	}
+	return b.String()
+}
+
+// Decode parses the claim lines, skipping lines that do not parse; a sync
+// request ("?:" prefix) is an error.
+func (s *LivenessClaims) Decode(payload string) error {
+	if strings.HasPrefix(payload, "?:") {
+		return errors.New("a liveness sync request, not claims")
+	}
+	*s = LivenessClaims{}
+	for line := range strings.SplitSeq(payload, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		us, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		s.Claims = append(s.Claims, LivenessClaim{AgentID: parts[0], Instance: parts[1], Heartbeat: time.UnixMicro(us).UTC()})
+	}
+	return nil
+}
+
+// LivenessSync (ChannelLiveness) is sent by a starting (or reconnected)
+// instance: every other instance answers with the claims of the fresh
+// heartbeats it holds. Wire form: "?:<instance_id>".
+type LivenessSync struct{ Instance string }
+
+// Channel implements Signal.
+func (LivenessSync) Channel() string { return ChannelLiveness }
+
+// Encode implements Signal.
+func (s LivenessSync) Encode() string { return "?:" + s.Instance }
+
+// Decode parses "?:<instance_id>"; claims are an error.
+func (s *LivenessSync) Decode(payload string) error {
+	inst, ok := strings.CutPrefix(payload, "?:")
+	if !ok {
+		return errors.New("liveness claims, not a sync request")
+	}
+	*s = LivenessSync{Instance: inst}
 	return nil
 }
