@@ -131,8 +131,7 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 		return VendResult{}, storeErr(err, "", fmt.Sprintf("handle %q is already taken", in.Handle))
 	}
 	s.log.Info("agent vended", "agent", a.Handle, "agent_id", a.ID, "owner", by.ID)
-	s.eval.Upsert(&a, "")
-	s.signalPresence(ctx, a.ID, "")
+	s.presenceWritten(ctx, &a, "")
 	mcpURL := s.publicURL + "/mcp"
 	return VendResult{Agent: a, Credential: token, MCPURL: mcpURL, ClaudeMCPAdd: ClaudeMCPAddLine(a.Handle, mcpURL, token)}, nil
 }

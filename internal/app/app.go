@@ -137,7 +137,7 @@ func New(o Options) *Service {
 		s.bg = &workgroup.Group{}
 	}
 	// The engines get the service's ports, never the service.
-	s.eval = evaluator.New(evaluator.Config{Store: s.store, Bus: s.bus, Events: s.Events, Clock: s.clock, Log: s.log, Metrics: s.metrics,
+	s.eval = evaluator.New(evaluator.Config{Store: s.store, Bus: s.bus, Events: s.Events, Clock: s.clock, Log: s.log, Metrics: s.metrics, Instance: s.instance,
 		// Digests do more I/O and run off the bus's delivery goroutine so
 		// doorbells are never queued behind them.
 		OnIn: func(agentID, reason string) {

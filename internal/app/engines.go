@@ -45,6 +45,16 @@ func (s *Service) FailoverOnce(ctx context.Context) int { return s.bell.Failover
 // shows its ring_attempts and last_ringed_at.
 func (s *Service) FlushRingRecords() { s.bell.DrainRecords() }
 
+// presenceWritten caches the row a presence write (or a vend) of this
+// instance just stored and tells every other instance to refresh it
+// (bus.Presence with this instance as origin: no store read here).
+func (s *Service) presenceWritten(ctx context.Context, a *domain.Agent, cause string) {
+	s.eval.Upsert(a, cause)
+	if err := bus.Send(ctx, s.bus, bus.Presence{AgentID: a.ID, Cause: cause, Origin: s.instance}); err != nil {
+		s.log.Warn("presence signal not published; other instances catch up within one evaluator pass", "agent_id", a.ID, "err", err)
+	}
+}
+
 // signalPresence tells every instance that an agent's presence inputs
 // changed (bus.Presence).
 func (s *Service) signalPresence(ctx context.Context, agentID, cause string) {

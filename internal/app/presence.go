@@ -317,8 +317,7 @@ func (s *Service) applyPresenceOnce(ctx context.Context, agentID, actor, cause s
 func (s *Service) afterPresenceWrite(ctx context.Context, a *domain.Agent, oldP string, now time.Time, cause string) {
 	p, src, until := presence.Effective(s.inputsOf(a), now)
 	s.log.Info("presence changed", "agent", a.Handle, "agent_id", a.ID, "old", oldP, "new", p, "source", src, "until", until, "cause", cause)
-	s.eval.Upsert(a, cause)
-	s.signalPresence(ctx, a.ID, cause)
+	s.presenceWritten(ctx, a, cause)
 	if _, err := s.eval.Evaluate(ctx, a.ID, now); err != nil {
 		s.log.Warn("presence transition not claimed; the next evaluator pass retries", "agent_id", a.ID, "err", err)
 	}

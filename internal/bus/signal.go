@@ -112,10 +112,13 @@ func (s *AgentSessions) Decode(payload string) error {
 // copy. Cause names the write: "" for the agent's configuration (vend,
 // update, hand-over, clock-in cap), else a presence write ("clock_in",
 // "clock_out", "operator") or "readiness" (project readiness), which
-// change no configuration. Wire form: "<agent_id>:<cause>".
+// change no configuration. Origin, when set, is the instance that made the
+// write and already cached the row it wrote: its presence cache skips the
+// refresh. Wire form: "<agent_id>:<cause>" or "<agent_id>:<cause>:<origin>".
 type Presence struct {
 	AgentID string
 	Cause   string
+	Origin  string
 }
 
 // ConfigChanged reports whether the write may have changed the agent's
@@ -127,15 +130,22 @@ func (s Presence) ConfigChanged() bool { return s.Cause == "" }
 func (Presence) Channel() string { return ChannelPresence }
 
 // Encode implements Signal.
-func (s Presence) Encode() string { return s.AgentID + ":" + s.Cause }
+func (s Presence) Encode() string {
+	if s.Origin != "" {
+		return s.AgentID + ":" + s.Cause + ":" + s.Origin
+	}
+	return s.AgentID + ":" + s.Cause
+}
 
-// Decode parses "<agent_id>:<cause>" (a payload without ":" has no cause).
+// Decode parses "<agent_id>:<cause>[:<origin>]" (a payload without ":"
+// has no cause).
 func (s *Presence) Decode(payload string) error {
-	agentID, cause, _ := strings.Cut(payload, ":")
+	agentID, rest, _ := strings.Cut(payload, ":")
 	if agentID == "" {
 		return errEmpty
 	}
-	*s = Presence{AgentID: agentID, Cause: cause}
+	cause, origin, _ := strings.Cut(rest, ":")
+	*s = Presence{AgentID: agentID, Cause: cause, Origin: origin}
 	return nil
 }
 

@@ -50,6 +50,9 @@ func TestSignalsRoundTrip(t *testing.T) {
 	pr := bus.Presence{AgentID: "a", Cause: "readiness"}
 	g4, _ := roundTrip(t, pr)
 	check("Presence", g4, []bus.Presence{pr}, pr.Encode(), "a:readiness")
+	po := bus.Presence{AgentID: "a", Cause: "operator", Origin: "i1"}
+	g4o, _ := roundTrip(t, po)
+	check("Presence with origin", g4o, []bus.Presence{po}, po.Encode(), "a:operator:i1")
 	pt := bus.PresenceTransition{AgentID: "a", Presence: "in", Reason: "shift_start"}
 	g5, _ := roundTrip(t, pt)
 	check("PresenceTransition", g5, []bus.PresenceTransition{pt}, pt.Encode(), "a:in:shift_start")

@@ -69,6 +69,10 @@ type Config struct {
 	Clock   clockwork.Clock // nil = real clock
 	Log     *slog.Logger    // nil = slog.Default()
 	Metrics Metrics         // nil = counts nothing
+	// Instance names this instance: a bus.Presence signal whose Origin it
+	// is was written here, and Upsert already cached the row ("" = refresh
+	// on every signal).
+	Instance string
 	// OnIn, when set, is called for every transition to "in" broadcast by
 	// any instance that this instance has not handled yet (the digest of a
 	// returning agent; design: Transitions and the digest). It runs on the bus's delivery
@@ -89,6 +93,7 @@ type Evaluator struct {
 	log     *slog.Logger
 	metrics Metrics
 	onIn    func(agentID, reason string)
+	self    string // Config.Instance
 
 	mu       sync.Mutex
 	entries  map[string]*entry
@@ -133,12 +138,15 @@ func New(c Config) *Evaluator {
 	if c.Metrics == nil {
 		c.Metrics = nopMetrics{}
 	}
-	e := &Evaluator{store: c.Store, bus: c.Bus, events: c.Events, clock: c.Clock, log: c.Log, metrics: c.Metrics, onIn: c.OnIn,
+	e := &Evaluator{store: c.Store, bus: c.Bus, events: c.Events, clock: c.Clock, log: c.Log, metrics: c.Metrics, onIn: c.OnIn, self: c.Instance,
 		entries: map[string]*entry{}}
 	// A presence signal refreshes the cache on the bus's delivery goroutine
 	// (one indexed read), so every signal delivered after it — a todo-ready,
 	// a transition — already sees the new presence.
 	bus.Listen(c.Bus, func(sig bus.Presence) {
+		if sig.Origin != "" && sig.Origin == e.self {
+			return // written here: Upsert cached the row
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		e.Refresh(ctx, sig.AgentID, sig.Cause)

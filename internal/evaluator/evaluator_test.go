@@ -57,7 +57,7 @@ func (in *instance) onIn() []string {
 
 func newInstance(st store.Store, b bus.Bus, clock clockwork.Clock) *instance {
 	in := &instance{events: &events{}}
-	in.ev = evaluator.New(evaluator.Config{Store: st, Bus: b, Events: in.events, Clock: clock,
+	in.ev = evaluator.New(evaluator.Config{Store: st, Bus: b, Events: in.events, Clock: clock, Instance: "self",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnIn: func(agentID, reason string) {
 			in.mu.Lock()
@@ -154,7 +154,8 @@ func TestTransitionClaimedOnce(t *testing.T) {
 }
 
 // TestPresenceSignalRefreshes: a presence write on another instance,
-// signalled on the bus, reaches this instance's cache without a pass.
+// signalled on the bus, reaches this instance's cache without a pass; a
+// signal of its own writes is not read again.
 func TestPresenceSignalRefreshes(t *testing.T) {
 	st := openStore(t)
 	clock := clockwork.NewFakeClockAt(monday0900)
@@ -173,7 +174,14 @@ func TestPresenceSignalRefreshes(t *testing.T) {
 		Audit: domain.AuditRecord{Actor: "operator:x", Action: "agent.presence", AgentID: a.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.Send(t.Context(), b, bus.Presence{AgentID: a.ID, Cause: evaluator.ReasonOperator}); err != nil {
+	// Its own signal is not refreshed: the writer cached the row it wrote.
+	if err := bus.Send(t.Context(), b, bus.Presence{AgentID: a.ID, Cause: evaluator.ReasonOperator, Origin: "self"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := in.ev.Presence(a.ID, clock.Now()); p != "in" {
+		t.Fatalf("Presence after its own signal = %q, want in (no store read)", p)
+	}
+	if err := bus.Send(t.Context(), b, bus.Presence{AgentID: a.ID, Cause: evaluator.ReasonOperator, Origin: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := in.ev.Presence(a.ID, clock.Now()); p != "out" {
