@@ -109,8 +109,7 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 		return VendResult{}, storeErr(err, "", fmt.Sprintf("handle %q is already taken", in.Handle))
 	}
 	s.log.Info("agent vended", "agent", a.Handle, "agent_id", a.ID, "owner", by.ID)
-	s.Evaluator.upsert(&a, "")
-	s.signalPresence(ctx, a.ID, "")
+	s.presenceWritten(ctx, &a, "")
 	mcpURL := s.publicURL + "/mcp"
 	return VendResult{Agent: a, Credential: token, MCPURL: mcpURL, ClaudeMCPAdd: ClaudeMCPAddLine(a.Handle, mcpURL, token)}, nil
 }
@@ -269,30 +268,12 @@ func (s *Service) RotateCredential(ctx context.Context, by domain.Person, ref st
 // closeSessions asks every instance to close the agent's sessions (all, or
 // those bound to the given credentials).
 func (s *Service) closeSessions(ctx context.Context, agentID string, creds []string) {
-	payload := agentID
-	if len(creds) > 0 {
-		payload += ":" + strings.Join(creds, ",")
-	}
+	sig := bus.AgentSessions{AgentID: agentID, Credentials: creds}
 	s.forgetCredentials(agentID)
-	if err := s.bus.Publish(ctx, bus.ChannelAgentSessions, payload); err != nil {
+	if err := bus.Send(ctx, s.bus, sig); err != nil {
 		s.log.Warn("publishing session close failed; closing local sessions only", "agent_id", agentID, "err", err)
-		s.onAgentSessions(payload)
+		s.onAgentSessions(sig)
 	}
-}
-
-func (s *Service) onAgentSessions(payload string) {
-	agent, _, _ := strings.Cut(payload, ":")
-	s.forgetCredentials(agent)
-	h := s.sessionHub()
-	if h == nil {
-		return
-	}
-	agentID, credList, _ := strings.Cut(payload, ":")
-	var creds []string
-	if credList != "" {
-		creds = strings.Split(credList, ",")
-	}
-	h.CloseAgentSessions(agentID, creds)
 }
 
 // handOver gives an agent to another active person (PATCH /v1/agents/{ref}
@@ -356,7 +337,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot be changed", a.Handle))
 	}
 	s.log.Info("agent handed over", "agent", a.Handle, "agent_id", a.ID, "from", a.OwnerID, "to", to, "by", by.ID)
-	s.teamSignal(ctx, "owner:"+a.ID+":"+to+":"+a.Handle)
+	s.teamSignal(ctx, bus.Team{Kind: bus.TeamOwner, ID: a.ID, OwnerID: to, Handle: a.Handle})
 	s.signalPresence(ctx, a.ID, "")
 	return updated, nil
 }

@@ -1,6 +1,8 @@
 // Package app holds Rollcall's use cases: vending and managing agents,
-// pushing and working todos, the audit log, and the doorbell. It orchestrates
-// the ports (store.Store, bus.Bus, SessionHub) and holds no transport code;
+// pushing and working todos, presence, the audit log. It orchestrates the
+// ports (store.Store, bus.Bus, SessionHub) and the engines it builds from
+// them (the presence evaluator, internal/evaluator; the doorbell engine,
+// internal/doorbell) and holds no transport code;
 // the MCP, REST and CLI adapters all call the same methods, so every rule
 // exists once. Time comes from an injected clockwork.Clock.
 //
@@ -27,9 +29,12 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/doorbell"
+	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // Token prefixes make leaked tokens recognisable (secret scanners) and tell
@@ -75,6 +80,11 @@ type Options struct {
 	// Tracker is the liveness tracker; nil = New builds one on the ports
 	// above, Events and Liveness, its presence signal the Service's.
 	Tracker *tracker.Tracker
+	// Background runs the service's background work (the digests of
+	// transitions and catch-ups); nil = a group of the Service's own. Close
+	// closes it. A test that must wait for that work passes its own group
+	// and calls its Wait.
+	Background *workgroup.Group
 }
 
 // Service is the use-case layer. It is safe for concurrent use.
@@ -92,13 +102,10 @@ type Service struct {
 	hubMu sync.RWMutex
 	hub   SessionHub
 
-	bgMu     sync.Mutex
-	bgClosed bool
-	bg       sync.WaitGroup
+	bg *workgroup.Group
 
-	Doorbell  *Doorbell
-	Evaluator *Evaluator
-	Digests   *Digests
+	bell *doorbell.Engine     // rings, failover, digests, sweep
+	eval *evaluator.Evaluator // the presence cache and its transitions
 
 	metrics  Metrics
 	instance string
@@ -109,7 +116,7 @@ type Service struct {
 	intake intakeState // hook rate limits (hooks.go)
 }
 
-// New builds a Service and subscribes its doorbell to the bus.
+// New builds a Service, its engines, and subscribes them to the bus.
 func New(o Options) *Service {
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
@@ -147,20 +154,55 @@ func New(o Options) *Service {
 		s.liveness = tracker.New(tracker.Options{Store: s.store, Bus: s.bus, Events: s.events, Clock: s.clock, Log: s.log,
 			Metrics: s.metrics, Instance: s.instance, SignalPresence: s.signalPresence, Config: o.Liveness})
 	}
-	s.Evaluator = newEvaluator(s)
-	s.Digests = newDigests(s)
-	s.Doorbell = newDoorbell(s)
-	// A presence signal refreshes the cache on the bus's delivery goroutine
-	// (one indexed read), so every signal delivered after it — a todo-ready,
-	// a transition — already sees the new presence. Digests do more I/O and
-	// run off that goroutine so doorbells are never queued behind them.
-	s.bus.Subscribe(bus.ChannelPresence, s.Evaluator.onPresenceSignal)
-	s.bus.Subscribe(bus.ChannelPresenceTransition, func(p string) { s.background(func() { s.Evaluator.onTransition(p) }) })
+	s.bg = o.Background
+	if s.bg == nil {
+		s.bg = &workgroup.Group{}
+	}
+	// The engines get the service's ports, never the service.
+	s.eval = evaluator.New(evaluator.Config{Store: s.store, Bus: s.bus, Events: s.events, Clock: s.clock, Log: s.log, Metrics: s.metrics, Instance: s.instance,
+		// Digests do more I/O and run off the bus's delivery goroutine so
+		// doorbells are never queued behind them.
+		OnIn: func(agentID, reason string) {
+			s.background(func() { s.bell.Digest(context.Background(), agentID, reason) })
+		}})
+	s.bell = doorbell.New(doorbell.Config{Store: s.store, Bus: s.bus, Presence: s.eval, Clock: s.clock, Log: s.log, Metrics: s.metrics,
+		FailoverAfter: s.failoverAfter})
+	bus.Listen(s.bus, s.onAgentSessions, nil)
 	return s
 }
 
-// Store returns the store port (for adapters that need read models).
-func (s *Service) Store() store.Store { return s.store }
+// The session port is the doorbell engine's; the use cases close sessions
+// through it too.
+type (
+	// SessionInfo describes one MCP session hosted by this instance.
+	SessionInfo = doorbell.SessionInfo
+	// SessionHub is the port to this instance's MCP sessions, implemented
+	// by the MCP adapter.
+	SessionHub = doorbell.SessionHub
+	// ToldReporter is optionally implemented by a SessionHub whose streams
+	// deliver doorbells on their own when they open.
+	ToldReporter = doorbell.ToldReporter
+)
+
+// DefaultFailoverAfter is doorbell.failover_after's default.
+const DefaultFailoverAfter = doorbell.DefaultFailoverAfter
+
+// onAgentSessions closes this instance's sessions named by a session-close
+// signal.
+func (s *Service) onAgentSessions(sig bus.AgentSessions) {
+	s.forgetCredentials(sig.AgentID)
+	if h := s.sessionHub(); h != nil {
+		h.CloseAgentSessions(sig.AgentID, sig.Credentials)
+	}
+}
+
+// StoreReachable checks that the store answers (the readiness probe): one
+// indexed query for the agents of an owner that cannot exist, bounded by
+// ctx. Errors: the store's.
+func (s *Service) StoreReachable(ctx context.Context) error {
+	_, err := s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: "00000000-0000-0000-0000-000000000000"})
+	return err
+}
 
 // Metrics returns the metrics port the Service counts through (never nil).
 func (s *Service) Metrics() Metrics { return s.metrics }
@@ -179,6 +221,7 @@ func (s *Service) SetSessionHub(h SessionHub) {
 	s.hubMu.Lock()
 	s.hub = h
 	s.hubMu.Unlock()
+	s.bell.SetSessionHub(h)
 }
 
 func (s *Service) sessionHub() SessionHub {
@@ -293,29 +336,12 @@ func storeErr(err error, notFound, conflict string) error {
 
 // background runs f on its own goroutine unless the service is closing;
 // Close waits for every such goroutine, so none outlives the store.
-func (s *Service) background(f func()) {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgClosed {
-		return
-	}
-	s.bg.Go(f)
-}
+func (s *Service) background(f func()) { s.bg.Go(f) }
 
 // Close stops accepting background work (bus-triggered digests) and waits
 // for what is running. Call it after Run returned and before closing the
 // store.
-func (s *Service) Close() {
-	s.bgMu.Lock()
-	s.bgClosed = true
-	s.bgMu.Unlock()
-	s.bg.Wait()
-}
-
-// Settle waits for the background work running now (digests triggered by
-// transitions) to finish. Tests call it after the event that started the
-// work; it does not stop new work.
-func (s *Service) Settle() { s.bg.Wait() }
+func (s *Service) Close() { s.bg.Close() }
 
 // SubscribeEvents subscribes the person ownerID, who opened the stream with
 // the personal token tokenID, to the operator events of their own agents

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/doorbell"
 )
 
 // ReapInterval is how often expired leases are returned.
@@ -15,19 +17,19 @@ const ReapInterval = 5 * time.Second
 // ring recorder. Timers come from the injected clock. It loads the presence
 // cache first.
 func (s *Service) Run(ctx context.Context) {
-	if err := s.Evaluator.Load(ctx); err != nil && ctx.Err() == nil {
+	if err := s.eval.Load(ctx); err != nil && ctx.Err() == nil {
 		s.log.Error("presence cache not loaded; the evaluator retries on its next pass", "err", err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { s.Doorbell.RunRecorder(ctx) })
+	wg.Go(func() { s.bell.RunRecorder(ctx) })
 	wg.Go(func() {
-		s.every(ctx, s.evalEvery, "presence evaluator", func(ctx context.Context) error { _, err := s.Evaluator.Pass(ctx); return err })
+		s.every(ctx, s.evalEvery, "presence evaluator", func(ctx context.Context) error { _, err := s.eval.Pass(ctx); return err })
 	})
 	wg.Go(func() {
-		s.every(ctx, s.sweepEvery, "doorbell sweep", func(ctx context.Context) error { _, err := s.SweepOnce(ctx); return err })
+		s.every(ctx, s.sweepEvery, "doorbell sweep", func(ctx context.Context) error { _, err := s.bell.SweepOnce(ctx); return err })
 	})
 	wg.Go(func() {
-		s.every(ctx, FailoverTick(s.failoverAfter), "doorbell failover", func(ctx context.Context) error { s.Doorbell.FailoverOnce(ctx); return nil })
+		s.every(ctx, doorbell.FailoverTick(s.failoverAfter), "doorbell failover", func(ctx context.Context) error { s.bell.FailoverOnce(ctx); return nil })
 	})
 	s.every(ctx, ReapInterval, "lease reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
 	wg.Wait()

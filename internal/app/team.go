@@ -193,7 +193,7 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	}
 	if !p.Active {
 		s.log.Info("person deactivated", "person_id", id, "by", by.ID)
-		s.teamSignal(ctx, "person:"+id)
+		s.teamSignal(ctx, bus.Team{Kind: bus.TeamPerson, ID: id})
 	}
 	return p, nil
 }
@@ -247,7 +247,7 @@ func (s *Service) RevokeToken(ctx context.Context, by domain.Person, id string) 
 		return domain.PersonToken{}, storeErr(err, fmt.Sprintf("token %q not found", id), "")
 	}
 	s.log.Info("token revoked", "token_id", id, "person_id", by.ID)
-	s.teamSignal(ctx, "token:"+id)
+	s.teamSignal(ctx, bus.Team{Kind: bus.TeamToken, ID: id})
 	return t, nil
 }
 
@@ -414,31 +414,27 @@ type credEntry struct {
 func (s *Service) initTeam() {
 	s.team.touched = map[string]time.Time{}
 	s.team.creds = map[string]credEntry{}
-	s.bus.Subscribe(bus.ChannelTeam, s.onTeam)
+	bus.Listen(s.bus, s.onTeam, nil)
 }
 
 // teamSignal tells every instance (this one at once) that a token or a
 // person can no longer authenticate, or that an agent changed owner.
-func (s *Service) teamSignal(ctx context.Context, payload string) {
-	s.onTeam(payload)
-	if err := s.bus.Publish(ctx, bus.ChannelTeam, payload); err != nil {
+func (s *Service) teamSignal(ctx context.Context, sig bus.Team) {
+	s.onTeam(sig)
+	if err := bus.Send(ctx, s.bus, sig); err != nil {
 		s.log.Warn("publishing a team change failed; other instances catch up within the re-check interval", "err", err)
 	}
 }
 
-func (s *Service) onTeam(payload string) {
-	kind, rest, _ := strings.Cut(payload, ":")
-	switch kind {
-	case "token":
-		s.events.CloseToken(rest)
-	case "person":
-		s.events.CloseOwner(rest)
-	case "owner":
-		parts := strings.SplitN(rest, ":", 3)
-		if len(parts) == 3 {
-			s.forgetCredentials(parts[0]) // cached lookups carry the old owner
-			s.events.SetOwner(parts[0], parts[1], parts[2])
-		}
+func (s *Service) onTeam(sig bus.Team) {
+	switch sig.Kind {
+	case bus.TeamToken:
+		s.events.CloseToken(sig.ID)
+	case bus.TeamPerson:
+		s.events.CloseOwner(sig.ID)
+	case bus.TeamOwner:
+		s.forgetCredentials(sig.ID) // cached lookups carry the old owner
+		s.events.SetOwner(sig.ID, sig.OwnerID, sig.Handle)
 	}
 }
 

@@ -119,9 +119,8 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 // doorbell.
 func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 	r := domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}
-	s.Doorbell.Ring(r)
-	b, _ := json.Marshal(r)
-	if err := s.bus.Publish(ctx, bus.ChannelTodoReady, string(b)); err != nil {
+	s.bell.Ring(r)
+	if err := bus.Send(ctx, s.bus, bus.TodoReady{TodoReady: r}); err != nil {
 		// Lossy by design (DESIGN.md §4): the sweep re-rings.
 		s.log.Warn("todo-ready signal not published", "todo_id", t.ID, "err", err)
 	}
@@ -151,6 +150,13 @@ func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref stri
 	if err != nil {
 		return nil, err
 	}
+	return s.ListTodosOf(ctx, &a, f)
+}
+
+// ListTodosOf lists the todos of an agent the caller already resolved
+// (OwnedAgent), without reading the agent again: the console's cards and
+// agent page. Errors: invalid_argument (/state, /limit), the store's.
+func (s *Service) ListTodosOf(ctx context.Context, a *domain.Agent, f TodoFilter) ([]domain.Todo, error) {
 	if err := checkTodoFilter(&f); err != nil {
 		return nil, err
 	}

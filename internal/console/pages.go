@@ -12,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/presence"
-	"github.com/rollcall/rollcall/internal/store"
 )
 
 // --- fleet page ---
@@ -187,7 +186,7 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 		if filter != "" && state != filter {
 			continue
 		}
-		ts, err := h.svc.Store().ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: state, Limit: agentListLimit})
+		ts, err := h.svc.ListTodosOf(ctx, &a, app.TodoFilter{State: state, Limit: agentListLimit})
 		if err != nil {
 			h.fail(w, r, v, err)
 			return

@@ -12,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/presence"
-	"github.com/rollcall/rollcall/internal/store"
 )
 
 // cardView is one agent card (fleet page, agent page, card fragment).
@@ -190,7 +189,7 @@ func (h *Handler) buildCard(ctx context.Context, v *visit, a *domain.Agent) (car
 	for _, t := range p.Held {
 		c.heldIDs[t.ID] = true
 	}
-	claimed, err := h.svc.Store().ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, State: domain.TodoClaimed, Limit: domain.MaxListLimit})
+	claimed, err := h.svc.ListTodosOf(ctx, a, app.TodoFilter{State: domain.TodoClaimed, Limit: domain.MaxListLimit})
 	if err != nil {
 		return c, err
 	}

@@ -35,7 +35,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,7 +133,7 @@ func New(o Options) *Gateway {
 		conns:   map[*conn]struct{}{},
 		byAgent: map[string]map[*conn]struct{}{}, stop: make(chan struct{})}
 	if o.Bus != nil {
-		o.Bus.Subscribe(bus.ChannelAgentSessions, g.onAgentSessions)
+		bus.Listen(o.Bus, g.onAgentSessions, nil)
 	}
 	if o.Recheck > 0 {
 		go g.recheckLoop(g.clock.NewTicker(o.Recheck)) // the ticker exists when New returns
@@ -243,14 +242,10 @@ func (g *Gateway) unregister(c *conn) {
 }
 
 // onAgentSessions closes the connections of an agent whose credentials were
-// revoked ("<agent_id>", also deactivation) or rotated
-// ("<agent_id>:<cred>,<cred>").
-func (g *Gateway) onAgentSessions(payload string) {
-	agentID, credList, _ := strings.Cut(payload, ":")
-	var creds []string
-	if credList != "" {
-		creds = strings.Split(credList, ",")
-	}
+// revoked (all of them, also deactivation) or rotated (those bound to the
+// signal's credentials).
+func (g *Gateway) onAgentSessions(sig bus.AgentSessions) {
+	agentID, creds := sig.AgentID, sig.Credentials
 	g.mu.Lock()
 	var victims []*conn
 	for c := range g.byAgent[agentID] {

@@ -41,6 +41,7 @@ type env struct {
 	t     *testing.T
 	clock *clockwork.FakeClock
 	svc   *app.Service
+	st    *sqlite.Store
 	gw    *gateway.Gateway
 	srv   *httptest.Server
 	admin domain.Person
@@ -82,7 +83,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { _ = gw.Shutdown(context.Background()) })
-	return &env{t: t, clock: clock, svc: svc, gw: gw, srv: srv, admin: admin, cred: res.Credential, agent: res.Agent}
+	return &env{t: t, clock: clock, svc: svc, st: st, gw: gw, srv: srv, admin: admin, cred: res.Credential, agent: res.Agent}
 }
 
 type client struct {
@@ -489,7 +490,7 @@ func looseTempDir(t testing.TB) string {
 func TestRecheckClosesWithoutBusSignal(t *testing.T) {
 	e := newEnv(t)
 	c := e.ready()
-	_, err := e.svc.Store().RevokeAgent(t.Context(), store.RevokeAgentParams{ID: e.agent.ID, Now: e.clock.Now(),
+	_, err := e.st.RevokeAgent(t.Context(), store.RevokeAgentParams{ID: e.agent.ID, Now: e.clock.Now(),
 		Audit: domain.AuditRecord{Actor: "system", Action: "agent.revoke", AgentID: e.agent.ID}})
 	if err != nil {
 		t.Fatal(err)

@@ -476,7 +476,7 @@ func TestDeliveryIDsHaveTheirOwnNamespace(t *testing.T) {
 	old := domain.Todo{ID: "01900000-0000-7000-8000-000000000001", AgentID: op.AgentID, Queue: "review", Title: "old", Source: "github",
 		IdempotencyKey: "legacy-1", PushEligible: true, CreatedBy: "hook:" + gh.Hook.ID, State: domain.TodoPending,
 		MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
-	if _, err := e.Service.Store().RecordDelivery(t.Context(), store.RecordDeliveryParams{Todo: &old, Delivery: domain.HookDelivery{
+	if _, err := e.Store.RecordDelivery(t.Context(), store.RecordDeliveryParams{Todo: &old, Delivery: domain.HookDelivery{
 		ID: "01900000-0000-7000-8000-000000000002", HookID: gh.Hook.ID, Key: "legacy-1", Event: "pull_request", Action: "opened",
 		Outcome: domain.DeliveryCreated, ReceivedAt: now}}); err != nil {
 		t.Fatal(err)

@@ -54,7 +54,6 @@ import (
 	apidoc "github.com/rollcall/rollcall/api"
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
-	"github.com/rollcall/rollcall/internal/store"
 )
 
 // Options configures the handler.
@@ -282,8 +281,7 @@ func (a *api) authFailed(r *http.Request, reason string, err error) error {
 func (a *api) storeReachable(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := a.svc.Store().ListAgents(ctx, store.ListAgentsParams{OwnerID: "00000000-0000-0000-0000-000000000000"})
-	return err
+	return a.svc.StoreReachable(ctx)
 }
 
 // logRequests logs one record per request and turns a panic into a 500

@@ -156,7 +156,7 @@ func TestPersonalTokens(t *testing.T) {
 	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "stream"}).want(t, 201, &m2)
 	stream := e.events(t, m2.Token, "").opened()
 	bob, _ := e.Service.AuthenticatePerson(t.Context(), e.bob)
-	if _, err := e.Service.Store().RevokeToken(t.Context(), store.RevokeTokenParams{PersonID: bob.ID, ID: m2.ID, Now: e.Clock.Now(),
+	if _, err := e.Store.RevokeToken(t.Context(), store.RevokeTokenParams{PersonID: bob.ID, ID: m2.ID, Now: e.Clock.Now(),
 		Audit: domain.AuditRecord{Actor: "system", Action: "token.revoke"}}); err != nil {
 		t.Fatal(err)
 	}

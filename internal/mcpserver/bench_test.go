@@ -28,7 +28,7 @@ func BenchmarkDoorbell(b *testing.B) {
 	e := newEnv(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); e.svc.Doorbell.RunRecorder(ctx) }() // ring records, as in a server
+	go func() { defer close(done); e.svc.Run(ctx) }() // ring records, as in a server
 	b.Cleanup(func() { cancel(); <-done })
 	a := e.vend("ada", allVerbs, "q1")
 	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})

@@ -57,11 +57,11 @@ type ringLog struct {
 
 func watchRings(e *env) *ringLog {
 	l := &ringLog{on: map[string][]string{}}
-	e.svc.Doorbell.OnRing = func(session string, m domain.ChannelMessage) {
+	e.onRing(func(session string, m domain.ChannelMessage) {
 		l.mu.Lock()
 		l.on[m.Meta["todo_id"]] = append(l.on[m.Meta["todo_id"]], session)
 		l.mu.Unlock()
-	}
+	})
 	return l
 }
 
@@ -88,7 +88,7 @@ func todoNotes(t *testing.T, ac *agentClient, want []string) {
 
 func ringAttempts(t *testing.T, e *env, id string) int {
 	t.Helper()
-	td, err := e.svc.Store().GetTodo(e.ctx, id)
+	td, err := e.store.GetTodo(e.ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +129,14 @@ func TestFrozenSessionDoorbellsFailOver(t *testing.T) {
 	for _, id := range onLive { // the live agent works what it hears of
 		live.ok("claim", map[string]any{"todo_id": id}, nil)
 	}
-	e.svc.Doorbell.DrainRecords()
+	e.svc.FlushRingRecords()
 
 	e.clock.Advance(app.DefaultFailoverAfter - 1)
-	if n := e.svc.Doorbell.FailoverOnce(e.ctx); n != 0 {
+	if n := e.svc.FailoverOnce(e.ctx); n != 0 {
 		t.Fatalf("%d failed over before failover_after", n)
 	}
 	e.clock.Advance(1)
-	if n := e.svc.Doorbell.FailoverOnce(e.ctx); n != len(onFrozen) {
+	if n := e.svc.FailoverOnce(e.ctx); n != len(onFrozen) {
 		t.Fatalf("FailoverOnce rang %d, want the %d doorbells of the frozen session", n, len(onFrozen))
 	}
 	todoNotes(t, live, onFrozen)
@@ -157,9 +157,9 @@ func TestFrozenSessionDoorbellsFailOver(t *testing.T) {
 		todoNotes(t, live, []string{td.ID})
 	}
 	// Every session was rung for those todos: nothing more to fail over.
-	e.svc.Doorbell.DrainRecords()
+	e.svc.FlushRingRecords()
 	e.clock.Advance(app.DefaultFailoverAfter)
-	if n := e.svc.Doorbell.FailoverOnce(e.ctx); n != 0 {
+	if n := e.svc.FailoverOnce(e.ctx); n != 0 {
 		t.Fatalf("second failover pass rang %d, want 0", n)
 	}
 	live.noNote()
@@ -188,7 +188,7 @@ func TestClosingSessionHandsItsDoorbellOn(t *testing.T) {
 	waitFor(t, "the doorbell is handed to the other session", func() bool { return len(rings.sessions(td.ID)) == 2 })
 	other.roundTrip() // its buffered notification comes with this response
 	todoNotes(t, other, []string{td.ID})
-	e.svc.Doorbell.DrainRecords()
+	e.svc.FlushRingRecords()
 	if got := ringAttempts(t, e, td.ID); got != 1 {
 		t.Errorf("ring_attempts %d, want 1 (the same ring reached another session)", got)
 	}
@@ -211,7 +211,7 @@ func TestKilledClientDoorbellStillRung(t *testing.T) {
 		td := e.push("ada", "q1", "pushed as the client dies")
 		wg.Wait()
 		e.waitEvent(victim, mcpserver.StreamClosed)
-		e.svc.Doorbell.DrainRecords()
+		e.svc.FlushRingRecords()
 		failedOver := false
 		deadline := time.After(wait)
 	read:
@@ -230,7 +230,7 @@ func TestKilledClientDoorbellStillRung(t *testing.T) {
 				if !failedOver { // not handed on at once: written before the death
 					failedOver = true
 					e.clock.Advance(app.DefaultFailoverAfter)
-					e.svc.Doorbell.FailoverOnce(e.ctx)
+					e.svc.FailoverOnce(e.ctx)
 				}
 			case <-deadline:
 				t.Fatalf("run %d: the todo pushed as the client died was never rung on the live session", i)
@@ -345,9 +345,9 @@ func TestStalledStreamLosesNoDoorbell(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 			if !failedOver {
 				failedOver = true
-				e.svc.Doorbell.DrainRecords()
+				e.svc.FlushRingRecords()
 				e.clock.Advance(app.DefaultFailoverAfter)
-				e.svc.Doorbell.FailoverOnce(e.ctx)
+				e.svc.FailoverOnce(e.ctx)
 			}
 		case <-deadline:
 			var missing []string

@@ -74,11 +74,11 @@ func TestHandOff(t *testing.T) {
 			t.Errorf("%v: %+v, want invalid_argument at %s", c.args, te, c.ptr)
 		}
 	}
-	ts, err := e.svc.Store().ListTodos(e.ctx, store.ListTodosParams{AgentID: builder.Agent.ID})
+	ts, err := e.store.ListTodos(e.ctx, store.ListTodosParams{AgentID: builder.Agent.ID})
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("todos of builder %d, %v; want only the one handed off", len(ts), err)
 	}
-	es, err := e.svc.Store().ListAudit(e.ctx, store.ListAuditParams{AgentID: builder.Agent.ID})
+	es, err := e.store.ListAudit(e.ctx, store.ListAuditParams{AgentID: builder.Agent.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // wait is the generous bound of every wait on a channel in these tests: an
@@ -37,6 +38,8 @@ type env struct {
 	ctx   context.Context
 	clock *clockwork.FakeClock
 	svc   *app.Service
+	store *sqlite.Store
+	work  *workgroup.Group // the service's background work (digests)
 	srv   *mcpserver.Server
 	ts    *httptest.Server
 	url   string
@@ -80,7 +83,9 @@ func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) 
 	e := &env{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		logs: &syncBuffer{}, events: map[string]chan mcpserver.Event{}, skipped: map[string][]mcpserver.Event{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = app.New(app.Options{Store: st, Clock: e.clock, Log: log})
+	e.store = st
+	e.work = &workgroup.Group{}
+	e.svc = app.New(app.Options{Store: st, Clock: e.clock, Log: log, Background: e.work})
 	t.Cleanup(e.svc.Close) // background digests end before the store closes
 	token, _, err := e.svc.Bootstrap(ctx, "")
 	if err != nil {
@@ -127,6 +132,33 @@ func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) 
 		}
 	})
 	return e
+}
+
+// settle waits for the service's background work running now (the digests
+// of transitions) to finish.
+func (e *env) settle() { e.work.Wait() }
+
+// ringHub is the real session hub with every todo doorbell it queued
+// observed (a digest carries no todo_id and is not one).
+type ringHub struct {
+	*mcpserver.Server
+	on func(sessionID string, m domain.ChannelMessage)
+}
+
+func (h ringHub) Notify(id string, m domain.ChannelMessage) error {
+	if err := h.Server.Notify(id, m); err != nil {
+		return err
+	}
+	if m.Meta["todo_id"] != "" {
+		h.on(id, m)
+	}
+	return nil
+}
+
+// onRing makes f observe, on the ringing goroutine, every todo doorbell
+// queued from now on.
+func (e *env) onRing(f func(sessionID string, m domain.ChannelMessage)) {
+	e.svc.SetSessionHub(ringHub{e.srv, f})
 }
 
 func (e *env) record(ev mcpserver.Event) {

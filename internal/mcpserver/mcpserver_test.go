@@ -237,7 +237,7 @@ func TestDoorbellGoesToOneSessionPreferringAStream(t *testing.T) {
 	a := e.vend("ada", allVerbs, "q1")
 	b := e.vend("bob", allVerbs, "q1")
 	var rung []string
-	e.svc.Doorbell.OnRing = func(id string, _ domain.ChannelMessage) { rung = append(rung, id) }
+	e.onRing(func(id string, _ domain.ChannelMessage) { rung = append(rung, id) })
 
 	quiet := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})               // no GET stream
 	loud := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})  // GET stream

@@ -6,7 +6,6 @@ package mcpserver_test
 // evaluator and the sweep run when the test calls them.
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -45,7 +45,7 @@ func (e *env) setShift(handle, shift string) {
 // pass runs one evaluator pass and returns the transitions it claimed.
 func (e *env) pass() int {
 	e.t.Helper()
-	n, err := e.svc.Evaluator.Pass(e.ctx)
+	n, err := e.svc.EvaluatePresence(e.ctx)
 	if err != nil {
 		e.t.Fatalf("evaluator pass: %v", err)
 	}
@@ -63,8 +63,8 @@ func (e *env) sweep() int {
 
 func (e *env) todo(id string) domain.Todo {
 	e.t.Helper()
-	e.svc.Doorbell.DrainRecords()
-	td, err := e.svc.Store().GetTodo(e.ctx, id)
+	e.svc.FlushRingRecords()
+	td, err := e.store.GetTodo(e.ctx, id)
 	if err != nil {
 		e.t.Fatalf("GetTodo: %v", err)
 	}
@@ -73,7 +73,7 @@ func (e *env) todo(id string) domain.Todo {
 
 func (e *env) auditCount(agentID string) int {
 	e.t.Helper()
-	es, err := e.svc.Store().ListAudit(e.ctx, store.ListAuditParams{AgentID: agentID, Limit: 1000})
+	es, err := e.store.ListAudit(e.ctx, store.ListAuditParams{AgentID: agentID, Limit: 1000})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestShiftStartDigest(t *testing.T) {
 			t.Fatalf("digest content names a title: %q", content)
 		}
 	}
-	e.svc.Settle() // the digest's marks are written after its notification
+	e.settle() // the digest's marks are written after its notification
 	if n := e.pass(); n != 0 {
 		t.Fatalf("a second pass claimed %d transitions", n)
 	}
@@ -352,10 +352,10 @@ func TestShiftStartDigest(t *testing.T) {
 	ac.roundTrip()
 	ac.noNote()
 	e.at(tuesday0900.Add(5 * time.Minute))
-	if n := e.sweep(); n != app.SweepPerAgent {
-		t.Fatalf("the sweep at 09:05 rang %d todos, want %d (per-agent limit)", n, app.SweepPerAgent)
+	if n := e.sweep(); n != doorbell.SweepPerAgent {
+		t.Fatalf("the sweep at 09:05 rang %d todos, want %d (per-agent limit)", n, doorbell.SweepPerAgent)
 	}
-	for range app.SweepPerAgent {
+	for range doorbell.SweepPerAgent {
 		if _, meta := channelParams(t, ac.note()); meta["todo_id"] == "" {
 			t.Fatalf("sweep ring without todo_id: %v", meta)
 		}
@@ -369,7 +369,7 @@ func TestClockInWithNothingWaitingSendsNoDigest(t *testing.T) {
 	ac.ok("clock_out", map[string]any{}, nil)
 	ac.ok("clock_in", map[string]any{}, nil)
 	e.pass()
-	e.svc.Settle() // the transition's digest (if any) is decided before the fence exists
+	e.settle() // the transition's digest (if any) is decided before the fence exists
 	// Fence: a todo pushed now rings; nothing may come before it.
 	f := e.push("idle", "fence", "fence")
 	_, meta := channelParams(t, ac.note())
@@ -420,12 +420,10 @@ func TestFailedDigestMarksNothing(t *testing.T) {
 	td := e.push("flaky", "q", "waits")
 	e.svc.SetSessionHub(failingHub{e.srv})
 	e.at(tuesday0900)
-	e.pass()
-	if !e.svc.Digests.Send(context.Background(), v.Agent.ID, app.ReasonShiftStart) {
-		// expected: the injected failure
-	} else {
-		t.Fatal("Send reported success through a failing hub")
+	if n := e.pass(); n != 1 {
+		t.Fatalf("evaluator claimed %d transitions at the shift start, want 1", n)
 	}
+	e.settle() // the transition's digest, written through the failing hub
 	if got := e.todo(td.ID); got.LastRingedAt != nil || got.RingAttempts != 0 {
 		t.Fatalf("a failed digest marked the todo: last_ringed_at %v ring_attempts %d", fmtT(got.LastRingedAt), got.RingAttempts)
 	}
@@ -446,7 +444,7 @@ func TestTodoWithNoSessionIsNotCounted(t *testing.T) {
 	e.at(tuesday0900)
 	e.pass()
 	wantDigest(t, ac, "1", "q", app.ReasonShiftStart)
-	e.svc.Settle()
+	e.settle()
 	if got := e.todo(td.ID); got.RingAttempts != 0 {
 		t.Fatalf("ring_attempts = %d, want 0: no ring was ever sent", got.RingAttempts)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 )
 
@@ -161,7 +162,7 @@ func TestResumeReplaysWhatTheSessionMissed(t *testing.T) {
 	e.cut(s1, id)
 	c := e.push("ada", "q", "queued while the stream was cut")
 
-	e.at(e.clock.Now().Add(app.ReconnectDigestGate + time.Minute)) // the reconnect gate is open again
+	e.at(e.clock.Now().Add(doorbell.ReconnectDigestGate + time.Minute)) // the reconnect gate is open again
 	s2 := e.stream(v.Credential, id, evA.id)
 	if s2.status != http.StatusOK {
 		t.Fatalf("resume status %d", s2.status)

@@ -16,7 +16,7 @@ import (
 // was lost.
 func (e *env) revokeBehindTheBack(agentID string) {
 	e.t.Helper()
-	_, err := e.svc.Store().RevokeAgent(e.ctx, store.RevokeAgentParams{ID: agentID, Now: e.clock.Now(),
+	_, err := e.store.RevokeAgent(e.ctx, store.RevokeAgentParams{ID: agentID, Now: e.clock.Now(),
 		Audit: domain.AuditRecord{Actor: "system", Action: "agent.revoke", AgentID: agentID}})
 	if err != nil {
 		e.t.Fatal(err)

@@ -89,13 +89,13 @@ func (x *session) takeQueuedLocked() []domain.ChannelMessage {
 // redeliver hands a session's doorbells that were never written to another
 // session of the agent, off the caller's goroutine.
 func (s *Server) redeliver(x *session, msgs []domain.ChannelMessage) {
-	if len(msgs) == 0 || s.svc.Doorbell == nil {
+	if len(msgs) == 0 {
 		return
 	}
 	s.loops.Add(1)
 	go func() {
 		defer s.loops.Done()
-		s.svc.Doorbell.Redeliver(x.agentID, x.id, msgs)
+		s.svc.RedeliverDoorbells(x.agentID, x.id, msgs)
 	}()
 }
 
@@ -480,17 +480,14 @@ func (s *Server) otherStreamingLocked(x *session) bool {
 // request goroutine, before the stream's first flush and before
 // StreamOpened is emitted, so a todo pushed after the event is not counted
 // in that digest. It costs a cache lookup, and at most once per agent per
-// app.ReconnectDigestGate one store query.
+// doorbell.ReconnectDigestGate one store query.
 func (s *Server) streamOpened(agentID string) {
-	if s.svc.Digests == nil {
-		return
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("stream-opened handling panicked", "agent_id", agentID, "panic", r)
 		}
 	}()
-	s.svc.Digests.StreamOpened(agentID)
+	s.svc.StreamOpened(agentID)
 }
 
 // AgentsWithSessions lists, sorted, the agents with at least one

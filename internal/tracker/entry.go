@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/liveness"
@@ -284,15 +285,15 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 }
 
 // onPresenceSignal refreshes the configuration of a tracked agent after a
-// write that may have changed it (bus.ChannelPresence "<agent_id>:<cause>",
-// e.g. PATCH of billing_mode or active), off the bus's delivery goroutine.
-// The tracker's own readiness signal changed nothing it reads from the row,
-// so it costs no read here (the presence cache reads the row once).
-func (t *Tracker) onPresenceSignal(payload string) {
-	id, cause, _ := cutColon(payload)
-	if cause == causeReadiness {
+// write that may have changed it (e.g. PATCH of billing_mode or active),
+// off the bus's delivery goroutine. A presence or readiness write changes
+// nothing the tracker reads from the row, so it costs no read here (the
+// presence cache reads the row once).
+func (t *Tracker) onPresenceSignal(sig bus.Presence) {
+	if !sig.ConfigChanged() {
 		return
 	}
+	id := sig.AgentID
 	e := t.lookup(id)
 	if e == nil {
 		return

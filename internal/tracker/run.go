@@ -44,7 +44,7 @@ func New(o Options) *Tracker {
 		t.shards[i].m = map[string]*lvEntry{}
 	}
 	t.bus.Subscribe(bus.ChannelLiveness, t.onLivenessSignal)
-	t.bus.Subscribe(bus.ChannelPresence, t.onPresenceSignal)
+	bus.Listen(t.bus, t.onPresenceSignal, nil)
 	return t
 }
 

@@ -1,4 +1,4 @@
-package app
+package evaluator
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // BenchmarkEvaluatorPass measures one presence evaluator pass over 100 000
-// cached agents that all have shifts (DESIGN.md §3.7; issue 3 item 8: cost
-// grows with the agents whose presence changes, ≤ 10 ms when none does).
+// cached agents that all have shifts (design: Transitions and the digest:
+// cost grows with the agents whose presence changes, ≤ 10 ms when none
+// does).
 // A pass is the indexed "changed since" query on the real store plus the
 // due-heap work. "none" runs passes between boundaries; "1pct" moves the
 // clock so 1 % of the agents reach a shift boundary in each pass.
@@ -29,9 +31,8 @@ func BenchmarkEvaluatorPass(b *testing.B) {
 	defer st.Close()
 	start := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC) // Monday
 	clock := clockwork.NewFakeClockAt(start)
-	s := New(Options{Store: st, Clock: clock})
-	defer s.Close()
-	if err := s.Evaluator.Load(ctx); err != nil {
+	s := New(Config{Store: st, Bus: bus.NewLocal(), Events: nopEvents{}, Clock: clock})
+	if err := s.Load(ctx); err != nil {
 		b.Fatal(err)
 	}
 	// Shifts start on the minute across the day, so boundaries spread out.
@@ -40,14 +41,14 @@ func BenchmarkEvaluatorPass(b *testing.B) {
 		shift := fmt.Sprintf("%02d:%02d-%02d:%02d", startMin/60, startMin%60, (startMin/60+8)%24, startMin%60)
 		a := domain.Agent{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i), Handle: fmt.Sprintf("a%d", i), Active: true,
 			Presence: domain.PresenceColumns{Shift: shift, Seen: "in"}}
-		s.Evaluator.upsert(&a, "")
+		s.Upsert(&a, "")
 	}
-	if _, err := s.Evaluator.Pass(ctx); err != nil { // first pass evaluates everyone
+	if _, err := s.Pass(ctx); err != nil { // first pass evaluates everyone
 		b.Fatal(err)
 	}
 	b.Run("none", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.Evaluator.Pass(ctx); err != nil {
+			if _, err := s.Pass(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -58,9 +59,14 @@ func BenchmarkEvaluatorPass(b *testing.B) {
 		// 7 minutes ≈ 1 %.
 		for b.Loop() {
 			clock.Advance(7 * time.Minute)
-			if _, err := s.Evaluator.Pass(ctx); err != nil {
+			if _, err := s.Pass(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 }
+
+// nopEvents publishes nothing.
+type nopEvents struct{}
+
+func (nopEvents) PresenceTransition(context.Context, string, string, string) {}

@@ -1,73 +1,16 @@
-package app
+package doorbell
 
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/presence"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// DefaultFailoverAfter is doorbell.failover_after's default (DESIGN.md §3.8).
-const DefaultFailoverAfter = 30 * time.Second
-
-// failoverBatch bounds the todos one FailoverRings statement counts.
-const failoverBatch = 1000
-
-// SuspectFor is how long a session on which a ring went unanswered stays
-// not preferred when its client does nothing else.
-const SuspectFor = time.Hour
-
-// FailoverTick is the period of the failover loop for a failover_after.
-func FailoverTick(after time.Duration) time.Duration {
-	return max(min(time.Second, after/4), time.Millisecond)
-}
-
-// failover is one ring to check at due: if the todo is still unclaimed
-// then, it is rung on another session of the agent here.
-type failover struct {
-	r       domain.TodoReady
-	session string   // the session the last ring went to
-	tried   []string // sessions rung so far
-	rungAt  time.Time
-	due     time.Time
-}
-
-// watch schedules the failover check of a ring just queued on session.
-func (d *Doorbell) watch(r domain.TodoReady, session string, tried []string, now time.Time) {
-	d.mu.Lock()
-	d.fo = append(d.fo, failover{r: r, session: session, tried: tried, rungAt: now, due: now.Add(d.failoverAfter)})
-	d.mu.Unlock()
-}
-
-// bad returns the predicate of pickOrder for sessions not to prefer: a
-// ring on them went unanswered (failed over) and their client made no
-// request since. It takes d.mu on each call; callers must not hold it.
-func (d *Doorbell) bad(now time.Time) func(SessionInfo) bool {
-	return func(si SessionInfo) bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		f := d.badLocked(now)
-		return f != nil && f(si)
-	}
-}
-
-// badLocked is bad for callers that hold d.mu while they call the
-// predicate (O(1) per call: one map lookup).
-func (d *Doorbell) badLocked(now time.Time) func(SessionInfo) bool {
-	if len(d.suspect) == 0 {
-		return nil
-	}
-	return func(si SessionInfo) bool {
-		at, ok := d.suspect[si.ID]
-		return ok && now.Sub(at) < SuspectFor && !si.LastRequestAt.After(at)
-	}
-}
-
-// FailoverOnce handles the failover checks that are due (DESIGN.md §3.8,
-// issue 8 item 5): a todo rung on one of several sessions of its agent here
+// FailoverOnce handles the failover checks that are due (design: Doorbells
+// and the sweep): a todo rung on one of several sessions of its agent here
 // and still pending failover_after later is rung on a session not rung yet
 // for it and streaming, not stalled and not itself failed over from — the
 // rings of one pass counted in one conditional statement
@@ -75,8 +18,8 @@ func (d *Doorbell) badLocked(now time.Time) func(SessionInfo) bool {
 // that did not answer is not preferred until its client acts again. Held
 // doorbells (agent out, queue not ready) are not failed over. It returns
 // how many todos were rung again.
-func (d *Doorbell) FailoverOnce(ctx context.Context) int {
-	now := d.s.now()
+func (d *Engine) FailoverOnce(ctx context.Context) int {
+	now := d.now()
 	d.mu.Lock()
 	var due []failover
 	for d.foHead < len(d.fo) && !d.fo[d.foHead].due.After(now) {
@@ -95,7 +38,7 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 		}
 	}
 	d.mu.Unlock()
-	hub := d.s.sessionHub()
+	hub := d.sessionHub()
 	if hub == nil || len(due) == 0 {
 		return 0
 	}
@@ -119,7 +62,7 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 		if len(others) == 0 {
 			continue
 		}
-		if p, ok := d.s.Evaluator.Presence(f.r.AgentID, now); !ok || p != presence.In || d.s.Evaluator.NotReady(f.r.AgentID, f.r.Queue) {
+		if p, ok := d.presence.Presence(f.r.AgentID, now); !ok || p != presence.In || d.presence.NotReady(f.r.AgentID, f.r.Queue) {
 			continue
 		}
 		cands = append(cands, cand{f, others})
@@ -130,9 +73,9 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 	}
 	ok := map[string]bool{}
 	for batch := range slices.Chunk(rings, failoverBatch) {
-		counted, err := d.s.presenceStore().FailoverRings(ctx, store.FailoverRingsParams{Rings: batch, At: now})
+		counted, err := d.store.FailoverRings(ctx, store.FailoverRingsParams{Rings: batch, At: now})
 		if err != nil {
-			d.s.log.Warn("doorbell failovers not rung", "todos", len(batch), "err", err)
+			d.log.Warn("doorbell failovers not rung", "todos", len(batch), "err", err)
 			continue
 		}
 		for _, id := range counted {
@@ -157,11 +100,8 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 				continue
 			}
 			rung++
-			d.s.metrics.DoorbellRung()
-			if d.OnRing != nil {
-				d.OnRing(si.ID, msg)
-			}
-			d.s.log.Info("doorbell failed over to another session", "todo_id", f.r.TodoID, "agent_id", f.r.AgentID, "from", f.session, "to", si.ID)
+			d.metrics.DoorbellRung()
+			d.log.Info("doorbell failed over to another session", "todo_id", f.r.TodoID, "agent_id", f.r.AgentID, "from", f.session, "to", si.ID)
 			if len(others) > 1 {
 				d.watch(f.r, si.ID, append(slices.Clone(f.tried), si.ID), now)
 			}
@@ -173,16 +113,16 @@ func (d *Doorbell) FailoverOnce(ctx context.Context) int {
 
 // Redeliver hands doorbells a session could not take — it closed, or its
 // stream ended before they were written — to another session of the agent
-// here at once (DESIGN.md §3.8, issue 8 item 5). They were counted when
+// here at once (design: Doorbells and the sweep). They were counted when
 // first rung; this is the same ring reaching a session that can read. The
 // session they were queued on is not preferred until its client acts
-// again. The MCP adapter calls it.
-func (d *Doorbell) Redeliver(agentID, fromSession string, msgs []domain.ChannelMessage) int {
-	hub := d.s.sessionHub()
+// again. It returns how many were handed on.
+func (d *Engine) Redeliver(agentID, fromSession string, msgs []domain.ChannelMessage) int {
+	hub := d.sessionHub()
 	if hub == nil || len(msgs) == 0 {
 		return 0
 	}
-	now := d.s.now()
+	now := d.now()
 	var others []SessionInfo
 	for _, si := range hub.AgentSessions(agentID) {
 		if si.ID != fromSession {
@@ -206,10 +146,7 @@ func (d *Doorbell) Redeliver(agentID, fromSession string, msgs []domain.ChannelM
 				continue
 			}
 			n++
-			if d.OnRing != nil {
-				d.OnRing(si.ID, msg)
-			}
-			d.s.log.Info("doorbell handed to another session", "todo_id", msg.Meta["todo_id"], "agent_id", agentID, "from", fromSession, "to", si.ID)
+			d.log.Info("doorbell handed to another session", "todo_id", msg.Meta["todo_id"], "agent_id", agentID, "from", fromSession, "to", si.ID)
 			break
 		}
 	}

@@ -1,4 +1,4 @@
-package app
+package doorbell
 
 import (
 	"context"
@@ -7,56 +7,50 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
+// Digest reasons of a (re)connect (design: Transitions and the digest):
+// ReasonConnect on an agent's first notification stream ever, and
+// ReasonReconnect on its first stream on this instance after that.
+const (
+	ReasonConnect   = "connect"
+	ReasonReconnect = "reconnect"
+)
+
 // ReconnectDigestGate is the least time between two reconnect digests of
-// one agent on one instance (DESIGN.md §3.7).
+// one agent on one instance (design: Transitions and the digest).
 const ReconnectDigestGate = 10 * time.Minute
 
 // maxDigestTodos bounds what one digest counts and marks.
 const maxDigestTodos = 10000
 
-// Digests sends digest doorbells: one notification that tells a returning
-// agent its backlog — counts, queue names and the oldest pending age, never
-// a title or payload (DESIGN.md §3.7).
-type Digests struct {
-	s *Service
-
-	mu        sync.Mutex
-	reconnect map[string]time.Time // agent id → last reconnect digest here
-
-	// OnDigest, when set, observes every digest queued (metrics, tests).
-	OnDigest func(sessionID string, m domain.ChannelMessage)
-}
-
-func newDigests(s *Service) *Digests { return &Digests{s: s, reconnect: map[string]time.Time{}} }
-
-// Send sends one digest with the given reason to one of this instance's
-// open-stream sessions of the agent, if there is one and the agent has at
+// Digest sends one digest doorbell — one notification that tells a
+// returning agent its backlog: counts, queue names and the oldest pending
+// age, never a title or payload — with the given reason to one of this
+// instance's open-stream sessions of the agent, if there is one and the agent has at
 // least one push-eligible pending todo in a ready queue. After the
 // notification is queued, last_ringed_at is set on exactly the counted
 // todos (ring_attempts unchanged); a failed write is logged and marks
 // nothing. It reports whether a digest was sent.
-func (d *Digests) Send(ctx context.Context, agentID, reason string) bool {
-	return d.send(ctx, agentID, reason, time.Time{})
+func (d *Engine) Digest(ctx context.Context, agentID, reason string) bool {
+	return d.digest(ctx, agentID, reason, time.Time{})
 }
 
-// send is Send counting, when openedAt is set, only the todos created at or
+// digest is Digest counting, when openedAt is set, only the todos created at or
 // before it: a (re)connect digest tells the backlog the new stream found; a
 // todo pushed after the stream opened gets its own doorbell and must not be
 // told twice.
-func (d *Digests) send(ctx context.Context, agentID, reason string, openedAt time.Time) bool {
-	hub := d.s.sessionHub()
+func (d *Engine) digest(ctx context.Context, agentID, reason string, openedAt time.Time) bool {
+	hub := d.sessionHub()
 	if hub == nil {
 		return false
 	}
 	var target string
-	for _, si := range pickOrder(hub.AgentSessions(agentID), 0, d.s.Doorbell.bad(d.s.now())) {
+	for _, si := range pickOrder(hub.AgentSessions(agentID), 0, d.bad(d.now())) {
 		if si.Streaming {
 			target = si.ID
 			break
@@ -65,10 +59,9 @@ func (d *Digests) send(ctx context.Context, agentID, reason string, openedAt tim
 	if target == "" {
 		return false
 	}
-	ps := d.s.presenceStore()
-	pend, err := ps.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: agentID, ExcludeQueues: d.s.Evaluator.notReadyQueues(agentID), Limit: maxDigestTodos})
+	pend, err := d.store.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: agentID, ExcludeQueues: d.presence.NotReadyQueues(agentID), Limit: maxDigestTodos})
 	if err != nil {
-		d.s.log.Warn("digest not built", "agent_id", agentID, "reason", reason, "err", err)
+		d.log.Warn("digest not built", "agent_id", agentID, "reason", reason, "err", err)
 		return false
 	}
 	if reason == ReasonReconnect || reason == ReasonConnect {
@@ -80,35 +73,22 @@ func (d *Digests) send(ctx context.Context, agentID, reason string, openedAt tim
 	if len(pend) == 0 {
 		return false
 	}
-	now := d.s.now()
+	now := d.now()
 	msg := BuildDigest(pend, reason, now)
 	if err := hub.Notify(target, msg); err != nil {
-		d.s.log.Warn("digest not delivered; nothing marked", "agent_id", agentID, "session", target, "reason", reason, "err", err)
+		d.log.Warn("digest not delivered; nothing marked", "agent_id", agentID, "session", target, "reason", reason, "err", err)
 		return false
 	}
-	d.s.metrics.DigestSent()
-	if d.OnDigest != nil {
-		d.OnDigest(target, msg)
-	}
+	d.metrics.DigestSent()
 	ids := make([]string, len(pend))
 	for i, t := range pend {
 		ids[i] = t.ID
 	}
-	if _, err := ps.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: agentID, IDs: ids, At: now}); err != nil {
-		d.s.log.Warn("digest sent but not recorded", "agent_id", agentID, "err", err)
+	if _, err := d.store.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: agentID, IDs: ids, At: now}); err != nil {
+		d.log.Warn("digest sent but not recorded", "agent_id", agentID, "err", err)
 	}
-	d.s.log.Info("digest sent", "agent_id", agentID, "reason", reason, "pending", len(pend))
+	d.log.Info("digest sent", "agent_id", agentID, "reason", reason, "pending", len(pend))
 	return true
-}
-
-// ToldReporter is optionally implemented by a SessionHub whose streams can
-// deliver doorbells on their own when they open: queued ones written to
-// the new stream, and replayed ones after a resume (SSE Last-Event-ID).
-// ToldOnOpen lists the todo ids the session's stream opening right now
-// delivers that way; a reconnect digest does not count them again, so no
-// todo is told twice (DESIGN.md §3.7).
-type ToldReporter interface {
-	ToldOnOpen(sessionID string) []string
 }
 
 // withoutTold drops from pend the todos the target session's opening
@@ -137,7 +117,7 @@ func withoutTold(hub SessionHub, sessionID string, pend []store.PendingTodo) []s
 
 // BuildDigest renders the digest notification: meta kind=digest, pending
 // (decimal), queues (sorted, comma-joined), reason; no todo_id. Content is
-// one line that stands alone (DESIGN.md §3.10): counts, queue names, the
+// one line that stands alone (design: Claude Code): counts, queue names, the
 // oldest pending age and how to drain them with claim_next, e.g.
 //
 //	digest: 3 pending todos (q1 2, q2 1), oldest waiting 5m — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found
@@ -189,38 +169,38 @@ func humanAge(d time.Duration) string {
 // stream ever (store.MarkFirstStream); if the agent is in, it sends a
 // digest, at most once per agent per ReconnectDigestGate here, with reason
 // "connect" on the agent's first stream ever and "reconnect" after that.
-func (d *Digests) StreamOpened(agentID string) {
-	now := d.s.now()
+func (d *Engine) StreamOpened(agentID string) {
+	now := d.now()
 	mctx, mcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	first, err := d.s.store.MarkFirstStream(mctx, agentID, now)
+	first, err := d.store.MarkFirstStream(mctx, agentID, now)
 	mcancel()
 	if err != nil {
-		d.s.log.Warn("recording an agent's first stream failed", "agent_id", agentID, "err", err)
+		d.log.Warn("recording an agent's first stream failed", "agent_id", agentID, "err", err)
 	}
 	reason := ReasonReconnect
 	if first {
 		reason = ReasonConnect
 	}
-	if p, ok := d.s.Evaluator.Presence(agentID, now); !ok || p != "in" {
+	if p, ok := d.presence.Presence(agentID, now); !ok || p != "in" {
 		return
 	}
-	d.mu.Lock()
+	d.digestMu.Lock()
 	last, had := d.reconnect[agentID]
 	if had && now.Sub(last) < ReconnectDigestGate {
-		d.mu.Unlock()
+		d.digestMu.Unlock()
 		return
 	}
 	d.reconnect[agentID] = now // reserve the gate so concurrent opens send one digest
-	d.mu.Unlock()
+	d.digestMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if !d.send(ctx, agentID, reason, now) {
-		d.mu.Lock()
+	if !d.digest(ctx, agentID, reason, now) {
+		d.digestMu.Lock()
 		if had {
 			d.reconnect[agentID] = last
 		} else {
 			delete(d.reconnect, agentID)
 		}
-		d.mu.Unlock()
+		d.digestMu.Unlock()
 	}
 }

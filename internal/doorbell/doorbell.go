@@ -1,0 +1,65 @@
+// Package doorbell holds the doorbell engine of one instance (design:
+// Doorbells and the sweep): it rings a todo's doorbell on exactly one of
+// this instance's sessions of its agent, deduplicated per todo, fails a
+// ring over to another session when it goes unanswered, hands doorbells of
+// a closing session to another, sends digests to returning agents (design:
+// Transitions and the digest), runs the sweep that re-rings pending todos
+// and rings, after a bus outage, what the outage hid. It is built from
+// narrow ports (Store, Presence, SessionHub, bus.Bus, Metrics, a clock and
+// a logger) and knows nothing of the use cases.
+package doorbell
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Config holds the engine's ports. Store, Bus and Presence are required;
+// the session hub is attached later (SetSessionHub).
+type Config struct {
+	Store Store
+	// Bus delivers bus.TodoReady, on which the engine rings.
+	Bus      bus.Bus
+	Presence Presence
+	Clock    clockwork.Clock // nil = real clock
+	Log      *slog.Logger    // nil = slog.Default()
+	Metrics  Metrics         // nil = counts nothing
+	// FailoverAfter is doorbell.failover_after (0 = DefaultFailoverAfter):
+	// a todo rung on one of several sessions of its agent here and still
+	// unclaimed this long after is rung on another.
+	FailoverAfter time.Duration
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) DoorbellRung() {}
+func (nopMetrics) DigestSent()   {}
+func (nopMetrics) SweepRung(int) {}
+
+// New builds the engine and subscribes it to bus.TodoReady.
+func New(c Config) *Engine {
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = nopMetrics{}
+	}
+	if c.FailoverAfter <= 0 {
+		c.FailoverAfter = DefaultFailoverAfter
+	}
+	d := &Engine{store: c.Store, presence: c.Presence, clock: c.Clock, log: c.Log, metrics: c.Metrics,
+		recent: newDedup(DedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096),
+		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}}
+	bus.Listen(c.Bus, func(sig bus.TodoReady) { d.Ring(sig.TodoReady) }, func(_ string, err error) {
+		d.log.Warn("malformed todo-ready signal dropped", "err", err)
+	})
+	return d
+}

@@ -1,0 +1,187 @@
+package doorbell_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/doorbell"
+	"github.com/rollcall/rollcall/internal/evaluator"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/sqlite"
+)
+
+var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// hub is a SessionHub with one streaming session per agent that records
+// what it was given; fail makes every Notify fail.
+type hub struct {
+	mu   sync.Mutex
+	got  []domain.ChannelMessage
+	fail bool
+}
+
+func (h *hub) AgentSessions(agentID string) []doorbell.SessionInfo {
+	return []doorbell.SessionInfo{{ID: "s-" + agentID, AgentID: agentID, Streaming: true}}
+}
+
+func (h *hub) Notify(_ string, m domain.ChannelMessage) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail {
+		return errors.New("injected: write failed")
+	}
+	h.got = append(h.got, m)
+	return nil
+}
+func (h *hub) CloseAgentSessions(string, []string) {}
+func (h *hub) AgentsWithSessions() []string        { return nil }
+
+func (h *hub) notes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.got)
+}
+
+type nopEvents struct{}
+
+func (nopEvents) PresenceTransition(context.Context, string, string, string) {}
+
+// env is the engine on a real SQLite store and the real presence cache.
+type env struct {
+	st    *sqlite.Store
+	clock *clockwork.FakeClock
+	bus   *bus.Local
+	eval  *evaluator.Evaluator
+	bell  *doorbell.Engine
+	hub   *hub
+	agent domain.Agent
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{st: st, clock: clockwork.NewFakeClockAt(t0), bus: bus.NewLocal(), hub: &hub{}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e.eval = evaluator.New(evaluator.Config{Store: st, Bus: e.bus, Events: nopEvents{}, Clock: e.clock, Log: log})
+	e.bell = doorbell.New(doorbell.Config{Store: st, Bus: e.bus, Presence: e.eval, Clock: e.clock, Log: log})
+	e.bell.SetSessionHub(e.hub)
+	owner := domain.Person{ID: "00000000-0000-7000-8000-000000000001", Name: "admin", Active: true, CreatedAt: t0}
+	owner.SetRole(domain.RoleAdmin)
+	if _, err := st.BootstrapAdmin(ctx, store.BootstrapAdminParams{Person: owner, TokenHash: "h", TokenID: "00000000-0000-7000-8000-000000000002"}); err != nil {
+		t.Fatal(err)
+	}
+	e.agent = domain.Agent{ID: "00000000-0000-7000-8001-000000000001", Handle: "ada", OwnerID: owner.ID, Name: "ada",
+		Active: true, Scope: domain.Scope{Queues: []string{"q"}, Verbs: []string{"claim_next"}}, BillingModes: []string{}, CreatedAt: t0, UpdatedAt: t0}
+	if err := st.CreateAgent(ctx, store.CreateAgentParams{Agent: e.agent, CredentialID: "00000000-0000-7000-8002-000000000001", CredentialHash: "c",
+		Audit: domain.AuditRecord{Actor: "operator:" + owner.ID, Action: "agent.vend", AgentID: e.agent.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) push(t *testing.T, n int) domain.TodoReady {
+	t.Helper()
+	td := domain.Todo{ID: fmt.Sprintf("00000000-0000-7000-8003-%012d", n), AgentID: e.agent.ID, Queue: "q", Title: "t", PushEligible: true,
+		CreatedBy: "operator:x", State: domain.TodoPending, MaxAttempts: 3, CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
+	if _, _, err := e.st.CreateTodo(t.Context(), store.CreateTodoParams{Todo: td}); err != nil {
+		t.Fatal(err)
+	}
+	return domain.TodoReady{AgentID: td.AgentID, TodoID: td.ID, Queue: td.Queue, Title: td.Title}
+}
+
+func (e *env) setOut(t *testing.T) {
+	t.Helper()
+	now := e.clock.Now()
+	a, err := e.st.UpdatePresence(t.Context(), store.UpdatePresenceParams{AgentID: e.agent.ID, Now: now, SetOverride: true,
+		Override: "out", OverrideSetAt: &now, OverrideBy: "operator:x",
+		Audit: domain.AuditRecord{Actor: "operator:x", Action: "agent.presence", AgentID: e.agent.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eval.Upsert(&a, evaluator.ReasonOperator)
+}
+
+// TestRingOnceWhileIn: a todo-ready signal rings one session once while
+// the agent is in (the dedup refuses the echo), records the ring, and
+// holds the doorbell while the agent is out (design: Held doorbells).
+func TestRingOnceWhileIn(t *testing.T) {
+	e := newEnv(t)
+	r := e.push(t, 1)
+	if err := bus.Send(t.Context(), e.bus, bus.TodoReady{TodoReady: r}); err != nil {
+		t.Fatal(err)
+	}
+	if e.bell.Ring(r) {
+		t.Fatal("the echo of a ring within the dedup TTL was rung again")
+	}
+	if n := e.hub.notes(); n != 1 {
+		t.Fatalf("%d notifications, want 1", n)
+	}
+	e.bell.DrainRecords()
+	td, err := e.st.GetTodo(t.Context(), r.TodoID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td.RingAttempts != 1 || td.LastRingedAt == nil || !td.LastRingedAt.Equal(t0) {
+		t.Fatalf("ring_attempts %d last_ringed_at %v, want 1 at %v", td.RingAttempts, td.LastRingedAt, t0)
+	}
+	e.setOut(t)
+	if e.bell.Ring(e.push(t, 2)) {
+		t.Fatal("a doorbell rang while the agent is out")
+	}
+}
+
+// TestFailedDigestMarksNothing: a digest whose write fails reports false
+// and leaves the counted todos unmarked.
+func TestFailedDigestMarksNothing(t *testing.T) {
+	e := newEnv(t)
+	e.setOut(t)
+	r := e.push(t, 1)
+	e.hub.fail = true
+	if e.bell.Digest(t.Context(), e.agent.ID, evaluator.ReasonShiftStart) {
+		t.Fatal("Digest reported success through a failing hub")
+	}
+	td, err := e.st.GetTodo(t.Context(), r.TodoID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td.LastRingedAt != nil || td.RingAttempts != 0 {
+		t.Fatalf("a failed digest marked the todo: last_ringed_at %v ring_attempts %d", td.LastRingedAt, td.RingAttempts)
+	}
+	e.hub.fail = false
+	if !e.bell.Digest(t.Context(), e.agent.ID, evaluator.ReasonShiftStart) {
+		t.Fatal("Digest through a working hub sent nothing")
+	}
+	if td, _ = e.st.GetTodo(t.Context(), r.TodoID); td.LastRingedAt == nil || td.RingAttempts != 0 {
+		t.Fatalf("after the digest: last_ringed_at %v ring_attempts %d, want set and 0", td.LastRingedAt, td.RingAttempts)
+	}
+}
+
+// TestSweepWithoutReceiversQueriesNothing: no agent with a session here →
+// no sweep query and nothing rung.
+func TestSweepWithoutReceiversQueriesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.push(t, 1)
+	e.clock.Advance(time.Hour)
+	if n, err := e.bell.SweepOnce(t.Context()); n != 0 || err != nil {
+		t.Fatalf("SweepOnce = %d, %v; want 0, nil", n, err)
+	}
+	if n := e.hub.notes(); n != 0 {
+		t.Fatalf("%d notifications, want none", n)
+	}
+}
