@@ -11,7 +11,8 @@ import (
 )
 
 // Channels used by Rollcall. Payloads are short strings (PostgreSQL NOTIFY
-// limits them to 8000 bytes).
+// limits them to 8000 bytes), encoded and decoded by the signal types of
+// signal.go.
 const (
 	// ChannelTodoReady carries a JSON domain.TodoReady after a todo commit.
 	ChannelTodoReady = "rollcall_todo_ready"
@@ -19,8 +20,9 @@ const (
 	// agent) or "<agent_id>:<credential_id>,…" (close the sessions bound to
 	// those credentials) after a revoke or a credential rotation.
 	ChannelAgentSessions = "rollcall_agent_sessions"
-	// ChannelPresence carries "<agent_id>:<cause>" after a write that may
-	// change an agent's presence (override, shift, readiness, vend, update).
+	// ChannelPresence carries "<agent_id>:<cause>[:<origin>]" after a write
+	// that may change an agent's presence (override, shift, readiness, vend,
+	// update); see Presence.
 	ChannelPresence = "rollcall_presence"
 	// ChannelPresenceTransition carries "<agent_id>:<in|out>:<reason>" from
 	// the one instance that claimed a transition (design: Transition claim).
