@@ -224,7 +224,7 @@ func run() error {
 			rsq = append(rsq, f1(res.ratio(key, sysRiver, sysRollcallSQ)))
 		}
 		j := func(s []string) string { return strings.Join(s, " / ") }
-		fmt.Printf("| work queue, K producers + W workers one job at a time, %s (Rollcall: REST push + MCP `claim_next` + `complete`; River v0.51.2 on the same PostgreSQL, `FetchCooldown` 1 ms, no-op worker) | PG %s / SQLite %s jobs/s (K=W=%s) | %s jobs/s | River ÷ Rollcall: PG %s×, SQLite %s× |\n",
+		fmt.Printf("| work queue, K producers + W workers one job at a time, %s (Rollcall: REST push + MCP `claim_next` + `complete`; River v0.51.2 on the same PostgreSQL, `FetchCooldown` 1 ms, no-op worker) | PG %s, SQLite %s jobs/s (K=W=%s) | %s jobs/s | River is %s× (PG) / %s× (SQLite) faster |\n",
 			*queueDur, j(pg), j(sq), j(kwl), j(rv), j(rpg), j(rsq))
 	}
 	fmt.Println()

@@ -189,11 +189,11 @@ type mcpSession struct {
 // set, receives the todo_id of every notifications/claude/channel and the
 // time it was read.
 func openMCP(ctx context.Context, hc *http.Client, a agent, onDoorbell func(todoID string, at time.Time)) (*mcpSession, error) {
-	//lint:ignore SA1019 sessions of 2025-06-18 receive doorbells on the GET stream
 	tr, err := transport.NewStreamableHTTP(a.MCPURL,
 		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + a.Credential}),
 		transport.WithHTTPBasicClient(hc),
 		transport.WithHTTPLogger(clientLog),
+		//lint:ignore SA1019 sessions of the legacy protocol versions receive doorbells on the standalone GET stream, as Claude Code's do
 		transport.WithContinuousListening())
 	if err != nil {
 		return nil, err
