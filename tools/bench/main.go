@@ -139,7 +139,7 @@ func run() error {
 	}
 
 	res := newResults()
-	started := time.Now()
+	started, loadStart := time.Now(), loadAvg()
 	peers := []string{sysRollcall, sysUniSSE, sysWebSocket}
 	for rep := 1; rep <= *reps; rep++ {
 		if want["mem"] {
@@ -194,9 +194,8 @@ func run() error {
 		}
 	}
 
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("\nMeasured %s, %d repetitions (each system started fresh, interleaved), %d CPUs, load average %s, %s.\n\n",
-		started.UTC().Format("2006-01-02 15:04 UTC"), *reps, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), time.Since(started).Round(time.Second))
+	fmt.Printf("\nMeasured %s, %d repetitions (each system started fresh, interleaved), %d CPUs, load average %s at the start and %s at the end, %s.\n\n",
+		started.UTC().Format("2006-01-02 15:04 UTC"), *reps, runtime.NumCPU(), loadStart, loadAvg(), time.Since(started).Round(time.Second))
 	fmt.Println("| measure | Rollcall | peer in the same run | ratio (median of per-repetition ratios) |")
 	fmt.Println("|---|---|---|---|")
 	if want["mem"] {
@@ -233,6 +232,16 @@ func run() error {
 		fmt.Printf("- %s %s: %s\n", k.measure, k.system, res.list(k))
 	}
 	return nil
+}
+
+// loadAvg is the 1, 5 and 15 minute load average (/proc/loadavg).
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func logf(format string, args ...any) {
