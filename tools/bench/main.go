@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -116,6 +117,7 @@ func run() error {
 	e.logw = io.Discard
 	if *verbose {
 		e.logw = os.Stderr
+		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	e.pgURL = *pgURL
 	e.sources = 4

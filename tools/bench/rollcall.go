@@ -176,8 +176,10 @@ func (r *rollcall) push(ctx context.Context, handle, title string) (string, erro
 	return td.ID, err
 }
 
-// clientLog is the MCP clients' logger: warnings and errors only.
-var clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// clientLog is the MCP clients' logger: silent unless -v (each closed
+// stream logs an error at the end of a run; a failure that matters surfaces
+// as the workload's error).
+var clientLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // mcpSession is one mcp-go client session (mcp-go's LATEST_LEGACY_PROTOCOL_VERSION) with its
 // GET notification stream open, as Claude Code holds it.
