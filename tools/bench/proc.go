@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// raiseNoFile lifts this process's soft RLIMIT_NOFILE to its hard limit and
+// returns the new limit. Set explicitly (not only by the Go runtime), it is
+// inherited by the servers the harness starts.
+func raiseNoFile() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	return lim.Cur, nil
+}
+
+// rssKiB is the resident set size of pid (VmRSS of /proc/PID/status, KiB).
+func rssKiB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				break
+			}
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
+
+// openFDs counts the open file descriptors of pid (sockets included).
+func openFDs(pid int) (int, error) {
+	es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(es), err
+}
+
+// waitFDs waits until pid holds at least want descriptors, polling every
+// 100 ms for at most limit: a connection counts as held once the server has
+// accepted it.
+func waitFDs(ctx context.Context, pid, want int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		n, err := openFDs(pid)
+		if err != nil {
+			return err
+		}
+		if n >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server holds %d descriptors after %s, want %d", n, limit, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settle gives a server time to finish attaching streams before RSS is read
+// (a measurement pause, not a wait for correctness).
+func settle(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// freePort reserves and releases a loopback TCP port for a server that takes
+// its port from configuration.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// server is one started peer or Rollcall process.
+type server struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startServer starts bin with args and env, copies its stderr to logw, and
+// when re is set waits (up to limit) for a stdout or stderr line matching it,
+// returning the first submatch.
+func startServer(ctx context.Context, bin string, args, env []string, logw io.Writer, re *regexp.Regexp, limit time.Duration) (*server, string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	s := &server{cmd: cmd, done: make(chan struct{})}
+	found := make(chan string, 1)
+	var sent atomic.Bool
+	scan := func(r io.Reader) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if re != nil {
+				if m := re.FindStringSubmatch(line); m != nil && sent.CompareAndSwap(false, true) {
+					found <- m[len(m)-1]
+					continue
+				}
+			}
+			fmt.Fprintln(logw, line)
+		}
+	}
+	go scan(out)
+	go scan(errp)
+	go func() { cmd.Wait(); close(s.done) }()
+	if re == nil {
+		return s, "", nil
+	}
+	select {
+	case m := <-found:
+		return s, m, nil
+	case <-s.done:
+		return nil, "", fmt.Errorf("%s exited before it was ready: %v", bin, cmd.ProcessState)
+	case <-time.After(limit):
+		s.stop()
+		return nil, "", fmt.Errorf("%s not ready within %s", bin, limit)
+	case <-ctx.Done():
+		s.stop()
+		return nil, "", ctx.Err()
+	}
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// stop interrupts the process and kills it if it has not exited in 20 s.
+func (s *server) stop() {
+	s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// waitHTTP polls url until it answers below 500 (up to limit).
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode < 500 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not answering within %s: %v", url, limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// clientPool hands out HTTP clients whose connections leave from distinct
+// loopback source addresses (127.0.0.2, 127.0.0.3, …), so tens of thousands
+// of connections to one server port do not exhaust one address's ephemeral
+// ports.
+type clientPool struct {
+	clients []*http.Client
+}
+
+func newClientPool(sources int) *clientPool {
+	p := &clientPool{}
+	for i := range sources {
+		local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))}
+		d := &net.Dialer{LocalAddr: local, Timeout: 10 * time.Second, KeepAlive: -1}
+		tr := &http.Transport{
+			DialContext:         d.DialContext,
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		}
+		p.clients = append(p.clients, &http.Client{Transport: tr})
+	}
+	return p
+}
+
+// get returns the client for connection i.
+func (p *clientPool) get(i int) *http.Client { return p.clients[i%len(p.clients)] }
+
+func (p *clientPool) close() {
+	for _, c := range p.clients {
+		c.CloseIdleConnections()
+	}
+}
