@@ -5,8 +5,8 @@
 //     only from a peer inside trusted_proxies; from any other peer they are
 //     deleted before a handler sees them (so nothing downstream can be
 //     fooled into a Secure cookie or a forged client address);
-//   - checks Host and Origin (DNS-rebinding and cross-site protection,
-//     DESIGN.md §2 Transport): on a loopback listener the Host must be a
+//   - checks Host and Origin (DNS-rebinding and cross-site protection;
+//     design: Host and Origin): on a loopback listener the Host must be a
 //     loopback name (localhost, 127.0.0.0/8, ::1), the host of public_url or
 //     one of allowed_hosts; an Origin, when sent, must be the request's own
 //     origin, public_url's, one of allowed_origins, or a loopback origin on
