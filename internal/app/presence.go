@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Digest reasons (design: Transitions and the digest): why presence
+// Digest reasons (design: Digest on return, Connect and reconnect digests): why presence
 // changed (the evaluator's), and the (re)connect digests (the doorbell's).
 const (
 	ReasonClockIn     = evaluator.ReasonClockIn

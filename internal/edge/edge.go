@@ -168,7 +168,7 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 
 // refusedUnverified answers 429 and reports true for a request of a client
 // over the failed-auth limit whose Authorization does not verify (design:
-// The failed-auth limit — a credential that verifies is served whatever
+// Failed-authentication limit: a credential that verifies is served whatever
 // others failed from its address; one that does not is refused before its
 // body is read or a handler runs, so a guess past the limit costs one
 // credential lookup). Requests without Authorization (a console form, a

@@ -4,7 +4,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// Bounds of the heartbeat body (design: Heartbeat body names the forms; the lengths
+// Bounds of the heartbeat body (forms: design: Heartbeat body; the lengths
 // are Rollcall's choice, generous for real adapters and small enough to keep
 // stored state and audit entries bounded).
 const (

@@ -377,8 +377,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // deleteByID ends the session a credential-less DELETE names. The id is a
 // 192-bit secret bound to its credential at initialize, so knowing it is
-// proof enough to end that one session and nothing else (design: Ending a
-// session by its id): clients such as mcp-go send their DELETE without the
+// proof enough to end that one session and nothing else (design:
+// MCP sessions): clients such as mcp-go send their DELETE without the
 // headers of the rest of the session, and a 401 would be counted as a
 // failed authentication against the whole host. An id that names no live
 // session answers 404, not 401: it is not a failed authentication either.
