@@ -32,6 +32,6 @@
 //   - [Assess]: the warnings and the difference behind the gauge
 //     rollcall.agent.billing_mode.mismatch_age (design: Warnings, Mismatch age).
 //
-// Where docs/design.md and the seed were silent, the choice made is documented on
+// Where docs/design.md is silent, the choice made is documented on
 // the function or type concerned.
 package liveness

@@ -137,8 +137,8 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval, FailoverAfter: cfg.Doorbell.FailoverAfter,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
-			// Issue 8: cross-instance times on the database's clock; a stall
-			// of this process extends deadlines.
+			// Cross-instance times on the database's clock; a stall
+			// of this process extends deadlines (design: Database clock, Stall extension).
 			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
