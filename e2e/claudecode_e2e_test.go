@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// The end-to-end tests of issue 10 with the real Claude Code binary
+// The end-to-end tests of (design: Claude Code channels) with the real Claude Code binary
 // (@anthropic-ai/claude-code, pinned in e2e/claudecode/package-lock.json and
 // installed by scripts/test.sh), driven by the scripted fake Messages API of
 // fakeanthropic_test.go on loopback. Claude Code runs fully offline in a
@@ -57,7 +57,7 @@ type claudeEnv struct {
 }
 
 // claudeOffline is the one place naming what keeps Claude Code offline and
-// unattended here (issue 10, "facts learned"):
+// unattended here (design: Claude Code channels; "facts learned"):
 //
 //   - env: the fake API (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY), no
 //     autoupdater, error reporting, telemetry or nonessential traffic, no
@@ -222,7 +222,7 @@ func (s tmuxSession) screen() string {
 	return out
 }
 
-// TestE2EClaudeCodeInteractive is issue 10 (5a, 5b): the development route.
+// TestE2EClaudeCodeInteractive is the development route (design: Claude Code channels).
 // `claude mcp add` with vend's line, an interactive session under tmux with
 // --dangerously-load-development-channels: (a) a pushed todo reaches the
 // model as a <channel> tag with todo_id, the model claims and completes it,
@@ -417,7 +417,7 @@ func (h *headless) output() string {
 	return h.out.String()
 }
 
-// TestE2EClaudeCodePlugin is issue 10 (5c, 5d): the plugin route, headless.
+// TestE2EClaudeCodePlugin is the plugin route, headless (design: Plugin, Adapter).
 // `rollcall claude plugin` writes the plugin and marketplace, `claude plugin
 // marketplace add` and `claude plugin install` install it, managed settings
 // approve it (allowedChannelPlugins), and `claude -p --input-format

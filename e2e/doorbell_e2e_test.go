@@ -36,7 +36,7 @@ func pushTodo(t *testing.T, srv *server, agent, queue, title string) string {
 	return td.ID
 }
 
-// TestE2ETypeScriptClient is issue 2's end-to-end flow with the official MCP
+// TestE2ETypeScriptClient is the end-to-end flow (design: Ring on create) with the official MCP
 // TypeScript SDK: vend with the CLI, connect, push with the CLI, exactly one
 // doorbell whose meta.todo_id is the todo, claim + complete over MCP, and the
 // REST API shows it done.
@@ -117,7 +117,7 @@ func TestE2EGoClient(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
-			//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+			//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 			tr, err := transport.NewStreamableHTTP(v.MCPURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + v.Credential}), transport.WithContinuousListening())
 			if err != nil {
 				t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
 )
 
-// TestE2EGitHubDeliveryRingsTheAgent is issue 11's end-to-end flow on the
+// TestE2EGitHubDeliveryRingsTheAgent is the end-to-end flow (design: Hooks) on the
 // real binary: a hook made with the CLI, a signed GitHub pull_request
 // delivery (the recorded body and header set) posted to the running server
 // rings the agent's MCP session (official TypeScript SDK client) with a

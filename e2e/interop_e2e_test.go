@@ -58,7 +58,7 @@ func mcpGoClient(t *testing.T, ctx context.Context, v vendResult, listen bool, o
 	opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + v.Credential}),
 		transport.WithHTTPLogger(slog.New(slog.DiscardHandler))}
 	if listen {
-		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 		opts = append(opts, transport.WithContinuousListening())
 	}
 	tr, err := transport.NewStreamableHTTP(v.MCPURL, opts...)

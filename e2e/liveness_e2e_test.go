@@ -19,7 +19,7 @@ import (
 	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
-// Issue 4 item 11, end to end with the real binary: after a kill -9 and a
+// The start rule (design: Start rule), end to end with the real binary: after a kill -9 and a
 // restart on the same store, agents that keep heartbeating (over REST and
 // over the gateway) are never reported offline, and an agent that stopped
 // goes offline after the timeout, once (no ghosts); agents that stop later
@@ -316,7 +316,7 @@ func changesLogged(out, handle, state string) int {
 // (the LISTEN/NOTIFY bus between them). An agent's heartbeats move from A to
 // B: A never reports it offline although its own last heartbeat gets older
 // than the timeout, B does not announce it online again, and when the agent
-// stops exactly one instance reports it offline, once (DESIGN.md §5.2).
+// stops exactly one instance reports it offline, once (design: Deadline ownership).
 func TestE2ELivenessHandoverPostgres(t *testing.T) {
 	a, b := startPair(t, livenessArgs...)
 	cred := vend(t, a, "mover", []string{"build"}, allVerbs).Credential

@@ -30,7 +30,7 @@ type goSession struct {
 
 func openGoSession(t *testing.T, mcpURL, cred string) *goSession {
 	t.Helper()
-	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}), transport.WithContinuousListening())
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func startPair(t *testing.T, extra ...string) (*server, *server) {
 // TestMultiInstancePresencePropagation: two `rollcall serve` processes on
 // one PostgreSQL database. A presence change made through A is observed by
 // B (its event stream and its doorbell filter); the latency is measured and
-// must stay inside DESIGN.md §3.6's 5 s bound.
+// must stay inside the 5 s bound (design: Held doorbells).
 func TestMultiInstancePresencePropagation(t *testing.T) {
 	a, b := startPair(t)
 	agent := vend(t, a, "multi", []string{"q"}, allVerbs)

@@ -172,7 +172,7 @@ http {
 	}
 }
 
-// TestE2ENginx (issue 9 item 5): the shipped nginx config (TLS part swapped
+// TestE2ENginx (design: Trusted proxies): the shipped nginx config (TLS part swapped
 // for plain HTTP on loopback) in front of two instances on one PostgreSQL
 // database. The official TypeScript MCP client connects through nginx —
 // initialize, tools/list, its GET stream and tool calls all reach the

@@ -94,7 +94,7 @@ func (p *cutProxy) resume() {
 // Claude Code uses it) sees the SSE event ids of its GET stream, and after
 // a network cut reconnects with Last-Event-ID. The todo rung while it was
 // away reaches it exactly once, and the reconnect digest does not tell it
-// again (issue 10 item 4; DESIGN.md §3.7).
+// again (design: Stream resumption, Connect and reconnect digests).
 func TestE2ETypeScriptClientResumesItsStream(t *testing.T) {
 	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
 	v := vend(t, srv, "e2e-resume", []string{"reviews"}, allVerbs)

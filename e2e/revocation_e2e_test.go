@@ -21,7 +21,7 @@ import (
 	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
-// revocationBound is DESIGN.md §4's bound: a revoked principal is refused
+// revocationBound is the bound (design: Revocation within 5 s): a revoked principal is refused
 // on every instance within 5 s, even when no bus signal arrives.
 const revocationBound = 5 * time.Second
 
@@ -29,7 +29,7 @@ const revocationBound = 5 * time.Second
 // PostgreSQL database. An agent's gateway connection and MCP session and a
 // person token's event stream are open on B; the credential and the token
 // are then revoked with plain SQL — no NOTIFY reaches any instance — and B
-// must close all three within 5 s (issue 9 item 3).
+// must close all three within 5 s (design: Revocation within 5 s).
 func TestRevocationWithoutBusSignal(t *testing.T) {
 	store := pgtest.FreshDatabase(t)
 	args := []string{"--store", store, "--doorbell.sweep_interval", "1h"}
@@ -151,8 +151,7 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 
 // TestConsoleSignOutAcrossInstances: two instances with one session key on
 // one PostgreSQL database. A console session signed in on A, signed out on
-// B: the copied cookie no longer opens the fleet page on A (issue 9
-// item 4).
+// B: the copied cookie no longer opens the fleet page on A (design: Console sessions).
 func TestConsoleSignOutAcrossInstances(t *testing.T) {
 	store := pgtest.FreshDatabase(t)
 	args := []string{"--store", store, "--console.session_key", "e2e shared console key, long enough to be a secret"}

@@ -40,7 +40,7 @@ type session struct {
 // dialMCP opens an MCP session (initialize, tools/list, GET stream) and
 // reports every channel notification to onBell.
 func dialMCP(ctx context.Context, mcpURL, cred string, onBell func(doorbell)) (*mcpclient.Client, error) {
-	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}), transport.WithContinuousListening())
 	if err != nil {
 		return nil, err

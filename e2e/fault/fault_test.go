@@ -85,7 +85,7 @@ func (w *readyWatch) result() (violations, saw503 int) {
 // refusing B's logins), then at once a presence change and a todo push
 // through A: B's /readyz is 503 while its listener is down; once it is
 // back, B's /v1/events shows the transition and B's MCP session gets the
-// doorbell within 2 s (issue 8 item 2; DESIGN.md §4).
+// doorbell within 2 s (design: Catch-up after a lost listener).
 func TestFaultListenerKilled(t *testing.T) {
 	c := sharedCluster(t)
 	a, b, _ := startPair(t, c, nil)
@@ -252,7 +252,7 @@ func fence(t *testing.T, srv *server, ev *events, handle, presence string) {
 // (c) The server stopped with SIGSTOP for 5 s, then SIGCONT, while its
 // agents kept sending (gateway and REST, every 500 ms; interval 1 s,
 // timeout 3 s): no agent is published offline, no gateway is closed with
-// 4009 (issue 8 item 4).
+// 4009 (design: Stall extension).
 func TestFaultServerStopped(t *testing.T) {
 	c := sharedCluster(t)
 	db := c.newDatabase(t)
@@ -327,7 +327,7 @@ func TestFaultServerStopped(t *testing.T) {
 // (d) One agent, two MCP sessions on one instance; the client of one is a
 // separate process, frozen with SIGSTOP, later killed: the live session,
 // whose client claims each todo it is rung for, receives the doorbell of
-// every todo (doorbell.failover_after 2 s; issue 8 item 5).
+// every todo (design: Doorbell failover; doorbell.failover_after 2 s).
 func TestFaultFrozenClient(t *testing.T) {
 	c := sharedCluster(t)
 	db := c.newDatabase(t)
@@ -373,7 +373,7 @@ func loadAgents() int {
 // (e) Load: N gateway agents (half on A, half on B) heartbeating every
 // 500 ms, plus one REST agent every 1 s, interval 1 s, timeout 3 s, until
 // every agent had 20 heartbeats answered: zero 4009 closes, zero offline
-// events (issue 8 item 3, scaled to a busy 2-core machine).
+// events (design: Liveness first; scaled to a busy 2-core machine).
 func TestFaultLoad(t *testing.T) {
 	n := loadAgents()
 	c := sharedCluster(t)
@@ -440,7 +440,7 @@ func TestFaultLoad(t *testing.T) {
 // (f) One instance's clock offset by ±20 s (ROLLCALL_TEST_CLOCK_OFFSET,
 // test-only): an agent heartbeating only to the other instance never flaps
 // offline on the skewed one, and the skewed one says offline within 2 s of
-// the other publishing it (issue 8 item 1).
+// the other publishing it (design: Database clock).
 func TestFaultClockOffset(t *testing.T) {
 	for _, off := range []string{"20s", "-20s"} {
 		t.Run(off, func(t *testing.T) {
@@ -502,7 +502,7 @@ func clockOffset(t *testing.T, off string) {
 // (g) Stale cross-instance liveness (persist interval at its default 60 s):
 // an agent heartbeats to A, goes silent until offline, heartbeats again —
 // B says online within 2 s; after A publishes it offline, B says offline
-// within 2 s (issue 8 item 1).
+// within 2 s (design: Transitions written at once).
 func TestFaultStaleLiveness(t *testing.T) {
 	c := sharedCluster(t)
 	a, b, _ := startPair(t, c, nil)
@@ -568,7 +568,7 @@ func TestFaultStaleLiveness(t *testing.T) {
 // (h) 40 MCP sessions that never send DELETE (past the 32-per-agent cap):
 // every initialize succeeds — no 429 — and the agent's streaming session
 // keeps its doorbells (eviction takes sessions without a stream first;
-// issue 8 item 6).
+// design: Session cap).
 func TestFaultSessionsNeverClosed(t *testing.T) {
 	c := sharedCluster(t)
 	db := c.newDatabase(t)

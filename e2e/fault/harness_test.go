@@ -1,4 +1,4 @@
-// Package fault is Rollcall's fault suite (issue 8 item 7): real `rollcall
+// Package fault is Rollcall's fault suite (design: Operator event stream): real `rollcall
 // serve` processes on a throwaway PostgreSQL cluster that the suite starts
 // itself (initdb + pg_ctl from /usr/lib/postgresql/*/bin, its own port and
 // temporary directory, removed at the end; the shared PostgreSQL at
@@ -10,7 +10,8 @@
 // skewed clock (ROLLCALL_TEST_CLOCK_OFFSET).
 //
 // Every "eventually" is a poll bounded by wait; the few "within 2 s" checks
-// are the targets of issue 8 (DESIGN.md §3.6–3.8, §5.2), measured from the
+// are the bounds of (design: Held doorbells, Digest on return, Catch-up after a lost
+// listener, Deadline ownership), measured from the
 // moment the test observed the fault end, never from a sleep.
 //
 // $ROLLCALL_FAULT_BIN runs the suite against a rollcall binary built
@@ -53,7 +54,7 @@ import (
 // timing assertion).
 const wait = 30 * time.Second
 
-// catchUp is issue 8's bound for an instance to catch up after its
+// catchUp is the bound (design: Catch-up after a lost listener) for an instance to catch up after its
 // listener returned, and for cross-instance liveness to agree.
 const catchUp = 2 * time.Second
 

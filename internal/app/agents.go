@@ -137,7 +137,7 @@ func ParseRef(ref string) store.AgentRef {
 }
 
 // OwnedAgent loads an agent the person owns. Another person's agent and an
-// unknown ref both answer not_found, so refs do not leak (DESIGN.md §3.5).
+// unknown ref both answer not_found, so refs do not leak (design: Owner only).
 func (s *Service) OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
 	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) || len(ref) > 200 {
 		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)

@@ -44,8 +44,8 @@ const (
 	AgentTokenPrefix  = "rca_"
 )
 
-// LivenessConfig configures the heartbeat tracker (design: Configuration
-// keys); zero fields take the keys' defaults.
+// LivenessConfig configures the heartbeat tracker (design:
+// Configuration sources); zero fields take the keys' defaults.
 type LivenessConfig = tracker.Config
 
 // Options configures a Service.
@@ -63,10 +63,10 @@ type Options struct {
 	SweepInterval time.Duration
 	// FailoverAfter is doorbell.failover_after (default 30 s): a todo rung
 	// on one of several sessions of its agent here and still unclaimed this
-	// long after is rung on another (DESIGN.md §3.8, issue 8 item 5).
+	// long after is rung on another (design: Doorbell failover).
 	FailoverAfter time.Duration
-	// Liveness configures the heartbeat tracker (design: Configuration
-	// keys); zero fields take the keys' defaults. Unused when Tracker is set.
+	// Liveness configures the heartbeat tracker (design:
+	// Configuration sources); zero fields take the keys' defaults. Unused when Tracker is set.
 	Liveness LivenessConfig
 	// Metrics counts heartbeats, doorbells, digests, sweep rings and
 	// transitions; nil = NopMetrics.

@@ -19,7 +19,7 @@ type CatchUpResult struct {
 }
 
 // CatchUp recovers what this instance missed while its bus listener was
-// down, lost at lostAt (design: Storage and instances); the bus calls it
+// down, lost at lostAt (design: Catch-up after a lost listener); the bus calls it
 // once the listener LISTENs again, so nothing sent after the reload is
 // missed:
 //

@@ -10,13 +10,13 @@ import (
 // StreamOpened is called by the session hub when an agent gains its first
 // open notification stream on this instance: it records the agent's first
 // stream ever and, if the agent is in, sends a (re)connect digest, at most
-// once per agent per doorbell.ReconnectDigestGate here (design: Transitions
-// and the digest).
+// once per agent per doorbell.ReconnectDigestGate here (design:
+// Connect and reconnect digests).
 func (s *Service) StreamOpened(agentID string) { s.bell.StreamOpened(agentID) }
 
 // RedeliverDoorbells hands the doorbells a session could not take — it
 // closed, or its stream ended before they were written — to another session
-// of the agent here at once (design: Doorbells and the sweep). It returns
+// of the agent here at once (design: Redelivery on session loss). It returns
 // how many were handed on. The session hub calls it.
 func (s *Service) RedeliverDoorbells(agentID, fromSession string, msgs []domain.ChannelMessage) int {
 	return s.bell.Redeliver(agentID, fromSession, msgs)

@@ -61,7 +61,7 @@ type HandOffResult struct {
 // maxHandoffKeyLen leaves room for the sender namespace in the stored key.
 const maxHandoffKeyLen = 150
 
-// HandOff is the hand_off verb (DESIGN.md §3.9): the agent pushes a todo
+// HandOff is the hand_off verb (design: Handoff): the agent pushes a todo
 // to another agent of the same owner, only to an agent/queue pair its
 // scope grants. The todo is attributed agent:<sender id>, push-eligible,
 // source "handoff", and rings like a pushed todo; the creation is audited

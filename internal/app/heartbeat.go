@@ -37,7 +37,7 @@ func newRateLimiter(rate float64, burst int) *rateLimiter { return ratelimit.New
 
 // Heartbeat is the one heartbeat use case behind both transports (REST
 // POST /v1/agents/{agent}/heartbeat and the gateway op heartbeat with
-// member agent; design: Heartbeat presence, Rules). body is an
+// member agent; design: Heartbeat body, Heartbeat authorization, Liveness states). body is an
 // agent_heartbeat.v1 document, decoded by liveness.DecodeHeartbeat; arr is
 // the Arrival ArriveHeartbeat returned (the gateway acks on its read path
 // and runs this off it), or the zero Arrival for a heartbeat that arrives

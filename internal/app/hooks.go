@@ -16,7 +16,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Per-hook delivery rate limits (DESIGN.md §3.9): token buckets of
+// Per-hook delivery rate limits (design: Hooks): token buckets of
 // HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
 // minute on each instance (the buckets live in memory). The signature is
 // checked first: a delivery that passes it takes from the hook's delivery
@@ -79,7 +79,7 @@ func (s *Service) hookView(h domain.Hook, handle string) HookView {
 }
 
 // CreateHook creates a webhook endpoint for one of the person's agents and
-// queues (DESIGN.md §3.9) and returns it with its URL and secret (shown
+// queues (design: Hooks) and returns it with its URL and secret (shown
 // once). kind "github" takes filter, title_template and kind_label;
 // "standard" takes kind_label (the todo kind when a delivery names none).
 // Audited as hook.create. Errors: invalid_argument (with pointer),
@@ -295,7 +295,7 @@ type DeliveryResult struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// Deliver handles one webhook delivery (DESIGN.md §3.9): the signature
+// Deliver handles one webhook delivery (design: Hook signatures): the signature
 // (before anything of the body is parsed), then the hook's rate limit for
 // verified deliveries (a delivery that fails the check takes from a
 // separate per-hook bucket instead), then decoding, the filter, and the

@@ -12,8 +12,8 @@ import (
 const ReapInterval = 5 * time.Second
 
 // Run runs this instance's background loops until ctx ends: the presence
-// evaluator (every EvaluateInterval, DESIGN.md §3.7), the doorbell sweep
-// (every SweepInterval, §3.8), the lease reaper (every ReapInterval) and the
+// evaluator (design: Presence evaluator; every EvaluateInterval), the doorbell sweep
+// (design: Sweep; every SweepInterval), the lease reaper (every ReapInterval) and the
 // ring recorder. Timers come from the injected clock. It loads the presence
 // cache first.
 func (s *Service) Run(ctx context.Context) {

@@ -1,7 +1,7 @@
 package app
 
 // Metrics is the port through which the use cases count what Rollcall does
-// (DESIGN.md §2 Operations, §5.2). The OpenTelemetry adapter in
+// (design: Metrics). The OpenTelemetry adapter in
 // internal/metrics implements it; NopMetrics is the default. Every method
 // is cheap, never blocks and is safe for concurrent use.
 type Metrics interface {
@@ -9,7 +9,7 @@ type Metrics interface {
 	// (REST or gateway member agent).
 	Heartbeat()
 	// HeartbeatRowsPersisted counts agent rows written by one flush pass of
-	// the liveness tracker (database writes; D-M2-20-5); it is called once
+	// the liveness tracker (design: Flush loop; database writes); it is called once
 	// per pass that wrote rows.
 	HeartbeatRowsPersisted(n int)
 	// DoorbellRung counts one todo doorbell queued to a session.

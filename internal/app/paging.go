@@ -13,7 +13,7 @@ import (
 )
 
 // MaxPageBytes bounds the JSON of the items of one page of a list route
-// (issue 9 item 6): a page ends before the item that would cross it (a page
+// (design: Paging): a page ends before the item that would cross it (a page
 // always holds at least one item). With 64 KiB payloads that is about 60
 // todos, whatever the limit.
 const MaxPageBytes = 4 << 20

@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Digest reasons (design: Transitions and the digest): why presence
+// Digest reasons (design: Digest on return, Connect and reconnect digests): why presence
 // changed (the evaluator's), and the (re)connect digests (the doorbell's).
 const (
 	ReasonClockIn     = evaluator.ReasonClockIn
@@ -62,7 +62,7 @@ func (s *Service) freshAgent(ctx context.Context, id string) (domain.Agent, erro
 	return a, storeErr(err, fmt.Sprintf("agent %q not found", id), "")
 }
 
-// --- self verbs (DESIGN.md §3.4) ---
+// --- self verbs (design: Self verbs) ---
 
 // PresenceOf is the `presence {}` self verb.
 func (s *Service) PresenceOf(ctx context.Context, a *domain.Agent) (PresenceView, error) {
@@ -86,7 +86,7 @@ func (s *Service) ClockOut(ctx context.Context, a *domain.Agent) (PresenceView, 
 	return s.viewOf(ctx, &after, now)
 }
 
-// ClockIn is the `clock_in {for?}` self verb (DESIGN.md §3.4); forArg
+// ClockIn is the `clock_in {for?}` self verb (design: Self verbs); forArg
 // absent = 1h, max 8h. Outside the shift the agent's own in overrides of one
 // off-shift stretch cover at most its self_clock_in_cap together
 // (presence.ClockIn). Errors, nothing changed: invalid_argument (pointer
@@ -110,7 +110,7 @@ func (s *Service) ClockIn(ctx context.Context, a *domain.Agent, forArg *string) 
 	return s.viewOf(ctx, &after, now)
 }
 
-// --- operator controls (DESIGN.md §3.5) ---
+// --- operator controls (design: Operator overrides) ---
 
 // GetPresence returns the owner's view of an agent's presence.
 func (s *Service) GetPresence(ctx context.Context, by domain.Person, ref string) (AgentPresence, error) {
@@ -175,7 +175,7 @@ func (s *Service) ClearPresence(ctx context.Context, by domain.Person, ref strin
 }
 
 // SetShift is PUT /v1/agents/{ref}/shift {"shift": string|null}. The shift
-// is validated with the grammar of DESIGN.md §3.2 (invalid_argument naming
+// is validated with the grammar of (design: Shift grammar) (invalid_argument naming
 // `shift`, pointer /shift). Audited as agent.shift.
 func (s *Service) SetShift(ctx context.Context, by domain.Person, ref string, shift *string) (AgentPresence, error) {
 	a, err := s.OwnedAgent(ctx, by, ref)
@@ -212,7 +212,7 @@ func (s *Service) SetShift(ctx context.Context, by domain.Person, ref string, sh
 // applyPresence reads the agent row, lets decide compute the override
 // change, writes it with an audit entry (unless Keep), logs one line,
 // signals every instance and evaluates the transition right away
-// (DESIGN.md §3.7 "right after every presence write"). It returns the row
+// (design: Presence evaluator). It returns the row
 // after the change (the unchanged row on Keep) and the decision time.
 func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (domain.Agent, time.Time, error) {
 	return s.applyPresenceOnce(ctx, agentID, actor, cause, false, func(cur presence.Inputs, b presence.Budget, now time.Time) (presence.Change, presence.Budget, error) {
@@ -289,7 +289,7 @@ func (s *Service) afterPresenceWrite(ctx context.Context, a *domain.Agent, oldP 
 	}
 }
 
-// budgetOf returns the agent's self clock-in budget (DESIGN.md §3.4): the
+// budgetOf returns the agent's self clock-in budget (design: Self clock-in cap): the
 // owner's cap and the stored ledger.
 func budgetOf(a *domain.Agent) presence.Budget {
 	b := presence.Budget{Cap: time.Duration(a.SelfClockInCap), Used: a.Presence.SelfInUsed}
@@ -302,7 +302,7 @@ func budgetOf(a *domain.Agent) presence.Budget {
 // applyAgentPresence applies an agent's own self verb (clock_in, clock_out)
 // with the override guard: a write of the owner's that lands between the
 // read and the write (an operator out override) is never overwritten; the
-// verb is decided again on the new row, up to three times (DESIGN.md §3.4:
+// verb is decided again on the new row, up to three times (design: Owner's word:
 // the owner's word beats the agent's).
 func (s *Service) applyAgentPresence(ctx context.Context, agentID, cause string, decide func(presence.Inputs, presence.Budget, time.Time) (presence.Change, presence.Budget, error)) (domain.Agent, time.Time, error) {
 	for attempt := 0; ; attempt++ {
@@ -316,7 +316,7 @@ func (s *Service) applyAgentPresence(ctx context.Context, agentID, cause string,
 	}
 }
 
-// SetSelfClockInCap sets the agent's self_clock_in_cap (DESIGN.md §3.4:
+// SetSelfClockInCap sets the agent's self_clock_in_cap (design: Self clock-in cap:
 // "8h", "90m", "0" = never outside its shift; at most 168h): the owner's
 // part of PATCH /v1/agents/{ref}. Audited as agent.update. Errors:
 // invalid_argument (pointer /self_clock_in_cap), not_found, conflict

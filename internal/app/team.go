@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Persons, roles and personal tokens (DESIGN.md §1; issue 9 items 1, 2, 4).
+// Persons, roles and personal tokens (design: Persons and roles, Personal tokens, Console sessions).
 //
 // Rules:
 //   - Only an admin creates, lists, re-roles and deactivates persons
@@ -34,12 +34,12 @@ const TokenTouchEvery = time.Minute
 const MaxTokenNameLen = 100
 
 // RecheckInterval is how often open streams and connections re-check their
-// credential or token (DESIGN.md §4: revocation holds within 5 s on every
+// credential or token (design: Revocation within 5 s: revocation holds within 5 s on every
 // instance even when a bus signal is lost).
 const RecheckInterval = 2 * time.Second
 
 // CredentialCacheTTL is how long an MCP credential lookup is reused
-// (issue 8 item 3). A revoke invalidates it at once on the instance that
+// (design: Credential cache). A revoke invalidates it at once on the instance that
 // revoked and, through the bus, on the others; a lost signal is bounded by
 // this TTL.
 const CredentialCacheTTL = 2 * time.Second
@@ -498,7 +498,7 @@ func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string
 }
 
 // NoLongerValid is the periodic re-check of open gateway connections and
-// MCP sessions (every RecheckInterval, DESIGN.md §4): byCred maps each
+// MCP sessions (design: Revocation within 5 s; every RecheckInterval): byCred maps each
 // credential id to what it holds open; one store query (bounded by 10 s)
 // finds the credentials that no longer authenticate, and their holders are
 // returned for closing. A store error returns it and nothing to close: the

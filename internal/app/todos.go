@@ -52,9 +52,9 @@ func validJSON(field string, raw json.RawMessage, max int) error {
 }
 
 // PushTodo creates a todo for an agent the person owns (attributed to the
-// owner and push-eligible, DESIGN.md §1). With an idempotency key that a live
+// owner and push-eligible; design: Push eligibility, Idempotency keys). With an idempotency key that a live
 // todo of the agent already has, it returns that todo and created=false. On
-// creation the todo-ready signal is published after commit (DESIGN.md §3.8).
+// creation the todo-ready signal is published after commit (design: Ring on create).
 // Errors: not_found, conflict (revoked agent), invalid_argument (queue not in
 // the agent's scope, bad fields; with pointer).
 func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in PushInput) (domain.Todo, bool, error) {
@@ -114,14 +114,14 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 }
 
 // publishTodoReady rings the todo's doorbell on this instance's sessions
-// directly (they do not depend on the bus listener, issue 8 item 2), then
+// directly (design: Catch-up after a lost listener; they do not depend on the bus listener), then
 // signals every instance; this instance's own echo is deduplicated by the
 // doorbell.
 func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 	r := domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}
 	s.bell.Ring(r)
 	if err := bus.Send(ctx, s.bus, bus.TodoReady{TodoReady: r}); err != nil {
-		// Lossy by design (DESIGN.md §4): the sweep re-rings.
+		// Lossy by design (design: Bus delivery): the sweep re-rings.
 		s.log.Warn("todo-ready signal not published", "todo_id", t.ID, "err", err)
 	}
 }
@@ -182,7 +182,7 @@ func (s *Service) GetTodo(ctx context.Context, by domain.Person, id string) (dom
 	return t, nil
 }
 
-// --- agent verbs (MCP scope verbs, DESIGN.md §2) ---
+// --- agent verbs (MCP scope verbs; design: Todo lifecycle) ---
 
 func todoNotFound(id string) error {
 	return domain.Errorf(domain.CodeNotFound, "todo %q not found among this agent's todos", id).At("/todo_id")

@@ -150,8 +150,8 @@ func (s *Presence) Decode(payload string) error {
 }
 
 // PresenceTransition (ChannelPresenceTransition) comes from the one
-// instance that claimed an in/out transition (design: Presence
-// evaluation). Wire form: "<agent_id>:<in|out>:<reason>".
+// instance that claimed an in/out transition (design:
+// Transition claim). Wire form: "<agent_id>:<in|out>:<reason>".
 type PresenceTransition struct {
 	AgentID  string
 	Presence string // "in" or "out"
@@ -224,8 +224,8 @@ func (s *Team) Decode(payload string) error {
 }
 
 // LivenessClaim is one heartbeat ownership claim: Instance holds a
-// heartbeat of the agent at Heartbeat (design: Heartbeat presence:
-// liveness, several instances).
+// heartbeat of the agent at Heartbeat (design:
+// Deadline ownership).
 type LivenessClaim struct {
 	AgentID, Instance string
 	Heartbeat         time.Time

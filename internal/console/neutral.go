@@ -10,7 +10,7 @@ import (
 )
 
 // Neutralize makes every character that changes how text around it is
-// shown, or is not shown at all, visible as "[U+XXXX]" (issue 9 item 6):
+// shown, or is not shown at all, visible as "[U+XXXX]" (design: Operator overrides):
 // Unicode format characters (Cf: bidi embeddings, overrides and isolates
 // U+202A–U+202E and U+2066–U+2069, marks U+200E/U+200F/U+061C, zero-width
 // U+200B–U+200D and U+2060–U+2064, U+FEFF, the soft hyphen …), line and

@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Digest reasons of a (re)connect (design: Transitions and the digest):
+// Digest reasons of a (re)connect (design: Connect and reconnect digests):
 // ReasonConnect on an agent's first notification stream ever, and
 // ReasonReconnect on its first stream on this instance after that.
 const (
@@ -22,7 +22,7 @@ const (
 )
 
 // ReconnectDigestGate is the least time between two reconnect digests of
-// one agent on one instance (design: Transitions and the digest).
+// one agent on one instance (design: Connect and reconnect digests).
 const ReconnectDigestGate = 10 * time.Minute
 
 // maxDigestTodos bounds what one digest counts and marks.
@@ -117,7 +117,7 @@ func withoutTold(hub SessionHub, sessionID string, pend []store.PendingTodo) []s
 
 // BuildDigest renders the digest notification: meta kind=digest, pending
 // (decimal), queues (sorted, comma-joined), reason; no todo_id. Content is
-// one line that stands alone (design: Claude Code): counts, queue names, the
+// one line that stands alone (design: Doorbell message): counts, queue names, the
 // oldest pending age and how to drain them with claim_next, e.g.
 //
 //	digest: 3 pending todos (q1 2, q2 1), oldest waiting 5m — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found

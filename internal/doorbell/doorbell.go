@@ -1,9 +1,9 @@
 // Package doorbell holds the doorbell engine of one instance (design:
-// Doorbells and the sweep): it rings a todo's doorbell on exactly one of
+// Ring on create, Doorbell dedup, Doorbell failover): it rings a todo's doorbell on exactly one of
 // this instance's sessions of its agent, deduplicated per todo, fails a
 // ring over to another session when it goes unanswered, hands doorbells of
 // a closing session to another, sends digests to returning agents (design:
-// Transitions and the digest), runs the sweep that re-rings pending todos
+// Digest on return), runs the sweep that re-rings pending todos
 // and rings, after a bus outage, what the outage hid. It is built from
 // narrow ports (Store, Presence, SessionHub, bus.Bus, Metrics, a clock and
 // a logger) and knows nothing of the use cases.

@@ -13,11 +13,11 @@ import (
 )
 
 // DedupTTL is how long a todo's doorbell is not sent again by this
-// instance (design: Doorbells and the sweep, "dedup … for a short TTL").
+// instance (design: Doorbell dedup).
 const DedupTTL = 30 * time.Second
 
 // DefaultFailoverAfter is doorbell.failover_after's default (design:
-// Doorbells and the sweep).
+// Doorbell failover).
 const DefaultFailoverAfter = 30 * time.Second
 
 // failoverBatch bounds the todos one FailoverRings statement counts.

@@ -9,8 +9,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// FailoverOnce handles the failover checks that are due (design: Doorbells
-// and the sweep): a todo rung on one of several sessions of its agent here
+// FailoverOnce handles the failover checks that are due (design:
+// Doorbell failover): a todo rung on one of several sessions of its agent here
 // and still pending failover_after later is rung on a session not rung yet
 // for it and streaming, not stalled and not itself failed over from — the
 // rings of one pass counted in one conditional statement
@@ -113,7 +113,7 @@ func (d *Engine) FailoverOnce(ctx context.Context) int {
 
 // Redeliver hands doorbells a session could not take — it closed, or its
 // stream ended before they were written — to another session of the agent
-// here at once (design: Doorbells and the sweep). They were counted when
+// here at once (design: Redelivery on session loss). They were counted when
 // first rung; this is the same ring reaching a session that can read. The
 // session they were queued on is not preferred until its client acts
 // again. It returns how many were handed on.

@@ -25,7 +25,7 @@ type SessionInfo struct {
 	LastRequestAt time.Time
 	// Stalled is true after a write on the session's stream ran past the
 	// write deadline, until the client acts again (a POST or a new stream):
-	// such a session is not preferred (design: Doorbells and the sweep).
+	// such a session is not preferred (design: Stream writes).
 	Stalled bool
 }
 
@@ -65,7 +65,7 @@ type SessionHub interface {
 // the new stream, and replayed ones after a resume (SSE Last-Event-ID).
 // ToldOnOpen lists the todo ids the session's stream opening right now
 // delivers that way; a reconnect digest does not count them again, so no
-// todo is told twice (design: Transitions and the digest).
+// todo is told twice (design: Connect and reconnect digests).
 type ToldReporter interface {
 	ToldOnOpen(sessionID string) []string
 }

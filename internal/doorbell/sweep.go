@@ -9,7 +9,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Sweep limits (design: Doorbells and the sweep).
+// Sweep limits (design: Sweep).
 const (
 	SweepPerAgent = 3    // todos per agent per pass
 	SweepLimit    = 1000 // todos per pass in all
@@ -25,7 +25,7 @@ const CatchUpLimit = 1000
 
 // Receivers returns this instance's receivers: agents with at least one
 // session attached here (streaming or momentarily streamless) whose
-// effective presence is in (design: Doorbells and the sweep).
+// effective presence is in (design: Sweep).
 func (d *Engine) Receivers() []string {
 	hub := d.sessionHub()
 	if hub == nil {
@@ -67,7 +67,7 @@ func (d *Engine) SweepOnce(ctx context.Context) (int, error) {
 // pending todos of this instance's receivers created since lostAt −
 // CatchUpSlack (store.RingMissed: selected and counted in one statement),
 // delivered like sweep rings but not twice within the dedup TTL (design:
-// Storage and instances). It returns how many todos the store selected and
+// Catch-up after a lost listener). It returns how many todos the store selected and
 // how many of them were rung here. Call DrainRecords first, so todos this
 // instance already rang count as rung. Errors: the store's.
 func (d *Engine) RingMissed(ctx context.Context, lostAt time.Time) (selected, rung int, err error) {

@@ -5,8 +5,8 @@
 //     only from a peer inside trusted_proxies; from any other peer they are
 //     deleted before a handler sees them (so nothing downstream can be
 //     fooled into a Secure cookie or a forged client address);
-//   - checks Host and Origin (DNS-rebinding and cross-site protection,
-//     DESIGN.md §2 Transport): on a loopback listener the Host must be a
+//   - checks Host and Origin (DNS-rebinding and cross-site protection;
+//     design: Host and Origin): on a loopback listener the Host must be a
 //     loopback name (localhost, 127.0.0.0/8, ::1), the host of public_url or
 //     one of allowed_hosts; an Origin, when sent, must be the request's own
 //     origin, public_url's, one of allowed_origins, or a loopback origin on
@@ -168,7 +168,7 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 
 // refusedUnverified answers 429 and reports true for a request of a client
 // over the failed-auth limit whose Authorization does not verify (design:
-// The failed-auth limit — a credential that verifies is served whatever
+// Failed-authentication limit: a credential that verifies is served whatever
 // others failed from its address; one that does not is refused before its
 // body is read or a handler runs, so a guess past the limit costs one
 // credential lookup). Requests without Authorization (a console form, a

@@ -175,7 +175,7 @@ func TestListenerCapsConnectionsPerClient(t *testing.T) {
 }
 
 // With a verifier, a client over the limit has its credential checked
-// before the handler (design: The failed-auth limit): one that does not
+// before the handler (design: Failed-authentication limit): one that does not
 // verify is answered 429 without the handler running or its body being
 // read, and the connection ends; one that verifies is served; a request
 // without Authorization goes to the handler, whose 401 becomes 429. A client

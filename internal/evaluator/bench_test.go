@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkEvaluatorPass measures one presence evaluator pass over 100 000
-// cached agents that all have shifts (design: Transitions and the digest:
+// cached agents that all have shifts (design: Presence evaluator:
 // cost grows with the agents whose presence changes, ≤ 10 ms when none
 // does).
 // A pass is the indexed "changed since" query on the real store plus the

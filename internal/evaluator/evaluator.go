@@ -1,5 +1,5 @@
 // Package evaluator holds the presence evaluator and this instance's
-// presence cache (design: Transitions and the digest): every agent's presence
+// presence cache (design: Presence evaluator): every agent's presence
 // inputs, last seen transition and not-ready queues, kept fresh by the
 // presence signals of the bus and a periodic "changed since" pass; it
 // claims a transition when an agent's effective presence changes and
@@ -24,7 +24,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Transition reasons (design: Transitions and the digest): why an agent's presence changed.
+// Transition reasons (design: Presence evaluator): why an agent's presence changed.
 const (
 	ReasonClockIn     = "clock_in"
 	ReasonClockOut    = "clock_out"
@@ -75,7 +75,7 @@ type Config struct {
 	Instance string
 	// OnIn, when set, is called for every transition to "in" broadcast by
 	// any instance that this instance has not handled yet (the digest of a
-	// returning agent; design: Transitions and the digest). It runs on the bus's delivery
+	// returning agent; design: Digest on return). It runs on the bus's delivery
 	// goroutine and must not block: hand the digest to another goroutine.
 	OnIn func(agentID, reason string)
 }
@@ -333,7 +333,7 @@ func (e *Evaluator) Pass(ctx context.Context) (int, error) {
 // instance wins), broadcasts it (bus.PresenceTransition) and publishes its
 // event. It reschedules the agent at its next change and reports whether
 // this instance claimed a transition. The use cases call it right after
-// every presence write (design: Transitions and the digest). Errors: the store's.
+// every presence write (design: Presence evaluator). Errors: the store's.
 func (e *Evaluator) Evaluate(ctx context.Context, agentID string, now time.Time) (bool, error) {
 	e.mu.Lock()
 	en, ok := e.entries[agentID]

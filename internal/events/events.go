@@ -3,7 +3,7 @@
 // liveness tracker, agent.presence_transition from the presence evaluator),
 // broadcast over the bus to the hubs of every instance, kept in a ring for
 // Last-Event-ID resumption and fanned out to each person's subscribers
-// filtered to their own agents (design: Interfaces).
+// filtered to their own agents (design: Operator event stream).
 package events
 
 import (
@@ -27,11 +27,11 @@ import (
 // Event kinds of the operator event stream.
 const (
 	// KindPresenceChanged: the liveness pair (state, reported_billing_mode)
-	// of an agent changed (design: Heartbeat presence, Rules). Data:
+	// of an agent changed (design: Presence-changed events). Data:
 	// PresenceChangedData.
 	KindPresenceChanged = "agent.presence_changed"
 	// KindPresenceTransition: an agent's in/out presence changed (design:
-	// Transitions and the digest). Data: PresenceTransitionData.
+	// Operator event stream). Data: PresenceTransitionData.
 	KindPresenceTransition = "agent.presence_transition"
 	// KindStreamMissed is sent to a subscriber whose Last-Event-ID is no
 	// longer (or never was) in the buffer: events were missed, so the client
@@ -77,7 +77,7 @@ type PresenceChangedData struct {
 type PresenceTransitionData struct {
 	Agent    string `json:"agent"`    // handle
 	Presence string `json:"presence"` // "in" or "out"
-	Reason   string `json:"reason"`   // the digest reason (design: Transitions and the digest)
+	Reason   string `json:"reason"`   // the digest reason (design: Digest on return)
 }
 
 // StreamMissedData is the data of stream.missed.
@@ -154,7 +154,7 @@ func New(o Options) *Hub {
 func (e *Hub) now() time.Time { return e.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // PresenceTransition publishes agent.presence_transition for an in/out
-// transition (design: Transitions and the digest); the presence evaluator calls it once per
+// transition (design: Operator event stream); the presence evaluator calls it once per
 // claimed transition. The owner and handle are looked up (and cached).
 func (e *Hub) PresenceTransition(ctx context.Context, agentID, presence, reason string) {
 	id, err := e.ident(ctx, agentID)
@@ -256,7 +256,7 @@ func (e *Hub) deliver(w eventWire) {
 // LastPair returns the last agent.presence_changed pair of the agent this
 // hub delivered (published by any instance): the pair a new owner of the
 // agent's deadline compares with, so a change is published once across
-// instances (design: Heartbeat presence, Rules).
+// instances (design: Presence-changed events).
 func (e *Hub) LastPair(agentID string) (liveness.PublishPair, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

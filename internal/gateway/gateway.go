@@ -1,5 +1,5 @@
-// Package gateway is Rollcall's WebSocket gateway at /v1/gateway (DESIGN.md
-// §2 Gateway, §5.2; seed D-M2-20-9): a runtime adapter keeps one connection
+// Package gateway is Rollcall's WebSocket gateway at /v1/gateway
+// (design: Gateway protocol): a runtime adapter keeps one connection
 // open and sends heartbeats on it. Frames are JSON text messages {op, d}:
 //
 //	server  hello         {heartbeat_interval_ms}
@@ -50,7 +50,7 @@ import (
 	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
-// Close codes of the gateway (DESIGN.md §2).
+// Close codes of the gateway (design: Gateway protocol).
 const (
 	CloseAuthFailed        websocket.StatusCode = 4004 // identify failed; credential revoked
 	CloseHeartbeatDeadline websocket.StatusCode = 4009 // no heartbeat within the deadline
@@ -151,7 +151,7 @@ func (g *Gateway) Connections() int {
 // Shutdown closes every connection with 4013 (going away: reconnect) and
 // refuses new ones the same way, then waits for the connections' handlers
 // within ctx. It is the gateway's step of the server's shutdown, before the
-// tracker stops (DESIGN.md §5.2, D-M2-20-5).
+// tracker stops (design: Shutdown flush).
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.shutdown.Store(true)
 	g.stopOnce.Do(func() { close(g.stop) })
@@ -355,7 +355,7 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 //
 // A stall of the server (stall.Detector) restarts the deadline when the
 // process runs again: frames queued on the socket meanwhile are not the
-// agent's fault (issue 8 item 4).
+// agent's fault (design: Stall extension).
 func (c *conn) onDeadline() {
 	st := c.g.svc.Stalls()
 	st.Check() // a stall that ended just now is recorded before judging
@@ -556,8 +556,8 @@ func (c *conn) heartbeatAgent(agent []byte) {
 
 // agentPart hands the member agent of a heartbeat to the connection's
 // worker and returns at once: the read loop keeps reading and acking
-// (liveness first, DESIGN.md §5.2) while an audited first report or billing
-// change waits for the store (issue 8 item 3). At most one worker runs per
+// (design: Liveness first; liveness first) while an audited first report or billing
+// change waits for the store (design: Liveness first). At most one worker runs per
 // connection and at most one body waits: a newer heartbeat replaces a
 // waiting one (each heartbeat is the whole reported state, so the newest
 // is all that matters). The rate limit runs here, on the read loop, and

@@ -24,7 +24,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
-// Faults of the server, not of the agents (issue 8 items 3 and 4): a slow
+// Faults of the server, not of the agents (design: Liveness first, Stall extension): a slow
 // agent part and a stall of the process never close a connection whose
 // heartbeats keep coming with 4009, and never make its agent offline.
 
@@ -141,7 +141,7 @@ func (e *env) waitState(want string) {
 // and the presence timeout (3 s). The read loop keeps reading and acking
 // the heartbeats that follow, the connection is not closed with 4009 and
 // the agent is not published offline; once the store answers, the change
-// is applied. On the code before issue 8 the agent part ran on the read
+// is applied. On the old code the agent part ran on the read
 // loop: no ack came while the store was slow.
 func TestSlowAgentPartKeepsReading(t *testing.T) {
 	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
@@ -183,7 +183,7 @@ func TestSlowAgentPartKeepsReading(t *testing.T) {
 // clock jumps while the gateway's deadline, 2 s, and the agent's, 3 s, are
 // due); the heartbeat that waited on the socket is read just after. With
 // the stall detector on, the connection is not closed with 4009 and the
-// agent stays online. On the code before issue 8: 4009.
+// agent stays online. On the old code: 4009.
 func TestStallKeepsConnections(t *testing.T) {
 	cfg := faultCfg
 	cfg.StallThreshold = time.Second

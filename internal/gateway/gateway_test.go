@@ -184,7 +184,7 @@ func (c *client) ack() {
 
 // sync waits until the server read every frame sent so far (frames of one
 // connection are read in order) and the agent part of the heartbeats among
-// them ran: it runs off the read loop, after the ack (issue 8 item 3), so
+// them ran: it runs off the read loop, after the ack (design: Liveness first), so
 // sync polls (bounded) until the owner's status view of agentID is online
 // or degraded.
 func (c *client) sync(svc *app.Service, owner domain.Person, agentID string) {
@@ -486,7 +486,7 @@ func looseTempDir(t testing.TB) string {
 // TestRecheckClosesWithoutBusSignal: a credential revoked behind the
 // gateway's back (no bus signal: another instance revoked it and the
 // NOTIFY was lost) closes the connection with 4004 within one re-check
-// period (DESIGN.md §4, issue 9 item 3).
+// period (design: Revocation within 5 s).
 func TestRecheckClosesWithoutBusSignal(t *testing.T) {
 	e := newEnv(t)
 	c := e.ready()

@@ -10,7 +10,7 @@ import (
 // Options.Recheck (default app.RecheckInterval) with one store query, and
 // closes those whose credential was revoked or rotated or whose agent was
 // revoked or deactivated with 4004. So a revocation holds on this instance
-// within one period even when its bus signal was lost (DESIGN.md §4). The
+// within one period even when its bus signal was lost (design: Revocation within 5 s). The
 // loop runs while connections are open and ends at Shutdown.
 func (g *Gateway) recheckLoop(t clockwork.Ticker) {
 	defer t.Stop()

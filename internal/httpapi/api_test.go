@@ -371,8 +371,8 @@ func (e *env) snapshot(t *testing.T) string {
 	return b.String()
 }
 
-// TestBadInputChangesNothing sends every kind of bad request of issue 2
-// item 9 and checks the problem document and that nothing changed.
+// TestBadInputChangesNothing sends every kind of bad request of (design: Strict JSON)
+// and checks the problem document and that nothing changed.
 func TestBadInputChangesNothing(t *testing.T) {
 	e := newEnv(t)
 	res := e.vend(t, e.admin, builder)
@@ -563,7 +563,7 @@ func TestRequestLog(t *testing.T) {
 }
 
 // PATCH /v1/agents/{ref} self_clock_in_cap: the owner's cap of the agent's
-// own clock_in outside its shift (DESIGN.md §3.4), alone or with other
+// own clock_in outside its shift (design: Self clock-in cap), alone or with other
 // members; bad values are invalid_argument at /self_clock_in_cap and change
 // nothing.
 func TestPatchSelfClockInCap(t *testing.T) {

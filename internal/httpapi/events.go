@@ -11,10 +11,11 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 )
 
-// GET /v1/events: the operator event stream (Server-Sent Events; issue 4
-// item 10, DESIGN.md §2 console "live over SSE"). A person receives the
+// GET /v1/events: the operator event stream (Server-Sent Events;
+// design: Operator event stream, Console sessions). A person receives the
 // events of their own agents only: agent.presence_changed (the liveness
-// pair of §5.2) and agent.presence_transition (in/out of §3.7). Every
+// pair; design: Presence-changed events) and agent.presence_transition (in/out;
+// design: Effective presence). Every
 // event has an id; a client that reconnects with Last-Event-ID resumes
 // after that event while it is among the last events.BufferSize events,
 // and otherwise first receives a stream.missed event (re-read the state you
@@ -60,7 +61,7 @@ func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Per
 	defer keep.Stop()
 	// The token is re-checked every app.RecheckInterval: revoking it,
 	// letting it expire or deactivating the person ends the stream on
-	// every instance even when the bus signal is lost (DESIGN.md §4).
+	// every instance even when the bus signal is lost (design: Revocation within 5 s).
 	recheck := a.svc.Clock().NewTicker(app.RecheckInterval)
 	defer recheck.Stop()
 	for {

@@ -13,13 +13,13 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
-// The heartbeat routes (DESIGN.md §5.2, issue 4 items 2 and 6):
+// The heartbeat routes (design: Heartbeat authorization, Heartbeat rate limit, Warnings):
 //
 //	POST /v1/agents/{agent}/heartbeat  the agent's own credential; body agent_heartbeat.v1
 //	GET  /v1/agents/{ref}/status       the owner; AgentRuntimeStatus
 //
 // The heartbeat route authenticates either kind of bearer token itself,
-// because §5.2's matrix answers persons too: the agent itself → 200
+// because the authorization matrix (design: Heartbeat authorization) answers persons too: the agent itself → 200
 // HeartbeatAck; its owner → 403 forbidden (reason subject_kind_not_allowed);
 // any other person or agent → 404 not_found. The body is at most
 // liveness.MaxBodyBytes (64 KiB, 413 beyond), application/json (415

@@ -91,7 +91,7 @@ func TestHeartbeatRoute(t *testing.T) {
 	}
 }
 
-// TestHeartbeatRouteAuthorization is DESIGN.md §5.2's matrix over REST.
+// TestHeartbeatRouteAuthorization is the authorization matrix (design: Heartbeat authorization) over REST.
 func TestHeartbeatRouteAuthorization(t *testing.T) {
 	e := newEnv(t)
 	a := e.vend(t, e.admin, app.VendInput{Handle: "mine", Queues: []string{"build"}})

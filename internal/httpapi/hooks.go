@@ -11,7 +11,7 @@ import (
 	"github.com/rollcall/rollcall/internal/intake"
 )
 
-// Intake routes (DESIGN.md §3.9). The operator routes follow the owner
+// Intake routes (design: Hooks). The operator routes follow the owner
 // rule (another person's hook is 404, like an unknown one). The delivery
 // route takes no bearer token: the hook's signature authenticates it.
 var hookRoutes = []route{

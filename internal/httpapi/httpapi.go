@@ -1,7 +1,7 @@
 // Package httpapi is Rollcall's REST adapter: the operator API under /v1,
 // described by the OpenAPI 3.1 document api/openapi.yaml (served at
 // GET /v1/openapi.yaml), plus the probes /healthz and /readyz
-// (DESIGN.md §2, REST and Operations). It holds no rules: every route
+// (design: Problem documents, Readiness). It holds no rules: every route
 // decodes its input, calls one use case of app.Service and renders the
 // result.
 //
@@ -16,10 +16,10 @@
 //     admin_required); token routes act on the caller's own tokens. A valid
 //     agent credential on an operator route answers 403 forbidden with
 //     reason subject_kind_not_allowed: the caller is known, but is the wrong
-//     kind of principal (the mirror of DESIGN.md §5.2, where the owner on the
-//     agent-only heartbeat route gets the same 403).
+//     kind of principal (as on the agent-only heartbeat
+//     route, where the owner gets the same 403; design: Heartbeat authorization).
 //   - Another person's agent or todo answers 404, exactly like an unknown
-//     one, so references do not leak (DESIGN.md §3.5).
+//     one, so references do not leak (design: Owner only).
 //   - Bodies: one strict decoder (decodeJSON) — application/json only (415),
 //     at most 1 MiB (413), malformed JSON and trailing data → 400
 //     invalid_argument naming the byte offset, unknown members anywhere →
@@ -111,7 +111,7 @@ var routes = []route{
 	{Route{"GET", "/v1/events", "streamEvents", true, nil}, (*api).streamEvents},
 	{Route{"GET", "/v1/audit", "listAudit", true, []string{"agent", "after", "limit", "cursor"}}, (*api).listAudit},
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true, nil}, (*api).verifyAudit},
-	// Persons and personal tokens (issue 9 items 1, 2; team.go).
+	// Persons and personal tokens (design: Persons and roles, Personal tokens; handlers in team.go).
 	{Route{"POST", "/v1/persons", "createPerson", true, nil}, (*api).createPerson},
 	{Route{"GET", "/v1/persons", "listPersons", true, []string{"limit", "cursor"}}, (*api).listPersons},
 	{Route{"GET", "/v1/persons/{id}", "getPerson", true, nil}, (*api).getPerson},

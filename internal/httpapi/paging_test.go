@@ -40,8 +40,8 @@ func getPage(t *testing.T, e *apitest.Env, path string) (pageJSON, int, int) {
 	return p, resp.StatusCode, len(b)
 }
 
-// Issue 9 item 6: todos with 63 KiB payloads (200 here, to keep the test
-// short under the race detector; the issue's 500 page the same way). One
+// Paging (design: Paging): todos with 63 KiB payloads (200 here, to keep the test
+// short under the race detector; 500 page the same way). One
 // request asking for 500 gets a page of at most 4 MiB and a cursor;
 // following the cursors yields every todo exactly once, in order.
 func TestTodoPagesBoundedByBytes(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// Operator presence controls, DESIGN.md §3.5. Only the owner may use them
+// Operator presence controls, (design: Operator overrides). Only the owner may use them
 // (another person gets 404); a revoked agent answers 409.
 
 func (a *api) getPresence(w http.ResponseWriter, r *http.Request, by domain.Person) error {

@@ -24,7 +24,7 @@ const ProblemContentType = "application/problem+json"
 const ProblemTypePrefix = "urn:rollcall:problem:"
 
 // Problem is the body of every error response: an RFC 9457 problem document
-// extended with Rollcall's machine `code` (DESIGN.md §2, REST) and, for body
+// extended with Rollcall's machine `code` (design: Problem documents) and, for body
 // errors, the RFC 6901 `pointer` of the offending member.
 type Problem struct {
 	Type     string `json:"type"`               // ProblemTypePrefix + code

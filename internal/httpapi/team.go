@@ -7,7 +7,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// Persons and personal tokens (issue 9 items 1, 2; DESIGN.md §1). Person
+// Persons and personal tokens (design: Persons and roles, Personal tokens). Person
 // routes are for admins (403 forbidden, reason admin_required, for a
 // member; a member may read itself with GET /v1/persons/{id}); token
 // routes act on the caller's own tokens, so another person's token id

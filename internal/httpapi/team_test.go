@@ -12,8 +12,9 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Persons, roles, tokens, hand-over and revocation of streams (issue 9
-// items 1–4, 8), on the real stack.
+// Persons, roles, tokens, hand-over and revocation of streams (design: Persons and
+// roles, Personal tokens, Revocation within 5 s, Console sessions, Owner only),
+// on the real stack.
 
 func TestPersonsAndRoles(t *testing.T) {
 	e := newEnv(t)
@@ -182,7 +183,7 @@ func TestPersonalTokens(t *testing.T) {
 }
 
 // TestNothingRevealedAboutOthers: bob's audit verify answer and event ids
-// do not change with, or count, what admin's agents do (issue 9 item 8).
+// do not change with, or count, what admin's agents do (design: Operator event stream).
 func TestNothingRevealedAboutOthers(t *testing.T) {
 	e := newEnv(t)
 	e.vend(t, e.bob, app.VendInput{Handle: "bobs", Queues: []string{"q"}})

@@ -19,8 +19,8 @@ const (
 	HeaderGitHubDelivery  = github.DeliveryIDHeader      // "X-Github-Delivery"
 )
 
-// supported lists the GitHub events and actions that make todos (DESIGN.md
-// §3.9); check_run and workflow_run count only when completed with the
+// supported lists the GitHub events and actions that make todos
+// (design: Hooks); check_run and workflow_run count only when completed with the
 // conclusion "failure".
 var supported = map[string][]string{
 	"pull_request":  {"opened", "ready_for_review", "review_requested"},

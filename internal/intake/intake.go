@@ -1,5 +1,5 @@
 // Package intake holds the pure rules that turn a webhook delivery into a
-// todo (DESIGN.md §3.9): signature verification (GitHub's
+// todo (design: Hook signatures): signature verification (GitHub's
 // X-Hub-Signature-256 through go-github, Standard Webhooks through its Go
 // library), decoding of the events a review/triage agent needs into a small
 // Event, the hook filter, and a tiny placeholder template for titles.
@@ -31,7 +31,7 @@ var (
 )
 
 // Tolerance is how far a Standard Webhooks timestamp may lie from now, in
-// either direction (DESIGN.md §3.9).
+// either direction (design: Hook signatures).
 const Tolerance = 5 * time.Minute
 
 // MaxBody is the largest delivery body read (1 MiB; larger → 413).

@@ -50,7 +50,7 @@ func VerifyStandard(secret string, h http.Header, body []byte, now time.Time) er
 }
 
 // StandardBody is the JSON body of a Standard Webhooks delivery that makes
-// a todo: {title, queue?, kind?, payload?} (DESIGN.md §3.9).
+// a todo: {title, queue?, kind?, payload?} (design: Hook signatures).
 type StandardBody struct {
 	Title   string          `json:"title"`
 	Queue   string          `json:"queue,omitempty"`

@@ -3,7 +3,7 @@ package liveness
 import "time"
 
 // Warning codes of the agent status (AgentRuntimeStatus.warnings), in the
-// order Assess returns them (DESIGN.md §5.2, D-M2-20-7).
+// order Assess returns them (design: Warnings).
 const (
 	WarnBillingModeMismatch    = "billing_mode_mismatch"
 	WarnBillingModeUnsupported = "billing_mode_unsupported"
@@ -42,7 +42,7 @@ type Assessment struct {
 	// WarnBillingModeUnsupported, WarnBillingEvidenceUnknown,
 	// WarnToolClassMismatch. Never nil (empty when there is none).
 	Warnings []string
-	// Differs reports a difference of kind (a), (b) or (c) (D-M2-20-7); the
+	// Differs reports a difference of kind (a), (b) or (c) (design: Warnings); the
 	// tool class is not one of them.
 	Differs bool
 	// MismatchSince is when the difference of any kind began: the input's
@@ -54,8 +54,8 @@ type Assessment struct {
 	ModeMismatchSince *time.Time
 }
 
-// Assess returns the warnings of an agent at now (DESIGN.md §5.2 warnings,
-// D-M2-20-7, D-M2-20-8). While the state is online or degraded, the kinds
+// Assess returns the warnings of an agent at now (design: Warnings, Mismatch age).
+// While the state is online or degraded, the kinds
 // of difference are:
 //
 //	(a) a reported billing mode that is not the configured one;

@@ -7,7 +7,7 @@ import (
 )
 
 // Canonical encodes h as compact JSON with the members in the order of the
-// table of DESIGN.md §5.1: state, billing_mode, billing_modes_supported,
+// table of (design: Heartbeat body): state, billing_mode, billing_modes_supported,
 // tool_class, runtime_version, billing_evidence {key_type, method}, details
 // {capabilities {followups, components, voice_input, title, files_out},
 // active_runs, degraded_reasons, adapter {name, version}, runtime {name},

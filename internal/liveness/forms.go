@@ -2,9 +2,9 @@ package liveness
 
 import "github.com/rollcall/rollcall/internal/domain"
 
-// form is one string form of DESIGN.md §5.1: a first byte, further bytes and
+// form is one string form of (design: Heartbeat body): a first byte, further bytes and
 // a length bound. The forms admit only ASCII, so path separators,
-// whitespace, control and bidi characters are unrepresentable (D-M2-20-2).
+// whitespace, control and bidi characters are unrepresentable (design: Value forms).
 type form struct {
 	what        string // "a name", …
 	re          string // the pattern, for messages

@@ -4,7 +4,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// Bounds of the heartbeat body (DESIGN.md §5.1 names the forms; the lengths
+// Bounds of the heartbeat body (forms: design: Heartbeat body; the lengths
 // are Rollcall's choice, generous for real adapters and small enough to keep
 // stored state and audit entries bounded).
 const (
@@ -32,15 +32,14 @@ const (
 )
 
 // KeyTypeUnknown is the billing_evidence.key_type that raises the warning
-// billing_evidence_unknown (DESIGN.md §5.2).
+// billing_evidence_unknown (design: Warnings).
 const KeyTypeUnknown = "unknown"
 
-// Heartbeat is one checked `agent_heartbeat.v1` body (DESIGN.md §5.1), as
+// Heartbeat is one checked `agent_heartbeat.v1` body (design: Heartbeat body), as
 // DecodeHeartbeat returns it. A nil pointer or nil slice means "not
 // reported" (the member was absent); a non-nil empty slice means the member
 // was sent as []. Each heartbeat replaces the whole reported state, except
-// project_readiness, whose absence means "unchanged" (DESIGN.md §5.2,
-// D-M2-20-3).
+// project_readiness, whose absence means "unchanged" (design: Full-state reports).
 //
 // Canonical and MarshalJSON encode it again; for every h returned by
 // DecodeHeartbeat, DecodeHeartbeat(h.Canonical()) returns a value equal to
@@ -75,7 +74,7 @@ type Heartbeat struct {
 
 // BillingEvidence is `billing_evidence`: how the runtime determined its
 // billing mode. Both members are required codes; KeyType values include
-// api_key, oauth, cloud and unknown (DESIGN.md §5.1).
+// api_key, oauth, cloud and unknown (design: Heartbeat body).
 type BillingEvidence struct {
 	KeyType string
 	Method  string
@@ -135,10 +134,10 @@ type ReadinessEntry struct {
 }
 
 // DecodeHeartbeat decodes and checks one `agent_heartbeat.v1` body
-// (DESIGN.md §5.1, D-M2-20-2). It is the one decoder both transports use.
+// (design: Heartbeat body, Value forms). It is the one decoder both transports use.
 //
 // Errors are *domain.Error with Code domain.CodeUnknownMember (a member not
-// in §5.1, at any level; Pointer is the RFC 6901 pointer of that member) or
+// in the body table (design: Heartbeat body), at any level; Pointer is the RFC 6901 pointer of that member) or
 // domain.CodeInvalidArgument (Pointer is the offending member or list
 // element). In detail:
 //
@@ -170,11 +169,11 @@ type ReadinessEntry struct {
 //     rejected value is not echoed in Detail (it may be a secret).
 //   - A repeated list element is invalid_argument at the repeated element
 //     (e.g. /details/degraded_reasons/2); a repeated readiness queue at
-//     /project_readiness (DESIGN.md §5.1).
+//     /project_readiness (design: Heartbeat body).
 //   - details.protocol_version is a JSON integer literal without fraction
 //     or exponent, 1 ≤ n ≤ MaxProtocolVersion.
 //
-// Nesting: the decoder walks only members §5.1 describes (at most three
+// Nesting: the decoder walks only members (design: Heartbeat body) describes (at most three
 // levels deep) and rejects any other value at its first byte, so nesting is
 // bounded by the schema; the well-formedness check of a rejected body is
 // iterative (encoding/json, itself bounded at 10000 levels).
@@ -202,7 +201,7 @@ func (h *Heartbeat) UnmarshalJSON(b []byte) error {
 // MarshalJSON returns h.Canonical().
 func (h Heartbeat) MarshalJSON() ([]byte, error) { return h.Canonical(), nil }
 
-// Reported returns the two audited reported values of h (DESIGN.md §5.2).
+// Reported returns the two audited reported values of h (design: Billing-mode audit).
 func (h Heartbeat) Reported() Reported {
 	return Reported{BillingMode: h.BillingMode, ToolClass: h.ToolClass}
 }

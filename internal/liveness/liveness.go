@@ -2,7 +2,7 @@ package liveness
 
 import "time"
 
-// Liveness states of an agent (DESIGN.md §5.2). StateOnline and
+// Liveness states of an agent (design: Liveness states). StateOnline and
 // StateDegraded are also the two values a heartbeat may report.
 const (
 	StateUnknown  = "unknown"  // no heartbeat ever
@@ -21,7 +21,7 @@ func Deadline(lastHeartbeat time.Time, timeout time.Duration) time.Time {
 // StateAt returns the liveness state at now of an agent whose last
 // heartbeat, received at lastHeartbeat (the server's clock, never the
 // sender's), reported the state reported (StateOnline or StateDegraded).
-// DESIGN.md §5.2, D-M2-20-4.
+// (design: Billing-mode audit), (design: Liveness states).
 //
 //   - StateOffline at and after lastHeartbeat + timeout (inclusive): at
 //     exactly the deadline the agent is offline, 1 µs before it is not.
@@ -47,7 +47,7 @@ func StateAt(reported string, lastHeartbeat time.Time, timeout time.Duration, no
 // StartRule decides, when the server starts at start, the state of an agent
 // stored with storedState and last_heartbeat_at lastHeartbeat (nil = NULL),
 // and the deadline at which it becomes offline unless a heartbeat arrives
-// (DESIGN.md §5.2 start rule, D-M2-20-6). timeout is agent.presence_timeout,
+// (design: Liveness states, Start rule). timeout is agent.presence_timeout,
 // persistInterval agent.heartbeat_persist_interval.
 //
 //   - storedState online or degraded, lastHeartbeat present and
@@ -76,7 +76,7 @@ func StartRule(storedState string, lastHeartbeat *time.Time, timeout, persistInt
 }
 
 // Reported is the pair of reported values whose change is audited
-// (DESIGN.md §5.2, D-M2-20-3): the reported billing mode and tool class,
+// (design: Billing-mode audit): the reported billing mode and tool class,
 // nil = not reported.
 type Reported struct {
 	BillingMode *string
@@ -86,7 +86,7 @@ type Reported struct {
 // ReportedChanged reports whether next differs from stored in the billing
 // mode or the tool class, counting nil ↔ value (first report, stop
 // reporting) as a change. The audit path runs exactly when it is true, and
-// again under the row lock (DESIGN.md §5.2).
+// again under the row lock (design: Billing-mode audit).
 func ReportedChanged(stored, next Reported) bool {
 	return !sameString(stored.BillingMode, next.BillingMode) || !sameString(stored.ToolClass, next.ToolClass)
 }
@@ -98,7 +98,7 @@ func sameString(a, b *string) bool {
 	return *a == *b
 }
 
-// Keys of the data of the audit entry agent.heartbeat (DESIGN.md §5.2).
+// Keys of the data of the audit entry agent.heartbeat (design: Billing-mode audit).
 const (
 	AuditBillingModeOld = "billing_mode_old"
 	AuditBillingModeNew = "billing_mode_new"
@@ -113,7 +113,7 @@ const (
 // billing_mode_old, billing_mode_new, tool_class_old, tool_class_new, each
 // when its value exists (non-nil, changed or not), and key_type and method
 // when ev is non-nil. All values passed the code form of the decoder, so
-// they enter the audit unchanged (D-M2-20-2, D-M2-20-3). The map is never
+// they enter the audit unchanged (design: Value forms, Billing-mode audit). The map is never
 // nil.
 func AuditData(old, next Reported, ev *BillingEvidence) map[string]string {
 	m := make(map[string]string, 6)
@@ -137,7 +137,7 @@ func AuditData(old, next Reported, ev *BillingEvidence) map[string]string {
 // it is published exactly when the pair differs from the last published one
 // (initially the stored values). ReportedBillingMode is the last reported
 // mode, kept while offline; nil = not reported, left out of the payload
-// (DESIGN.md §5.2, D-M2-20-4).
+// (design: Billing-mode audit, Liveness states).
 type PublishPair struct {
 	State               string
 	ReportedBillingMode *string
@@ -152,7 +152,7 @@ func (p PublishPair) Equal(q PublishPair) bool {
 // SameReadiness reports whether two project_readiness lists say the same
 // thing: the same queues with the same ready flag and reason, in any order
 // (queues are distinct in a checked list). The tracker applies a list only
-// when it differs from the last list applied (DESIGN.md §5.2, D-M2-20-10).
+// when it differs from the last list applied (design: Billing-mode audit, Project readiness).
 func SameReadiness(a, b []ReadinessEntry) bool {
 	if len(a) != len(b) {
 		return false

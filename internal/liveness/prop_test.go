@@ -214,7 +214,7 @@ type objAt struct {
 	ptr string
 }
 
-// membersAt returns the members §5.1 allows in the object at ptr.
+// membersAt returns the members (design: Heartbeat body) allows in the object at ptr.
 func membersAt(ptr string) []string {
 	switch {
 	case ptr == "":
@@ -252,7 +252,7 @@ func genJSONValue(depth int) *rapid.Generator[any] {
 	return rapid.OneOf(gens...)
 }
 
-// TestPropertyUnknownMember: inserting any key that §5.1 does not allow,
+// TestPropertyUnknownMember: inserting any key that (design: Heartbeat body) does not allow,
 // into any object of a valid heartbeat, at any position, with any value,
 // yields unknown_member with the pointer of exactly that key.
 func TestPropertyUnknownMember(t *testing.T) {

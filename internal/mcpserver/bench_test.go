@@ -55,7 +55,7 @@ func BenchmarkDoorbell(b *testing.B) {
 
 // BenchmarkSessionMemory opens b.N initialized sessions, then a GET stream
 // on each, and reports the growth of the process's heap and stacks per
-// session and per stream, and goroutines per stream (issue 2, item 10: ≤ 16
+// session and per stream, and goroutines per stream (see docs/benchmarks.md: ≤ 16
 // KB per idle session with an open stream at 5 000 sessions). Clients are
 // bare TCP connections (not MCP clients) so that what is counted is the
 // server's cost, plus one idle net.Conn per stream.

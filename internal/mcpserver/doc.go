@@ -1,7 +1,7 @@
 // Package mcpserver is Rollcall's MCP adapter: the Streamable HTTP endpoint
 // an agent connects to at /mcp with its credential as bearer token
-// (DESIGN.md §2, MCP), and this instance's app.SessionHub, through which the
-// doorbell reaches the agent's sessions (DESIGN.md §3.8).
+// (design: MCP sessions), and this instance's app.SessionHub, through which the
+// doorbell reaches the agent's sessions (design: Ring on create).
 //
 // It is built on github.com/mark3labs/mcp-go (see DEPENDENCIES.md) and holds
 // no rules: tools call the app.Service verbs, errors are the domain's.
@@ -44,7 +44,7 @@
 //     and every Options.Recheck (2 s) one batched store query re-checks the
 //     credentials of all sessions and closes those no longer valid, so a
 //     revocation holds within 5 s even when its bus signal was lost
-//     (DESIGN.md §4).
+//     (design: Revocation within 5 s).
 //   - GET notification streams are tracked per session (SessionInfo.Streaming);
 //     a newer GET replaces an older one; SSE comment keepalives are written
 //     from one goroutine for all streams; sessions without a stream expire
@@ -58,7 +58,7 @@
 //     as without it). The reconnect digest sent as a stream opens does not
 //     count todos that stream delivers by itself (app.ToldReporter).
 //   - Tools: the scope verbs granted to the agent, in domain.ScopeVerbs order,
-//     then the self verbs (DESIGN.md §3.4) in every session. A tool outside
+//     then the self verbs (design: Self verbs) in every session. A tool outside
 //     the scope is neither listed nor callable (JSON-RPC invalid params,
 //     like an unknown tool); argument and use-case errors are tool results
 //     with isError and a JSON text {"code","detail","pointer"}. Arguments

@@ -95,7 +95,7 @@ func ringAttempts(t *testing.T, e *env, id string) int {
 	return td.RingAttempts
 }
 
-// TestFrozenSessionDoorbellsFailOver is issue 8 item 5: one agent, two MCP
+// TestFrozenSessionDoorbellsFailOver checks the failover (design: Doorbell failover): one agent, two MCP
 // sessions — a real mcp-go client that reads, and a raw client whose
 // stream is open but never read (frozen). Doorbells queued on the frozen
 // one are rung on the live one once doorbell.failover_after (30 s on the
@@ -196,8 +196,8 @@ func TestClosingSessionHandsItsDoorbellOn(t *testing.T) {
 
 // TestKilledClientDoorbellStillRung: a todo pushed the moment a client is
 // killed is still rung on the agent's other session: at once when it had
-// not been written, else by the failover (issue 8 item 5, "in the
-// millisecond a client is killed").
+// not been written, else by the failover ("in the
+// millisecond a client is killed"; design: Doorbell failover).
 func TestKilledClientDoorbellStillRung(t *testing.T) {
 	e := newEnv(t, withAppClock)
 	a := e.vend("ada", allVerbs, "q1")
@@ -276,7 +276,7 @@ func (e *env) stalledStream(cred, id string) net.Conn {
 // (its socket buffers full) has its stream closed once a write runs past
 // Options.WriteTimeout; the doorbells it had not been written go to the
 // agent's other session at once, and later ones prefer that session: every
-// todo reaches the reading client (issue 8 item 5).
+// todo reaches the reading client (design: Stream writes).
 func TestStalledStreamLosesNoDoorbell(t *testing.T) {
 	// Small server send buffers, so a client that stops reading stalls the
 	// server's writes after a few KB instead of megabytes.

@@ -15,7 +15,7 @@ import (
 // TestHandOff: hand_off is listed only to agents with handoff grants,
 // pushes a push-eligible todo attributed agent:<id> that rings the target's
 // session, is audited, dedupes by key, and refuses any pair outside the
-// grants with a pointer while changing nothing (DESIGN.md §3.9).
+// grants with a pointer while changing nothing (design: Handoff).
 func TestHandOff(t *testing.T) {
 	e := newEnv(t)
 	builder := e.vend("builder", allVerbs, "build", "review")

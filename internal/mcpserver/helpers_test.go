@@ -279,7 +279,7 @@ func (e *env) dial(cred string, cfg clientConfig) (*agentClient, error) {
 		topts = append(topts, transport.WithHTTPBasicClient(&http.Client{Transport: bearer{cred, e.ts.Client().Transport}}))
 	}
 	if cfg.listen {
-		//lint:ignore SA1019 the GET stream is exactly what sessions of 2025-06-18/2025-11-25 use (DESIGN.md §2)
+		//lint:ignore SA1019 the GET stream is exactly what sessions of 2025-06-18/2025-11-25 use (design: MCP sessions)
 		topts = append(topts, transport.WithContinuousListening())
 	}
 	if cfg.session != "" {

@@ -1,6 +1,6 @@
 package mcpserver
 
-// Instructions is the initialize result's `instructions` (DESIGN.md §2): how
+// Instructions is the initialize result's `instructions` (design: MCP sessions): how
 // the two doorbells arrive and what to do with each, and how to work a todo.
 // It is built from parts so a feature can add its own part (the presence
 // feature adds the self verbs clock_in, clock_out and presence).

@@ -10,7 +10,7 @@ import (
 )
 
 // TestHookTodoHeldWhileOut: a todo a hook delivery creates has the
-// guarantees of a pushed one (DESIGN.md §3.6, §3.9): while the agent is out
+// guarantees of a pushed one (design: Held doorbells, Hooks): while the agent is out
 // no doorbell rings; at the shift start the digest counts it.
 func TestHookTodoHeldWhileOut(t *testing.T) {
 	e := newEnv(t)

@@ -31,7 +31,7 @@ func (e *env) bareInit(cred string) (*http.Response, string) {
 }
 
 // TestSessionLimitEvicts: at MaxSessionsPerAgent a new initialize does not
-// answer 429 (issue 8 item 6: clients that never send DELETE used to lock
+// answer 429 (design: Session cap: clients that never send DELETE used to lock
 // the agent out); it evicts the agent's least recently used session
 // without an open stream, and when every session streams, the oldest.
 // Other agents are untouched.
@@ -142,8 +142,8 @@ func TestUninitializedSessionsExpire(t *testing.T) {
 }
 
 // TestStreamlessSessionsExpire: a session that never opened a GET stream
-// expires once idle for StreamlessIdleTimeout (default 2 minutes, issue 8
-// item 6), initialized or not; a session with a stream stays, and so does
+// expires once idle for StreamlessIdleTimeout (design: Session expiry; default 2 minutes),
+// initialized or not; a session with a stream stays, and so does
 // one that had a stream.
 func TestStreamlessSessionsExpire(t *testing.T) {
 	clock := clockwork.NewFakeClock()
@@ -340,7 +340,7 @@ func wantStatus(t testing.TB, resp *http.Response, status int) {
 	}
 }
 
-// TestHandshakeTimeoutAsDocumented (issue 9 item 6): with the default
+// TestHandshakeTimeoutAsDocumented (design: Session expiry): with the default
 // InitTimeout (README: 60 s) a session whose client never sends
 // notifications/initialized is closed no later than 65 s after its
 // initialize (it used to take up to 90 s: the scan ran every 30 s).

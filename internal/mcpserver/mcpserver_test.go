@@ -123,7 +123,7 @@ func TestToolsListShowsOnlyTheScope(t *testing.T) {
 		}
 	}
 	// The scope verbs in domain.ScopeVerbs order, then the self verbs
-	// (DESIGN.md §3.4), which every session lists.
+	// (design: Self verbs), which every session lists.
 	if len(names) < len(domain.ScopeVerbs) || !slices.Equal(names[:len(domain.ScopeVerbs)], domain.ScopeVerbs) {
 		t.Fatalf("tools/list = %v, want %v first", names, domain.ScopeVerbs)
 	}
@@ -793,7 +793,7 @@ func readSSEData(t *testing.T, br *bufio.Reader) string {
 	return ""
 }
 
-// list_todos is bounded by bytes as the REST lists are (issue 9 item 6):
+// list_todos is bounded by bytes as the REST lists are (design: Paging):
 // 70 todos with ~63 KiB payloads do not all fit in 4 MiB, so the answer
 // stops early and says so; a narrower limit is answered whole.
 func TestListTodosBoundedByBytes(t *testing.T) {

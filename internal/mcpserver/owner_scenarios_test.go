@@ -11,7 +11,7 @@ import (
 	"github.com/rollcall/rollcall/internal/presence"
 )
 
-// Scenarios of DESIGN.md §3.4 "the owner's word beats the agent's" on a
+// Scenarios of (design: Owner's word) "the owner's word beats the agent's" on a
 // fake clock, through the MCP self verbs of a real session.
 
 func (e *env) operatorOut(handle string) {

@@ -1,6 +1,7 @@
 package mcpserver_test
 
-// The presence scenarios of issue 3 (DESIGN.md §3.3–§3.8), run against the
+// The presence scenarios (design: Effective presence, Self verbs, Operator
+// overrides, Held doorbells, Digest on return, Sweep), run against the
 // real stack: SQLite store, use cases on a fake clock, the MCP adapter and
 // mcp-go's client. The fake clock starts Monday 2026-11-30 09:00 UTC; the
 // evaluator and the sweep run when the test calls them.
@@ -229,7 +230,7 @@ func TestSelfVerbsListedWhateverTheScope(t *testing.T) {
 }
 
 // No self verb's schema accepts an identifier, and an extra argument is
-// invalid_argument with nothing changed (DESIGN.md §3.4).
+// invalid_argument with nothing changed (design: Self verbs).
 func TestSelfVerbsTakeNoIdentifier(t *testing.T) {
 	e := newEnv(t)
 	v := e.vend("strict", allScope, "q")
@@ -394,7 +395,7 @@ func TestDigestQueuesSortedNoTitles(t *testing.T) {
 	if strings.Contains(content, "secret") {
 		t.Fatalf("digest content carries a title: %q", content)
 	}
-	// It stands alone: what to call to drain the backlog (DESIGN.md §3.10).
+	// It stands alone: what to call to drain the backlog (design: Doorbell message).
 	if want := `digest: 7 pending todos (lane-m 2, reviews 5), oldest waiting 0s — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`; content != want {
 		t.Fatalf("digest content\n got %s\nwant %s", content, want)
 	}
@@ -491,7 +492,7 @@ func TestReconnectDigest(t *testing.T) {
 		e.push("returning", "q", "overnight "+string(rune('a'+i)))
 	}
 	e.at(tuesday0900)
-	// The agent's first stream ever: reason connect (issue 9 item 9).
+	// The agent's first stream ever: reason connect (design: Connect and reconnect digests).
 	ac := e.listening(v.Credential)
 	wantDigest(t, ac, "3", "q", app.ReasonConnect)
 	ac.c.Close()

@@ -14,7 +14,7 @@ import (
 
 // Problem documents are the REST API's (httpapi.WriteProblem): RFC 9457
 // with type "urn:rollcall:problem:<code>", the code's title and Rollcall's
-// machine code (DESIGN.md §2, REST errors). The MCP endpoint answers with
+// machine code (design: Problem documents). The MCP endpoint answers with
 // one whenever it refuses a request at the HTTP level (authentication,
 // session binding, session limit, body size); JSON-RPC level errors stay
 // JSON-RPC. (This package imports httpapi for that one rendering; httpapi

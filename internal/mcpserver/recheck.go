@@ -11,7 +11,7 @@ import (
 // for all of them, and closes the sessions whose credential was revoked or
 // rotated or whose agent was revoked or deactivated: their GET streams end
 // and their ids answer 404. So a revocation holds here within one period
-// even when its bus signal was lost (DESIGN.md §4, issue 9 item 3).
+// even when its bus signal was lost (design: Revocation within 5 s).
 func (s *Server) recheckLoop(t clockwork.Ticker) {
 	defer s.loops.Done()
 	defer t.Stop()

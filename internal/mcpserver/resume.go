@@ -1,6 +1,6 @@
 package mcpserver
 
-// Resumable notification streams (DESIGN.md §3.7, issue 10 item 4): every
+// Resumable notification streams (design: Stream resumption): every
 // message event written on a session's GET stream carries an SSE event id
 // and is kept in a small per-session log; a GET with Last-Event-ID replays
 // what the session's client missed after that id, before anything else is
@@ -326,8 +326,8 @@ func (x *session) unhold(id string) {
 // the session and not yet written (they are written next, on this stream)
 // and, when the GET resumed a known Last-Event-ID, every doorbell in the
 // session's replay log (the client had them up to its id and gets the rest
-// by replay). A reconnect digest does not count them again (DESIGN.md §3.7;
-// issue 10 item 4). Outside a stream's opening it is empty. Implements the
+// by replay). A reconnect digest does not count them again (design: Connect and reconnect digests, Stream resumption).
+// Outside a stream's opening it is empty. Implements the
 // optional app.ToldReporter of the session hub.
 func (s *Server) ToldOnOpen(sessionID string) []string {
 	s.mu.RLock()

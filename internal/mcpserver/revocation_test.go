@@ -25,7 +25,7 @@ func (e *env) revokeBehindTheBack(agentID string) {
 
 // TestRecheckClosesSessionWithoutBusSignal: a session (with its open GET
 // stream) whose credential was revoked elsewhere is closed within one
-// re-check period (DESIGN.md §4, issue 9 item 3).
+// re-check period (design: Revocation within 5 s).
 func TestRecheckClosesSessionWithoutBusSignal(t *testing.T) {
 	e := newEnv(t)
 	a := e.vend("ada", allVerbs, "q1")
@@ -46,7 +46,7 @@ func TestRecheckClosesSessionWithoutBusSignal(t *testing.T) {
 // TestCredentialCache: a tool call reuses the credential lookup for
 // app.CredentialCacheTTL (a revoke the bus did not announce is honoured
 // after at most that), and a revoke through this instance invalidates the
-// cache at once (issue 8 item 3).
+// cache at once (design: Credential cache).
 func TestCredentialCache(t *testing.T) {
 	e := newEnv(t, func(o *mcpserver.Options) { o.Recheck = -1 })
 	a := e.vend("ada", allVerbs, "q1")
@@ -67,7 +67,7 @@ func TestCredentialCache(t *testing.T) {
 }
 
 // BenchmarkAuthenticateAgent compares the store lookup of an agent
-// credential with the cached lookup MCP requests use (issue 8 item 3).
+// credential with the cached lookup MCP requests use (see docs/benchmarks.md).
 //
 //	go test -run '^$' -bench BenchmarkAuthenticateAgent -benchtime 20000x ./internal/mcpserver/
 func BenchmarkAuthenticateAgent(b *testing.B) {

@@ -22,7 +22,7 @@ import (
 	"github.com/rollcall/rollcall/internal/edge"
 )
 
-// ServerName is the initialize result's serverInfo.name (DESIGN.md §2).
+// ServerName is the initialize result's serverInfo.name (design: MCP sessions).
 const ServerName = "rollcall"
 
 // Version is the initialize result's serverInfo.version; release builds set
@@ -30,11 +30,11 @@ const ServerName = "rollcall"
 var Version = "dev"
 
 // ChannelCapability is the experimental capability Claude Code looks for
-// before it accepts channel notifications (DESIGN.md §2).
+// before it accepts channel notifications (design: MCP sessions).
 const ChannelCapability = "claude/channel"
 
 // ProtocolVersions are the MCP revisions served, newest first: both use
-// initialize and session-based Streamable HTTP (DESIGN.md §2). A client
+// initialize and session-based Streamable HTTP (design: MCP sessions). A client
 // asking initialize for any other version is answered with the newest.
 var ProtocolVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618}
 
@@ -47,7 +47,7 @@ const (
 	DefaultWriteTimeout        = 10 * time.Second
 	DefaultMaxSessionsPerAgent = 32
 	// DefaultStreamlessIdleTimeout expires a session that never opened a
-	// GET stream once it has been idle this long (issue 8 item 6: health
+	// GET stream once it has been idle this long (design: Session cap: health
 	// checks and CLIs that never send DELETE).
 	DefaultStreamlessIdleTimeout = 2 * time.Minute
 )
@@ -87,7 +87,7 @@ type Options struct {
 	// instance, initialized or pending (initialize answered or in flight,
 	// notifications/initialized not yet sent). An initialize at the bound
 	// evicts the agent's least recently used session without an open
-	// stream, else its oldest session (issue 8 item 6); only when every
+	// stream, else its oldest session (design: Session cap); only when every
 	// place is an initialize still in flight does it answer 429
 	// rate_limited with Retry-After. 0 = DefaultMaxSessionsPerAgent;
 	// negative = no limit.
@@ -377,8 +377,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // deleteByID ends the session a credential-less DELETE names. The id is a
 // 192-bit secret bound to its credential at initialize, so knowing it is
-// proof enough to end that one session and nothing else (design: Ending a
-// session by its id): clients such as mcp-go send their DELETE without the
+// proof enough to end that one session and nothing else (design:
+// MCP sessions): clients such as mcp-go send their DELETE without the
 // headers of the rest of the session, and a 401 would be counted as a
 // failed authentication against the whole host. An id that names no live
 // session answers 404, not 401: it is not a failed authentication either.
@@ -392,7 +392,7 @@ func (s *Server) deleteByID(w http.ResponseWriter, r *http.Request) {
 }
 
 // acted records that the session's client made a request (not a GET):
-// proof it still acts, which clears a stall (issue 8 item 5).
+// proof it still acts, which clears a stall (design: Stream writes).
 func (s *Server) acted(x *session) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
@@ -469,7 +469,7 @@ func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (dom
 	var err error
 	if strings.HasPrefix(token, app.AgentTokenPrefix) {
 		// Tool calls do not look the credential up every time: a cache of
-		// app.CredentialCacheTTL, invalidated by revoke (issue 8 item 3).
+		// app.CredentialCacheTTL, invalidated by revoke (design: Credential cache).
 		p, err = s.svc.AuthenticateAgentCached(r.Context(), token)
 	} else {
 		p, err = s.svc.Authenticate(r.Context(), token)

@@ -25,7 +25,7 @@ import (
 )
 
 // Errors of Notify. Neither means the caller should wait: the doorbell
-// tries another session, and the sweep re-rings (DESIGN.md §3.8).
+// tries another session, and the sweep re-rings (design: Sweep).
 var (
 	// ErrNoSession: the session is unknown here, closed, or not yet
 	// registered by the transport.
@@ -57,7 +57,7 @@ type session struct {
 	stalled     bool      // a stream write ran past Options.WriteTimeout; cleared when the client acts
 	// queued are the todo doorbells queued by Notify and not yet written
 	// on a GET stream (oldest first, at most maxQueued): when the session
-	// closes or its stream ends they go to another session (issue 8 item 5).
+	// closes or its stream ends they go to another session (design: Redelivery on session loss).
 	queued []queuedNote
 
 	rp replayLog // SSE event ids and replay (resume.go)
@@ -131,7 +131,7 @@ func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 }
 
 // Notify queues a notifications/claude/channel with params {content, meta}
-// on the session (DESIGN.md §2). It never blocks: mcp-go's
+// on the session (design: Doorbell message). It never blocks: mcp-go's
 // SendNotificationToSpecificClient does a non-blocking send on the
 // session's buffered channel, from which the open GET stream (or a POST in
 // flight on the session) writes it out; without a stream it waits in the
@@ -279,7 +279,7 @@ func (s *Server) reserve(agentID string) (time.Duration, bool) {
 }
 
 // evictableLocked picks the session a new initialize of the agent evicts
-// at the session limit (issue 8 item 6): the least recently used one (by
+// at the session limit (design: Session cap): the least recently used one (by
 // the end of its last request) among those without an open GET stream and
 // no request in flight, else among those without an open stream, else the
 // oldest session. Sessions whose initialize is still running are never
@@ -476,7 +476,7 @@ func (s *Server) otherStreamingLocked(x *session) bool {
 
 // streamOpened tells the use cases that the agent gained its first open
 // notification stream on this instance (initialized session, stream open),
-// which may queue a reconnect digest on it (DESIGN.md §3.7). It runs on the
+// which may queue a reconnect digest on it (design: Connect and reconnect digests). It runs on the
 // request goroutine, before the stream's first flush and before
 // StreamOpened is emitted, so a todo pushed after the event is not counted
 // in that digest. It costs a cache lookup, and at most once per agent per
@@ -492,7 +492,7 @@ func (s *Server) streamOpened(agentID string) {
 
 // AgentsWithSessions lists, sorted, the agents with at least one
 // initialized session on this instance, streaming or momentarily
-// streamless: the sweep's candidate receivers (DESIGN.md §3.8). Implements
+// streamless: the sweep's candidate receivers (design: Sweep). Implements
 // app.SessionHub.
 func (s *Server) AgentsWithSessions() []string {
 	s.mu.RLock()

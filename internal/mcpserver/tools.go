@@ -45,7 +45,7 @@ type field struct {
 // empty todo_id, queue or state is a mistake, not "absent".
 
 // verb is one tool of the registry: a scope verb (granted per agent) or a
-// self verb (listed in every session after the scope verbs, DESIGN.md §3.4).
+// self verb (design: Self verbs; listed in every session after the scope verbs).
 type verb struct {
 	name     string
 	title    string
@@ -59,7 +59,7 @@ type verb struct {
 
 // todoList is the result of list_todos (structuredContent must be an object).
 // Truncated says the todos stop early because their JSON reached
-// app.MaxPageBytes (issue 9 item 6): the result is sent twice in a tool
+// app.MaxPageBytes (design: Paging): the result is sent twice in a tool
 // answer (text and structuredContent), so it stays bounded whatever the
 // payloads; narrow with queue, state or limit to see the rest.
 type todoList struct {
@@ -90,7 +90,7 @@ var (
 	fQueue = field{name: "queue", kind: kindString, desc: "One of your queues; default all of them."}
 )
 
-// scopeVerbs are the grantable verbs, in domain.ScopeVerbs order (DESIGN.md §2).
+// scopeVerbs are the grantable verbs, in domain.ScopeVerbs order (design: MCP sessions).
 var scopeVerbs = []verb{
 	{
 		name: domain.VerbListTodos, title: "List todos", readOnly: true,
@@ -169,7 +169,7 @@ var scopeVerbs = []verb{
 }
 
 // selfVerbs are listed after the scope verbs in every session and callable
-// whatever the scope (DESIGN.md §3.4: clock_in, clock_out, presence). They
+// whatever the scope (design: Self verbs: clock_in, clock_out, presence). They
 // take no agent, queue or todo argument (a test fails if one does).
 var selfVerbs = []verb{
 	{

@@ -110,7 +110,7 @@ type agentSession struct {
 func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession {
 	t.Helper()
 	tr, err := transport.NewStreamableHTTP(in.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
-		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (DESIGN.md §2)
+		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 		transport.WithContinuousListening(), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func transitionOf(t *testing.T, ev events.Event) events.PresenceTransitionData {
 	return d
 }
 
-// TestListenerTerminatedNothingLost is issue 8 item 2 across a
+// TestListenerTerminatedNothingLost checks the catch-up (design: Catch-up after a lost listener) across a
 // pg_terminate_backend of one instance's LISTEN connection, on the shared
 // PostgreSQL (only a backend of this test is killed). Two instances A and
 // B share a fresh database; the agent's MCP session (a real mcp-go client)
@@ -138,7 +138,7 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 	}
 }
 
-// TestDatabaseRestartNothingLost is issue 8 item 2 across a 3 s stop and
+// TestDatabaseRestartNothingLost checks the catch-up (design: Catch-up after a lost listener) across a 3 s stop and
 // start of PostgreSQL with ONE instance, on a throwaway cluster this test
 // starts itself (the shared server is never stopped). While the database
 // is down /readyz is 503. Right after the start — the listener still

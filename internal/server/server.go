@@ -108,7 +108,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	if dialect, target, _ := config.ParseStore(cfg.Store); dialect == "postgres" {
 		pb, err := pgbus.Open(ctx, pgbus.Options{URL: target, Log: o.Log, OnReconnect: func(lostAt time.Time) {
 			// Signals sent while the listener was down are lost: catch up
-			// (missed transitions, never-rung todos; DESIGN.md §4).
+			// (design: Readiness; missed transitions; never-rung todos).
 			if svc := svcRef.Load(); svc != nil {
 				catchUpRetrying(svc, lostAt, o.Log)
 				svc.RequestLivenessClaims(context.Background()) // claims sent meanwhile were lost too
@@ -137,8 +137,8 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval, FailoverAfter: cfg.Doorbell.FailoverAfter,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
-			// Issue 8: cross-instance times on the database's clock; a stall
-			// of this process extends deadlines.
+			// Cross-instance times on the database's clock; a stall
+			// of this process extends deadlines (design: Database clock, Stall extension).
 			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
@@ -183,7 +183,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 // shutdown.total_timeout: stops accepting, closes MCP sessions, drains
 // background work and closes the store.
 func (s *Server) Serve(ctx context.Context) error {
-	// The start rule runs before the first request (DESIGN.md §5.2).
+	// The start rule runs before the first request (design: Start rule).
 	if err := s.Service.StartLiveness(ctx); err != nil {
 		s.closeAll()
 		return fmt.Errorf("liveness start rule: %w", err)
@@ -205,7 +205,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	// Gateway first (4013: adapters reconnect elsewhere), then the tracker
 	// once no request can bring a heartbeat: its timers stop without
 	// publishing and the last flush runs in the rest of the budget
-	// (DESIGN.md §5.2, D-M2-20-5).
+	// (design: Shutdown flush).
 	if e := s.Gateway.Shutdown(sctx); e != nil {
 		s.Log.Warn("gateway shutdown", "err", e)
 	}
@@ -229,7 +229,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
-// readiness is GET /readyz (DESIGN.md §4): not ready while the bus
+// readiness is GET /readyz (design: Readiness): not ready while the bus
 // listener of a PostgreSQL instance is down, or when the store does not
 // answer a query within 2 s.
 func readiness(st store.Store, b bus.Bus) func(context.Context) error {
@@ -279,7 +279,7 @@ func Redact(u string) string {
 
 func redact(u string) string { return Redact(u) }
 
-// newEdge builds the HTTP edge of issue 9 items 5–6 from the configuration
+// newEdge builds the HTTP edge of (design: Host and Origin, Trusted proxies, Request timeouts, Failed-authentication limit) from the configuration
 // (Validate has checked the CIDRs).
 func newEdge(cfg config.Config, publicURL string, o Options, verify func(context.Context, string) bool) *edge.Edge {
 	var proxies []netip.Prefix
@@ -336,7 +336,7 @@ func allowedOrigins(cfg config.Config, publicURL string) []string {
 // for at most catchUpFor: right after a database restart the listener may
 // be back before the pool's connections are (each broken idle connection
 // fails one query), and a catch-up given up at its first error would lose
-// the transitions and doorbells it exists for (DESIGN.md §4).
+// the transitions and doorbells it exists for (design: Catch-up after a lost listener).
 func catchUpRetrying(svc *app.Service, lostAt time.Time, log *slog.Logger) {
 	const catchUpFor = 30 * time.Second
 	deadline := time.Now().Add(catchUpFor)

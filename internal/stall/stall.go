@@ -1,7 +1,7 @@
 // Package stall detects when the process could not run — SIGSTOP, a long
 // scheduling or GC pause, a suspended VM — so that waits spanning such a gap
 // (the liveness tracker's offline deadlines, the gateway's 4009 deadlines)
-// start again when it runs again (design: Storage and instances).
+// start again when it runs again (design: Stall extension).
 package stall
 
 import (

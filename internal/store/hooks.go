@@ -7,8 +7,8 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
-// HookStore is the part of the store port that serves intake (DESIGN.md
-// §3.9): hooks and their deliveries. Both adapters implement it and the
+// HookStore is the part of the store port that serves intake
+// (design: Hooks): hooks and their deliveries. Both adapters implement it and the
 // contract suite covers it.
 type HookStore interface {
 	// CreateHook inserts the hook and appends the audit record. An unknown

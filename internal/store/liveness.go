@@ -8,7 +8,7 @@ import (
 )
 
 // LivenessStore is the part of the store port that serves heartbeat presence
-// (DESIGN.md §5.2; seed decisions D-M2-20-3, -5, -6, -10). Both adapters
+// (design: Store contract, Billing-mode audit, Flush loop, Start rule, Project readiness). Both adapters
 // implement it and the contract suite (storetest.RunLiveness) covers it.
 //
 // The liveness columns of an agent row (domain.Agent.Liveness) are written
@@ -18,7 +18,7 @@ type LivenessStore interface {
 	// ListLiveAgents returns the agents whose stored state is online or
 	// degraded (revoked and inactive ones included), ascending by id after
 	// AfterID, at most Limit (<= 0: all): the tracker's start rule
-	// (D-M2-20-6).
+	// (design: Start rule).
 	ListLiveAgents(ctx context.Context, p ListLiveAgentsParams) ([]domain.Agent, error)
 
 	// PersistHeartbeats writes the rows in ONE transaction, in ascending
@@ -28,7 +28,7 @@ type LivenessStore interface {
 	//	… WHERE id = $id AND (last_heartbeat_at IS NULL OR last_heartbeat_at <= $hb)
 	//
 	// so a fresher heartbeat stored by another instance is never overwritten
-	// (D-M2-20-5). It writes state and last_heartbeat_at, and, when
+	// (design: Flush loop). It writes state and last_heartbeat_at, and, when
 	// HasReport, reported_runtime_version and reported_state. It never
 	// writes reported_billing_mode or reported_tool_class and never bumps
 	// updated_at (a heartbeat is not a change of the agent's
@@ -36,8 +36,8 @@ type LivenessStore interface {
 	// condition and unknown ids are not errors.
 	PersistHeartbeats(ctx context.Context, p PersistHeartbeatsParams) (written int, err error)
 
-	// ApplyReportedChange is the reported-change audit path of DESIGN.md
-	// §5.2 (D-M2-20-3), one transaction: lock the agent row (PostgreSQL
+	// ApplyReportedChange is the reported-change audit path
+	// (design: Billing-mode audit), one transaction: lock the agent row (PostgreSQL
 	// SELECT … FOR UPDATE; SQLite: the write transaction is already
 	// exclusive), compare the stored reported_billing_mode and
 	// reported_tool_class with p.BillingMode and p.ToolClass again, and
@@ -63,13 +63,13 @@ type LivenessStore interface {
 	// DBNow returns the database's clock (PostgreSQL clock_timestamp(); for
 	// SQLite, which runs inside the process, the operating system's clock).
 	// The liveness tracker compares and stores cross-instance times on this
-	// clock, never on one instance's wall clock (DESIGN.md §4).
+	// clock, never on one instance's wall clock (design: Database clock).
 	DBNow(ctx context.Context) (time.Time, error)
 
 	// ApplyProjectReadiness writes project_readiness (a JSON array, stored
 	// byte for byte) and bumps updated_at to p.Now, in its own transaction,
 	// so the presence caches of every instance pick the change up
-	// (DESIGN.md §5.2, D-M2-20-10). Errors: ErrNotFound for an unknown
+	// (design: Project readiness). Errors: ErrNotFound for an unknown
 	// agent.
 	ApplyProjectReadiness(ctx context.Context, p ApplyProjectReadinessParams) error
 }
@@ -91,7 +91,7 @@ type HeartbeatRow struct {
 	// State is the liveness state to store: online, degraded or offline.
 	State string
 	// LastHeartbeatAt is the server-clock time of the last heartbeat (for an
-	// offline write: the entry's last heartbeat, D-M2-20-5).
+	// offline write: the entry's last heartbeat; design: Flush loop).
 	LastHeartbeatAt time.Time
 	// HasReport says whether RuntimeVersion and ReportedState are written;
 	// false keeps the stored ones (an agent loaded at start that went

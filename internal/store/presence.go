@@ -9,7 +9,7 @@ import (
 )
 
 // PresenceStore is the part of the store port that serves in/out presence,
-// digests and the sweep (DESIGN.md §3). Both adapters implement it and the
+// digests and the sweep (design: Store contract). Both adapters implement it and the
 // contract suite covers it.
 type PresenceStore interface {
 	// UpdatePresence writes the shift and/or the override columns of an
@@ -20,7 +20,7 @@ type PresenceStore interface {
 	// nothing is written.
 	UpdatePresence(ctx context.Context, p UpdatePresenceParams) (domain.Agent, error)
 	// ClaimTransition claims a presence transition with the conditional
-	// update of DESIGN.md §3.7:
+	// update of (design: Digest on return):
 	//   UPDATE agents SET presence_seen=$new, presence_changed_at=$at,
 	//     presence_changed_by=$by WHERE id=$id AND presence_seen <> $new
 	// It reports whether this caller claimed it (exactly one of several
@@ -33,7 +33,7 @@ type PresenceStore interface {
 	ListAgentsChangedSince(ctx context.Context, p ListChangedParams) ([]domain.Agent, error)
 	// PendingDoorbellTodos returns the agent's push-eligible pending todos,
 	// excluding ExcludeQueues, oldest first, at most Limit: what a digest
-	// counts (DESIGN.md §3.7) and what presence.pending counts.
+	// counts (design: Digest on return) and what presence.pending counts.
 	PendingDoorbellTodos(ctx context.Context, p PendingParams) ([]PendingTodo, error)
 	// MarkDigestRung sets last_ringed_at = At (and next_ring_at per
 	// domain.NextRingAt with the unchanged ring_attempts) on exactly the
@@ -41,7 +41,7 @@ type PresenceStore interface {
 	// unchanged. It returns how many rows changed.
 	MarkDigestRung(ctx context.Context, p MarkDigestParams) (int, error)
 	// SweepRing selects and rings, in ONE statement, the todos due for a
-	// sweep ring (DESIGN.md §3.8): pending, push-eligible, of one of the
+	// sweep ring (design: Sweep): pending, push-eligible, of one of the
 	// Receivers, queue not excluded for that agent, ring_attempts <
 	// domain.MaxRings, next_ring_at <= Now; at most PerAgent per agent
 	// (oldest due first) and at most Limit in all, round-robin over agents
@@ -52,7 +52,7 @@ type PresenceStore interface {
 	SweepRing(ctx context.Context, p SweepParams) ([]domain.Todo, error)
 	// RingMissed selects and rings, in ONE statement, the todos whose
 	// create doorbell may have been lost while this instance's bus listener
-	// was down (DESIGN.md §4 catch-up, issue 8 item 2): pending,
+	// was down (design: Catch-up after a lost listener): pending,
 	// push-eligible, of one of the Receivers, queue not excluded, never rung
 	// (ring_attempts = 0 and last_ringed_at NULL: no doorbell, sweep ring
 	// or digest), created at or after Since; oldest first, at most Limit.
@@ -60,8 +60,8 @@ type PresenceStore interface {
 	// domain.NextRingAt, as the sweep does; racing callers ring each todo
 	// once. Empty Receivers → no query.
 	RingMissed(ctx context.Context, p MissedRingParams) ([]domain.Todo, error)
-	// FailoverRings counts failover rings (DESIGN.md §3.8
-	// doorbell.failover_after, issue 8 item 5) in ONE conditional statement
+	// FailoverRings counts failover rings (design: Doorbell failover;
+	// doorbell.failover_after) in ONE conditional statement
 	// for a batch of todos: each only while it is pending, push-eligible,
 	// has ring budget left (ring_attempts < domain.MaxRings) and was not
 	// rung after its RungAt (by a sweep, a digest or another failover). Each
@@ -109,7 +109,7 @@ type UpdatePresenceParams struct {
 
 	Audit domain.AuditRecord
 
-	// SetBudget writes the self clock-in ledger (DESIGN.md §3.4):
+	// SetBudget writes the self clock-in ledger (design: Self clock-in cap):
 	// self_in_stretch and self_in_used (whole seconds).
 	SetBudget     bool
 	SelfInStretch *time.Time
@@ -175,9 +175,9 @@ type MarkDigestParams struct {
 type SweepParams struct {
 	Receivers []string // agent ids
 	// Excluded lists "<agent_id>:<queue>" pairs that get no rings (queues
-	// the agent last reported not ready, DESIGN.md §5.2).
+	// the agent last reported not ready; design: Queue readiness).
 	Excluded []string
 	Now      time.Time
-	PerAgent int // DESIGN.md §3.8: 3; <= 0 = no bound
+	PerAgent int // (design: Sweep): 3; <= 0 = no bound
 	Limit    int // <= 0 = no bound
 }

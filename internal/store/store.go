@@ -1,7 +1,7 @@
 // Package store defines the store port: the one interface through which the
 // use cases read and write durable state. Two adapters implement it, SQLite
 // (store/sqlite, the embedded default) and PostgreSQL (store/postgres), and
-// both must pass the one contract suite in store/storetest (DESIGN.md §4).
+// both must pass the one contract suite in store/storetest (design: Store contract).
 //
 // Conventions every adapter keeps:
 //   - Every method is atomic: it commits as one transaction or changes nothing.
@@ -26,11 +26,11 @@ import (
 
 // Store is the store port. Implementations are safe for concurrent use.
 type Store interface {
-	// PresenceStore serves in/out presence, digests and the sweep (§3).
+	// PresenceStore serves in/out presence, digests and the sweep (design: Store contract).
 	PresenceStore
-	// LivenessStore serves heartbeat liveness and the reported-change audit (§5).
+	// LivenessStore serves heartbeat liveness and the reported-change audit (design: Store contract).
 	LivenessStore
-	// HookStore serves intake: hooks and their deliveries (§3.9).
+	// HookStore serves intake: hooks and their deliveries (design: Hooks).
 	HookStore
 
 	// Dialect names the adapter: "sqlite" or "postgres".
@@ -74,7 +74,7 @@ type Store interface {
 	// CreateTodo inserts a todo, or, when IdempotencyKey is set and a live todo
 	// of the agent has that key, returns that todo with created=false. The
 	// store sets next_ring_at = domain.NextRingAt(RingAttempts, LastRingedAt
-	// or CreatedAt) (DESIGN.md §3.8).
+	// or CreatedAt) (design: Ring budget).
 	CreateTodo(ctx context.Context, p CreateTodoParams) (t domain.Todo, created bool, err error)
 	// GetTodo returns a todo by id.
 	GetTodo(ctx context.Context, id string) (domain.Todo, error)
@@ -106,7 +106,7 @@ type Store interface {
 	ReapExpiredLeases(ctx context.Context, p ReapParams) ([]string, error)
 	// MarkRung records a doorbell ring: ring_attempts+1, last_ringed_at = At
 	// and next_ring_at = domain.NextRingAt(new ring_attempts, At) (none once
-	// the budget is spent, DESIGN.md §3.8), only while the todo is pending.
+	// the budget is spent; design: Ring budget), only while the todo is pending.
 	// It reports whether a row changed.
 	MarkRung(ctx context.Context, p MarkRungParams) (bool, error)
 
@@ -118,14 +118,14 @@ type Store interface {
 	// optionally only for one agent.
 	ListAudit(ctx context.Context, p ListAuditParams) ([]domain.AuditEntry, error)
 	// VerifyAudit walks the whole chain and reports breaks; with Scoped set
-	// it counts and names only the entries of AgentIDs (DESIGN.md §1).
+	// it counts and names only the entries of AgentIDs (design: Persons and roles).
 	VerifyAudit(ctx context.Context, p VerifyAuditParams) (domain.AuditVerifyResult, error)
 
 	// MarkFirstStream records that the agent opened a notification stream
 	// at now, and reports whether it was the agent's first ever: true for
 	// exactly one caller across instances, false afterwards and for an
-	// unknown agent (the digest reason "connect" vs "reconnect", DESIGN.md
-	// §3.7 as amended by issue 9 item 9).
+	// unknown agent (the digest reason "connect" vs "reconnect";
+	// design: Connect and reconnect digests).
 	MarkFirstStream(ctx context.Context, agentID string, now time.Time) (bool, error)
 }
 
@@ -202,7 +202,7 @@ type RotateCredentialParams struct {
 type CreateTodoParams struct {
 	Todo domain.Todo
 	// Audit, when set, is appended in the same transaction if (and only if)
-	// the todo is created (a handoff, DESIGN.md §3.9).
+	// the todo is created (design: Handoff; a handoff).
 	Audit *domain.AuditRecord
 }
 
@@ -213,7 +213,7 @@ type ListTodosParams struct {
 	State   string
 	Limit   int
 	// AfterID, when set, starts the list after that todo in the
-	// (created_at, id) order: keyset paging (issue 9 item 6).
+	// (created_at, id) order: keyset paging (design: Paging).
 	AfterID string
 }
 
@@ -278,7 +278,7 @@ type ListAuditParams struct {
 }
 
 // TeamStore is the part of the port for persons, their personal tokens and
-// console sessions (DESIGN.md §1, issue 9 items 1, 2, 4). Every change
+// console sessions (design: Persons and roles, Personal tokens, Console sessions). Every change
 // appends its audit record in the same transaction.
 type TeamStore interface {
 	// CreatePerson inserts a person with its first token.
@@ -323,7 +323,7 @@ type TeamStore interface {
 
 	// LiveCredentials returns which of the agent credential ids are still
 	// live: credential not revoked, its agent active and not revoked. Open
-	// gateway connections and MCP sessions re-check with it (DESIGN.md §4).
+	// gateway connections and MCP sessions re-check with it (design: Revocation within 5 s).
 	LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error)
 }
 

@@ -7,14 +7,14 @@
 // texts word for word.
 //
 // Body errors name the offending member by its JSON pointer (design:
-// Interfaces). Strict means, for every Contract: exactly one JSON value
+// Strict JSON). Strict means, for every Contract: exactly one JSON value
 // (whitespace around it allowed); member names matched exactly, not
 // case-folded; a member the target does not take refused; a member name
 // given twice in one object refused; a value of the wrong JSON type
 // refused; and a malformed body reported as malformed before anything else
 // is said about it.
 //
-// The heartbeat body (design: The heartbeat body) keeps its own decoder in
+// The heartbeat body (design: Heartbeat body) keeps its own decoder in
 // package liveness: measured, the library's decode takes about twice as
 // long on a full heartbeat and six times on a minimal one, and allocates
 // four times as often, before any of its forms is checked, where the goal

@@ -8,7 +8,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// The reported-change audit (design: Heartbeat presence, Rules) as a group
+// The reported-change audit (design: Billing-mode audit) as a group
 // commit. Every audited write appends to the one audit chain, so
 // the store serialises them (PostgreSQL: an advisory lock; SQLite: the one
 // write connection). One transaction per heartbeat made a burst of first

@@ -30,16 +30,16 @@ func (c *countingStore) ApplyReportedChanges(ctx context.Context, ps []store.App
 }
 
 func (c *countingStore) ApplyReportedChange(ctx context.Context, p store.ApplyReportedChangeParams) (bool, error) {
-	c.calls.Add(1) // the per-heartbeat transaction of the code before issue 8
+	c.calls.Add(1) // the per-heartbeat transaction of the old code
 	return c.Store.ApplyReportedChange(ctx, p)
 }
 
-// TestFirstReportsGroupCommitted (issue 8 item 3): the first reports of
+// TestFirstReportsGroupCommitted (design: Billing-mode audit): the first reports of
 // many agents arriving together — a fleet reconnecting — do not queue one
 // transaction each behind the audit chain's lock: while one batch is being
 // written, every report that arrives waits for the next one, so 200 first
 // reports take 2 transactions. Each is still audited exactly once and the
-// chain verifies. On the code before issue 8 each heartbeat ran its own
+// chain verifies. On the old code each heartbeat ran its own
 // transaction (200).
 func TestFirstReportsGroupCommitted(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {

@@ -10,8 +10,8 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 )
 
-// Ownership of an agent's deadline across instances (design: Heartbeat
-// presence, Rules: "no instance reports an agent offline while another
+// Ownership of an agent's deadline across instances (design:
+// Deadline ownership: "no instance reports an agent offline while another
 // holds a heartbeat fresher than the timeout").
 //
 //   - The instance that receives a heartbeat for an agent it does not own

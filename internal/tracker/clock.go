@@ -12,7 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/stall"
 )
 
-// The database's clock (design: Storage and instances: cross-instance time
+// The database's clock (design: Database clock: cross-instance time
 // comparisons use the database's clock or owner leases, never one
 // instance's wall clock). Every time the tracker stores (last_heartbeat_at),
 // broadcasts (claims) or compares with what another instance stored is on

@@ -13,7 +13,7 @@ import (
 )
 
 // Cross-instance liveness without lag and without trusting an instance's
-// wall clock (issue 8 items 1 and 4; DESIGN.md §4, §5.2): two trackers on
+// wall clock (design: Database clock, Stall extension, Revocation within 5 s, Billing-mode audit): two trackers on
 // one store and one bus, as two `rollcall serve` processes on one
 // PostgreSQL are. Every assertion reads the other instance's
 // GET /v1/agents/{ref}/status (Service.AgentStatus).
@@ -66,7 +66,7 @@ func forStores(t *testing.T, f func(t *testing.T, opts ...envOpt)) {
 // A; B answers online at once (the first heartbeat is written at once, not
 // at the flush). It goes silent: A publishes offline and B answers offline
 // at once (not ~54 s later). It heartbeats to A again: B answers online at
-// once (not ~60 s later, at A's next flush). On the code before issue 8,
+// once (not ~60 s later, at A's next flush). On the old code,
 // B answered unknown, online, offline.
 func TestCrossInstanceNoLag(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
@@ -122,7 +122,7 @@ func TestCrossInstanceNoLag(t *testing.T) {
 // database's clock, B's status of an agent heartbeating only to A never
 // flaps to offline (ahead), and B reports offline once the owner is gone
 // and the takeover bound has passed on the database's clock, not 20 s
-// later (behind). On the code before issue 8, B compared A's stored times
+// later (behind). On the old code, B compared A's stored times
 // with its own wall clock.
 func TestCrossInstanceSkewedClock(t *testing.T) {
 	for _, skew := range []time.Duration{20 * time.Second, -20 * time.Second} {

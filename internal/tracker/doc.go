@@ -1,5 +1,5 @@
 // Package tracker is the liveness tracker: heartbeat presence (design:
-// Heartbeat presence: liveness). The rules themselves live in
+// Liveness states). The rules themselves live in
 // internal/liveness (pure); the tracker runs them on the injected clock and
 // the ports it is built from (Options): a store sub-interface, the bus, the
 // operator event hub, a logger, metrics and a presence signal. It never holds

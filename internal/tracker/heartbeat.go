@@ -23,8 +23,8 @@ func (a Arrival) IsZero() bool { return a.at.IsZero() }
 // Arrive is the first, in-memory step of a heartbeat: the per-principal
 // rate limit (*ratelimit.Error, code rate_limited), then, for agentID not
 // "", it notes that a heartbeat of the agent arrived now, so until its
-// agent part is done the agent's deadline runs from this arrival (liveness
-// first, design: Heartbeat presence, Rules). Pass the Arrival to Heartbeat,
+// agent part is done the agent's deadline runs from this arrival (design:
+// Liveness first). Pass the Arrival to Heartbeat,
 // which then takes no second token.
 func (t *Tracker) Arrive(p domain.Principal, agentID string) (Arrival, error) {
 	now := t.now()

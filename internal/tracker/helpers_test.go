@@ -37,7 +37,7 @@ const waitBound = 10 * time.Second
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
-// lvCfg is the §5.3 defaults the tests run with.
+// lvCfg is the (design: Configuration sources) defaults the tests run with.
 var lvCfg = tracker.Config{
 	PresenceTimeout: 45 * time.Second, PersistInterval: 60 * time.Second, HeartbeatInterval: 15 * time.Second,
 	MismatchAlertAfter: 10 * time.Minute, ShutdownTimeout: 30 * time.Second,

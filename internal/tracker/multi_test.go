@@ -37,7 +37,7 @@ func waitOwns(t *testing.T, svc *app.Service, id string, want bool) {
 // TestOwnershipHandover: two instances (two trackers on one store and one
 // bus). An agent's heartbeats move from A to B: A, whose own last heartbeat
 // gets older than the timeout, never reports it offline, because B holds a
-// fresher one (DESIGN.md §5.2). When the agent stops, exactly one offline
+// fresher one (design: Billing-mode audit). When the agent stops, exactly one offline
 // is published, by the owner, and A's watch follows silently.
 func TestOwnershipHandover(t *testing.T) {
 	e := newLvEnv(t)

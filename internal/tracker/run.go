@@ -48,8 +48,8 @@ func New(o Options) *Tracker {
 	return t
 }
 
-// Start applies the start rule and starts the flush loop (design: Heartbeat
-// presence, Rules). It loads the agents stored online or
+// Start applies the start rule and starts the flush loop (design:
+// Start rule, Flush loop). It loads the agents stored online or
 // degraded: one whose last heartbeat is missing or older than
 // agent.presence_timeout + agent.heartbeat_persist_interval is offline at
 // once (published, written by the first flush); the others keep their
@@ -165,7 +165,7 @@ func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
 	return false
 }
 
-// Stop stops the tracker for shutdown (design: Heartbeat presence, Rules): the
+// Stop stops the tracker for shutdown (design: Shutdown flush): the
 // timers stop WITHOUT publishing (a restart is not an agent going offline),
 // the flush loop ends, and a last flush writes the dirty entries within
 // ctx, or within shutdown.total_timeout when ctx has no deadline. It

@@ -7,12 +7,12 @@ import (
 	"github.com/rollcall/rollcall/internal/stall"
 )
 
-// TestStallExtendsDeadlines (issue 8 item 4): the process could not run for
+// TestStallExtendsDeadlines (design: Stall extension): the process could not run for
 // 5 s (SIGSTOP, a long pause) — simulated by the fake clock jumping 5 s at
 // once while the detector's ticks and the agent's deadline (3 s) are due.
 // The heartbeat that waited on the socket meanwhile arrives just after:
 // the agent is never published offline. A deadline that passes without a
-// stall still makes it offline. On the code before issue 8 the jump
+// stall still makes it offline. On the old code the jump
 // published offline.
 func TestStallExtendsDeadlines(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {

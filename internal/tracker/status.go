@@ -73,8 +73,8 @@ func (t *Tracker) Status(a *domain.Agent) Status {
 // or degraded stays so until its heartbeat — or a fresher one known here
 // from a claim — is older than the takeover bound (timeout + 2 × persist
 // interval: the owner is gone). Every time compared is on the database's
-// clock (t.now), never on this instance's wall clock (design: Storage and
-// instances).
+// clock (t.now), never on this instance's wall clock (design:
+// Database clock).
 func (t *Tracker) fromRow(a *domain.Agent, known *lvEntry, now time.Time) *lvEntry {
 	e := t.newEntry(a)
 	if known != nil {

@@ -20,7 +20,7 @@ import (
 )
 
 // Config is what the tracker reads of the configuration (design:
-// Configuration keys). Zero durations take the defaults of those keys.
+// Configuration sources). Zero durations take the defaults of those keys.
 type Config struct {
 	// PresenceTimeout is agent.presence_timeout (default 45 s): an agent is
 	// offline at and after its last heartbeat + this.
@@ -47,7 +47,7 @@ type Config struct {
 	// instances — last heartbeats, claims, deadlines read from rows — on
 	// that clock: it measures the offset of the database's clock from its
 	// own every ClockSyncInterval and applies it, so a skewed wall clock of
-	// one instance changes nothing (design: Storage and instances). nil = this process's
+	// one instance changes nothing (design: Database clock). nil = this process's
 	// clock is the reference (one instance; tests on a fake clock).
 	DBClock func(context.Context) (time.Time, error)
 	// ClockSyncInterval is how often the offset is measured again (default
@@ -95,7 +95,7 @@ const causeReadiness = "readiness"
 
 // Ack is the answer to an accepted heartbeat (HeartbeatAck): the interval
 // at which the adapter should send the next one, in milliseconds
-// (sync.heartbeat_interval; design: Heartbeat presence, Rules).
+// (sync.heartbeat_interval; design: Heartbeat interval).
 type Ack struct {
 	IntervalMS int64 `json:"interval_ms"`
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
-// TestHeartbeatAuthorization is DESIGN.md §5.2's matrix: the agent itself
+// TestHeartbeatAuthorization is the authorization matrix (design: Heartbeat authorization): the agent itself
 // may send; its owner gets 403 forbidden (subject_kind_not_allowed); any
 // other person or agent gets 404 not_found, also for an agent that exists
 // (404 before 403).
@@ -151,7 +151,7 @@ func TestSenderClockIgnored(t *testing.T) {
 
 // TestPublishPair: agent.presence_changed is published exactly when (state,
 // reported_billing_mode) changes; the last reported mode stays while
-// offline (DESIGN.md §5.2, D-M2-20-4).
+// offline (design: Billing-mode audit, Presence-changed events).
 func TestPublishPair(t *testing.T) {
 	e := newLvEnv(t)
 	p := e.vend("pairs")
@@ -190,7 +190,7 @@ func TestPublishPair(t *testing.T) {
 
 // TestReportedChangeAudit: a change of the reported billing mode or tool
 // class (first report, to and from not reported) appends exactly one
-// agent.heartbeat entry with only the §5.2 keys; equal reports append
+// agent.heartbeat entry with only the (design: Billing-mode audit) keys; equal reports append
 // nothing.
 func TestReportedChangeAudit(t *testing.T) {
 	e := newLvEnv(t)
@@ -285,7 +285,7 @@ func TestReportedChangeConcurrentInstances(t *testing.T) {
 }
 
 // failingReadiness makes ApplyProjectReadiness fail, to test that its
-// failure fails the heartbeat and changes no presence (D-M2-20-10).
+// failure fails the heartbeat and changes no presence (design: Project readiness).
 type failingReadiness struct {
 	*sqlite.Store
 	mu    sync.Mutex
@@ -356,7 +356,7 @@ func TestProjectReadiness(t *testing.T) {
 // TestFlushLoop: dirty entries are written at most once per persist
 // interval per agent, in one pass, with the monotone write; the rows carry
 // the state and the full report; updated_at is untouched. Transitions (the
-// first heartbeat, offline) are written at once besides (issue 8 item 1),
+// first heartbeat, offline) are written at once besides (design: Transitions written at once),
 // so the steady heartbeats between them cost no write.
 func TestFlushLoop(t *testing.T) {
 	e := newLvEnv(t)

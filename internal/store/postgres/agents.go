@@ -78,7 +78,7 @@ func agentsFrom(rows []dbsqlc.Agent) ([]domain.Agent, error) {
 	return out, nil
 }
 
-// CreateAgent implements store.Store (DESIGN.md §1, vend).
+// CreateAgent implements store.Store (design: Agents and handles; vend).
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
 	return s.tx(ctx, func(tx pgx.Tx) error {
@@ -177,7 +177,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 	return a, err
 }
 
-// RevokeAgent implements store.Store (DESIGN.md §2, DELETE /v1/agents/{ref}):
+// RevokeAgent implements store.Store (design: Revocation of agents; DELETE /v1/agents/{ref}):
 // revoked_at = Now, active = false, every live credential revoked.
 func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (domain.Agent, error) {
 	var a domain.Agent
@@ -203,7 +203,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 	return a, err
 }
 
-// RotateCredential implements store.Store (DESIGN.md §2, rotate). The ids
+// RotateCredential implements store.Store (design: Agents and handles; rotate). The ids
 // come back sorted.
 func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialParams) ([]string, error) {
 	var revoked []string

@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// Intake (DESIGN.md §3.9): hooks and their deliveries over the generated
+// Intake (design: Hooks): hooks and their deliveries over the generated
 // queries (sql/hooks.sql).
 
 // hookFrom turns a row into a hook, every time in UTC.

@@ -15,7 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// The liveness part of the store port (DESIGN.md §5.2): store.LivenessStore.
+// The liveness part of the store port (design: Store contract): store.LivenessStore.
 
 var _ store.LivenessStore = (*Store)(nil)
 
@@ -23,7 +23,7 @@ var _ store.LivenessStore = (*Store)(nil)
 // arrays travel as parameters; the whole pass is still one transaction).
 const persistChunk = 2000
 
-// ListLiveAgents implements store.LivenessStore (D-M2-20-6).
+// ListLiveAgents implements store.LivenessStore (design: Start rule).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.q.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limitArg(p.Limit)})
 	if err != nil {
@@ -37,7 +37,7 @@ func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams
 // first locks the rows in ascending id order (SELECT … ORDER BY id FOR
 // UPDATE, so two instances flushing overlapping sets cannot deadlock), then
 // writes them with one set-based UPDATE per chunk under the monotone
-// condition (D-M2-20-5).
+// condition (design: Flush loop).
 func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeatsParams) (int, error) {
 	// Hand-written: a group-commit batch, set-based over unnest() arrays.
 	if len(p.Rows) == 0 {
@@ -80,7 +80,7 @@ func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeats
 	return written, err
 }
 
-// ApplyReportedChange implements store.LivenessStore (D-M2-20-3): the row
+// ApplyReportedChange implements store.LivenessStore (design: Billing-mode audit): the row
 // lock (FOR UPDATE) serialises racing heartbeats of every instance, so
 // exactly one of them sees the old values and audits the change. The row
 // lock is taken before the audit chain's advisory lock, the order every
@@ -240,7 +240,7 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// ApplyProjectReadiness implements store.LivenessStore (D-M2-20-10).
+// ApplyProjectReadiness implements store.LivenessStore (design: Project readiness).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
 	n, err := s.q.ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,
 		Readiness: nullJSON(p.Readiness), Now: micro(p.Now)})

@@ -1,4 +1,4 @@
-// Package postgres is the PostgreSQL store adapter (DESIGN.md §4): the store
+// Package postgres is the PostgreSQL store adapter (design: Store contract): the store
 // port on pgx/v5 (pgxpool), for one or several Rollcall instances sharing a
 // database.
 //
@@ -76,7 +76,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 }
 
 // Migrate applies pending migrations to the database at url and
-// disconnects; it is what `rollcall migrate` runs (DESIGN.md §4). It is safe
+// disconnects; it is what `rollcall migrate` runs (design: Store contract). It is safe
 // to run while servers use the database.
 func Migrate(ctx context.Context, url string) error {
 	pool, err := connect(ctx, url)
@@ -99,8 +99,8 @@ func Migrations() fs.FS {
 // DefaultPoolMaxConns is the pool size when the URL sets no pool_max_conns.
 // pgx's own default (max(4, CPUs)) is too small for a server: on a 2-core
 // host, 4 connections are all taken by a burst of audited heartbeats and a
-// REST heartbeat's credential lookup waits seconds for one (issue 8 item
-// 3). The audited writes of the heartbeat path are group-committed by the
+// REST heartbeat's credential lookup waits seconds for one (design: Liveness
+// first). The audited writes of the heartbeat path are group-committed by the
 // tracker (one connection for a whole batch), so this many connections
 // leave ample room for request reads.
 const DefaultPoolMaxConns = 24

@@ -15,7 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// The presence part of the store port (DESIGN.md §3): store.PresenceStore.
+// The presence part of the store port (design: Store contract): store.PresenceStore.
 // Several instances share the rows: the transition claim and the sweep are
 // single conditional UPDATEs, so of two racing instances the second
 // re-checks the row after the first commits and matches nothing.
@@ -54,8 +54,8 @@ func sqlInterval(d time.Duration) string {
 // left.
 var sweepable = fmt.Sprintf(`state = 'pending' AND push_eligible AND ring_attempts < %d`, domain.MaxRings)
 
-// UpdatePresence implements store.PresenceStore (DESIGN.md §3.1, §3.4,
-// §3.5): the shift and/or override columns, updated_at = Now and the audit
+// UpdatePresence implements store.PresenceStore (design: Presence columns, Self verbs, Operator overrides):
+// the shift and/or override columns, updated_at = Now and the audit
 // entry in one transaction, under the agent's row lock. A written override
 // with Override "" clears all four override columns; a set override
 // without OverrideSetAt is set at Now.
@@ -118,7 +118,7 @@ func textPtr(s string) *string {
 	return &s
 }
 
-// ClaimTransition implements store.PresenceStore (DESIGN.md §3.7): one
+// ClaimTransition implements store.PresenceStore (design: Transition claim): one
 // conditional UPDATE of presence_seen. A racing claimer of another
 // instance waits for the winner's row lock, re-checks presence_seen <> $2
 // against the committed row and matches nothing, so exactly one claims.
@@ -143,7 +143,7 @@ const (
 		WHERE updated_at >= $1 AND revoked_at IS NULL AND id > $2 ORDER BY id LIMIT $3`
 )
 
-// ListAgentsChangedSince implements store.PresenceStore (DESIGN.md §3.7).
+// ListAgentsChangedSince implements store.PresenceStore (design: Presence evaluator).
 // With Since set the agents_updated index finds the few changed rows; with
 // Since zero it pages by id over the primary key. Limit <= 0 means no limit.
 func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedParams) ([]domain.Agent, error) {
@@ -169,7 +169,7 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 	return out, mapErr("list changed agents", rows.Err())
 }
 
-// PendingDoorbellTodos implements store.PresenceStore (DESIGN.md §3.7):
+// PendingDoorbellTodos implements store.PresenceStore (design: Digest on return):
 // oldest first (created_at, then id); Limit <= 0 means no limit.
 func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams) ([]store.PendingTodo, error) {
 	rows, err := s.q.PendingDoorbellTodos(ctx, dbsqlc.PendingDoorbellTodosParams{AgentID: p.AgentID,
@@ -184,7 +184,7 @@ func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams)
 	return out, nil
 }
 
-// MarkDigestRung implements store.PresenceStore (DESIGN.md §3.7):
+// MarkDigestRung implements store.PresenceStore (design: Digest on return):
 // last_ringed_at = At and next_ring_at = domain.NextRingAt(ring_attempts,
 // At) on the listed todos of the agent that are still pending.
 func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (int, error) {
@@ -192,7 +192,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 		return 0, nil
 	}
 	// Every hosting instance marks the same todos after its own digest
-	// (DESIGN.md §3.7); locking the rows in id order first keeps two such
+	// (design: Digest on return); locking the rows in id order first keeps two such
 	// updates from deadlocking.
 	tag, err := s.pool.Exec(ctx, `UPDATE todos
 		SET last_ringed_at = $3, next_ring_at = $3::timestamptz + `+ringDelayNow+`
@@ -207,7 +207,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	return int(tag.RowsAffected()), nil
 }
 
-// sweepRingSQL is the sweep (DESIGN.md §3.8) as one statement that selects
+// sweepRingSQL is the sweep (design: Sweep) as one statement that selects
 // and rings. $1 receivers (agent ids), $2 excluded "<agent_id>:<queue>"
 // pairs, $3 now, $4 per agent, $5 limit (NULL: none).
 //
@@ -246,7 +246,7 @@ var sweepRingSQL = `WITH pick AS MATERIALIZED (
 	WHERE todos.id = pick.pick_id AND ` + sweepable + ` AND next_ring_at <= $3
 	RETURNING ` + todoCols
 
-// SweepRing implements store.PresenceStore (DESIGN.md §3.8) with
+// SweepRing implements store.PresenceStore (design: Sweep) with
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
 // mean no bound. The rows come back in no particular order.
 func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
@@ -288,7 +288,7 @@ var ringMissedSQL = `WITH pick AS MATERIALIZED (
 	WHERE todos.id = pick.pick_id AND todos.state = 'pending' AND todos.ring_attempts = 0 AND todos.last_ringed_at IS NULL
 	RETURNING ` + todoCols
 
-// RingMissed implements store.PresenceStore (issue 8 item 2) with
+// RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
 func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
 	if len(p.Receivers) == 0 {
@@ -306,7 +306,7 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	return out, nil
 }
 
-// FailoverRings implements store.PresenceStore (issue 8 item 5): one
+// FailoverRings implements store.PresenceStore (design: Doorbell failover): one
 // UPDATE joined with the batch (unnest of ids and ring times); a todo
 // listed twice joins twice but is updated once.
 func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) ([]string, error) {

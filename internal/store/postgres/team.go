@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// Persons, personal tokens and console sessions (DESIGN.md §1) over the
+// Persons, personal tokens and console sessions (design: Persons and roles) over the
 // generated queries (sql/team.sql).
 
 // lockPersons serialises the changes that must not race (the
@@ -44,7 +44,7 @@ func insertToken(ctx context.Context, q *dbsqlc.Queries, t domain.PersonToken, h
 	return mapErr("create token", err)
 }
 
-// BootstrapAdmin implements store.Store (DESIGN.md §2, first start). An
+// BootstrapAdmin implements store.Store (design: Bootstrap admin). An
 // advisory lock makes concurrent first starts create one person.
 func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams) (bool, error) {
 	created := false

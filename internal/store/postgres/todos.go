@@ -61,11 +61,11 @@ func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 	return out, rows.Err()
 }
 
-// CreateTodo implements store.Store (DESIGN.md §1, idempotency key dedup
+// CreateTodo implements store.Store (design: Idempotency keys; dedup
 // among live todos). Concurrent creates with one key insert once: the
 // loser's ON CONFLICT waits for the winner and then reads its row.
 // next_ring_at = storeutil.NextRingAt(todo): creation + 5 min for a todo not
-// rung yet (DESIGN.md §3.8).
+// rung yet (design: Sweep).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
 	if p.Audit == nil {
 		return createTodoQ(ctx, s.q, p.Todo)
@@ -142,7 +142,7 @@ func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domai
 	return out, nil
 }
 
-// ClaimTodo implements store.Store (DESIGN.md §2, claim): ErrNotFound when
+// ClaimTodo implements store.Store (design: Lease; claim): ErrNotFound when
 // the todo is not the agent's or not in Queues, ErrConflict when it is not
 // claimable at Now.
 func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.Todo, error) {
@@ -172,7 +172,7 @@ func todoGate(ctx context.Context, q *dbsqlc.Queries, what, id, agentID string, 
 	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
 }
 
-// ClaimNext implements store.Store (DESIGN.md §2, claim_next): the oldest
+// ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	r, err := s.q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
@@ -183,7 +183,7 @@ func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.
 	return todoFrom(r), nil
 }
 
-// RenewLease implements store.Store (DESIGN.md §2, renew).
+// RenewLease implements store.Store (design: Lease; renew).
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
 	r, err := s.q.RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
@@ -196,7 +196,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 	return todoFrom(r), nil
 }
 
-// CompleteTodo implements store.Store (DESIGN.md §2, complete).
+// CompleteTodo implements store.Store (design: Todo lifecycle; complete).
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	r, err := s.q.CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), Result: nullJSON(p.Result)})
@@ -209,7 +209,7 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 	return todoFrom(r), nil
 }
 
-// FailTodo implements store.Store (DESIGN.md §1, retries and dead letter).
+// FailTodo implements store.Store (design: Retries and dead letter).
 // A dead-lettered todo also gets finished_at = Now.
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
 	var t domain.Todo
@@ -236,7 +236,7 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 	return t, err
 }
 
-// ReapExpiredLeases implements store.Store (DESIGN.md §1, leases): expired
+// ReapExpiredLeases implements store.Store (design: Lease): expired
 // claims go back to pending (last_error "lease expired") or, at
 // max_attempts, to dead letter with finished_at = Now. The oldest leases go
 // first; rows locked by another reaper are skipped; Limit <= 0 means no
@@ -267,7 +267,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 	return storeutil.Strings(ids), nil
 }
 
-// MarkRung implements store.Store (DESIGN.md §3.8): it changes only a
+// MarkRung implements store.Store (design: Sweep): it changes only a
 // pending todo; false when the todo is missing or not pending. It also sets
 // next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
 // budget is spent.
@@ -314,7 +314,7 @@ func appendAudit(ctx context.Context, tx pgx.Tx, at time.Time, r domain.AuditRec
 	return e, nil
 }
 
-// AppendAudit implements store.Store (DESIGN.md §1, audit log).
+// AppendAudit implements store.Store (design: Audit chain).
 func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
 	var e domain.AuditEntry
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -338,7 +338,7 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 	return out, nil
 }
 
-// VerifyAudit implements store.Store (DESIGN.md §1, verify): it streams the
+// VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
 // whole chain, in one statement snapshot, through domain.AuditVerifier.
 func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
 	// Hand-written: it streams the chain; a generated :many would hold it all.

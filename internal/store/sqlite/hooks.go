@@ -12,7 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Intake (DESIGN.md §3.9): hooks and their deliveries over the generated
+// Intake (design: Hooks): hooks and their deliveries over the generated
 // queries (sql/hooks.sql).
 
 func hookFrom(r dbsqlc.Hook) (domain.Hook, error) {

@@ -13,14 +13,14 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// The liveness part of the store port (DESIGN.md §5.2): store.LivenessStore.
+// The liveness part of the store port (design: Store contract): store.LivenessStore.
 // Every write runs on the one write connection in a BEGIN IMMEDIATE
 // transaction, which is exclusive: that is the SQLite equivalent of the row
 // lock PostgreSQL takes with SELECT … FOR UPDATE.
 
 var _ store.LivenessStore = (*Store)(nil)
 
-// ListLiveAgents implements store.LivenessStore (D-M2-20-6).
+// ListLiveAgents implements store.LivenessStore (design: Start rule).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.rq.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limit(p.Limit)})
 	if err != nil {
@@ -31,7 +31,7 @@ func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams
 }
 
 // PersistHeartbeats implements store.LivenessStore: one transaction,
-// ascending agent id, monotone last_heartbeat_at (D-M2-20-5).
+// ascending agent id, monotone last_heartbeat_at (design: Flush loop).
 func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeatsParams) (int, error) {
 	if len(p.Rows) == 0 {
 		return 0, nil
@@ -70,7 +70,7 @@ func lvSorted(in []store.HeartbeatRow) []store.HeartbeatRow {
 	return rows
 }
 
-// ApplyReportedChange implements store.LivenessStore (D-M2-20-3). The
+// ApplyReportedChange implements store.LivenessStore (design: Billing-mode audit). The
 // BEGIN IMMEDIATE transaction holds the database's write lock from its
 // first statement, so the compare below cannot race another writer.
 func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedChangeParams) (bool, error) {
@@ -142,7 +142,7 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 // too), whatever clock the service was given.
 func (s *Store) DBNow(context.Context) (time.Time, error) { return time.Now().UTC(), nil }
 
-// ApplyProjectReadiness implements store.LivenessStore (D-M2-20-10).
+// ApplyProjectReadiness implements store.LivenessStore (design: Project readiness).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		n, err := s.wq.WithTx(tx).ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,

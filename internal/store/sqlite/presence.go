@@ -15,7 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// The presence part of the store port (DESIGN.md §3): store.PresenceStore.
+// The presence part of the store port (design: Store contract): store.PresenceStore.
 // Writes run on the one write connection (BEGIN IMMEDIATE), so a
 // conditional update here is already exclusive; the hot statements (the
 // transition claim, the digest mark, the sweep) are prepared once.
@@ -48,8 +48,8 @@ func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds
 // planner can use the index: pending, push-eligible, ring budget left.
 var sweepable = fmt.Sprintf(`d.state = 'pending' AND d.push_eligible AND d.ring_attempts < %d`, domain.MaxRings)
 
-// UpdatePresence implements store.PresenceStore (DESIGN.md §3.1, §3.4,
-// §3.5): the shift and/or override columns, updated_at = Now and the audit
+// UpdatePresence implements store.PresenceStore (design: Presence columns, Self verbs, Operator overrides):
+// the shift and/or override columns, updated_at = Now and the audit
 // entry in one transaction. A written override with Override "" clears all
 // four override columns; a set override without OverrideSetAt is set at Now.
 func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
@@ -107,7 +107,7 @@ func nullText(s string) any {
 	return s
 }
 
-// ClaimTransition implements store.PresenceStore (DESIGN.md §3.7): the
+// ClaimTransition implements store.PresenceStore (design: Transition claim): the
 // conditional update of presence_seen; updated_at is left alone (a claimed
 // transition is not a configuration change). An unknown agent claims
 // nothing.
@@ -132,7 +132,7 @@ const (
 		WHERE updated_at >= ?1 AND revoked_at IS NULL AND id > ?2 ORDER BY id LIMIT ?3`
 )
 
-// ListAgentsChangedSince implements store.PresenceStore (DESIGN.md §3.7).
+// ListAgentsChangedSince implements store.PresenceStore (design: Presence evaluator).
 // With Since set the agents_updated index finds the few changed rows (the
 // INDEXED BY keeps the planner, which has no statistics, from walking the
 // primary key in id order instead); with Since zero it pages by id. Limit
@@ -164,7 +164,7 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 	return out, mapErr("list changed agents", rows.Err())
 }
 
-// PendingDoorbellTodos implements store.PresenceStore (DESIGN.md §3.7):
+// PendingDoorbellTodos implements store.PresenceStore (design: Digest on return):
 // oldest first (created_at, then id); Limit <= 0 means no limit.
 func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams) ([]store.PendingTodo, error) {
 	rows, err := s.rq.PendingDoorbellTodos(ctx, dbsqlc.PendingDoorbellTodosParams{AgentID: p.AgentID,
@@ -179,7 +179,7 @@ func (s *Store) PendingDoorbellTodos(ctx context.Context, p store.PendingParams)
 	return out, nil
 }
 
-// MarkDigestRung implements store.PresenceStore (DESIGN.md §3.7):
+// MarkDigestRung implements store.PresenceStore (design: Digest on return):
 // last_ringed_at = At and next_ring_at = domain.NextRingAt(ring_attempts,
 // At) on the listed todos of the agent that are still pending.
 func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (int, error) {
@@ -202,7 +202,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	return changed, err
 }
 
-// sweepRingSQL is the sweep (DESIGN.md §3.8) as one statement that selects
+// sweepRingSQL is the sweep (design: Sweep) as one statement that selects
 // and rings. ?1 receivers (JSON array of agent ids), ?2 excluded
 // "<agent_id>:<queue>" pairs (JSON array), ?3 now, ?4 per agent, ?5 limit
 // (-1: none). For each receiver (json_each) a correlated subquery walks the
@@ -227,7 +227,7 @@ var sweepRingSQL = `UPDATE todos
 		ORDER BY turn, due, id LIMIT ?5)
 	RETURNING ` + todoCols
 
-// SweepRing implements store.PresenceStore (DESIGN.md §3.8) with
+// SweepRing implements store.PresenceStore (design: Sweep) with
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
 // mean no bound. The rows come back in no particular order.
 func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
@@ -281,7 +281,7 @@ var ringMissedSQL = `UPDATE todos
 	  AND state = 'pending' AND ring_attempts = 0 AND last_ringed_at IS NULL
 	RETURNING ` + todoCols
 
-// RingMissed implements store.PresenceStore (issue 8 item 2) with
+// RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
 func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
 	if len(p.Receivers) == 0 {
@@ -315,7 +315,7 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	return out, nil
 }
 
-// FailoverRings implements store.PresenceStore (issue 8 item 5): one
+// FailoverRings implements store.PresenceStore (design: Doorbell failover): one
 // UPDATE over the batch, given as a JSON array of [id, rung_at] pairs.
 func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) ([]string, error) {
 	if len(p.Rings) == 0 {

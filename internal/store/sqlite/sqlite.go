@@ -1,4 +1,4 @@
-// Package sqlite is the embedded store adapter (DESIGN.md §4): the store port
+// Package sqlite is the embedded store adapter (design: Store contract): the store port
 // on a single SQLite file through the pure-Go driver modernc.org/sqlite.
 //
 //	s, err := sqlite.Open(ctx, "rollcall.db") // migrates, flocks rollcall.db
@@ -107,7 +107,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 // Migrate applies pending migrations to the database at path and closes it;
-// it is what `rollcall migrate` runs (DESIGN.md §4). It takes the instance
+// it is what `rollcall migrate` runs (design: Store contract). It takes the instance
 // lock like Open, so it is refused while a server uses the file.
 func Migrate(ctx context.Context, path string) error {
 	s, err := Open(ctx, path)

@@ -11,7 +11,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Persons, personal tokens and console sessions (DESIGN.md §1) over the
+// Persons, personal tokens and console sessions (design: Persons and roles) over the
 // generated queries (sql/team.sql). Times are INTEGER unix microseconds.
 
 func personFrom(r dbsqlc.Person) domain.Person {
@@ -37,7 +37,7 @@ func insertToken(ctx context.Context, q *dbsqlc.Queries, t domain.PersonToken, h
 	return mapErr("create token", err)
 }
 
-// BootstrapAdmin implements store.Store (DESIGN.md §2, first start).
+// BootstrapAdmin implements store.Store (design: Bootstrap admin).
 func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams) (bool, error) {
 	created := false
 	err := s.write(ctx, func(tx *sql.Tx) error {

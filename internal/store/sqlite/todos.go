@@ -79,9 +79,9 @@ func limit(n int) int64 {
 	return int64(n)
 }
 
-// CreateTodo implements store.Store (DESIGN.md §1, idempotency key dedup
+// CreateTodo implements store.Store (design: Idempotency keys; dedup
 // among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
-// 5 min for a todo not rung yet (DESIGN.md §3.8).
+// 5 min for a todo not rung yet (design: Sweep).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
 	var out domain.Todo
 	created := false
@@ -147,7 +147,7 @@ func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domai
 	return todosFrom(rows), nil
 }
 
-// ClaimTodo implements store.Store (DESIGN.md §2, claim): ErrNotFound when
+// ClaimTodo implements store.Store (design: Lease; claim): ErrNotFound when
 // the todo is not the agent's or not in Queues, ErrConflict when it is not
 // claimable at Now.
 func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.Todo, error) {
@@ -179,7 +179,7 @@ func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, que
 	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
 }
 
-// ClaimNext implements store.Store (DESIGN.md §2, claim_next): the oldest
+// ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	var t domain.Todo
@@ -192,7 +192,7 @@ func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.
 	return t, err
 }
 
-// RenewLease implements store.Store (DESIGN.md §2, renew).
+// RenewLease implements store.Store (design: Lease; renew).
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -207,7 +207,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 	return t, err
 }
 
-// CompleteTodo implements store.Store (DESIGN.md §2, complete).
+// CompleteTodo implements store.Store (design: Todo lifecycle; complete).
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -222,7 +222,7 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 	return t, err
 }
 
-// FailTodo implements store.Store (DESIGN.md §1, retries and dead letter).
+// FailTodo implements store.Store (design: Retries and dead letter).
 // A dead-lettered todo also gets finished_at = Now.
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
 	var t domain.Todo
@@ -248,7 +248,7 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 	return t, err
 }
 
-// ReapExpiredLeases implements store.Store (DESIGN.md §1, leases): expired
+// ReapExpiredLeases implements store.Store (design: Lease): expired
 // claims go back to pending (last_error "lease expired") or, at
 // max_attempts, to dead letter with finished_at = Now. The oldest leases go
 // first; Limit <= 0 means no limit. The ids come back in no particular order.
@@ -267,7 +267,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 	return storeutil.Strings(ids), nil
 }
 
-// MarkRung implements store.Store (DESIGN.md §3.8): it changes only a
+// MarkRung implements store.Store (design: Sweep): it changes only a
 // pending todo; false when the todo is missing or not pending. It also sets
 // next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
 // budget is spent.
@@ -317,7 +317,7 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r dom
 	return e, nil
 }
 
-// AppendAudit implements store.Store (DESIGN.md §1, audit log).
+// AppendAudit implements store.Store (design: Audit chain).
 func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
 	var e domain.AuditEntry
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -341,7 +341,7 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 	return out, nil
 }
 
-// VerifyAudit implements store.Store (DESIGN.md §1, verify): it streams the
+// VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
 // whole chain, in one read snapshot, through domain.AuditVerifier.
 func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
 	// Hand-written: it streams the chain; a generated :many would hold it all.

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchPushClaimComplete measures the todo hot path at the store level
-// (issue 2, item 10): one op = CreateTodo + ClaimNext + CompleteTodo for one
+// (see docs/benchmarks.md): one op = CreateTodo + ClaimNext + CompleteTodo for one
 // agent. s may be shared between calls.
 func BenchPushClaimComplete(b *testing.B, s store.Store) {
 	a, err := benchAgent(b, s)

@@ -13,7 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// hookTests cover the HookStore part of the port (DESIGN.md §3.9) and the
+// hookTests cover the HookStore part of the port (design: Hooks) and the
 // handoff grants of the scope.
 var hookTests = []contractTest{
 	{"HookCreateListRotateDelete", testHookCRUD},

@@ -14,8 +14,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// livenessTests are the contract of store.LivenessStore (DESIGN.md §5.2,
-// D-M2-20-3, -5, -6, -10); with Instance.Twin set the races run across two
+// livenessTests are the contract of store.LivenessStore (design: Store contract, Billing-mode audit, Flush loop, Start rule, Project readiness);
+// with Instance.Twin set the races run across two
 // instances on one database.
 var livenessTests = []contractTest{
 	{"Liveness/DefaultsAndScan", testLivenessDefaults},
@@ -340,7 +340,7 @@ func testReportedChange(t *testing.T, in Instance) {
 	wantErr(t, "unknown agent", err, domain.ErrNotFound)
 }
 
-// testReportedChangeConcurrent is DESIGN.md §5.2's test: 50 concurrent
+// testReportedChangeConcurrent tests the audit (design: Billing-mode audit): 50 concurrent
 // heartbeats changing the mode from A to B, spread over two instances
 // (when the adapter can open a twin) → exactly one audit entry, and the
 // audit chain verifies.
@@ -394,7 +394,7 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 }
 
 // testReportedChangesBatch: ApplyReportedChanges is ApplyReportedChange for
-// many agents in one transaction (issue 8 item 3): each element compared
+// many agents in one transaction (design: Billing-mode audit): each element compared
 // again and audited on its own, equal ones write nothing, an unknown agent
 // is false (not an error), and the audit chain stays whole — also when two
 // instances' batches race.

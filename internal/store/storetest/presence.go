@@ -13,8 +13,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// presenceTests are the contract of store.PresenceStore (DESIGN.md §3.1,
-// §3.7, §3.8); with Instance.Twin set the races run across two instances
+// presenceTests are the contract of store.PresenceStore (design: Presence columns, Transition claim, Sweep);
+// with Instance.Twin set the races run across two instances
 // on one database.
 //
 // The sweep's backoff is checked against domain.NextRingAt, the one Go
@@ -80,7 +80,7 @@ func sweep(t *testing.T, s store.Store, p store.SweepParams) []domain.Todo {
 	return got
 }
 
-// sweepIDs sweeps every receiver with the pass limits of DESIGN.md §3.8
+// sweepIDs sweeps every receiver with the pass limits of (design: Sweep)
 // (3 per agent) and no overall limit, and returns the rung ids sorted.
 func sweepIDs(t *testing.T, s store.Store, now time.Time, receivers ...string) []string {
 	t.Helper()
@@ -372,7 +372,7 @@ func testClaimTransition(t *testing.T, in Instance) {
 	}
 }
 
-// testClaimTransitionRace is DESIGN.md §3.7's exactly-one-claimer rule:
+// testClaimTransitionRace is the exactly-one-claimer rule (design: Transition claim):
 // 20 goroutines (spread over two instances when the adapter has a twin)
 // claim the same transition at once, several times back and forth.
 func testClaimTransitionRace(t *testing.T, in Instance) {
@@ -852,8 +852,8 @@ func testSweepRace(t *testing.T, in Instance) {
 	}
 }
 
-// testRingMissed: the catch-up ring after a lost bus listener (issue 8
-// item 2) rings, in one statement, the never-rung pending push-eligible
+// testRingMissed: the catch-up ring after a lost bus listener (design: Catch-up after a lost listener)
+// rings, in one statement, the never-rung pending push-eligible
 // todos of the receivers created since Since, and only those; it counts
 // the ring like the sweep; a second call finds nothing.
 func testRingMissed(t *testing.T, in Instance) {
@@ -987,7 +987,7 @@ func testFailoverRings(t *testing.T, in Instance) {
 // testSelfClockInCap: self_clock_in_cap defaults to 8 h and is written by
 // SetCap; the ledger (self_in_stretch, self_in_used) by SetBudget, with or
 // without an override in the same write; each group leaves the others
-// alone (DESIGN.md §3.4).
+// alone (design: Self clock-in cap).
 func testSelfClockInCap(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
 	a := vend(t, s, newAgent("capped", ownerID, "q"))

@@ -10,8 +10,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Presence benchmarks at the store level (issue 3, item 8; DESIGN.md §3.7,
-// §3.8). The data sets are too large for the store port, so each adapter
+// Presence benchmarks at the store level (design: Digest on return, Sweep; see
+// docs/benchmarks.md). The data sets are too large for the store port, so each adapter
 // bulk-loads them with one statement of its dialect (BenchLoad); the
 // benchmarks then drive the port.
 //
@@ -72,14 +72,14 @@ type BenchLoad struct {
 	Explain func(b *testing.B, p any)
 }
 
-// Sweep pass limits as the app sets them (DESIGN.md §3.8; app.SweepPerAgent
+// Sweep pass limits as the app sets them (design: Sweep; app.SweepPerAgent
 // and app.SweepLimit).
 const (
 	benchPerAgent = 3
 	benchLimit    = 1000
 )
 
-// BenchSweep1M measures one SweepRing pass (DESIGN.md §3.8) over 1 000 000
+// BenchSweep1M measures one SweepRing pass (design: Sweep) over 1 000 000
 // pending push-eligible todos of 5 000 agents (200 each), with 1 000 of
 // them as this instance's receivers and every tenth receiver excluding its
 // "reviews" queue; the pass limits are the app's (3 per agent, 1 000 in
@@ -165,7 +165,7 @@ func benchSweep(b *testing.B, s store.Store, load BenchLoad, agents, todos, rece
 }
 
 // BenchChangedSince measures the evaluator's per-pass safety net,
-// ListAgentsChangedSince (DESIGN.md §3.7), over 100 000 agents whose
+// ListAgentsChangedSince (design: Presence evaluator), over 100 000 agents whose
 // updated_at lies in the 100 s before Base: "none" asks for changes since
 // Base, when none changed (goal: well under 10 ms); "100-changed" first
 // writes the presence of 100 agents at Base and lists those. s must be

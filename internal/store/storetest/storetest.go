@@ -1,5 +1,5 @@
 // Package storetest is the one behavioural contract suite of the store port
-// (DESIGN.md §4): every adapter runs Run, and an adapter is done when the
+// (design: Store contract): every adapter runs Run, and an adapter is done when the
 // suite passes. A bug fixed in one adapter gets a test here, so every
 // adapter runs it (the River riverdrivertest pattern).
 //
@@ -161,7 +161,7 @@ func newAgent(handle, owner string, queues ...string) domain.Agent {
 		ToolClass:    "claude-code",
 		CreatedAt:    Base,
 		UpdatedAt:    Base,
-		// CreateAgent leaves self_clock_in_cap at its default (DESIGN.md §3.4).
+		// CreateAgent leaves self_clock_in_cap at its default (design: Self clock-in cap).
 		SelfClockInCap: domain.ClockInCap(8 * time.Hour),
 	}
 }
@@ -263,7 +263,7 @@ func microPtr(t *time.Time) *time.Time {
 
 // wantAgent is a as a store returns it: times in µs UTC, lists non-nil,
 // and unset presence and liveness columns at their defaults (presence_seen
-// "in", DESIGN.md §3.1; state "unknown", §5).
+// "in", state "unknown"; design: Presence columns, Liveness states).
 func wantAgent(a domain.Agent) domain.Agent {
 	a.CreatedAt, a.UpdatedAt, a.RevokedAt = micro(a.CreatedAt), micro(a.UpdatedAt), microPtr(a.RevokedAt)
 	a.Scope.Queues, a.Scope.Verbs, a.BillingModes = nonNil(a.Scope.Queues), nonNil(a.Scope.Verbs), nonNil(a.BillingModes)
@@ -277,7 +277,7 @@ func wantAgent(a domain.Agent) domain.Agent {
 }
 
 // wantTodo is td as a store returns it: times in µs UTC, and, when td has
-// none, next_ring_at as a store computes it on insert (DESIGN.md §3.8).
+// none, next_ring_at as a store computes it on insert (design: Ring budget).
 func wantTodo(td domain.Todo) domain.Todo {
 	if td.NextRingAt == nil {
 		last := td.CreatedAt

@@ -10,8 +10,9 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Contract tests of the TeamStore part of the port (DESIGN.md §1; issue 9
-// items 1, 2, 4) and of the re-check and hand-over queries (§4).
+// Contract tests of the TeamStore part of the port (design: Persons and roles,
+// Personal tokens, Console sessions) and of the re-check and hand-over
+// queries (design: Revocation within 5 s).
 
 func newPerson(name, role string, created time.Time) domain.Person {
 	p := domain.Person{ID: uuid.NewString(), Name: name, CreatedAt: micro(created), UpdatedAt: micro(created), Active: true}

@@ -474,7 +474,7 @@ func testFailRetriesThenDeadLetter(t *testing.T, in Instance) {
 	td.MaxAttempts = 7
 	push(t, s, td)
 
-	// 30 s doubling, capped at 15 min (DESIGN.md §1).
+	// 30 s doubling, capped at 15 min (design: Retries and dead letter).
 	backoff := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 15 * time.Minute}
 	now := at(time.Minute)
 	for attempt := 1; attempt <= td.MaxAttempts; attempt++ {

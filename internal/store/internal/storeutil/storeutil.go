@@ -1,6 +1,6 @@
 // Package storeutil holds the few pure helpers both store adapters share:
 // time normalisation, slice normalisation, building a chained audit entry
-// (DESIGN.md §1, audit log) and the sweep backoff as SQL (DESIGN.md §3.8).
+// (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
 // It does no I/O.
 package storeutil
 
@@ -73,7 +73,7 @@ func AuditEntry(seq int64, prevHash string, at time.Time, r domain.AuditRecord) 
 
 // NextRingAt is the next_ring_at a store writes for t on insert:
 // domain.NextRingAt(t.RingAttempts, t.LastRingedAt, or t.CreatedAt when
-// never rung), in µs UTC; nil once the ring budget is spent (DESIGN.md §3.8).
+// never rung), in µs UTC; nil once the ring budget is spent (design: Ring budget).
 func NextRingAt(t domain.Todo) *time.Time {
 	last := t.CreatedAt
 	if t.LastRingedAt != nil {
@@ -94,8 +94,8 @@ func NextRingAt(t domain.Todo) *time.Time {
 //
 // The CASE is NULL for a count at or over domain.MaxRings, so
 // `<now> + RingDelayCase(…)` is NULL once the ring budget is spent: the SQL
-// form of domain.NextRingAt, generated from the one Go source (DESIGN.md
-// §3.8).
+// form of domain.NextRingAt, generated from the one Go source
+// (design: Ring budget).
 func RingDelayCase(count string, render func(time.Duration) string) string {
 	var b strings.Builder
 	b.WriteString("CASE ")

@@ -1,4 +1,4 @@
--- Rollcall schema, PostgreSQL dialect (DESIGN.md §1, §4). Times are
+-- Rollcall schema, PostgreSQL dialect (design: Todo lifecycle, Store contract). Times are
 -- timestamptz (µs); lists are text[]; JSON documents are text stored byte
 -- for byte (json/jsonb would not round-trip the exact bytes the audit hash
 -- and the API echo).
@@ -65,7 +65,7 @@ CREATE TABLE todos (
     claimed_at       timestamptz,
     finished_at      timestamptz
 );
--- Idempotency keys are unique per agent among live todos (DESIGN.md §1).
+-- Idempotency keys are unique per agent among live todos (design: Idempotency keys).
 -- CreateTodo's ON CONFLICT repeats this predicate verbatim.
 CREATE UNIQUE INDEX todos_live_key ON todos (agent_id, idempotency_key)
     WHERE idempotency_key <> ''

@@ -1,5 +1,5 @@
--- Presence in/out (DESIGN.md §3.1, §3.7, §3.8) and heartbeat liveness
--- (DESIGN.md §5) columns, PostgreSQL dialect. Times are timestamptz (µs);
+-- Presence in/out (design: Presence columns, Digest on return, Sweep) and heartbeat liveness
+-- (design: Liveness states) columns, PostgreSQL dialect. Times are timestamptz (us);
 -- JSON documents are text stored byte for byte. The defaults keep an agent
 -- with no shift and no override exactly as if presence did not exist, and
 -- one that never sent a heartbeat "unknown".

@@ -1,5 +1,5 @@
 -- Persons with roles and several named personal tokens, console sessions
--- (DESIGN.md §1, issue 9 items 1, 2, 4), PostgreSQL dialect. The single
+-- (design: Console sessions, Persons and roles, Personal tokens), PostgreSQL dialect. The single
 -- token of each existing person moves to person_tokens (named "bootstrap").
 
 -- +goose Up

@@ -1,4 +1,4 @@
--- Intake and handoff (DESIGN.md §3.9), PostgreSQL dialect: handoff grants in
+-- Intake and handoff (design: Handoff), PostgreSQL dialect: handoff grants in
 -- the agent's scope (JSON text: an array of {agent_id, handle, queue}),
 -- hooks, and the deliveries each hook received. A verified delivery's key
 -- (X-GitHub-Delivery or webhook-id) is unique per hook, so a redelivery

@@ -1,4 +1,4 @@
--- The self clock-in cap and its ledger (DESIGN.md §3.4), PostgreSQL
+-- The self clock-in cap and its ledger (design: Self clock-in cap), PostgreSQL
 -- dialect: self_clock_in_cap is the owner's cap in seconds (default 8 h,
 -- 0 = the agent may not clock itself in outside its shift); self_in_stretch
 -- is the end of the off-shift stretch self_in_used (seconds) counts.

@@ -1,4 +1,4 @@
--- When an agent first opened a notification stream (issue 9 item 9): the
+-- When an agent first opened a notification stream (design: Connect and reconnect digests): the
 -- first connection ever gets a digest with reason "connect", later ones
 -- "reconnect". PostgreSQL dialect; NULL = never.
 

@@ -1,4 +1,4 @@
--- Rollcall schema, SQLite dialect (DESIGN.md §1, §4). Times are INTEGER unix
+-- Rollcall schema, SQLite dialect (design: Todo lifecycle, Store contract). Times are INTEGER unix
 -- microseconds (UTC); lists are JSON arrays in TEXT; JSON documents are TEXT
 -- stored byte for byte.
 
@@ -64,7 +64,7 @@ CREATE TABLE todos (
     claimed_at       INTEGER,
     finished_at      INTEGER
 ) STRICT;
--- Idempotency keys are unique per agent among live todos (DESIGN.md §1).
+-- Idempotency keys are unique per agent among live todos (design: Idempotency keys).
 CREATE UNIQUE INDEX todos_live_key ON todos (agent_id, idempotency_key)
     WHERE idempotency_key <> ''
       AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));

@@ -1,5 +1,5 @@
 -- Persons with roles and several named personal tokens, console sessions
--- (DESIGN.md §1, issue 9 items 1, 2, 4), SQLite dialect. Times are INTEGER
+-- (design: Console sessions, Persons and roles, Personal tokens), SQLite dialect. Times are INTEGER
 -- unix microseconds (UTC). The single token of each existing person moves to
 -- person_tokens (named "bootstrap"); persons loses its token_hash column
 -- (rebuilt: a UNIQUE column cannot be dropped in SQLite).

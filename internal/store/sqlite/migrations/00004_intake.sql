@@ -1,4 +1,4 @@
--- Intake and handoff (DESIGN.md §3.9), SQLite dialect: handoff grants in the
+-- Intake and handoff (design: Handoff), SQLite dialect: handoff grants in the
 -- agent's scope (a JSON array of {agent_id, handle, queue}), hooks, and the
 -- deliveries each hook received. A verified delivery's key (X-GitHub-Delivery
 -- or webhook-id) is unique per hook, so a redelivery creates nothing; a
