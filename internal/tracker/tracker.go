@@ -365,15 +365,6 @@ func derefOr(p *string, def string) string {
 	return *p
 }
 
-func cutColon(s string) (before, after string, ok bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
 // --- project readiness encoding ---
 
 type readinessJSON struct {
