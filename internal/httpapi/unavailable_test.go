@@ -2,8 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,19 +10,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/httpapi"
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 )
 
@@ -143,42 +140,9 @@ func doRaw(t *testing.T, e *env, base, method, path, token, body string) respons
 	return response{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
-// freshPostgres creates a database on ROLLCALL_TEST_POSTGRES (skipped when
+// freshPostgres creates a database (internal/pgtest: skipped when
 // unreachable unless ROLLCALL_REQUIRE_POSTGRES=1) and returns its URL.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	admin := os.Getenv("ROLLCALL_TEST_POSTGRES")
-	if admin == "" {
-		admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = conn.Close(ctx) }()
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	name := "rollcall_api_" + hex.EncodeToString(b)
-	if err := exec("CREATE DATABASE " + name); err != nil {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			t.Fatalf("PostgreSQL required: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable (set ROLLCALL_TEST_POSTGRES): %v", err)
-	}
-	t.Cleanup(func() { _ = exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+func freshPostgres(t *testing.T) string { return pgtest.FreshDatabase(t) }
 
 // relay forwards TCP connections to target until shut.
 type relay struct {

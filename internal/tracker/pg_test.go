@@ -1,69 +1,23 @@
 package tracker_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 )
 
-// PostgreSQL for the liveness tests: a fresh database per test on the
-// server at ROLLCALL_TEST_POSTGRES (skipped when unreachable, unless
+// PostgreSQL for the liveness tests: a fresh database per test from
+// internal/pgtest (skipped when unreachable, unless
 // ROLLCALL_REQUIRE_POSTGRES=1), dropped afterwards.
-
-func pgAdminURL() string {
-	if u := os.Getenv("ROLLCALL_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
-
-func pgExec(tb testing.TB, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pgAdminURL())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-// freshPgURL creates a database and returns its URL.
-func freshPgURL(tb testing.TB) string {
-	tb.Helper()
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	name := "rollcall_lv_" + hex.EncodeToString(b)
-	if err := pgExec(tb, `CREATE DATABASE `+name); err != nil {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			tb.Fatalf("PostgreSQL required: %v", err)
-		}
-		tb.Skipf("PostgreSQL unreachable (set ROLLCALL_TEST_POSTGRES): %v", err)
-	}
-	tb.Cleanup(func() { _ = pgExec(tb, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
-	u, err := url.Parse(pgAdminURL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 func newPgEnv(t testing.TB, o envOptions) *lvEnv {
 	t.Helper()
-	st, err := postgres.Open(t.Context(), freshPgURL(t))
+	st, err := postgres.Open(t.Context(), pgtest.FreshDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
