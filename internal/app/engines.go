@@ -50,15 +50,17 @@ func (s *Service) FlushRingRecords() { s.bell.DrainRecords() }
 // (bus.Presence with this instance as origin: no store read here).
 func (s *Service) presenceWritten(ctx context.Context, a *domain.Agent, cause string) {
 	s.eval.Upsert(a, cause)
-	if err := bus.Send(ctx, s.bus, bus.Presence{AgentID: a.ID, Cause: cause, Origin: s.instance}); err != nil {
-		s.log.Warn("presence signal not published; other instances catch up within one evaluator pass", "agent_id", a.ID, "err", err)
-	}
+	s.sendPresence(ctx, bus.Presence{AgentID: a.ID, Cause: cause, Origin: s.instance})
 }
 
 // signalPresence tells every instance that an agent's presence inputs
 // changed (bus.Presence).
 func (s *Service) signalPresence(ctx context.Context, agentID, cause string) {
-	if err := bus.Send(ctx, s.bus, bus.Presence{AgentID: agentID, Cause: cause}); err != nil {
-		s.log.Warn("presence signal not published; other instances catch up within one evaluator pass", "agent_id", agentID, "err", err)
+	s.sendPresence(ctx, bus.Presence{AgentID: agentID, Cause: cause})
+}
+
+func (s *Service) sendPresence(ctx context.Context, sig bus.Presence) {
+	if err := bus.Send(ctx, s.bus, sig); err != nil {
+		s.log.Warn("presence signal not published; other instances catch up within one evaluator pass", "agent_id", sig.AgentID, "err", err)
 	}
 }

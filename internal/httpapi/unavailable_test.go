@@ -73,7 +73,7 @@ func (e liteErr) Code() int     { return int(e) }
 // unreachable: a push, a list and an authentication answer 503 with
 // Retry-After, and the cause stays in the log.
 func TestDatabaseOutageAnswers503(t *testing.T) {
-	dbURL := freshPostgres(t)
+	dbURL := pgtest.FreshDatabase(t)
 	u, _ := url.Parse(dbURL)
 	relay := newRelay(t, u.Host)
 	u.Host = relay.addr
@@ -139,10 +139,6 @@ func doRaw(t *testing.T, e *env, base, method, path, token, body string) respons
 	e.spec.checkResponse(t, hr, resp.StatusCode, resp.Header, data)
 	return response{status: resp.StatusCode, header: resp.Header, body: data}
 }
-
-// freshPostgres creates a database (internal/pgtest: skipped when
-// unreachable unless ROLLCALL_REQUIRE_POSTGRES=1) and returns its URL.
-func freshPostgres(t *testing.T) string { return pgtest.FreshDatabase(t) }
 
 // relay forwards TCP connections to target until shut.
 type relay struct {

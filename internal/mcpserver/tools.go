@@ -153,7 +153,7 @@ var scopeVerbs = []verb{
 	{
 		// Listed only to agents with handoff grants (Scope.HasVerb).
 		name: domain.VerbHandOff, title: "Hand off a todo",
-		desc: "Push a todo to another agent of your owner, in a queue your scope grants for it (DESIGN.md §3.9). Returns {todo, created}. Errors: invalid_argument when to/queue is not granted (the detail lists the grants).",
+		desc: "Push a todo to another agent of your owner, in a queue your scope grants for it. Returns {todo, created}. Errors: invalid_argument when to/queue is not granted (the detail lists the grants).",
 		fields: []field{
 			{name: "to", kind: kindString, required: true, desc: "Handle or id of the agent to hand the todo to."},
 			{name: "queue", kind: kindString, required: true, desc: "The queue granted for that agent."},
