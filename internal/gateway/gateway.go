@@ -44,6 +44,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/connhub"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/liveness"
@@ -67,8 +68,14 @@ const DefaultMaxBadFrames = 8
 // Options configures a Gateway.
 type Options struct {
 	Service *app.Service
-	// Bus delivers bus.ChannelAgentSessions (revoke, rotate, deactivate):
-	// the agent's connections close with 4004. nil = not subscribed.
+	// Hub is the instance's connection hub, shared with the MCP sessions
+	// (design: Connection hub): identified connections register in it, and
+	// its revocations and re-check close them with 4004. nil = a hub of the
+	// gateway's own, built from Bus and Recheck and closed by Shutdown.
+	Hub *connhub.Hub
+	// Bus delivers bus.ChannelAgentSessions (revoke, rotate, deactivate) to
+	// the gateway's own hub (Hub nil): the agent's connections close with
+	// 4004. nil = not subscribed.
 	Bus bus.Bus
 	Log *slog.Logger // nil = slog.Default()
 	// Clock drives the deadlines; nil = the Service's clock.
@@ -82,8 +89,9 @@ type Options struct {
 	// MaxBadFrames closes with 1008 after this many malformed frames in a
 	// row; 0 = DefaultMaxBadFrames.
 	MaxBadFrames int
-	// Recheck is how often open connections re-check their credential
-	// (recheck.go); 0 = app.RecheckInterval, negative disables.
+	// Recheck is how often the gateway's own hub (Hub nil) re-checks the
+	// credentials of open connections; 0 = app.RecheckInterval, negative
+	// disables.
 	Recheck time.Duration
 }
 
@@ -96,14 +104,12 @@ type Gateway struct {
 	hello    []byte
 	ack      []byte
 	shutdown atomic.Bool
+	hub      *connhub.Hub
+	ownHub   bool // hub is the gateway's own: Shutdown closes it
 
-	mu      sync.Mutex
-	conns   map[*conn]struct{}
-	byAgent map[string]map[*conn]struct{}
-	wg      sync.WaitGroup
-
-	stop     chan struct{} // closed by Shutdown: ends recheckLoop
-	stopOnce sync.Once
+	mu    sync.Mutex
+	conns map[*conn]struct{} // every open connection, identified or not
+	wg    sync.WaitGroup
 }
 
 // New returns a Gateway; mount it at /v1/gateway.
@@ -127,16 +133,14 @@ func New(o Options) *Gateway {
 		o.Recheck = app.RecheckInterval
 	}
 	ms := strconv.FormatInt(o.HeartbeatInterval.Milliseconds(), 10)
-	g := &Gateway{o: o, svc: o.Service, log: o.Log, clock: o.Clock,
-		hello:   []byte(`{"op":"hello","d":{"heartbeat_interval_ms":` + ms + `}}`),
-		ack:     []byte(`{"op":"heartbeat_ack","d":{"interval_ms":` + ms + `}}`),
-		conns:   map[*conn]struct{}{},
-		byAgent: map[string]map[*conn]struct{}{}, stop: make(chan struct{})}
-	if o.Bus != nil {
-		bus.Listen(o.Bus, g.onAgentSessions, nil)
-	}
-	if o.Recheck > 0 {
-		go g.recheckLoop(g.clock.NewTicker(o.Recheck)) // the ticker exists when New returns
+	g := &Gateway{o: o, svc: o.Service, log: o.Log, clock: o.Clock, hub: o.Hub,
+		hello: []byte(`{"op":"hello","d":{"heartbeat_interval_ms":` + ms + `}}`),
+		ack:   []byte(`{"op":"heartbeat_ack","d":{"interval_ms":` + ms + `}}`),
+		conns: map[*conn]struct{}{}}
+	if g.hub == nil {
+		svc := o.Service
+		g.hub, g.ownHub = connhub.New(connhub.Options{Bus: o.Bus, Clock: o.Clock, Log: o.Log, Recheck: o.Recheck,
+			NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }}), true
 	}
 	return g
 }
@@ -154,7 +158,9 @@ func (g *Gateway) Connections() int {
 // tracker stops (design: Shutdown flush).
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.shutdown.Store(true)
-	g.stopOnce.Do(func() { close(g.stop) })
+	if g.ownHub {
+		g.hub.Close()
+	}
 	g.mu.Lock()
 	cs := make([]*conn, 0, len(g.conns))
 	for c := range g.conns {
@@ -225,47 +231,14 @@ func (g *Gateway) unregister(c *conn) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	id := ""
-	if c.principal != nil {
-		id = c.principal.Agent.ID
-	}
+	identified := c.principal != nil
 	c.mu.Unlock()
+	if identified {
+		g.hub.Unregister(c)
+	}
 	g.mu.Lock()
 	delete(g.conns, c)
-	if id != "" {
-		delete(g.byAgent[id], c)
-		if len(g.byAgent[id]) == 0 {
-			delete(g.byAgent, id)
-		}
-	}
 	g.mu.Unlock()
-}
-
-// onAgentSessions closes the connections of an agent whose credentials were
-// revoked (all of them, also deactivation) or rotated (those bound to the
-// signal's credentials).
-func (g *Gateway) onAgentSessions(sig bus.AgentSessions) {
-	agentID, creds := sig.AgentID, sig.Credentials
-	g.mu.Lock()
-	var victims []*conn
-	for c := range g.byAgent[agentID] {
-		if creds == nil || contains(creds, c.credID) {
-			victims = append(victims, c)
-		}
-	}
-	g.mu.Unlock()
-	for _, c := range victims {
-		go c.close(CloseAuthFailed, "credential revoked")
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // conn is one gateway connection.
@@ -279,11 +252,14 @@ type conn struct {
 	seen       atomic.Int64 // clock time (unix ns) of the last heartbeat or identify
 	bad        int          // malformed frames in a row (reader goroutine only)
 	buf        bytes.Buffer // the frame being read (reader goroutine only)
+	valid      []byte       // the last member agent that decoded (reader goroutine only)
 
 	mu        sync.Mutex
 	timer     clockwork.Timer
 	principal *domain.Principal
-	credID    string // guarded by g.mu once registered by agent
+	// agentID and credID are set by identify before the connection is
+	// registered in the hub, and never change after.
+	agentID, credID string
 
 	// The agent part of heartbeats runs off the read loop (agentPart): the
 	// newest body waiting, when it arrived, and whether a worker runs.
@@ -338,6 +314,23 @@ func (c *conn) writeJSON(op string, d any) error {
 		return err
 	}
 	return c.write(b)
+}
+
+// AgentID implements connhub.Conn.
+func (c *conn) AgentID() string { return c.agentID }
+
+// CredentialID implements connhub.Conn.
+func (c *conn) CredentialID() string { return c.credID }
+
+// Close implements connhub.Conn: the agent's credential was revoked or
+// rotated, or the agent deactivated; the connection closes with 4004, the
+// close handshake off the caller's goroutine.
+func (c *conn) Close(reason string) {
+	if c.closing.Load() {
+		return
+	}
+	c.g.log.Info("gateway: connection closed", "reason", reason, "agent_id", c.agentID, "credential_id", c.credID)
+	go c.close(CloseAuthFailed, "credential revoked")
 }
 
 // close closes the connection once with code.
@@ -489,16 +482,11 @@ func (c *conn) identify(d json.RawMessage) {
 		c.close(CloseAuthFailed, "authentication failed")
 		return
 	}
+	c.agentID, c.credID = p.Agent.ID, p.CredentialID
 	c.mu.Lock()
 	c.principal = &p
 	c.mu.Unlock()
-	c.g.mu.Lock()
-	c.credID = p.CredentialID
-	if c.g.byAgent[p.Agent.ID] == nil {
-		c.g.byAgent[p.Agent.ID] = map[*conn]struct{}{}
-	}
-	c.g.byAgent[p.Agent.ID][c] = struct{}{}
-	c.g.mu.Unlock()
+	c.g.hub.Register(c)
 	c.bad = 0
 	c.resetDeadline()
 	_ = c.writeJSON("ready", readyData{AgentID: p.Agent.ID, Agent: p.Agent.Handle, HeartbeatIntervalMS: c.g.o.HeartbeatInterval.Milliseconds()})
@@ -543,32 +531,46 @@ func (c *conn) heartbeatAgent(agent []byte) {
 		c.unidentified()
 		return
 	}
-	c.bad = 0
 	c.resetDeadline()
 	if err := c.write(c.g.ack); err != nil {
 		return
 	}
 	if agent == nil {
+		c.bad = 0
 		return
 	}
 	c.agentPart(p, agent)
 }
 
-// agentPart hands the member agent of a heartbeat to the connection's
-// worker and returns at once: the read loop keeps reading and acking
-// (design: Liveness first; liveness first) while an audited first report or billing
-// change waits for the store (design: Liveness first). At most one worker runs per
-// connection and at most one body waits: a newer heartbeat replaces a
-// waiting one (each heartbeat is the whole reported state, so the newest
-// is all that matters). The rate limit runs here, on the read loop, and
-// the tracker is told at once that a heartbeat arrived, so the agent's
-// deadline runs from its arrival.
+// agentPart runs the read-loop part of a heartbeat's member agent and
+// hands the rest to the connection's worker, returning at once: the read
+// loop keeps reading and acking while an audited first report or billing
+// change waits for the store (design: Liveness first). On the read loop,
+// in order: the rate limit; the tracker is told that a heartbeat arrived,
+// so the agent's deadline runs from its arrival; and the body is decoded
+// (liveness.DecodeHeartbeat; the last body that decoded is not decoded
+// again). A body that does not decode is answered here with error
+// {op: "heartbeat"} at its pointer under /agent and counted toward
+// Options.MaxBadFrames, so every bad frame is answered and counted. At
+// most one worker runs per connection and at most one body waits: a newer
+// heartbeat replaces a waiting one (each heartbeat is the whole reported
+// state, so the newest is all that matters).
 func (c *conn) agentPart(p *domain.Principal, agent []byte) {
 	at, err := c.g.svc.ArriveHeartbeat(*p, p.Agent.ID)
 	if err != nil { // the rate limit, answered in order on the read loop
+		c.bad = 0 // a well-formed frame
 		c.sendError("heartbeat", err, "/agent")
 		return
 	}
+	if !bytes.Equal(agent, c.valid) {
+		if _, err := liveness.DecodeHeartbeat(agent); err != nil {
+			c.bad++
+			c.sendError("heartbeat", err, "/agent")
+			return
+		}
+		c.valid = append(c.valid[:0], agent...)
+	}
+	c.bad = 0
 	c.apMu.Lock()
 	c.apBody = append(c.apBody[:0], agent...)
 	c.apAt = at

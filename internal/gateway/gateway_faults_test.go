@@ -272,3 +272,54 @@ func TestSlowFirstReport(t *testing.T) {
 		t.Fatalf("published %v, want exactly [online]", states)
 	}
 }
+
+// TestBadFrameBehindBusyWorker: while the connection's worker waits for a
+// slow store (an audited billing change), a heartbeat whose member agent is
+// invalid arrives, followed at once by a good one that takes its place in
+// the worker's slot. The bad one is still answered, with error
+// {op: "heartbeat"} right after its ack, and counted: bad frames in a row
+// still close the connection with 1008 while the worker waits. On the old
+// code the bad body waited in the slot, was replaced unread, and was never
+// answered nor counted.
+func TestBadFrameBehindBusyWorker(t *testing.T) {
+	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
+	e := newFaultEnv(t, faultCfg, func(s store.Store) store.Store { gs.Store = s; return gs })
+	close(gs.gate) // the first report goes through
+	c := e.identified()
+	c.beat(`{"state":"online","billing_mode":"subscription"}`)
+	e.waitState("online")
+
+	gs.gate, gs.hit, gs.once = make(chan struct{}), make(chan struct{}), sync.Once{}
+	defer close(gs.gate)
+	c.beat(`{"state":"online","billing_mode":"api"}`) // audited: the worker waits for the gate
+	<-gs.hit
+	const bad = `{"op":"heartbeat","d":{"agent":{"state":"degraded"}}}`
+	c.send(bad)
+	c.send(`{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"api"}}}`)
+	want := []string{"heartbeat_ack", "error", "heartbeat_ack"}
+	for i, op := range want {
+		f := c.read()
+		if f.Op != op {
+			t.Fatalf("frame %d = %s %s, want %s (frames %v)", i, f.Op, f.D, op, want)
+		}
+		if op == "error" {
+			var d struct{ Op, Code, Pointer string }
+			_ = json.Unmarshal(f.D, &d)
+			if d.Op != "heartbeat" || d.Code != "invalid_argument" || d.Pointer != "/agent/state" {
+				t.Fatalf("error frame %s, want op heartbeat, invalid_argument at /agent/state", f.D)
+			}
+		}
+	}
+	for i := range gateway.DefaultMaxBadFrames {
+		c.send(bad)
+		if f := c.read(); f.Op != "heartbeat_ack" {
+			t.Fatalf("bad frame %d: %s %s, want heartbeat_ack first", i+1, f.Op, f.D)
+		}
+		if f := c.read(); f.Op != "error" {
+			t.Fatalf("bad frame %d: %s %s, want its error frame", i+1, f.Op, f.D)
+		}
+	}
+	if code := c.closed(); code != websocket.StatusPolicyViolation {
+		t.Fatalf("after %d bad frames in a row: close %d, want 1008", gateway.DefaultMaxBadFrames, code)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/connhub"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 )
@@ -98,8 +99,15 @@ type Options struct {
 	// WriteTimeout bounds one keepalive write on a stream; a client that
 	// does not read for that long loses the stream. 0 = DefaultWriteTimeout.
 	WriteTimeout time.Duration
-	// Recheck is how often sessions re-check their credential
-	// (recheck.go); 0 = app.RecheckInterval, negative disables.
+	// Hub is the instance's connection hub, shared with the gateway
+	// (design: Connection hub): sessions register in it under their agent
+	// and credential, and its revocations and re-check close them. nil = a
+	// hub of the server's own (no bus subscription: the use cases reach it
+	// through CloseAgentSessions), closed by Close.
+	Hub *connhub.Hub
+	// Recheck is how often the server's own hub (Hub nil) re-checks the
+	// credentials of all sessions; 0 = app.RecheckInterval, negative
+	// disables.
 	Recheck time.Duration
 	// ReplayEvents and ReplayWindow bound each session's log of GET-stream
 	// events kept for a resume with Last-Event-ID: at most ReplayEvents
@@ -150,10 +158,14 @@ type Server struct {
 	mcp  *server.MCPServer
 	http *server.StreamableHTTPServer
 
+	// hub indexes the sessions by agent (with the gateway's connections);
+	// a session is registered and unregistered in it under mu.
+	hub    *connhub.Hub
+	ownHub bool // hub is the server's own: Close closes it
+
 	mu       sync.RWMutex
-	sessions map[string]*session            // id → session
-	byAgent  map[string]map[string]*session // agent id → id → session
-	reserved map[string]int                 // agent id → initializes in flight, not yet bound
+	sessions map[string]*session // id → session
+	reserved map[string]int      // agent id → initializes in flight, not yet bound
 	closing  bool
 
 	stop      chan struct{}
@@ -205,8 +217,8 @@ func New(svc *app.Service, opts Options) *Server {
 	}
 	s := &Server{
 		svc: svc, log: opts.Log, opts: opts,
-		sessions: map[string]*session{}, byAgent: map[string]map[string]*session{}, reserved: map[string]int{},
-		stop: make(chan struct{}),
+		sessions: map[string]*session{}, reserved: map[string]int{},
+		stop: make(chan struct{}), hub: opts.Hub,
 	}
 
 	hooks := &server.Hooks{}
@@ -250,9 +262,9 @@ func New(svc *app.Service, opts Options) *Server {
 		opts.Recheck = app.RecheckInterval
 		s.opts.Recheck = opts.Recheck
 	}
-	if opts.Recheck > 0 {
-		s.loops.Add(1)
-		go s.recheckLoop(opts.Clock.NewTicker(opts.Recheck)) // the ticker exists when New returns
+	if s.hub == nil {
+		s.hub, s.ownHub = connhub.New(connhub.Options{Clock: opts.Clock, Log: opts.Log, Recheck: opts.Recheck,
+			NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }}), true
 	}
 	return s
 }
@@ -271,6 +283,9 @@ func (s *Server) Close() {
 		s.mu.Unlock()
 		close(s.stop)
 		s.loops.Wait()
+		if s.ownHub {
+			s.hub.Close()
+		}
 		for _, id := range ids {
 			s.closeSession(id, "server closing")
 		}

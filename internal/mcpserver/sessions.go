@@ -39,6 +39,7 @@ var (
 // session is this instance's record of one MCP session: who opened it and
 // what is happening on it. Fields below ready are guarded by Server.mu.
 type session struct {
+	srv                 *Server
 	id, agentID, credID string
 	openedAt            time.Time
 	// ready is closed once the initialize request that created the session
@@ -61,6 +62,29 @@ type session struct {
 	queued []queuedNote
 
 	rp replayLog // SSE event ids and replay (resume.go)
+}
+
+// AgentID implements connhub.Conn.
+func (x *session) AgentID() string { return x.agentID }
+
+// CredentialID implements connhub.Conn.
+func (x *session) CredentialID() string { return x.credID }
+
+// Close implements connhub.Conn: the session is closed at once (closeSession);
+// a session already closed is left alone.
+func (x *session) Close(reason string) { x.srv.closeSession(x.id, reason) }
+
+// agentSessionsLocked returns this server's sessions of the agent, from
+// the hub's index (the gateway's connections left out). Callers hold s.mu,
+// under which every session of this server registers and unregisters.
+func (s *Server) agentSessionsLocked(agentID string) []*session {
+	var out []*session
+	for _, c := range s.hub.Conns(agentID) {
+		if x, ok := c.(*session); ok && x.srv == s {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // queuedNote is one doorbell queued on a session.
@@ -109,8 +133,9 @@ func (x *session) streaming() bool {
 func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 	now := s.opts.Clock.Now()
 	s.mu.RLock()
-	out := make([]app.SessionInfo, 0, len(s.byAgent[agentID]))
-	for _, x := range s.byAgent[agentID] {
+	xs := s.agentSessionsLocked(agentID)
+	out := make([]app.SessionInfo, 0, len(xs))
+	for _, x := range xs {
 		if x.registered && x.initialized && !x.gone {
 			active := x.lastSeen
 			if x.inflight > 0 {
@@ -182,27 +207,16 @@ func (s *Server) Notify(sessionID string, m domain.ChannelMessage) error {
 	}
 }
 
-// CloseAgentSessions closes this instance's sessions of the agent: all when
-// creds is nil, otherwise those opened with one of the credential ids (after
-// a revoke, a deactivation or a rotation). Their GET streams end at once,
-// later requests with their ids answer 404, and they leave AgentSessions
-// before it returns. Implements app.SessionHub.
+// CloseAgentSessions closes this instance's connections of the agent
+// through the connection hub (connhub.Hub.Revoke), MCP sessions and gateway
+// connections alike: all when creds is nil, otherwise those opened with one
+// of the credential ids (after a revoke, a deactivation or a rotation).
+// Their GET streams end at once, later requests with their ids answer 404,
+// and they leave AgentSessions before it returns. Implements
+// app.SessionHub: the use cases call it after clearing their credential
+// cache, for a bus signal and when the signal could not be sent.
 func (s *Server) CloseAgentSessions(agentID string, creds []string) {
-	s.mu.RLock()
-	var ids []string
-	for id, x := range s.byAgent[agentID] {
-		if creds == nil || slices.Contains(creds, x.credID) {
-			ids = append(ids, id)
-		}
-	}
-	s.mu.RUnlock()
-	reason := "agent revoked or deactivated"
-	if creds != nil {
-		reason = "credential revoked"
-	}
-	for _, id := range ids {
-		s.closeSession(id, reason)
-	}
+	s.hub.Revoke(agentID, creds)
 }
 
 // serveInitialize passes an initialize request to mcp-go and binds the
@@ -259,7 +273,7 @@ func (s *Server) reserve(agentID string) (time.Duration, bool) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	limit := s.opts.MaxSessionsPerAgent
-	if limit <= 0 || len(s.byAgent[agentID])+s.reserved[agentID] < limit {
+	if limit <= 0 || len(s.agentSessionsLocked(agentID))+s.reserved[agentID] < limit {
 		s.reserved[agentID]++
 		s.mu.Unlock()
 		return 0, true
@@ -286,7 +300,7 @@ func (s *Server) reserve(agentID string) (time.Duration, bool) {
 // picked. nil = none. Callers hold s.mu.
 func (s *Server) evictableLocked(agentID string) *session {
 	var idle, streamless, oldest *session
-	for _, x := range s.byAgent[agentID] {
+	for _, x := range s.agentSessionsLocked(agentID) {
 		if x.gone || !isClosed(x.ready) {
 			continue
 		}
@@ -339,7 +353,7 @@ func (s *Server) unreserve(agentID string) {
 // minute) when none can. Callers hold s.mu.
 func (s *Server) firstExpiryLocked(agentID string, now time.Time) time.Duration {
 	first := time.Duration(-1)
-	for _, x := range s.byAgent[agentID] {
+	for _, x := range s.agentSessionsLocked(agentID) {
 		var d time.Duration
 		switch {
 		case !x.initialized && s.opts.InitTimeout > 0:
@@ -364,16 +378,11 @@ func (s *Server) firstExpiryLocked(agentID string, now time.Time) time.Duration 
 
 func (s *Server) bind(id string, p *domain.Principal) *session {
 	now := s.opts.Clock.Now()
-	x := &session{id: id, agentID: p.Agent.ID, credID: p.CredentialID, openedAt: now, lastSeen: now, ready: make(chan struct{}), inflight: 1}
+	x := &session{srv: s, id: id, agentID: p.Agent.ID, credID: p.CredentialID, openedAt: now, lastSeen: now, ready: make(chan struct{}), inflight: 1}
 	s.mu.Lock()
 	s.unreserveLocked(x.agentID) // the place reserve took is now the session's
 	s.sessions[id] = x
-	m := s.byAgent[x.agentID]
-	if m == nil {
-		m = map[string]*session{}
-		s.byAgent[x.agentID] = m
-	}
-	m[id] = x
+	s.hub.Register(x)
 	s.mu.Unlock()
 	return x
 }
@@ -466,7 +475,7 @@ func (s *Server) markInitialized(x *session) {
 // otherStreamingLocked reports whether another initialized session of x's
 // agent has an open stream here. Callers hold s.mu.
 func (s *Server) otherStreamingLocked(x *session) bool {
-	for _, y := range s.byAgent[x.agentID] {
+	for _, y := range s.agentSessionsLocked(x.agentID) {
 		if y != x && y.initialized && y.streaming() {
 			return true
 		}
@@ -496,18 +505,15 @@ func (s *Server) streamOpened(agentID string) {
 // app.SessionHub.
 func (s *Server) AgentsWithSessions() []string {
 	s.mu.RLock()
-	out := make([]string, 0, len(s.byAgent))
-	for agentID, m := range s.byAgent {
-		for _, x := range m {
-			if x.registered && x.initialized && !x.gone {
-				out = append(out, agentID)
-				break
-			}
+	out := make([]string, 0, len(s.sessions))
+	for _, x := range s.sessions {
+		if x.registered && x.initialized && !x.gone {
+			out = append(out, x.agentID)
 		}
 	}
 	s.mu.RUnlock()
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // forget removes the session from this instance's records and ends its GET
@@ -532,12 +538,7 @@ func (s *Server) detachLocked(x *session) []*stream {
 		s.redeliver(x, msgs)
 	}
 	delete(s.sessions, x.id)
-	if m := s.byAgent[x.agentID]; m != nil {
-		delete(m, x.id)
-		if len(m) == 0 {
-			delete(s.byAgent, x.agentID)
-		}
-	}
+	s.hub.Unregister(x)
 	x.gone = true
 	streams := x.streams
 	x.streams = nil

@@ -25,6 +25,7 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/config"
+	"github.com/rollcall/rollcall/internal/connhub"
 	"github.com/rollcall/rollcall/internal/console"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
@@ -54,6 +55,7 @@ type Server struct {
 	Service *app.Service
 	MCP     *mcpserver.Server
 	Gateway *gateway.Gateway // /v1/gateway
+	Hub     *connhub.Hub     // the MCP sessions and gateway connections (design: Connection hub)
 	Metrics *metrics.Metrics // /metrics
 	Edge    *edge.Edge       // in front of every route
 	// URL is the base URL the server is reachable at once Listen returned.
@@ -152,10 +154,12 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		fmt.Fprintf(o.Stdout, "Bootstrap admin token (shown once, store it safely):\n  %s\n  export ROLLCALL_TOKEN=%s\n", token, token)
 	}
 
-	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log, AllowedHosts: allowedHosts(cfg, url), AllowedOrigins: allowedOrigins(cfg, url)})
+	s.Hub = connhub.New(connhub.Options{Bus: b, Clock: svc.Clock(), Log: o.Log, Recheck: app.RecheckInterval,
+		NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }})
+	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log, Hub: s.Hub, AllowedHosts: allowedHosts(cfg, url), AllowedOrigins: allowedOrigins(cfg, url)})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP)
-	s.Gateway = gateway.New(gateway.Options{Service: svc, Bus: b, Log: o.Log})
+	s.Gateway = gateway.New(gateway.Options{Service: svc, Hub: s.Hub, Log: o.Log})
 	mux.Handle("/v1/gateway", s.Gateway)
 	mux.Handle("GET /metrics", m.Handler())
 	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log, Ready: readiness(st, b)}))
@@ -210,6 +214,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.Log.Warn("gateway shutdown", "err", e)
 	}
 	s.MCP.Close()
+	s.Hub.Close() // both transports have closed their connections
 	if e := s.httpSrv.Shutdown(sctx); e != nil && !errors.Is(e, http.ErrServerClosed) {
 		s.Log.Warn("http shutdown", "err", e)
 	}
