@@ -249,6 +249,7 @@ type conn struct {
 	// failed authentications (edge.FailureFunc).
 	authFailed func(reason, token string)
 	closing    atomic.Bool
+	revoked    atomic.Bool  // Close ran (a revocation or the re-check)
 	seen       atomic.Int64 // clock time (unix ns) of the last heartbeat or identify
 	bad        int          // malformed frames in a row (reader goroutine only)
 	buf        bytes.Buffer // the frame being read (reader goroutine only)
@@ -324,9 +325,10 @@ func (c *conn) CredentialID() string { return c.credID }
 
 // Close implements connhub.Conn: the agent's credential was revoked or
 // rotated, or the agent deactivated; the connection closes with 4004, the
-// close handshake off the caller's goroutine.
+// close handshake off the caller's goroutine. A second call (the signal
+// reaches the hub from the bus and from the use cases) does nothing.
 func (c *conn) Close(reason string) {
-	if c.closing.Load() {
+	if c.closing.Load() || c.revoked.Swap(true) {
 		return
 	}
 	c.g.log.Info("gateway: connection closed", "reason", reason, "agent_id", c.agentID, "credential_id", c.credID)

@@ -40,9 +40,12 @@
 //     stream after Options.StreamlessIdleTimeout (2 min) idle.
 //   - Revocation: every request authenticates its credential through a
 //     cache of app.CredentialCacheTTL (2 s) that revoke, rotate and
-//     deactivate invalidate at once here and, through the bus, elsewhere;
-//     and every Options.Recheck (2 s) one batched store query re-checks the
-//     credentials of all sessions and closes those no longer valid, so a
+//     deactivate invalidate at once here and, through the bus, elsewhere.
+//     Sessions are registered in the instance's connection hub
+//     (internal/connhub, Options.Hub; design: Connection hub), shared with
+//     the gateway's connections: a revocation closes them, and every 2 s
+//     one batched store query of the hub re-checks the credentials of all
+//     sessions and connections and closes those no longer valid, so a
 //     revocation holds within 5 s even when its bus signal was lost
 //     (design: Revocation within 5 s).
 //   - GET notification streams are tracked per session (SessionInfo.Streaming);
