@@ -24,46 +24,10 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
 )
-
-// Defaults of Options.ReplayEvents and Options.ReplayWindow.
-const (
-	DefaultReplayEvents = 200
-	DefaultReplayWindow = 10 * time.Minute
-)
-
-// replayEvent is one message event written on a GET stream.
-type replayEvent struct {
-	seq    uint64
-	at     time.Time
-	frame  []byte // "event: message\ndata: …\n\n", as mcp-go wrote it
-	todoID string // a todo doorbell's todo_id, else ""
-}
-
-// replayLog is one session's stamped events and the doorbells queued on it
-// but not yet written. Its zero value is ready; mu guards every field.
-type replayLog struct {
-	mu      sync.Mutex
-	tag     string // random per session: another session's ids never parse here
-	seq     uint64 // last id issued
-	events  []replayEvent
-	current *stream // the stream that opened last; older ones are superseded
-	// held counts, per todo id, doorbells Notify queued on the session and
-	// no GET stream has written yet (mcp-go's buffer, or a POST took it).
-	held map[string]heldDoorbell
-	// told is what a reconnect digest must not count while the stream in
-	// current is opening (ToldOnOpen).
-	told []string
-}
-
-type heldDoorbell struct {
-	n  int
-	at time.Time
-}
 
 var (
 	sseMessagePrefix = []byte("event: message\ndata: ")

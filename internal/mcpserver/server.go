@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -22,156 +20,6 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 )
-
-// ServerName is the initialize result's serverInfo.name (design: MCP sessions).
-const ServerName = "rollcall"
-
-// Version is the initialize result's serverInfo.version; release builds set
-// it with -ldflags "-X github.com/rollcall/rollcall/internal/mcpserver.Version=v1.2.3".
-var Version = "dev"
-
-// ChannelCapability is the experimental capability Claude Code looks for
-// before it accepts channel notifications (design: MCP sessions).
-const ChannelCapability = "claude/channel"
-
-// ProtocolVersions are the MCP revisions served, newest first: both use
-// initialize and session-based Streamable HTTP (design: MCP sessions). A client
-// asking initialize for any other version is answered with the newest.
-var ProtocolVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618}
-
-// Defaults of Options.
-const (
-	DefaultKeepAlive           = 25 * time.Second
-	DefaultIdleTimeout         = 30 * time.Minute
-	DefaultInitTimeout         = 60 * time.Second
-	DefaultMaxBodyBytes        = 1 << 20 // 1 MiB
-	DefaultWriteTimeout        = 10 * time.Second
-	DefaultMaxSessionsPerAgent = 32
-	// DefaultStreamlessIdleTimeout expires a session that never opened a
-	// GET stream once it has been idle this long (design: Session cap: health
-	// checks and CLIs that never send DELETE).
-	DefaultStreamlessIdleTimeout = 2 * time.Minute
-)
-
-// Options configures a Server. The zero value is usable.
-type Options struct {
-	// Log receives session lifecycle and failures; nil = slog.Default().
-	// Credentials are never logged.
-	Log *slog.Logger
-	// AllowedHosts are extra Host header values (host names, port ignored,
-	// case-insensitive) accepted on a loopback listener. Without them a
-	// request that arrives over loopback must name a loopback host
-	// (localhost, 127.0.0.1, [::1]): DNS rebinding protection. Requests
-	// arriving over other interfaces are not checked.
-	AllowedHosts []string
-	// AllowedOrigins are the Origin header values accepted besides the
-	// server's own origin (scheme://host[:port]). A request with any other
-	// Origin answers 403. Requests without Origin (non-browser clients) pass.
-	AllowedOrigins []string
-	// KeepAlive is the interval of the SSE comment written on every open GET
-	// stream, so proxies keep it and a dead client is noticed by a failing
-	// write. 0 = DefaultKeepAlive; negative disables.
-	KeepAlive time.Duration
-	// IdleTimeout closes a session that has had no request in flight and no
-	// open GET stream for this long. 0 = DefaultIdleTimeout; negative
-	// disables.
-	IdleTimeout time.Duration
-	// InitTimeout closes a session whose client has not sent
-	// notifications/initialized this long after its initialize, whatever
-	// it is doing meanwhile. 0 = DefaultInitTimeout; negative disables.
-	InitTimeout time.Duration
-	// StreamlessIdleTimeout closes a session that never opened a GET stream
-	// and has had no request in flight for this long. 0 =
-	// DefaultStreamlessIdleTimeout; negative disables.
-	StreamlessIdleTimeout time.Duration
-	// MaxSessionsPerAgent bounds the sessions one agent holds on this
-	// instance, initialized or pending (initialize answered or in flight,
-	// notifications/initialized not yet sent). An initialize at the bound
-	// evicts the agent's least recently used session without an open
-	// stream, else its oldest session (design: Session cap); only when every
-	// place is an initialize still in flight does it answer 429
-	// rate_limited with Retry-After. 0 = DefaultMaxSessionsPerAgent;
-	// negative = no limit.
-	MaxSessionsPerAgent int
-	// MaxBodyBytes bounds a POST body; larger answers 413 invalid_argument.
-	// 0 = DefaultMaxBodyBytes.
-	MaxBodyBytes int64
-	// WriteTimeout bounds one keepalive write on a stream; a client that
-	// does not read for that long loses the stream. 0 = DefaultWriteTimeout.
-	WriteTimeout time.Duration
-	// Hub is the instance's connection hub, shared with the gateway
-	// (design: Connection hub): sessions register in it under their agent
-	// and credential, and its revocations and re-check close them. nil = a
-	// hub of the server's own (no bus subscription: the use cases reach it
-	// through CloseAgentSessions), closed by Close.
-	Hub *connhub.Hub
-	// Recheck is how often the server's own hub (Hub nil) re-checks the
-	// credentials of all sessions; 0 = app.RecheckInterval, negative
-	// disables.
-	Recheck time.Duration
-	// ReplayEvents and ReplayWindow bound each session's log of GET-stream
-	// events kept for a resume with Last-Event-ID: at most ReplayEvents
-	// events, none older than ReplayWindow. 0 = DefaultReplayEvents,
-	// DefaultReplayWindow.
-	ReplayEvents int
-	ReplayWindow time.Duration
-	// Clock drives keepalive and idle expiry; nil = real clock.
-	Clock clockwork.Clock
-	// OnEvent, when set, observes session and stream lifecycle (metrics,
-	// tests). It runs on the goroutine that caused the event and must not
-	// block.
-	OnEvent func(Event)
-}
-
-// EventKind names a lifecycle event of Options.OnEvent.
-type EventKind string
-
-// Lifecycle events.
-const (
-	SessionOpened EventKind = "session_opened" // initialize answered, session registered
-	SessionClosed EventKind = "session_closed" // Reason says why
-	StreamOpened  EventKind = "stream_opened"  // a GET stream's headers are written and flushed
-	StreamClosed  EventKind = "stream_closed"  // that GET request has ended
-)
-
-// Event is one lifecycle event of a session.
-type Event struct {
-	Kind      EventKind
-	SessionID string
-	AgentID   string
-	Reason    string // SessionClosed only
-}
-
-func (s *Server) emit(e Event) {
-	if s.opts.OnEvent != nil {
-		s.opts.OnEvent(e)
-	}
-}
-
-// Server is the MCP endpoint (an http.Handler for /mcp) and this instance's
-// app.SessionHub. It is safe for concurrent use.
-type Server struct {
-	svc  *app.Service
-	log  *slog.Logger
-	opts Options
-
-	mcp  *server.MCPServer
-	http *server.StreamableHTTPServer
-
-	// hub indexes the sessions by agent (with the gateway's connections);
-	// a session is registered and unregistered in it under mu.
-	hub    *connhub.Hub
-	ownHub bool // hub is the server's own: Close closes it
-
-	mu       sync.RWMutex
-	sessions map[string]*session // id → session
-	reserved map[string]int      // agent id → initializes in flight, not yet bound
-	closing  bool
-
-	stop      chan struct{}
-	loops     sync.WaitGroup // keepalive and expiry loops
-	closeOnce sync.Once
-}
 
 var (
 	_ http.Handler   = (*Server)(nil)
@@ -290,15 +138,6 @@ func (s *Server) Close() {
 			s.closeSession(id, "server closing")
 		}
 	})
-}
-
-type principalKey struct{}
-
-// principalFrom returns the authenticated principal ServeHTTP put on the
-// request context, or nil.
-func principalFrom(ctx context.Context) *domain.Principal {
-	p, _ := ctx.Value(principalKey{}).(*domain.Principal)
-	return p
 }
 
 // ServeHTTP serves the MCP endpoint: POST (JSON-RPC messages), GET (the

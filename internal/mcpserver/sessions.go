@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -36,40 +35,6 @@ var (
 	ErrBufferFull = errors.New("mcpserver: session notification buffer is full")
 )
 
-// session is this instance's record of one MCP session: who opened it and
-// what is happening on it. Fields below ready are guarded by Server.mu.
-type session struct {
-	srv                 *Server
-	id, agentID, credID string
-	openedAt            time.Time
-	// ready is closed once the initialize request that created the session
-	// has finished (mcp-go registers the session after writing the
-	// response); later requests of the session wait for it.
-	ready chan struct{}
-
-	registered  bool      // mcp-go registered it (notifications can be queued)
-	initialized bool      // the client sent notifications/initialized
-	gone        bool      // closed; its id answers 404
-	inflight    int       // requests in flight, GET streams included
-	lastSeen    time.Time // end of the last request
-	streams     []*stream // open GET streams; a newer GET replaces the older
-	streamed    bool      // a GET stream of the session was open at least once
-	lastPost    time.Time // end of the last POST
-	stalled     bool      // a stream write ran past Options.WriteTimeout; cleared when the client acts
-	// queued are the todo doorbells queued by Notify and not yet written
-	// on a GET stream (oldest first, at most maxQueued): when the session
-	// closes or its stream ends they go to another session (design: Redelivery on session loss).
-	queued []queuedNote
-
-	rp replayLog // SSE event ids and replay (resume.go)
-}
-
-// AgentID implements connhub.Conn.
-func (x *session) AgentID() string { return x.agentID }
-
-// CredentialID implements connhub.Conn.
-func (x *session) CredentialID() string { return x.credID }
-
 // Close implements connhub.Conn: the session is closed at once (closeSession);
 // a session already closed is left alone.
 func (x *session) Close(reason string) { x.srv.closeSession(x.id, reason) }
@@ -85,12 +50,6 @@ func (s *Server) agentSessionsLocked(agentID string) []*session {
 		}
 	}
 	return out
-}
-
-// queuedNote is one doorbell queued on a session.
-type queuedNote struct {
-	todoID string
-	msg    domain.ChannelMessage
 }
 
 // maxQueued bounds a session's queued doorbells (mcp-go's buffer holds 100).
@@ -613,25 +572,6 @@ func (m sessionIDs) Terminate(id string) (bool, error) {
 }
 
 // --- GET streams ---
-
-// stream wraps the ResponseWriter of one GET notification stream so the
-// keepalive goroutine can write SSE comments between mcp-go's events: every
-// write and flush holds mu, and mcp-go writes each event with one Write.
-type stream struct {
-	s      *Server
-	sess   *session
-	cancel context.CancelFunc
-	open   atomic.Bool // the 200 and SSE headers are written
-	// lastEventID is the GET's Last-Event-ID header (resume.go).
-	lastEventID string
-
-	mu      sync.Mutex
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	sse     bool // the response is 200 text/event-stream
-	flushed bool // flushed once
-	done    bool // the handler returned or a write failed: w is off limits
-}
 
 // serveStream serves a GET: it replaces any older stream of the session,
 // gives mcp-go a cancellable context (closing the session ends the stream
