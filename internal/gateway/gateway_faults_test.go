@@ -3,25 +3,17 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // Faults of the server, not of the agents (design: Liveness first, Stall extension): a slow
@@ -49,41 +41,12 @@ func (g *gatedStore) ApplyReportedChanges(ctx context.Context, ps []store.ApplyR
 
 func newFaultEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) store.Store) *env {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(looseTempDir(t), "r.db"))
-	if err != nil {
+	e := buildEnv(t, cfg, wrap)
+	if err := e.svc.StartLiveness(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var s store.Store = st
-	if wrap != nil {
-		s = wrap(st)
-	}
-	clock := clockwork.NewFakeClockAt(t0)
-	b := bus.NewLocal()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := app.New(app.Options{Store: s, Bus: b, Clock: clock, Log: log, Liveness: cfg})
-	tok, _, err := svc.Bootstrap(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := svc.AuthenticatePerson(t.Context(), tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := svc.Vend(t.Context(), admin, app.VendInput{Handle: "runner", Queues: []string{"build"}, BillingMode: "subscription"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.StartLiveness(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.StopLiveness(context.Background()) })
-	gw := gateway.New(gateway.Options{Service: svc, Bus: b, Log: log})
-	mux := http.NewServeMux()
-	mux.Handle("/v1/gateway", gw)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { _ = gw.Shutdown(context.Background()) })
-	return &env{t: t, clock: clock, svc: svc, gw: gw, srv: srv, admin: admin, cred: res.Credential, agent: res.Agent}
+	t.Cleanup(func() { _ = e.svc.StopLiveness(context.Background()) })
+	return e
 }
 
 // identified dials and identifies (interval 1 s: not ready()'s 15 s).
@@ -136,6 +99,23 @@ func (e *env) waitState(want string) {
 	}
 }
 
+// busyWorker opens an identified connection of an online agent whose
+// worker then waits in the store on an audited billing change (to "api"),
+// until the test closes gs.gate.
+func busyWorker(t *testing.T) (*env, *client, *gatedStore) {
+	t.Helper()
+	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
+	e := newFaultEnv(t, faultCfg, func(s store.Store) store.Store { gs.Store = s; return gs })
+	close(gs.gate) // the first report goes through
+	c := e.identified()
+	c.beat(`{"state":"online","billing_mode":"subscription"}`)
+	e.waitState("online")
+	gs.gate, gs.hit, gs.once = make(chan struct{}), make(chan struct{}), sync.Once{}
+	c.beat(`{"state":"online","billing_mode":"api"}`) // audited: waits for the gate
+	<-gs.hit
+	return e, c, gs
+}
+
 // TestSlowAgentPartKeepsReading: the audited part of a heartbeat (a billing
 // change) waits for a slow store for longer than the gateway deadline (2 s)
 // and the presence timeout (3 s). The read loop keeps reading and acking
@@ -144,16 +124,7 @@ func (e *env) waitState(want string) {
 // is applied. On the old code the agent part ran on the read
 // loop: no ack came while the store was slow.
 func TestSlowAgentPartKeepsReading(t *testing.T) {
-	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
-	e := newFaultEnv(t, faultCfg, func(s store.Store) store.Store { gs.Store = s; return gs })
-	close(gs.gate) // the first report goes through
-	c := e.identified()
-	c.beat(`{"state":"online","billing_mode":"subscription"}`)
-	e.waitState("online")
-
-	gs.gate, gs.hit, gs.once = make(chan struct{}), make(chan struct{}), sync.Once{}
-	c.beat(`{"state":"online","billing_mode":"api"}`) // audited: waits for the gate
-	<-gs.hit
+	e, c, gs := busyWorker(t)
 	for i := range 40 { // 10 s of heartbeats every 250 ms, far past both deadlines
 		e.clock.Advance(250 * time.Millisecond)
 		c.beat(`{"state":"online","billing_mode":"api"}`)
@@ -282,17 +253,8 @@ func TestSlowFirstReport(t *testing.T) {
 // code the bad body waited in the slot, was replaced unread, and was never
 // answered nor counted.
 func TestBadFrameBehindBusyWorker(t *testing.T) {
-	gs := &gatedStore{gate: make(chan struct{}), hit: make(chan struct{})}
-	e := newFaultEnv(t, faultCfg, func(s store.Store) store.Store { gs.Store = s; return gs })
-	close(gs.gate) // the first report goes through
-	c := e.identified()
-	c.beat(`{"state":"online","billing_mode":"subscription"}`)
-	e.waitState("online")
-
-	gs.gate, gs.hit, gs.once = make(chan struct{}), make(chan struct{}), sync.Once{}
+	_, c, gs := busyWorker(t)
 	defer close(gs.gate)
-	c.beat(`{"state":"online","billing_mode":"api"}`) // audited: the worker waits for the gate
-	<-gs.hit
 	const bad = `{"op":"heartbeat","d":{"agent":{"state":"degraded"}}}`
 	c.send(bad)
 	c.send(`{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"api"}}}`)

@@ -51,6 +51,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return buildEnv(t, app.LivenessConfig{HeartbeatInterval: 15 * time.Second, PresenceTimeout: 45 * time.Second}, nil)
+}
+
+// buildEnv is newEnv with the liveness configuration cfg and the store
+// wrapped by wrap (nil = the SQLite store itself): a fresh SQLite store,
+// the use case on a fake clock at t0 and a local bus, an admin, an agent
+// "runner" and the gateway on a test server, shut down at cleanup.
+func buildEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) store.Store) *env {
+	t.Helper()
 	// Not closed at cleanup: goroutines the presence evaluator starts per
 	// bus signal may still read it, and sqlite.Store.Close is not safe
 	// against concurrent reads (it clears its handles). Such a goroutine may
@@ -60,11 +69,14 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var s store.Store = st
+	if wrap != nil {
+		s = wrap(st)
+	}
 	clock := clockwork.NewFakeClockAt(t0)
 	b := bus.NewLocal()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := app.New(app.Options{Store: st, Bus: b, Clock: clock, Log: log,
-		Liveness: app.LivenessConfig{HeartbeatInterval: 15 * time.Second, PresenceTimeout: 45 * time.Second}})
+	svc := app.New(app.Options{Store: s, Bus: b, Clock: clock, Log: log, Liveness: cfg})
 	tok, _, err := svc.Bootstrap(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)

@@ -261,6 +261,15 @@ type clientConfig struct {
 	initSkip bool
 }
 
+// adaSession is a fresh env with agent "ada" granted every verb in queue
+// "q1" and one initialized session of it (protocol 2025-11-25, no stream).
+func adaSession(t *testing.T) (*env, app.VendResult, *agentClient) {
+	t.Helper()
+	e := newEnv(t)
+	a := e.vend("ada", allVerbs, "q1")
+	return e, a, e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+}
+
 func (e *env) connect(cred string, cfg clientConfig) *agentClient {
 	e.t.Helper()
 	ac, err := e.dial(cred, cfg)

@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
@@ -13,11 +12,7 @@ import (
 // guarantees of a pushed one (design: Held doorbells, Hooks): while the agent is out
 // no doorbell rings; at the shift start the digest counts it.
 func TestHookTodoHeldWhileOut(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("morning", allScope, "q")
-	ac := e.listening(v.Credential)
-	e.at(monday0900.Add(11 * time.Hour)) // Monday 20:00
-	e.setShift("morning", workHours)     // out now
+	e, ac := outAtEight(t)
 	hk, err := e.svc.CreateHook(e.ctx, e.admin, app.HookInput{Kind: domain.HookGitHub, Agent: "morning", Queue: "q"})
 	if err != nil {
 		t.Fatal(err)

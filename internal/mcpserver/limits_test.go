@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 )
@@ -102,19 +103,28 @@ func TestSessionLimitEvicts(t *testing.T) {
 	}
 }
 
+// expiryEnv is a fresh env on a fake clock with the given InitTimeout and
+// an IdleTimeout of an hour, agent "ada" (every verb, queue "q1") and one
+// initialized session of it with its GET stream open.
+func expiryEnv(t *testing.T, initTimeout time.Duration) (*env, *clockwork.FakeClock, app.VendResult, *agentClient) {
+	t.Helper()
+	clock := clockwork.NewFakeClock()
+	e := newEnv(t, func(o *mcpserver.Options) {
+		o.Clock = clock
+		o.InitTimeout = initTimeout
+		o.IdleTimeout = time.Hour
+	})
+	a := e.vend("ada", allVerbs, "q1")
+	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
+	e.waitEvent(ac.sessionID(), mcpserver.StreamOpened)
+	return e, clock, a, ac
+}
+
 // TestUninitializedSessionsExpire: sessions that never send
 // notifications/initialized expire after InitTimeout, even with a GET
 // stream open; an initialized one stays.
 func TestUninitializedSessionsExpire(t *testing.T) {
-	clock := clockwork.NewFakeClock()
-	e := newEnv(t, func(o *mcpserver.Options) {
-		o.Clock = clock
-		o.InitTimeout = time.Minute
-		o.IdleTimeout = time.Hour
-	})
-	a := e.vend("ada", allVerbs, "q1")
-	full := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(full.sessionID(), mcpserver.StreamOpened)
+	e, clock, a, full := expiryEnv(t, time.Minute)
 	var pending []string
 	for range 2 {
 		resp, body := e.bareInit(a.Credential)
@@ -146,15 +156,7 @@ func TestUninitializedSessionsExpire(t *testing.T) {
 // initialized or not; a session with a stream stays, and so does
 // one that had a stream.
 func TestStreamlessSessionsExpire(t *testing.T) {
-	clock := clockwork.NewFakeClock()
-	e := newEnv(t, func(o *mcpserver.Options) {
-		o.Clock = clock
-		o.InitTimeout = time.Hour
-		o.IdleTimeout = time.Hour
-	})
-	a := e.vend("ada", allVerbs, "q1")
-	streaming := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(streaming.sessionID(), mcpserver.StreamOpened)
+	e, clock, a, streaming := expiryEnv(t, time.Hour)
 	posting := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125}) // never GETs
 	resp, body := e.bareInit(a.Credential)
 	if resp.StatusCode != http.StatusOK {
@@ -267,9 +269,7 @@ func TestDefaultSessionLimit(t *testing.T) {
 // of principal (403, like an agent credential on a REST operator route);
 // an unknown one is still 401.
 func TestPersonTokenOnMCPIsForbidden(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, _, ac := adaSession(t)
 	for _, tc := range []struct{ method, session, body string }{
 		{http.MethodPost, "", initBody},
 		{http.MethodPost, ac.sessionID(), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
@@ -294,9 +294,7 @@ func TestPersonTokenOnMCPIsForbidden(t *testing.T) {
 // a body that is not one JSON-RPC message is answered as such, not as a
 // missing Mcp-Session-Id.
 func TestMalformedJSONIsAParseError(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, a, ac := adaSession(t)
 	for _, tc := range []struct {
 		session, body string
 		code          int
@@ -311,13 +309,9 @@ func TestMalformedJSONIsAParseError(t *testing.T) {
 		resp := e.raw(http.MethodPost, a.Credential, tc.session, tc.body)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var msg struct {
-			JSONRPC string `json:"jsonrpc"`
-			ID      any    `json:"id"`
-			Error   struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
+		var msg struct { // the members checked: jsonrpc, error.code
+			JSONRPC string
+			Error   struct{ Code int }
 		}
 		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Error.Code != tc.code {
 			t.Errorf("%q (session %q): %d %s, want 400 with JSON-RPC error %d", tc.body, tc.session, resp.StatusCode, body, tc.code)

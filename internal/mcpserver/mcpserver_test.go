@@ -25,9 +25,7 @@ import (
 var allVerbs = domain.ScopeVerbs
 
 func TestInitializeAdvertisesRollcall(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, a, ac := adaSession(t)
 
 	in := ac.init
 	if in.ServerInfo.Name != "rollcall" || in.ServerInfo.Version != mcpserver.Version {
@@ -469,9 +467,7 @@ func TestVerbs(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, a, ac := adaSession(t)
 
 	for _, tc := range []struct{ name, auth string }{
 		{"missing", ""},
@@ -586,9 +582,7 @@ func TestRevokeClosesSessions(t *testing.T) {
 }
 
 func TestClosingEndsTheStream(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, a, ac := adaSession(t)
 	id := ac.sessionID()
 
 	// A plain GET stream: its body ends when the session is closed.
@@ -634,9 +628,7 @@ func TestClosingEndsTheStream(t *testing.T) {
 }
 
 func TestNewerStreamReplacesOlder(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, a, ac := adaSession(t)
 	id := ac.sessionID()
 	first := e.raw(http.MethodGet, a.Credential, id, "")
 	defer first.Body.Close()
@@ -797,9 +789,7 @@ func readSSEData(t *testing.T, br *bufio.Reader) string {
 // 70 todos with ~63 KiB payloads do not all fit in 4 MiB, so the answer
 // stops early and says so; a narrower limit is answered whole.
 func TestListTodosBoundedByBytes(t *testing.T) {
-	e := newEnv(t)
-	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
+	e, _, ac := adaSession(t)
 	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 63<<10) + `"}`)
 	for i := range 70 {
 		e.push("ada", "q1", fmt.Sprintf("big %d", i), func(in *app.PushInput) { in.Payload = payload })

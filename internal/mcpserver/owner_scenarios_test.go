@@ -93,10 +93,7 @@ func TestClockInCannotClearTheOwnersOut(t *testing.T) {
 // two shift boundaries keep it in for at most 8h together; calling again
 // cannot extend it; the next stretch starts afresh.
 func TestSelfClockInCapBindsPerStretch(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("insomniac", allScope, "q")
-	e.setShift("insomniac", workHours)
-	ac := e.connect(v.Credential, clientConfig{})
+	e, v, ac := onShift(t, "insomniac")
 	e.at(monday0900.Add(5 * time.Hour)) // Monday 14:00, off shift until Tuesday 09:00
 	var got app.PresenceView
 	ac.ok("clock_in", map[string]any{"for": "8h"}, &got)
@@ -124,10 +121,7 @@ func TestSelfClockInCapBindsPerStretch(t *testing.T) {
 // (self_clock_in_cap): a smaller cap shortens the grant, 0 forbids
 // clocking in outside the shift, the shift itself still works.
 func TestOwnerSetsTheSelfClockInCap(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("tight", allScope, "q")
-	e.setShift("tight", workHours)
-	ac := e.connect(v.Credential, clientConfig{})
+	e, v, ac := onShift(t, "tight")
 	e.setCap("tight", "90m")
 	e.at(monday0900.Add(11 * time.Hour)) // Monday 20:00
 	var got app.PresenceView

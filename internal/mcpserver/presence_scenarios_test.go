@@ -43,6 +43,40 @@ func (e *env) setShift(handle, shift string) {
 	}
 }
 
+// clockedOut is a fresh env with one agent, handle, granted every scope
+// verb in the queues, listening on a GET stream, and clocked out.
+func clockedOut(t *testing.T, handle string, queues ...string) (*env, app.VendResult, *agentClient) {
+	t.Helper()
+	e := newEnv(t)
+	v := e.vend(handle, allScope, queues...)
+	ac := e.listening(v.Credential)
+	ac.ok("clock_out", map[string]any{}, nil)
+	return e, v, ac
+}
+
+// onShift is a fresh env with one agent, handle, granted every scope verb
+// in queue "q", on the work-hours shift, and a session of it.
+func onShift(t *testing.T, handle string) (*env, app.VendResult, *agentClient) {
+	t.Helper()
+	e := newEnv(t)
+	v := e.vend(handle, allScope, "q")
+	e.setShift(handle, workHours)
+	return e, v, e.connect(v.Credential, clientConfig{})
+}
+
+// outAtEight is a fresh env with agent "morning" (every scope verb, queue
+// "q") listening on a GET stream at Monday 20:00, then put on the
+// work-hours shift: it is out until Tuesday 09:00.
+func outAtEight(t *testing.T) (*env, *agentClient) {
+	t.Helper()
+	e := newEnv(t)
+	v := e.vend("morning", allScope, "q")
+	ac := e.listening(v.Credential)
+	e.at(monday0900.Add(11 * time.Hour)) // Monday 20:00
+	e.setShift("morning", workHours)     // out now
+	return e, ac
+}
+
 // pass runs one evaluator pass and returns the transitions it claimed.
 func (e *env) pass() int {
 	e.t.Helper()
@@ -130,10 +164,7 @@ func TestPresenceDefaultIsIn(t *testing.T) {
 }
 
 func TestClockOutWithShift(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("shifty", allScope, "q")
-	e.setShift("shifty", workHours)
-	ac := e.connect(v.Credential, clientConfig{})
+	e, _, ac := onShift(t, "shifty")
 	e.at(monday0900.Add(time.Hour)) // Monday 10:00
 	var got app.PresenceView
 	ac.ok("clock_out", map[string]any{}, &got)
@@ -161,10 +192,7 @@ func TestClockOutWithoutShiftLastsUntilClockIn(t *testing.T) {
 }
 
 func TestClockInOutsideShift(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("late", allScope, "q")
-	e.setShift("late", workHours)
-	ac := e.connect(v.Credential, clientConfig{})
+	e, _, ac := onShift(t, "late")
 	e.at(monday0900.Add(11 * time.Hour)) // Monday 20:00
 	var got app.PresenceView
 	ac.ok("clock_in", map[string]any{"for": "2h"}, &got)
@@ -174,10 +202,7 @@ func TestClockInOutsideShift(t *testing.T) {
 }
 
 func TestClockInOverCapChangesNothing(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("capped", allScope, "q")
-	e.setShift("capped", workHours)
-	ac := e.connect(v.Credential, clientConfig{})
+	e, v, ac := onShift(t, "capped")
 	e.at(monday0900.Add(11 * time.Hour))
 	before := presenceOf(ac)
 	audits := e.auditCount(v.Agent.ID)
@@ -196,10 +221,7 @@ func TestClockInOverCapChangesNothing(t *testing.T) {
 }
 
 func TestRepeatedClockOutChangesNothing(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("twice", allScope, "q")
-	ac := e.listening(v.Credential)
-	ac.ok("clock_out", map[string]any{}, nil)
+	e, v, ac := clockedOut(t, "twice", "q")
 	e.pass()
 	audits := e.auditCount(v.Agent.ID)
 	ac.ok("clock_out", map[string]any{}, nil)
@@ -264,10 +286,7 @@ func TestSelfVerbsTakeNoIdentifier(t *testing.T) {
 }
 
 func TestTodoWhileOutIsHeldButPullable(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("away", allScope, "q", "fence")
-	ac := e.listening(v.Credential)
-	ac.ok("clock_out", map[string]any{}, nil)
+	e, _, ac := clockedOut(t, "away", "q", "fence")
 	held := e.push("away", "q", "held while out")
 	ac.roundTrip()
 	ac.noNote()
@@ -313,11 +332,7 @@ func wantDigest(t testing.TB, ac *agentClient, pending, queues, reason string) s
 }
 
 func TestShiftStartDigest(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("morning", allScope, "q")
-	ac := e.listening(v.Credential)
-	e.at(monday0900.Add(11 * time.Hour)) // Monday 20:00
-	e.setShift("morning", workHours)     // out now
+	e, ac := outAtEight(t)
 	var ids []string
 	for i := range 7 {
 		ids = append(ids, e.push("morning", "q", "night work "+string(rune('a'+i))).ID)
@@ -364,10 +379,7 @@ func TestShiftStartDigest(t *testing.T) {
 }
 
 func TestClockInWithNothingWaitingSendsNoDigest(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("idle", allScope, "q", "fence")
-	ac := e.listening(v.Credential)
-	ac.ok("clock_out", map[string]any{}, nil)
+	e, _, ac := clockedOut(t, "idle", "q", "fence")
 	ac.ok("clock_in", map[string]any{}, nil)
 	e.pass()
 	e.settle() // the transition's digest (if any) is decided before the fence exists
@@ -380,10 +392,7 @@ func TestClockInWithNothingWaitingSendsNoDigest(t *testing.T) {
 }
 
 func TestDigestQueuesSortedNoTitles(t *testing.T) {
-	e := newEnv(t)
-	v := e.vend("multi", allScope, "reviews", "lane-m")
-	ac := e.listening(v.Credential)
-	ac.ok("clock_out", map[string]any{}, nil)
+	e, _, ac := clockedOut(t, "multi", "reviews", "lane-m")
 	for i := range 5 {
 		e.push("multi", "reviews", "secret review title "+string(rune('a'+i)))
 	}

@@ -254,6 +254,9 @@ func readiness(st store.Store, b bus.Bus) func(context.Context) error {
 }
 
 func (s *Server) closeAll() {
+	if s.Hub != nil {
+		s.Hub.Close()
+	}
 	if s.ln != nil {
 		s.ln.Close()
 	}
