@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,14 +51,7 @@ func newFaultEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) st
 // identified dials and identifies (interval 1 s: not ready()'s 15 s).
 func (e *env) identified() *client {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/v1/gateway", nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = c.CloseNow() })
-	cl := &client{t: e.t, c: c}
+	cl := e.open()
 	if f := cl.read(); f.Op != "hello" {
 		e.t.Fatalf("first frame %s", f.Op)
 	}

@@ -108,7 +108,8 @@ type frame struct {
 	D  json.RawMessage `json:"d"`
 }
 
-func (e *env) dial() *client {
+// open opens a WebSocket connection to the gateway, closed at cleanup.
+func (e *env) open() *client {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
@@ -118,7 +119,12 @@ func (e *env) dial() *client {
 	}
 	c.SetReadLimit(1 << 20)
 	e.t.Cleanup(func() { _ = c.CloseNow() })
-	cl := &client{t: e.t, c: c}
+	return &client{t: e.t, c: c}
+}
+
+func (e *env) dial() *client {
+	e.t.Helper()
+	cl := e.open()
 	if f := cl.read(); f.Op != "hello" || string(f.D) != `{"heartbeat_interval_ms":15000}` {
 		e.t.Fatalf("first frame = %s %s, want hello {heartbeat_interval_ms:15000}", f.Op, f.D)
 	}

@@ -6,17 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/connhub"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 )
@@ -30,39 +27,7 @@ var (
 // (svc.SetSessionHub). Call Close when done: it stops the keepalive and
 // expiry loops and closes every session.
 func New(svc *app.Service, opts Options) *Server {
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	if opts.KeepAlive == 0 {
-		opts.KeepAlive = DefaultKeepAlive
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	if opts.InitTimeout == 0 {
-		opts.InitTimeout = DefaultInitTimeout
-	}
-	if opts.StreamlessIdleTimeout == 0 {
-		opts.StreamlessIdleTimeout = DefaultStreamlessIdleTimeout
-	}
-	if opts.MaxSessionsPerAgent == 0 {
-		opts.MaxSessionsPerAgent = DefaultMaxSessionsPerAgent
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = DefaultWriteTimeout
-	}
-	if opts.Clock == nil {
-		opts.Clock = clockwork.NewRealClock()
-	}
-	if opts.ReplayEvents <= 0 {
-		opts.ReplayEvents = DefaultReplayEvents
-	}
-	if opts.ReplayWindow <= 0 {
-		opts.ReplayWindow = DefaultReplayWindow
-	}
+	opts = opts.withDefaults()
 	s := &Server{
 		svc: svc, log: opts.Log, opts: opts,
 		sessions: map[string]*session{}, reserved: map[string]int{},
@@ -106,13 +71,8 @@ func New(svc *app.Service, opts Options) *Server {
 		s.loops.Add(1)
 		go s.expireLoop()
 	}
-	if opts.Recheck == 0 {
-		opts.Recheck = app.RecheckInterval
-		s.opts.Recheck = opts.Recheck
-	}
 	if s.hub == nil {
-		s.hub, s.ownHub = connhub.New(connhub.Options{Clock: opts.Clock, Log: opts.Log, Recheck: opts.Recheck,
-			NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }}), true
+		s.hub, s.ownHub = ownHub(svc, opts), true
 	}
 	return s
 }

@@ -122,6 +122,55 @@ type Options struct {
 	OnEvent func(Event)
 }
 
+// withDefaults returns o with every zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
+	if o.StreamlessIdleTimeout == 0 {
+		o.StreamlessIdleTimeout = DefaultStreamlessIdleTimeout
+	}
+	if o.MaxSessionsPerAgent == 0 {
+		o.MaxSessionsPerAgent = DefaultMaxSessionsPerAgent
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.ReplayEvents <= 0 {
+		o.ReplayEvents = DefaultReplayEvents
+	}
+	if o.ReplayWindow <= 0 {
+		o.ReplayWindow = DefaultReplayWindow
+	}
+	if o.Recheck == 0 {
+		o.Recheck = app.RecheckInterval
+	}
+	return o
+}
+
+// ownHub is the connection hub of a Server built without Options.Hub: not
+// on the bus (the use cases reach it through CloseAgentSessions), with the
+// re-check every Options.Recheck.
+func ownHub(svc *app.Service, o Options) *connhub.Hub {
+	return connhub.New(connhub.Options{Clock: o.Clock, Log: o.Log, Recheck: o.Recheck,
+		NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }})
+}
+
 // EventKind names a lifecycle event of Options.OnEvent.
 type EventKind string
 
