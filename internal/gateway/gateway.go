@@ -13,7 +13,9 @@
 // resets the connection's deadline whatever else the frame carries. Then,
 // with member agent, the per-principal rate limit and the same use case as
 // REST run (app.Service.Heartbeat); their errors answer an error frame with
-// op "heartbeat" and keep the connection. A heartbeat without agent keeps
+// op "heartbeat" and keep the connection. A member agent that does not
+// decode is answered on the read loop, before any later frame is handled,
+// and counts as a malformed frame. A heartbeat without agent keeps
 // the connection alive but changes no presence. Pointers in error frames
 // are relative to d (e.g. /agent/state).
 //
@@ -21,7 +23,8 @@
 // (Options.Deadline, default 2 × sync.heartbeat_interval: one interval of
 // slack for a late sender; before identify the same deadline applies),
 // 4004 when identify fails or the agent's credential is revoked or rotated
-// or the agent deactivated, 4013 when the server shuts down (reconnect),
+// or the agent deactivated (through the instance's connection hub,
+// internal/connhub), 4013 when the server shuts down (reconnect),
 // 1008 after Options.MaxBadFrames malformed frames in a row (default 8: a
 // confused client gets answers to debug with, a hostile one is cut off),
 // 1009 for a frame over ReadLimit bytes.
