@@ -17,8 +17,6 @@ import (
 	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
-var allVerbs = []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"}
-
 type todoJSON struct {
 	ID    string `json:"id"`
 	State string `json:"state"`
@@ -41,7 +39,7 @@ func pushTodo(t *testing.T, srv *server, agent, queue, title string) string {
 // doorbell whose meta.todo_id is the todo, claim + complete over MCP, and the
 // REST API shows it done.
 func TestE2ETypeScriptClient(t *testing.T) {
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	if strings.Contains(srv.Output(), adminToken) {
 		t.Fatal("the bootstrap token from the environment must never be printed")
 	}
@@ -112,7 +110,7 @@ func TestE2EGoClient(t *testing.T) {
 			if st == "postgres" {
 				storeURL = pgtest.FreshDatabase(t)
 			}
-			srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", storeURL)
+			srv := startServer(t, bootstrapEnv, "--store", storeURL)
 			v := vend(t, srv, "e2e-go", []string{"reviews", "lane-m"}, allVerbs)
 
 			ctx, cancel := context.WithTimeout(context.Background(), wait)

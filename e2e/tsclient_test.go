@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // tsEvent is one line the TypeScript client prints.
@@ -59,7 +61,7 @@ func startTSClient(t *testing.T, mcpURL, token string, extra ...string) (*tsClie
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	c := &tsClient{t: t, cmd: cmd, stdin: stdin, events: make(chan tsEvent, 100)}
-	cmd.Stderr = writerFunc(func(p []byte) { c.mu.Lock(); c.stderr = append(c.stderr, p...); c.mu.Unlock() })
+	cmd.Stderr = testkit.WriterFunc(func(p []byte) { c.mu.Lock(); c.stderr = append(c.stderr, p...); c.mu.Unlock() })
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

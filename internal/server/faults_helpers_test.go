@@ -15,14 +15,12 @@ import (
 	"testing"
 	"time"
 
-	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/server"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // wait bounds every "eventually" of these tests; reaching it fails the
@@ -89,56 +87,20 @@ func (in *instance) readyz(t *testing.T) int {
 // eventually polls cond until it holds, failing after wait.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, wait)
-		}
-		time.Sleep(10 * time.Millisecond) // polling an observable state
-	}
+	testkit.Eventually(t, what, wait, cond)
 }
 
 // agentSession is a real mcp-go client on one MCP session with its GET
-// stream open; notes receives the meta of each channel notification.
+// stream open.
 type agentSession struct {
-	t     *testing.T
-	c     *mcpclient.Client
-	id    string
-	notes chan map[string]string
+	*testkit.Session
+	id string
 }
 
 func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(in.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
-		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
-		transport.WithContinuousListening(), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &agentSession{t: t, c: mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)), notes: make(chan map[string]string, 256)}
-	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method != domain.ChannelMethod {
-			return
-		}
-		meta := map[string]string{}
-		if m, ok := n.Params.AdditionalFields["meta"].(map[string]any); ok {
-			for k, v := range m {
-				meta[k], _ = v.(string)
-			}
-		}
-		s.notes <- meta
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := s.c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.c.Close() })
-	if _, err := s.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
-		ClientInfo: mcp.Implementation{Name: "faults", Version: "1"}}}); err != nil {
-		t.Fatal(err)
-	}
-	s.id = s.c.GetSessionId()
+	s := &agentSession{Session: testkit.OpenSession(t, in.base+"/mcp", cred, "faults", nil)}
+	s.id = s.Client().GetSessionId()
 	eventually(t, "the session's GET stream is open", func() bool {
 		for _, si := range in.srv.MCP.AgentSessions(agentID) {
 			if si.ID == s.id && si.Streaming {
@@ -153,18 +115,10 @@ func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession
 // next returns the next channel notification's meta. A reconnect digest
 // is skipped: the stream's opening may race the test's first push.
 func (s *agentSession) next(what string) map[string]string {
-	s.t.Helper()
-	deadline := time.After(wait)
 	for {
-		select {
-		case m := <-s.notes:
-			if m["kind"] == "digest" && m["reason"] == "reconnect" {
-				continue
-			}
+		m := s.Next(what, wait).Meta
+		if m["kind"] != "digest" || m["reason"] != "reconnect" {
 			return m
-		case <-deadline:
-			s.t.Fatalf("%s: no channel notification within %v", what, wait)
-			return nil
 		}
 	}
 }
