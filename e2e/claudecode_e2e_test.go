@@ -191,13 +191,7 @@ func (ce *claudeEnv) waitChannel(t *testing.T, onWait func()) {
 // waitUntil polls ok until it holds or claudeWait passes.
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(claudeWait)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, claudeWait)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, claudeWait, ok)
 }
 
 func todoState(t *testing.T, srv *server, id string) string {

@@ -260,21 +260,20 @@ func (c *cluster) listeners(t *testing.T, role, db string) []int {
 }
 
 func (c *cluster) listenersErr(role, db string) ([]int, error) {
-	rows, err := c.db.Query(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND datname = $2
-		AND (application_name = 'rollcall bus listener' OR query ILIKE 'listen %')`, role, db)
-	if err != nil {
+	var list string // "pid,pid,…"
+	if err := c.db.QueryRow(`SELECT coalesce(string_agg(pid::text, ','), '') FROM pg_stat_activity WHERE usename = $1 AND datname = $2
+		AND (application_name = 'rollcall bus listener' OR query ILIKE 'listen %')`, role, db).Scan(&list); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var pids []int
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' }) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
 			return nil, err
 		}
 		pids = append(pids, pid)
 	}
-	return pids, rows.Err()
+	return pids, nil
 }
 
 // terminateListeners kills role's LISTEN connections on db and returns how

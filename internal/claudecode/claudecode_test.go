@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +23,8 @@ import (
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 const waitBound = 20 * time.Second
@@ -253,38 +254,14 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 
 func poll(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, waitBound)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	testkit.Eventually(t, what, waitBound, ok)
 }
 
 // TestAdapterBadCredential: identify refused → the adapter says so in its
 // log and keeps retrying slowly; it never logs the credential.
 func TestAdapterBadCredential(t *testing.T) {
 	e := newGatewayEnv(t)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	const bad = "rca_not-a-real-credential-0000000000000000"
 	a := NewAdapter(AdapterOptions{Server: e.srv.URL, Credential: bad, Claude: Identify(os.Getpid()), StateDir: t.TempDir(),
 		Log: slog.New(slog.NewTextHandler(&logs, nil)), MaxBackoff: 50 * time.Millisecond})

@@ -11,39 +11,28 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/rollcall/rollcall/internal/config"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 const testAdmin = "rcp_edge-test-admin-0123456789abcdef0123"
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // start runs a real server on a loopback port with the given extra
 // environment and returns its URL and log.
-func start(t *testing.T, env ...string) (string, *lockedBuf) {
+func start(t *testing.T, env ...string) (string, *testkit.SyncBuffer) {
 	t.Helper()
 	env = append([]string{"ROLLCALL_LISTEN=127.0.0.1:0", "ROLLCALL_STORE=sqlite:" + filepath.Join(t.TempDir(), "r.db"), "ROLLCALL_BOOTSTRAP_TOKEN=" + testAdmin}, env...)
 	cfg, err := config.Load(nil, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuf{}
+	logs := &testkit.SyncBuffer{}
 	s, err := Open(context.Background(), cfg, Options{Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -190,3 +190,22 @@ func Eventually(t testing.TB, what string, d time.Duration, ok func() bool) time
 	}
 	return time.Now()
 }
+
+// SyncBuffer is a log sink safe for concurrent writes.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -149,13 +149,11 @@ func (t *target) rest(ctx context.Context, method, path string, body, into any) 
 	return nil
 }
 
+// vended is what the load tool reads of POST /v1/agents.
 type vended struct {
-	Agent struct {
-		ID     string `json:"id"`
-		Handle string `json:"handle"`
-	} `json:"agent"`
-	Credential string `json:"credential"`
-	MCPURL     string `json:"mcp_url"`
+	Agent      struct{ ID, Handle string } `json:"agent"`
+	Credential string                      `json:"credential"`
+	MCPURL     string                      `json:"mcp_url"`
 }
 
 func (t *target) vend(ctx context.Context, handle string, queues []string) (vended, error) {
