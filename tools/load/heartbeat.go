@@ -114,32 +114,12 @@ type cred struct{ id, handle, token string }
 func vendMany(ctx context.Context, t *target, n int) ([]cred, error) {
 	run := time.Now().UnixNano()
 	out := make([]cred, n)
-	var next atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				v, err := t.vend(ctx, fmt.Sprintf("hb-%d-%05d", run, i), []string{"build"})
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				out[i] = cred{id: v.Agent.ID, handle: v.Agent.Handle, token: v.Credential}
-			}
-		})
-	}
-	wg.Wait()
-	return out, firstErr
+	err := parallel(ctx, n, 8, func(i int) error {
+		v, err := t.vend(ctx, fmt.Sprintf("hb-%d-%05d", run, i), []string{"build"})
+		out[i] = cred{id: v.Agent.ID, handle: v.Agent.Handle, token: v.Credential}
+		return err
+	})
+	return out, err
 }
 
 // flushCounters reads rollcall_liveness_persisted_rows_total and
@@ -260,31 +240,14 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	period := time.Duration(float64(time.Second) * float64(len(creds)) / float64(rate))
 	fmt.Printf("gateway: %d connections, one heartbeat each per %s (%d/s in all) …\n", len(creds), period.Round(time.Millisecond), rate)
 	conns := make([]*websocket.Conn, len(creds))
-	var next atomic.Int64
-	var dialErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(creds) {
-					return
-				}
-				c, err := dialGateway(ctx, wsURL, creds[i].token)
-				if err != nil {
-					mu.Lock()
-					if dialErr == nil {
-						dialErr = fmt.Errorf("gateway connection %d: %w", i, err)
-					}
-					mu.Unlock()
-					return
-				}
-				conns[i] = c
-			}
-		})
-	}
-	wg.Wait()
+	dialErr := parallel(ctx, len(creds), 32, func(i int) error {
+		c, err := dialGateway(ctx, wsURL, creds[i].token)
+		if err != nil {
+			return fmt.Errorf("gateway connection %d: %w", i, err)
+		}
+		conns[i] = c
+		return nil
+	})
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
