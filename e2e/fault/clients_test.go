@@ -74,7 +74,7 @@ const childEnv = "ROLLCALL_FAULT_CHILD"
 func childMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	var mu sync.Mutex
-	_, err := testkit.DialMCP(ctx, os.Getenv("ROLLCALL_FAULT_URL"), os.Getenv("ROLLCALL_FAULT_TOKEN"), "fault", func(b testkit.Bell) {
+	_, _, err := testkit.DialMCP(ctx, os.Getenv("ROLLCALL_FAULT_URL"), os.Getenv("ROLLCALL_FAULT_TOKEN"), "fault", func(b testkit.Bell) {
 		mu.Lock()
 		fmt.Printf("doorbell %s\n", b.TodoID())
 		mu.Unlock()

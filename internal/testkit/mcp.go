@@ -29,13 +29,14 @@ func (b Bell) TodoID() string { return b.Meta["todo_id"] }
 // DialMCP opens an mcp-go session on mcpURL (Streamable HTTP, protocol
 // LATEST_LEGACY, the credential as bearer token, the GET stream open),
 // initializes it as client name and calls tools/list: a round trip after
-// initialize lets the GET stream attach. onBell gets every doorbell.
-func DialMCP(ctx context.Context, mcpURL, cred, name string, onBell func(Bell)) (*mcpclient.Client, error) {
+// initialize lets the GET stream attach. onBell gets every doorbell. It
+// returns the client and the server's answer to initialize.
+func DialMCP(ctx context.Context, mcpURL, cred, name string, onBell func(Bell)) (*mcpclient.Client, *mcp.InitializeResult, error) {
 	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
 		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
 		transport.WithContinuousListening(), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
@@ -51,23 +52,26 @@ func DialMCP(ctx context.Context, mcpURL, cred, name string, onBell func(Bell)) 
 		onBell(Bell{Meta: meta, Read: time.Now()})
 	})
 	if err := c.Start(context.Background()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
-		ClientInfo: mcp.Implementation{Name: name, Version: "1"}}}); err != nil {
+	init, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
+		ClientInfo: mcp.Implementation{Name: name, Version: "1"}}})
+	if err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, init, nil
 }
 
 // Session is an mcp-go session (DialMCP) that records its doorbells in
 // the order they came.
 type Session struct {
+	Server mcp.Implementation // the serverInfo of initialize
+
 	t      testing.TB
 	client atomic.Pointer[mcpclient.Client]
 
@@ -84,7 +88,7 @@ func OpenSession(t testing.TB, mcpURL, cred, name string, onBell func(*Session, 
 	s := &Session{t: t, arrived: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
-	c, err := DialMCP(ctx, mcpURL, cred, name, func(b Bell) {
+	c, init, err := DialMCP(ctx, mcpURL, cred, name, func(b Bell) {
 		s.mu.Lock()
 		s.bells = append(s.bells, b)
 		s.mu.Unlock()
@@ -100,6 +104,7 @@ func OpenSession(t testing.TB, mcpURL, cred, name string, onBell func(*Session, 
 		t.Fatalf("MCP session on %s: %v", mcpURL, err)
 	}
 	s.client.Store(c)
+	s.Server = init.ServerInfo
 	t.Cleanup(func() { c.Close() })
 	return s
 }
@@ -128,6 +133,13 @@ func (s *Session) Next(what string, d time.Duration) Bell {
 			return Bell{}
 		}
 	}
+}
+
+// Bells returns every doorbell so far.
+func (s *Session) Bells() []Bell {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Bell(nil), s.bells...)
 }
 
 // Unread returns the doorbells Next has not returned yet.
