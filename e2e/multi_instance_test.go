@@ -113,7 +113,7 @@ func TestMultiInstancePresencePropagation(t *testing.T) {
 		t.Fatalf("fencer got %v before the fence", got)
 	}
 	for name, s := range map[string]*goSession{"A": sA, "B": sB} {
-		if m := s.Unread(); len(m) != 0 {
+		if m := s.Bells(); len(m) != 0 {
 			t.Fatalf("session on %s was rung while out: %v", name, m)
 		}
 	}

@@ -169,7 +169,7 @@ func databaseRestart(t *testing.T, n int) {
 	}
 	waitListening(t, c, srvs...)
 
-	if err := c.stop(); err != nil {
+	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
@@ -179,7 +179,7 @@ func databaseRestart(t *testing.T, n int) {
 		}
 	}
 	time.Sleep(3*time.Second - time.Since(stoppedAt)) // the outage itself
-	if err := c.start(); err != nil {
+	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var watches []*readyWatch

@@ -23,14 +23,9 @@ package fault
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,14 +76,11 @@ func TestMain(m *testing.M) {
 
 // ---- the throwaway PostgreSQL cluster ----
 
-// cluster is one throwaway PostgreSQL cluster: its own data directory and
-// socket directory under a temporary directory, its own loopback port.
+// cluster is one throwaway PostgreSQL cluster (testkit.Cluster) with a
+// connection of the superuser for the tests' queries.
 type cluster struct {
-	bin  string // /usr/lib/postgresql/N/bin
-	dir  string
-	port int
-	asPG []string // runuser -u postgres -- when running as root
-	db   *sql.DB  // the superuser postgres on database postgres
+	*testkit.Cluster
+	db *sql.DB // the superuser postgres on database postgres
 }
 
 var (
@@ -132,54 +124,13 @@ func noPostgres(t *testing.T, err error) {
 	t.Skipf("fault suite: %v (set ROLLCALL_REQUIRE_POSTGRES=1 to fail instead)", err)
 }
 
-func pgBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) < pgMajor(dirs[j]) })
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	return "", errors.New("no PostgreSQL server binaries in /usr/lib/postgresql/*/bin (apt-get install postgresql)")
-}
-
-func pgMajor(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
 func startCluster() (*cluster, error) {
-	bin, err := pgBin()
+	tc, err := testkit.StartCluster(300)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "rollcall-fault-pg")
-	if err != nil {
-		return nil, err
-	}
-	c := &cluster{bin: bin, dir: dir}
-	if os.Getuid() == 0 {
-		if err := os.Chown(dir, pgUID(), -1); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		c.asPG = []string{"runuser", "-u", "postgres", "--"}
-	}
-	if out, err := c.run("initdb", "-A", "trust", "-U", "postgres", "-D", c.data()); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	for attempt := 0; ; attempt++ {
-		c.port = freePort()
-		if err := c.start(); err == nil {
-			break
-		} else if attempt == 4 {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	c.db, err = sql.Open("pgx", c.url("postgres", "postgres"))
-	if err != nil {
+	c := &cluster{Cluster: tc}
+	if c.db, err = sql.Open("pgx", c.URL("postgres", "postgres")); err != nil {
 		c.destroy()
 		return nil, err
 	}
@@ -194,60 +145,18 @@ func startCluster() (*cluster, error) {
 	return c, nil
 }
 
-func pgUID() int {
-	out, err := exec.Command("id", "-u", "postgres").Output()
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	return n
-}
-
-func (c *cluster) data() string { return filepath.Join(c.dir, "data") }
-
-func (c *cluster) run(tool string, args ...string) ([]byte, error) {
-	argv := append(append([]string{}, c.asPG...), append([]string{filepath.Join(c.bin, tool)}, args...)...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = c.dir
-	return cmd.CombinedOutput()
-}
-
-// start starts the server and waits until it accepts connections.
-func (c *cluster) start() error {
-	out, err := c.run("pg_ctl", "-D", c.data(), "-l", filepath.Join(c.dir, "pg.log"), "-w", "-t", "60",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off", c.port, c.dir), "start")
-	if err != nil {
-		return fmt.Errorf("pg_ctl start: %v\n%s", err, out)
-	}
-	return nil
-}
-
-// stop stops the server (fast: every connection is closed at once).
-func (c *cluster) stop() error {
-	out, err := c.run("pg_ctl", "-D", c.data(), "-m", "fast", "-w", "-t", "60", "stop")
-	if err != nil {
-		return fmt.Errorf("pg_ctl stop: %v\n%s", err, out)
-	}
-	return nil
-}
-
 func (c *cluster) destroy() {
 	if c.db != nil {
 		c.db.Close()
 	}
-	c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop")
-	os.RemoveAll(c.dir)
-}
-
-func (c *cluster) url(role, db string) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", role, c.port, db)
+	c.Destroy()
 }
 
 // newDatabase creates an empty database for one test on the cluster and
 // returns its name (dropped at cleanup while the cluster still runs).
 func (c *cluster) newDatabase(t *testing.T) string {
 	t.Helper()
-	return pgtest.CreateDatabase(t, c.url("postgres", "postgres"))
+	return pgtest.CreateDatabase(t, c.URL("postgres", "postgres"))
 }
 
 // listeners returns the backend pids of role's bus listener connections on
@@ -302,15 +211,6 @@ func (c *cluster) setLogin(t *testing.T, role string, allowed bool) {
 	}
 }
 
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // ---- rollcall serve processes ----
 
 // server is one running `rollcall serve` process on a database of a
@@ -336,7 +236,7 @@ var baseArgs = []string{
 // SIGTERM (SIGCONT first, should the test have stopped it) at cleanup.
 func startServer(t *testing.T, name string, c *cluster, role, db string, env []string, args ...string) *server {
 	t.Helper()
-	argv := append([]string{"--store", c.url(role, db)}, baseArgs...)
+	argv := append([]string{"--store", c.URL(role, db)}, baseArgs...)
 	env = append([]string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, env...)
 	return &server{Server: testkit.StartServer(t, binPath, name, env, append(argv, args...)...), Role: role, DB: db}
 }

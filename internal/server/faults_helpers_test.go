@@ -2,16 +2,10 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -139,83 +133,4 @@ func push(t *testing.T, in *instance, handle, title string) domain.Todo {
 		t.Fatalf("PushTodo: %v %v", created, err)
 	}
 	return td
-}
-
-// throwawayCluster starts a PostgreSQL cluster of its own (never the shared
-// one) from the Debian binaries, on a free loopback port, and returns its
-// URL and stop/start controls. Skipped when the binaries are missing.
-type cluster struct {
-	t       *testing.T
-	bin     string
-	dir     string
-	port    int
-	URL     string
-	asPG    []string
-	stopped bool
-}
-
-func throwawayCluster(t *testing.T) *cluster {
-	t.Helper()
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(bins) == 0 {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("no PostgreSQL binaries (/usr/lib/postgresql/*/bin) for a throwaway cluster")
-		}
-		t.Skip("no PostgreSQL binaries for a throwaway cluster")
-	}
-	sort.Strings(bins)
-	c := &cluster{t: t, bin: filepath.Dir(bins[len(bins)-1])}
-	dir, err := os.MkdirTemp("", "rollcall-doorbell-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.dir = dir
-	if os.Getuid() == 0 {
-		if err := exec.Command("chown", "postgres", dir).Run(); err != nil {
-			t.Fatal(err)
-		}
-		c.asPG = []string{"runuser", "-u", "postgres", "--"}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	c.run("initdb", "-A", "trust", "-U", "postgres", "-D", filepath.Join(dir, "data"))
-	c.Start()
-	t.Cleanup(func() {
-		_ = c.cmd("pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "immediate", "stop").Run()
-		os.RemoveAll(dir)
-	})
-	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
-	return c
-}
-
-func (c *cluster) cmd(name string, args ...string) *exec.Cmd {
-	argv := append(append(append([]string{}, c.asPG...), filepath.Join(c.bin, name)), args...)
-	return exec.Command(argv[0], argv[1:]...)
-}
-
-func (c *cluster) run(name string, args ...string) {
-	c.t.Helper()
-	if out, err := c.cmd(name, args...).CombinedOutput(); err != nil {
-		c.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// Start starts (or restarts) the cluster and waits until it accepts
-// connections.
-func (c *cluster) Start() {
-	c.t.Helper()
-	c.run("pg_ctl", "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "pg.log"), "-w",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100", c.port, c.dir), "start")
-	c.stopped = false
-}
-
-// Stop stops the cluster (fast shutdown: every backend is terminated).
-func (c *cluster) Stop() {
-	c.t.Helper()
-	c.run("pg_ctl", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
-	c.stopped = true
 }

@@ -142,13 +142,6 @@ func (s *Session) Bells() []Bell {
 	return append([]Bell(nil), s.bells...)
 }
 
-// Unread returns the doorbells Next has not returned yet.
-func (s *Session) Unread() []Bell {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Bell(nil), s.bells[s.read:]...)
-}
-
 // Bell returns the first doorbell of todoID, waiting up to d for it.
 func (s *Session) Bell(todoID string, d time.Duration) (Bell, bool) {
 	deadline := time.Now().Add(d)

@@ -2,20 +2,19 @@ package main
 
 import (
 	"bytes"
-	"os"
+	_ "embed"
 	"strings"
 	"testing"
 )
 
-// TestRun reads testdata/stream.jsonl, a stream as `go test -json` writes
-// it: one package passes (a test, a subtest, a skip), one fails a subtest,
-// one does not build, one panics in the middle of a test, and a line that
-// is not JSON.
+// stream is a stream as `go test -json` writes it: one package passes (a
+// test, a subtest, a skip), one fails a subtest, one does not build, one
+// panics in the middle of a test; and a line that is not JSON.
+//
+//go:embed testdata/stream.jsonl
+var stream []byte
+
 func TestRun(t *testing.T) {
-	stream, err := os.ReadFile("testdata/stream.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
 	s, err := Run(bytes.NewReader(stream), &out)
 	if err != nil {
