@@ -2,10 +2,7 @@ package server_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -40,12 +37,8 @@ func startInstance(t *testing.T, storeURL string, env ...string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Open(ctx, cfg, server.Options{Log: log})
+	srv, err := server.Open(ctx, cfg, server.Options{Log: testkit.Log()})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
