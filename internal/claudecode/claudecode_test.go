@@ -3,7 +3,6 @@ package claudecode
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -225,7 +224,7 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 	}
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	b := bus.NewLocal()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	svc := app.New(app.Options{Store: st, Bus: b, Clock: clock, Log: log,
 		Liveness: app.LivenessConfig{HeartbeatInterval: 15 * time.Second, PresenceTimeout: 45 * time.Second}})
 	tok, _, err := svc.Bootstrap(t.Context(), "")
@@ -283,7 +282,7 @@ func TestAdapterBadCredential(t *testing.T) {
 func TestAdapterGateway(t *testing.T) {
 	e := newGatewayEnv(t)
 	svc, admin, srv, current := e.svc, e.admin, e.srv, e.current
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	gw1 := current.Load()
 	dir := t.TempDir()
 	self := Identify(os.Getpid())
@@ -371,7 +370,7 @@ func TestAdapterEndsWithProcess(t *testing.T) {
 		t.Fatal("another start time is the same process")
 	}
 	a := NewAdapter(AdapterOptions{Server: "http://127.0.0.1:1", Claude: p, StateDir: t.TempDir(),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), WatchInterval: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+		Log: slog.New(slog.DiscardHandler), WatchInterval: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { done <- a.Run(context.Background()) }()
 	cmd.Process.Kill()
