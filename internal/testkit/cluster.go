@@ -51,13 +51,10 @@ func StartCluster(maxConns int) (*Cluster, error) {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ { // the free port may be taken again before the start
-		if c.port, err = freePort(); err == nil {
-			err = c.Start()
-		}
-		if err == nil {
+		c.port = freePort()
+		if err := c.Start(); err == nil {
 			return c, nil
-		}
-		if attempt == 4 {
+		} else if attempt == 4 {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -105,13 +102,13 @@ func pgUID() int {
 	return n
 }
 
-func freePort() (int, error) {
+func freePort() int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		panic(err)
 	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
