@@ -1,16 +1,9 @@
-// Package testkit drives the real rollcall binary from the outside for the
-// end-to-end tests (e2e) and the fault suite (e2e/fault): it builds the
-// binary, runs `rollcall serve` processes and waits for the URL they
-// print, calls the REST API with a bearer token, opens mcp-go sessions that
-// record their doorbells, records the operator event stream and polls with
-// a bound. Only tests import it.
 package testkit
 
 import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,11 +15,6 @@ import (
 	"testing"
 	"time"
 )
-
-// Wait bounds everything this package waits for (a server's start and
-// stop, a REST request, a session's set-up); reaching it fails the test,
-// it is not a timing assertion.
-const Wait = 30 * time.Second
 
 // BuildRollcall builds ./cmd/rollcall of this module (with the race
 // detector when race is set) into a new temporary directory and returns
@@ -171,51 +159,4 @@ func (s *Server) ChangesLogged(state string) map[string]int {
 		}
 	}
 	return out
-}
-
-// WriterFunc is an io.Writer calling itself with every write.
-type WriterFunc func(p []byte)
-
-func (f WriterFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
-
-// Eventually polls ok every 20 ms until it holds and returns when it
-// first did; it fails the test after d.
-func Eventually(t testing.TB, what string, d time.Duration, ok func() bool) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond) // polling an observable state
-	}
-	return time.Now()
-}
-
-// SyncBuffer is a log sink safe for concurrent writes.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns what was written so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// Log is the logger of a server a test runs in its own process: silent,
-// or everything to stderr under go test -v.
-func Log() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
