@@ -1,7 +1,7 @@
 // Package testkit drives the real rollcall binary from the outside for the
 // end-to-end tests (e2e) and the fault suite (e2e/fault): it builds the
-// binary, runs `rollcall serve` processes and waits for the URL they print
-// (server.go), calls the REST API with a bearer token (rest.go), opens
+// binary (build.go), runs `rollcall serve` processes and waits for the URL
+// they print (server.go), calls the REST API with a bearer token (rest.go), opens
 // mcp-go sessions that record their doorbells (mcp.go), records the
 // operator event stream (events.go) and starts a throwaway PostgreSQL
 // cluster (cluster.go); this file holds the bound and the poll they share.
