@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -128,7 +127,7 @@ func (c *tsClient) call(name string, args any) json.RawMessage {
 	c.t.Helper()
 	c.nextID++
 	b, _ := json.Marshal(map[string]any{"id": c.nextID, "cmd": "call", "name": name, "args": args})
-	fmt.Fprintf(c.stdin, "%s\n", b)
+	c.stdin.Write(append(b, '\n'))
 	for {
 		ev := c.next("result")
 		if ev.ID != nil && *ev.ID == c.nextID {
@@ -140,7 +139,7 @@ func (c *tsClient) call(name string, args any) json.RawMessage {
 // close ends the session (DELETE) and waits for the client to exit.
 func (c *tsClient) close() {
 	c.t.Helper()
-	fmt.Fprintln(c.stdin, `{"cmd":"close"}`)
+	io.WriteString(c.stdin, `{"cmd":"close"}`+"\n")
 	c.next("closed")
 }
 
