@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // The end-to-end tests of (design: Claude Code channels) with the real Claude Code binary
@@ -189,13 +191,7 @@ func (ce *claudeEnv) waitChannel(t *testing.T, onWait func()) {
 // waitUntil polls ok until it holds or claudeWait passes.
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(claudeWait)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, claudeWait)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, claudeWait, ok)
 }
 
 func todoState(t *testing.T, srv *server, id string) string {
@@ -231,7 +227,7 @@ func (s tmuxSession) screen() string {
 func TestE2EClaudeCodeInteractive(t *testing.T) {
 	claudeBinary(t)
 	needTmux(t)
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	v := vend(t, srv, "cc-dev", []string{"reviews"}, allVerbs)
 	api := startFakeAnthropic(t, "mcp__rollcall-cc-dev")
 	ce := claudeOffline(t, api.URL, "mcp__rollcall-cc-dev")
@@ -428,8 +424,7 @@ func (h *headless) output() string {
 // Claude Code exits the agent goes offline after the timeout.
 func TestE2EClaudeCodePlugin(t *testing.T) {
 	claudeBinary(t)
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken},
-		"--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"),
+	srv := startSQLite(t,
 		"--sync.heartbeat_interval", "1s", "--agent.presence_timeout", "4s")
 	v := vend(t, srv, "cc-fleet", []string{"reviews"}, allVerbs)
 	const plugin, market = "rollcall-cc-fleet", "rollcall"
@@ -451,7 +446,7 @@ func TestE2EClaudeCodePlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stdin = stdin
-	w := writerFunc(func(b []byte) { h.mu.Lock(); h.out.Write(b); h.mu.Unlock() })
+	w := testkit.WriterFunc(func(b []byte) { h.mu.Lock(); h.out.Write(b); h.mu.Unlock() })
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -596,7 +591,7 @@ func installPlugin(t *testing.T, srv *server, ce *claudeEnv, agent, credential s
 func TestE2EClaudeCodeDevPlugin(t *testing.T) {
 	claudeBinary(t)
 	needTmux(t)
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	v := vend(t, srv, "cc-devplug", []string{"reviews"}, allVerbs)
 	prefix := "mcp__plugin_rollcall-cc-devplug_rollcall"
 	api := startFakeAnthropic(t, prefix)

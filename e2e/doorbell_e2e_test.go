@@ -6,18 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/rollcall/rollcall/internal/pgtest"
-)
 
-var allVerbs = []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"}
+	"github.com/rollcall/rollcall/internal/testkit"
+)
 
 type todoJSON struct {
 	ID    string `json:"id"`
@@ -41,7 +37,7 @@ func pushTodo(t *testing.T, srv *server, agent, queue, title string) string {
 // doorbell whose meta.todo_id is the todo, claim + complete over MCP, and the
 // REST API shows it done.
 func TestE2ETypeScriptClient(t *testing.T) {
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	if strings.Contains(srv.Output(), adminToken) {
 		t.Fatal("the bootstrap token from the environment must never be printed")
 	}
@@ -112,61 +108,24 @@ func TestE2EGoClient(t *testing.T) {
 			if st == "postgres" {
 				storeURL = pgtest.FreshDatabase(t)
 			}
-			srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", storeURL)
+			srv := startServer(t, bootstrapEnv, "--store", storeURL)
 			v := vend(t, srv, "e2e-go", []string{"reviews", "lane-m"}, allVerbs)
 
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
-			tr, err := transport.NewStreamableHTTP(v.MCPURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + v.Credential}), transport.WithContinuousListening())
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
-			var mu sync.Mutex
-			var got []mcp.JSONRPCNotification
-			arrived := make(chan struct{}, 10)
-			c.OnNotification(func(n mcp.JSONRPCNotification) {
-				if n.Method != "notifications/claude/channel" {
-					return
-				}
-				mu.Lock()
-				got = append(got, n)
-				mu.Unlock()
-				arrived <- struct{}{}
-			})
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			initRes, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION, ClientInfo: mcp.Implementation{Name: "e2e-go", Version: "1"}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if initRes.ServerInfo.Name != "rollcall" {
-				t.Fatalf("serverInfo.name = %q", initRes.ServerInfo.Name)
-			}
-			// A request round trip after initialize lets the GET stream attach.
-			if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
-				t.Fatal(err)
+			s := testkit.OpenSession(t, v.MCPURL, v.Credential, "e2e-go", nil)
+			if s.Server.Name != "rollcall" {
+				t.Fatalf("serverInfo.name = %q", s.Server.Name)
 			}
 
 			id := pushTodo(t, srv, "e2e-go", "lane-m", "Fix the flaky test")
-			select {
-			case <-arrived:
-			case <-time.After(wait):
-				t.Fatal("no doorbell within the wait bound")
-			}
-			mu.Lock()
-			meta, _ := got[0].Params.AdditionalFields["meta"].(map[string]any)
-			mu.Unlock()
-			if meta["todo_id"] != id || meta["queue"] != "lane-m" {
+			if meta := s.Next("doorbell", wait).Meta; meta["todo_id"] != id || meta["queue"] != "lane-m" {
 				t.Fatalf("doorbell meta = %v, want todo_id %s queue lane-m", meta, id)
 			}
 
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
 			call := func(name string, args map[string]any) *mcp.CallToolResult {
 				t.Helper()
-				r, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+				r, err := s.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -182,9 +141,7 @@ func TestE2EGoClient(t *testing.T) {
 			if code := restGet(t, srv, "/v1/todos/"+id, &td); code != 200 || td.State != "done" {
 				t.Fatalf("GET /v1/todos/%s = %d %+v, want 200 done", id, code, td)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(got) != 1 {
+			if got := s.Bells(); len(got) != 1 {
 				t.Fatalf("received %d channel notifications, want exactly 1", len(got))
 			}
 		})

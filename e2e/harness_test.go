@@ -5,125 +5,61 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 var binPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rollcall-e2e-bin")
+	bin, remove, err := testkit.BuildRollcall(raceEnabled)
 	if err != nil {
-		panic(err)
-	}
-	binPath = filepath.Join(dir, "rollcall")
-	args := []string{"build", "-o", binPath}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "../cmd/rollcall")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: building rollcall failed:", err)
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
+	binPath = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
 // wait is the bound for anything the tests wait for; reaching it fails the
 // test (it is not a timing assertion).
-const wait = 20 * time.Second
+const wait = testkit.Wait
 
 const adminToken = "rcp_e2e-admin-token-0123456789abcdef0123456789ab"
 
-// server is one running `rollcall serve` process.
-type server struct {
-	URL    string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	output strings.Builder
-	done   chan struct{}
-}
+// bootstrapEnv makes adminToken the first admin's token of a fresh store.
+var bootstrapEnv = []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
 
-var listenRE = regexp.MustCompile(`rollcall listening on (http://\S+)`)
+var allVerbs = testkit.WorkVerbs
+
+// server is one running `rollcall serve` process.
+type server = testkit.Server
 
 // startServer runs `rollcall serve --listen 127.0.0.1:0 <args>` and waits for
 // its URL line. The process is stopped with SIGTERM at cleanup.
 func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binPath, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
-	cmd.Stderr = writerFunc(func(p []byte) { s.mu.Lock(); s.output.Write(p); s.mu.Unlock() })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.output.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-s.done:
-		case <-time.After(wait):
-			cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			t.Logf("server output:\n%s", s.Output())
-		}
-	})
-	select {
-	case s.URL = <-urlc:
-	case <-s.done:
-		t.Fatalf("server exited before listening:\n%s", s.Output())
-	case <-time.After(wait):
-		t.Fatalf("server did not print its URL:\n%s", s.Output())
-	}
-	return s
+	return testkit.StartServer(t, binPath, "rollcall", env, args...)
 }
 
-// Output returns what the server printed so far.
-func (s *server) Output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.output.String()
+// startSQLite starts a server on a fresh SQLite file with the admin token
+// bootstrapped; args follow the store flag.
+func startSQLite(t *testing.T, args ...string) *server {
+	t.Helper()
+	return startServer(t, bootstrapEnv, append([]string{"--store", "sqlite:" + filepath.Join(t.TempDir(), "rollcall.db")}, args...)...)
 }
-
-type writerFunc func(p []byte)
-
-func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
 
 // cli runs the rollcall CLI against srv with the admin token and returns
 // stdout; a non-zero exit fails the test.
@@ -146,15 +82,7 @@ func cliResult(srv *server, args ...string) (string, error) {
 }
 
 // vendResult is the JSON `rollcall agent vend --json` prints.
-type vendResult struct {
-	Agent struct {
-		ID     string `json:"id"`
-		Handle string `json:"handle"`
-	} `json:"agent"`
-	Credential   string `json:"credential"`
-	MCPURL       string `json:"mcp_url"`
-	ClaudeMCPAdd string `json:"claude_mcp_add"`
-}
+type vendResult = testkit.Vended
 
 func vend(t *testing.T, srv *server, handle string, queues, verbs []string) vendResult {
 	t.Helper()
@@ -176,18 +104,26 @@ func vend(t *testing.T, srv *server, handle string, queues, verbs []string) vend
 // restGet GETs a path with the admin token and decodes the JSON body.
 func restGet(t *testing.T, srv *server, path string, into any) int {
 	t.Helper()
-	req, _ := http.NewRequest("GET", srv.URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
+	code, err := testkit.REST(srv.URL, adminToken, "GET", path, nil, into)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if into != nil {
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("GET %s: %v\n%s", path, err, b)
-		}
+	return code
+}
+
+// restDo sends a JSON request with the admin token and decodes a JSON
+// answer into into (when not nil); a failed request fails the test.
+func restDo(t *testing.T, srv *server, method, path string, body, into any) int {
+	t.Helper()
+	code, err := testkit.REST(srv.URL, adminToken, method, path, body, into)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	return resp.StatusCode
+	return code
+}
+
+// waitFor polls ok until it holds, failing the test after wait.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	testkit.Eventually(t, what, wait, ok)
 }

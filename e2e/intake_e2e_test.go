@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +20,7 @@ import (
 // X-GitHub-Delivery rings nothing (a later pushed todo is the next and only
 // other doorbell), and a delivery with a bad signature is refused.
 func TestE2EGitHubDeliveryRingsTheAgent(t *testing.T) {
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	v := vend(t, srv, "e2e-reviewer", []string{"reviews"}, allVerbs)
 	var hook struct {
 		Hook struct {
@@ -100,7 +99,7 @@ func TestE2EGitHubDeliveryRingsTheAgent(t *testing.T) {
 // without grants, does not list hand_off; a pair outside the grant is
 // invalid_argument.
 func TestE2EHandOff(t *testing.T) {
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	reviewer := vend(t, srv, "e2e-reviewer", []string{"reviews", "triage"}, allVerbs)
 	var planner vendResult
 	out := cli(t, srv, "agent", "vend", "--handle", "e2e-planner", "--queue", "plans", "--verb", "list_todos", "--handoff", "e2e-reviewer/reviews", "--json")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +25,7 @@ const interopCycles = 40
 // interopServer starts a server and vends the agent the interop tests use.
 func interopServer(t *testing.T, handle string) (*server, vendResult) {
 	t.Helper()
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	return srv, vend(t, srv, handle, []string{"reviews"}, allVerbs)
 }
 

@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"net"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/rollcall/rollcall/internal/pgtest"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // The start rule (design: Start rule), end to end with the real binary: after a kill -9 and a
@@ -60,8 +60,7 @@ func freePort(t *testing.T) string {
 func livenessKillRestart(t *testing.T, storeURL string, openDB func() (*sql.DB, error)) {
 	addr := freePort(t)
 	args := append([]string{"--store", storeURL, "--listen", addr}, livenessArgs...)
-	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
-	srv := startServer(t, env, args...)
+	srv := startServer(t, bootstrapEnv, args...)
 	agents := map[string]string{} // handle → credential
 	for _, h := range []string{"alive-rest", "alive-ws", "quitter"} {
 		agents[h] = vend(t, srv, h, []string{"build"}, allVerbs).Credential
@@ -90,14 +89,11 @@ func livenessKillRestart(t *testing.T, storeURL string, openDB func() (*sql.DB, 
 		return st["alive-rest"] == "online" && st["alive-ws"] == "online" && st["quitter"] == "online"
 	})
 	quit()
-	if err := srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
+	srv.Kill(t)
 
-	srv2 := startServer(t, env, args...)
+	srv2 := startServer(t, bootstrapEnv, args...)
 	restarted := time.Now()
-	events := subscribeEvents(t, srv2.URL)
+	events := subscribeOffline(t, srv2)
 	// The quitter goes offline after the timeout (or at once, if the restart
 	// took longer than timeout + persist interval); the others stay online.
 	waitFor(t, "quitter offline after the restart", func() bool { return agentState(t, srv2, "quitter") == "offline" })
@@ -109,16 +105,16 @@ func livenessKillRestart(t *testing.T, storeURL string, openDB func() (*sql.DB, 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	out := srv2.Output()
+	out, offline := srv2.Output(), srv2.ChangesLogged("offline")
 	for _, h := range []string{"alive-rest", "alive-ws"} {
-		if offlineLogged(out, h) > 0 {
+		if offline[h] > 0 {
 			t.Errorf("the restarted server reported %s offline:\n%s", h, out)
 		}
 		if n := events.offline(h); n > 0 {
 			t.Errorf("event stream: %s offline %d times", h, n)
 		}
 	}
-	if n := offlineLogged(out, "quitter"); n != 1 {
+	if n := offline["quitter"]; n != 1 {
 		t.Errorf("quitter reported offline %d times, want once", n)
 	}
 	if st := storedStates(t, db); st["alive-rest"] != "online" || st["alive-ws"] != "online" {
@@ -134,17 +130,6 @@ func livenessKillRestart(t *testing.T, storeURL string, openDB func() (*sql.DB, 
 		st := storedStates(t, db)
 		return st["alive-rest"] == "offline" && st["alive-ws"] == "offline" && st["quitter"] == "offline"
 	})
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, wait)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func storedStates(t *testing.T, db *sql.DB) map[string]string {
@@ -173,18 +158,6 @@ func agentState(t *testing.T, srv *server, handle string) string {
 		t.Fatalf("status of %s: %d", handle, code)
 	}
 	return st.State
-}
-
-var offlineLineRE = regexp.MustCompile(`msg="agent liveness changed" agent=(\S+) agent_id=\S+ state=offline`)
-
-func offlineLogged(out, handle string) int {
-	n := 0
-	for _, m := range offlineLineRE.FindAllStringSubmatch(out, -1) {
-		if m[1] == handle {
-			n++
-		}
-	}
-	return n
 }
 
 // restHeartbeats sends a heartbeat every 300 ms until ctx ends, through
@@ -251,66 +224,16 @@ func gatewayHeartbeats(ctx context.Context, base, cred string) {
 	}
 }
 
-// eventLog is an SSE subscription of the admin that counts offline events
-// per agent.
-type eventLog struct {
-	mu      sync.Mutex
-	offline map[string]int
-	lines   []string
-}
+// offlineEvents counts the offline events per agent of an admin's
+// subscription to GET /v1/events.
+type offlineEvents struct{ *testkit.Events }
 
-func (l *eventLog) offlineOf(h string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.offline[h]
-}
-
-func subscribeEvents(t *testing.T, base string) *eventLogView {
+func subscribeOffline(t *testing.T, srv *server) offlineEvents {
 	t.Helper()
-	l := &eventLog{offline: map[string]int{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /v1/events: %v %v", err, resp)
-	}
-	go func() {
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.HasPrefix(line, "data: ") {
-				continue
-			}
-			l.mu.Lock()
-			l.lines = append(l.lines, line)
-			if m := regexp.MustCompile(`"agent":"([^"]+)","state":"offline"`).FindStringSubmatch(line); m != nil {
-				l.offline[m[1]]++
-			}
-			l.mu.Unlock()
-		}
-	}()
-	return &eventLogView{l}
+	return offlineEvents{testkit.Subscribe(t, srv.URL, srv.URL, adminToken)}
 }
 
-type eventLogView struct{ l *eventLog }
-
-func (v *eventLogView) offline(h string) int { return v.l.offlineOf(h) }
-
-var livenessLineRE = regexp.MustCompile(`msg="agent liveness changed" agent=(\S+) agent_id=\S+ state=(\S+)`)
-
-// changesLogged counts the liveness changes an instance published for handle.
-func changesLogged(out, handle, state string) int {
-	n := 0
-	for _, m := range livenessLineRE.FindAllStringSubmatch(out, -1) {
-		if m[1] == handle && m[2] == state {
-			n++
-		}
-	}
-	return n
-}
+func (e offlineEvents) offline(h string) int { return e.Count(testkit.Liveness(h, "offline")) }
 
 // TestE2ELivenessHandoverPostgres: two instances on one PostgreSQL database
 // (the LISTEN/NOTIFY bus between them). An agent's heartbeats move from A to
@@ -320,7 +243,7 @@ func changesLogged(out, handle, state string) int {
 func TestE2ELivenessHandoverPostgres(t *testing.T) {
 	a, b := startPair(t, livenessArgs...)
 	cred := vend(t, a, "mover", []string{"build"}, allVerbs).Credential
-	events := subscribeEvents(t, b.URL)
+	events := subscribeOffline(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -343,10 +266,10 @@ func TestE2ELivenessHandoverPostgres(t *testing.T) {
 	waitFor(t, "offline after the agent stopped", func() bool { return events.offline("mover") >= 1 })
 	time.Sleep(e2eTimeout) // room for a duplicate to show up
 	outA, outB := a.Output(), b.Output()
-	if n := changesLogged(outA, "mover", "offline") + changesLogged(outB, "mover", "offline"); n != 1 {
+	if n := a.ChangesLogged("offline")["mover"] + b.ChangesLogged("offline")["mover"]; n != 1 {
 		t.Errorf("offline reported %d times across the instances, want once\nA:\n%s\nB:\n%s", n, outA, outB)
 	}
-	if n := changesLogged(outA, "mover", "online") + changesLogged(outB, "mover", "online"); n != 1 {
+	if n := a.ChangesLogged("online")["mover"] + b.ChangesLogged("online")["mover"]; n != 1 {
 		t.Errorf("online reported %d times across the instances, want once", n)
 	}
 	if n := events.offline("mover"); n != 1 {

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +95,7 @@ func (p *cutProxy) resume() {
 // away reaches it exactly once, and the reconnect digest does not tell it
 // again (design: Stream resumption, Connect and reconnect digests).
 func TestE2ETypeScriptClientResumesItsStream(t *testing.T) {
-	srv := startServer(t, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, "--store", "sqlite:"+filepath.Join(t.TempDir(), "rollcall.db"))
+	srv := startSQLite(t)
 	v := vend(t, srv, "e2e-resume", []string{"reviews"}, allVerbs)
 	u, err := url.Parse(v.MCPURL)
 	if err != nil {

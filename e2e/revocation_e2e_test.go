@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -32,26 +30,14 @@ const revocationBound = 5 * time.Second
 // must close all three within 5 s (design: Revocation within 5 s).
 func TestRevocationWithoutBusSignal(t *testing.T) {
 	store := pgtest.FreshDatabase(t)
-	args := []string{"--store", store, "--doorbell.sweep_interval", "1h"}
-	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
-	a := startServer(t, env, args...)
-	b := startServer(t, env, args...)
+	a, b := startPairOn(t, store, "--doorbell.sweep_interval", "1h")
 	agent := vend(t, a, "revoked-elsewhere", []string{"q"}, allVerbs)
 
 	// A second personal token of the admin, minted through A.
-	body, _ := json.Marshal(map[string]string{"name": "stream"})
-	req, _ := http.NewRequest("POST", a.URL+"/v1/tokens", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tok struct{ ID, Token string }
-	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("POST /v1/tokens: %d %v", resp.StatusCode, err)
+	if code := restDo(t, a, "POST", "/v1/tokens", map[string]string{"name": "stream"}, &tok); code != 201 {
+		t.Fatalf("POST /v1/tokens: %d", code)
 	}
-	resp.Body.Close()
 
 	// On B: the event stream, the gateway connection, the MCP session.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,7 +120,7 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 	deadline := revokedAt.Add(revocationBound)
 	for {
 		cctx, ccancel := context.WithTimeout(context.Background(), wait)
-		_, err := sess.c.ListTools(cctx, mcp.ListToolsRequest{})
+		_, err := sess.Client().ListTools(cctx, mcp.ListToolsRequest{})
 		ccancel()
 		if err != nil {
 			break
@@ -153,11 +139,7 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 // one PostgreSQL database. A console session signed in on A, signed out on
 // B: the copied cookie no longer opens the fleet page on A (design: Console sessions).
 func TestConsoleSignOutAcrossInstances(t *testing.T) {
-	store := pgtest.FreshDatabase(t)
-	args := []string{"--store", store, "--console.session_key", "e2e shared console key, long enough to be a secret"}
-	env := []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}
-	a := startServer(t, env, args...)
-	b := startServer(t, env, args...)
+	a, b := startPairOn(t, pgtest.FreshDatabase(t), "--console.session_key", "e2e shared console key, long enough to be a secret")
 
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

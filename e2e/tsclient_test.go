@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // tsEvent is one line the TypeScript client prints.
@@ -59,7 +60,7 @@ func startTSClient(t *testing.T, mcpURL, token string, extra ...string) (*tsClie
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	c := &tsClient{t: t, cmd: cmd, stdin: stdin, events: make(chan tsEvent, 100)}
-	cmd.Stderr = writerFunc(func(p []byte) { c.mu.Lock(); c.stderr = append(c.stderr, p...); c.mu.Unlock() })
+	cmd.Stderr = testkit.WriterFunc(func(p []byte) { c.mu.Lock(); c.stderr = append(c.stderr, p...); c.mu.Unlock() })
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func (c *tsClient) call(name string, args any) json.RawMessage {
 	c.t.Helper()
 	c.nextID++
 	b, _ := json.Marshal(map[string]any{"id": c.nextID, "cmd": "call", "name": name, "args": args})
-	fmt.Fprintf(c.stdin, "%s\n", b)
+	c.stdin.Write(append(b, '\n'))
 	for {
 		ev := c.next("result")
 		if ev.ID != nil && *ev.ID == c.nextID {
@@ -138,7 +139,7 @@ func (c *tsClient) call(name string, args any) json.RawMessage {
 // close ends the session (DELETE) and waits for the client to exit.
 func (c *tsClient) close() {
 	c.t.Helper()
-	fmt.Fprintln(c.stdin, `{"cmd":"close"}`)
+	io.WriteString(c.stdin, `{"cmd":"close"}`+"\n")
 	c.next("closed")
 }
 

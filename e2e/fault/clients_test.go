@@ -15,124 +15,40 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // ---- MCP sessions (mcp-go) ----
 
-// doorbell is one notifications/claude/channel a session received.
-type doorbell struct {
-	TodoID string
-	Kind   string // meta.kind: the todo's kind, or "digest"
-	Read   time.Time
-}
-
 // session is one mcp-go client session with its GET stream open, in this
 // process.
-type session struct {
-	c  *mcpclient.Client
-	mu sync.Mutex
-	in []doorbell
-}
-
-// dialMCP opens an MCP session (initialize, tools/list, GET stream) and
-// reports every channel notification to onBell.
-func dialMCP(ctx context.Context, mcpURL, cred string, onBell func(doorbell)) (*mcpclient.Client, error) {
-	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
-	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}), transport.WithContinuousListening())
-	if err != nil {
-		return nil, err
-	}
-	c := mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method != "notifications/claude/channel" {
-			return
-		}
-		m, _ := n.Params.AdditionalFields["meta"].(map[string]any)
-		id, _ := m["todo_id"].(string)
-		kind, _ := m["kind"].(string)
-		onBell(doorbell{TodoID: id, Kind: kind, Read: time.Now()})
-	})
-	if err := c.Start(context.Background()); err != nil {
-		return nil, err
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION, ClientInfo: mcp.Implementation{Name: "fault", Version: "1"}}}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	// A request round trip after initialize lets the GET stream attach.
-	if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
+type session struct{ *testkit.Session }
 
 func openSession(t *testing.T, srv *server, a vended) *session {
 	t.Helper()
-	return openSessionOpts(t, srv, a, false)
+	return &session{testkit.OpenSession(t, srv.URL+"/mcp", a.Credential, "fault", nil)}
 }
 
 // openClaimingSession is a session whose client acts like a working agent:
 // it claims every todo it is rung for (in the background).
 func openClaimingSession(t *testing.T, srv *server, a vended) *session {
 	t.Helper()
-	return openSessionOpts(t, srv, a, true)
-}
-
-func openSessionOpts(t *testing.T, srv *server, a vended, claim bool) *session {
-	t.Helper()
-	s := &session{}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	var ready atomic.Pointer[mcpclient.Client]
-	c, err := dialMCP(ctx, srv.URL+"/mcp", a.Credential, func(d doorbell) {
-		s.mu.Lock()
-		s.in = append(s.in, d)
-		s.mu.Unlock()
-		if c := ready.Load(); claim && c != nil && d.TodoID != "" {
+	return &session{testkit.OpenSession(t, srv.URL+"/mcp", a.Credential, "fault", func(s *testkit.Session, b testkit.Bell) {
+		if c := s.Client(); c != nil && b.TodoID() != "" {
 			go func() {
 				cctx, cancel := context.WithTimeout(context.Background(), wait)
 				defer cancel()
-				c.CallTool(cctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"todo_id": d.TodoID}}})
+				c.CallTool(cctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"todo_id": b.TodoID()}}})
 			}()
 		}
-	})
-	ready.Store(c)
-	if err != nil {
-		t.Fatalf("MCP session of %s on %s: %v", a.Handle, srv.Name, err)
-	}
-	s.c = c
-	t.Cleanup(func() { c.Close() })
-	return s
-}
-
-// bell returns the first doorbell of todoID, if any came.
-func (s *session) bell(todoID string) (doorbell, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.in {
-		if d.TodoID == todoID {
-			return d, true
-		}
-	}
-	return doorbell{}, false
+	})}
 }
 
 // bellWithin waits up to d for the doorbell of todoID.
-func (s *session) bellWithin(d time.Duration, todoID string) (doorbell, bool) {
-	deadline := time.Now().Add(d)
-	for {
-		if b, ok := s.bell(todoID); ok {
-			return b, true
-		}
-		if time.Now().After(deadline) {
-			return doorbell{}, false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+func (s *session) bellWithin(d time.Duration, todoID string) (testkit.Bell, bool) {
+	return s.Bell(todoID, d)
 }
 
 // missing waits up to d in all for the doorbells of ids and returns how
@@ -141,7 +57,7 @@ func (s *session) missing(d time.Duration, ids []string) int {
 	deadline := time.Now().Add(d)
 	n := 0
 	for _, id := range ids {
-		if _, ok := s.bellWithin(time.Until(deadline), id); !ok {
+		if _, ok := s.Bell(id, time.Until(deadline)); !ok {
 			n++
 		}
 	}
@@ -158,9 +74,9 @@ const childEnv = "ROLLCALL_FAULT_CHILD"
 func childMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	var mu sync.Mutex
-	_, err := dialMCP(ctx, os.Getenv("ROLLCALL_FAULT_URL"), os.Getenv("ROLLCALL_FAULT_TOKEN"), func(d doorbell) {
+	_, _, err := testkit.DialMCP(ctx, os.Getenv("ROLLCALL_FAULT_URL"), os.Getenv("ROLLCALL_FAULT_TOKEN"), "fault", func(b testkit.Bell) {
 		mu.Lock()
-		fmt.Printf("doorbell %s\n", d.TodoID)
+		fmt.Printf("doorbell %s\n", b.TodoID())
 		mu.Unlock()
 	})
 	cancel()

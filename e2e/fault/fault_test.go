@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // startPair starts A (role rollcall_a) and B (role rollcall_b) on one fresh
@@ -102,7 +104,7 @@ func TestFaultListenerKilled(t *testing.T) {
 	}
 	setPresence(t, a, "flip", "out")
 	todo := push(t, a, "bell", "rung across a listener reconnect")
-	if _, ok := evA.within(wait, transition("flip", "out")); !ok {
+	if _, ok := evA.Within(wait, transition("flip", "out")); !ok {
 		t.Fatal("A never published the transition")
 	}
 	// B's listener is down (its logins are refused): /readyz must say so.
@@ -123,7 +125,7 @@ func TestFaultListenerKilled(t *testing.T) {
 	allowed := time.Now()
 	back := waitFor(t, "B's listener back", func() bool { return len(c.listeners(t, b.Role, b.DB)) == 1 })
 	t.Logf("B's listener is back %s after its logins were allowed again", back.Sub(allowed).Round(time.Millisecond))
-	if ev, ok := evB.within(wait, transition("flip", "out")); !ok {
+	if ev, ok := evB.Within(wait, transition("flip", "out")); !ok {
 		t.Errorf("B's /v1/events never showed the transition published while its listener was down (lost transition)")
 	} else if lag := ev.Read.Sub(back); lag > catchUp {
 		t.Errorf("B's /v1/events showed the missed transition %s after its listener returned, want ≤ %s", lag, catchUp)
@@ -167,7 +169,7 @@ func databaseRestart(t *testing.T, n int) {
 	}
 	waitListening(t, c, srvs...)
 
-	if err := c.stop(); err != nil {
+	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
@@ -177,7 +179,7 @@ func databaseRestart(t *testing.T, n int) {
 		}
 	}
 	time.Sleep(3*time.Second - time.Since(stoppedAt)) // the outage itself
-	if err := c.start(); err != nil {
+	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var watches []*readyWatch
@@ -204,7 +206,7 @@ func databaseRestart(t *testing.T, n int) {
 		} else if lag := d.Read.Sub(from); lag > catchUp {
 			t.Errorf("%s's session got the doorbell %s late, want ≤ %s", s.Name, lag, catchUp)
 		}
-		if ev, ok := evs[i].within(wait, transition("flip", "out")); !ok {
+		if ev, ok := evs[i].Within(wait, transition("flip", "out")); !ok {
 			t.Errorf("%s's /v1/events never showed the transition made after the restart (lost transition)", s.Name)
 		} else if lag := ev.Read.Sub(later(back, changedAt)); lag > catchUp {
 			t.Errorf("%s's /v1/events showed the transition %s late, want ≤ %s", s.Name, lag, catchUp)
@@ -244,7 +246,7 @@ func (r *restCounter) run(ctx context.Context, srv *server, a vended, period tim
 func fence(t *testing.T, srv *server, ev *events, handle, presence string) {
 	t.Helper()
 	setPresence(t, srv, handle, presence)
-	if _, ok := ev.within(wait, transition(handle, presence)); !ok {
+	if _, ok := ev.Within(wait, transition(handle, presence)); !ok {
 		t.Fatalf("fence %s %s: no transition on %s", handle, presence, ev.srv.Name)
 	}
 }
@@ -319,7 +321,7 @@ func TestFaultServerStopped(t *testing.T) {
 			t.Errorf("gateway of %s closed with 4009 %d times after the server's own stall", ag.Handle, n)
 		}
 	}
-	if n := ev.count(anyOffline); n > 0 {
+	if n := ev.Count(anyOffline); n > 0 {
 		t.Errorf("%d agents published offline after the server's own stall: %v", n, a.offlineLogged())
 	}
 }
@@ -431,7 +433,7 @@ func TestFaultLoad(t *testing.T) {
 		t.Errorf("%d gateway connections of healthy agents closed with 4009 under load", closes4009)
 	}
 	for _, ev := range []*events{evA, evB} {
-		if k := ev.count(anyOffline); k > 0 {
+		if k := ev.Count(anyOffline); k > 0 {
 			t.Errorf("%s published %d offline events under load (A logged %v, B logged %v)", ev.srv.Name, k, a.offlineLogged(), b.offlineLogged())
 		}
 	}
@@ -485,11 +487,11 @@ func clockOffset(t *testing.T, off string) {
 	if flaps > 0 {
 		t.Errorf("B (clock %s) reported the agent not online on %d of %d reads while it heartbeats to A", off, flaps, reads)
 	}
-	if k := evB.count(liveness("steady", "offline")); k > 0 {
+	if k := evB.Count(liveness("steady", "offline")); k > 0 {
 		t.Errorf("B's /v1/events: the heartbeating agent went offline %d times", k)
 	}
 	cancel()
-	offEv, ok := evA.within(wait, liveness("steady", "offline"))
+	offEv, ok := evA.Within(wait, liveness("steady", "offline"))
 	if !ok {
 		t.Fatal("the agent never went offline after it stopped")
 	}
@@ -521,7 +523,7 @@ func TestFaultStaleLiveness(t *testing.T) {
 	}
 	// Online, then silent until offline on both.
 	beat("online on A", func() bool { return state(a, "comeback") == "online" })
-	if _, ok := evA.within(wait, liveness("comeback", "offline")); !ok {
+	if _, ok := evA.Within(wait, liveness("comeback", "offline")); !ok {
 		t.Fatal("the agent never went offline on A")
 	}
 	waitFor(t, "offline on B", func() bool { return state(b, "comeback") == "offline" })
@@ -554,11 +556,11 @@ func TestFaultStaleLiveness(t *testing.T) {
 	if flaps > 0 {
 		t.Errorf("B reported the agent offline %d times while it heartbeats to A", flaps)
 	}
-	offs := evA.count(liveness("comeback", "offline"))
+	offs := evA.Count(liveness("comeback", "offline"))
 	cancel()
 	<-done
-	waitFor(t, "A publishes the second offline", func() bool { return evA.count(liveness("comeback", "offline")) > offs })
-	ev := evA.last(liveness("comeback", "offline"))
+	waitFor(t, "A publishes the second offline", func() bool { return evA.Count(liveness("comeback", "offline")) > offs })
+	ev := evA.Last(liveness("comeback", "offline"))
 	offB := waitFor(t, "offline on B again", func() bool { return state(b, "comeback") == "offline" })
 	if lag := offB.Sub(ev.Read); lag > catchUp {
 		t.Errorf("B said offline %s after A published it, want ≤ %s", lag, catchUp)
@@ -600,7 +602,7 @@ func initializeOnly(t *testing.T, srv *server, a vended, notify bool) (int, stri
 			req.Header.Set("Mcp-Session-Id", sid)
 			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 		}
-		return httpc.Do(req)
+		return testkit.HTTP.Do(req)
 	}
 	resp, err := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"health-check","version":"1"}}}`, "")
 	if err != nil {

@@ -22,22 +22,10 @@
 package fault
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,11 +36,13 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/rollcall/rollcall/internal/pgtest"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // wait bounds every "eventually": reaching it fails the test (it is not a
 // timing assertion).
-const wait = 30 * time.Second
+const wait = testkit.Wait
 
 // catchUp is the bound (design: Catch-up after a lost listener) for an instance to catch up after its
 // listener returned, and for cross-instance liveness to agree.
@@ -66,22 +56,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" { // this binary re-executed as a client process
 		os.Exit(childMain())
 	}
-	dir, err := os.MkdirTemp("", "rollcall-fault-bin")
-	if err != nil {
-		panic(err)
-	}
-	binPath = filepath.Join(dir, "rollcall")
-	if p := os.Getenv("ROLLCALL_FAULT_BIN"); p != "" {
-		binPath = p // a binary built elsewhere (e.g. from another commit)
-	} else {
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		build := exec.Command("go", append(args, "../../cmd/rollcall")...)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "fault: building rollcall failed:", err)
+	remove := func() {}
+	if binPath = os.Getenv("ROLLCALL_FAULT_BIN"); binPath == "" { // else a binary built elsewhere (e.g. from another commit)
+		var err error
+		if binPath, remove, err = testkit.BuildRollcall(raceEnabled); err != nil {
+			fmt.Fprintln(os.Stderr, "fault:", err)
 			os.Exit(1)
 		}
 	}
@@ -91,20 +70,17 @@ func TestMain(m *testing.M) {
 		shared.destroy()
 	}
 	sharedMu.Unlock()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
 // ---- the throwaway PostgreSQL cluster ----
 
-// cluster is one throwaway PostgreSQL cluster: its own data directory and
-// socket directory under a temporary directory, its own loopback port.
+// cluster is one throwaway PostgreSQL cluster (testkit.Cluster) with a
+// connection of the superuser for the tests' queries.
 type cluster struct {
-	bin  string // /usr/lib/postgresql/N/bin
-	dir  string
-	port int
-	asPG []string // runuser -u postgres -- when running as root
-	db   *sql.DB  // the superuser postgres on database postgres
+	*testkit.Cluster
+	db *sql.DB // the superuser postgres on database postgres
 }
 
 var (
@@ -148,54 +124,13 @@ func noPostgres(t *testing.T, err error) {
 	t.Skipf("fault suite: %v (set ROLLCALL_REQUIRE_POSTGRES=1 to fail instead)", err)
 }
 
-func pgBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) < pgMajor(dirs[j]) })
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	return "", errors.New("no PostgreSQL server binaries in /usr/lib/postgresql/*/bin (apt-get install postgresql)")
-}
-
-func pgMajor(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
 func startCluster() (*cluster, error) {
-	bin, err := pgBin()
+	tc, err := testkit.StartCluster(300)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "rollcall-fault-pg")
-	if err != nil {
-		return nil, err
-	}
-	c := &cluster{bin: bin, dir: dir}
-	if os.Getuid() == 0 {
-		if err := os.Chown(dir, pgUID(), -1); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		c.asPG = []string{"runuser", "-u", "postgres", "--"}
-	}
-	if out, err := c.run("initdb", "-A", "trust", "-U", "postgres", "-D", c.data()); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	for attempt := 0; ; attempt++ {
-		c.port = freePort()
-		if err := c.start(); err == nil {
-			break
-		} else if attempt == 4 {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	c.db, err = sql.Open("pgx", c.url("postgres", "postgres"))
-	if err != nil {
+	c := &cluster{Cluster: tc}
+	if c.db, err = sql.Open("pgx", c.URL("postgres", "postgres")); err != nil {
 		c.destroy()
 		return nil, err
 	}
@@ -210,60 +145,18 @@ func startCluster() (*cluster, error) {
 	return c, nil
 }
 
-func pgUID() int {
-	out, err := exec.Command("id", "-u", "postgres").Output()
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	return n
-}
-
-func (c *cluster) data() string { return filepath.Join(c.dir, "data") }
-
-func (c *cluster) run(tool string, args ...string) ([]byte, error) {
-	argv := append(append([]string{}, c.asPG...), append([]string{filepath.Join(c.bin, tool)}, args...)...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = c.dir
-	return cmd.CombinedOutput()
-}
-
-// start starts the server and waits until it accepts connections.
-func (c *cluster) start() error {
-	out, err := c.run("pg_ctl", "-D", c.data(), "-l", filepath.Join(c.dir, "pg.log"), "-w", "-t", "60",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off", c.port, c.dir), "start")
-	if err != nil {
-		return fmt.Errorf("pg_ctl start: %v\n%s", err, out)
-	}
-	return nil
-}
-
-// stop stops the server (fast: every connection is closed at once).
-func (c *cluster) stop() error {
-	out, err := c.run("pg_ctl", "-D", c.data(), "-m", "fast", "-w", "-t", "60", "stop")
-	if err != nil {
-		return fmt.Errorf("pg_ctl stop: %v\n%s", err, out)
-	}
-	return nil
-}
-
 func (c *cluster) destroy() {
 	if c.db != nil {
 		c.db.Close()
 	}
-	c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "stop")
-	os.RemoveAll(c.dir)
-}
-
-func (c *cluster) url(role, db string) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", role, c.port, db)
+	c.Destroy()
 }
 
 // newDatabase creates an empty database for one test on the cluster and
 // returns its name (dropped at cleanup while the cluster still runs).
 func (c *cluster) newDatabase(t *testing.T) string {
 	t.Helper()
-	return pgtest.CreateDatabase(t, c.url("postgres", "postgres"))
+	return pgtest.CreateDatabase(t, c.URL("postgres", "postgres"))
 }
 
 // listeners returns the backend pids of role's bus listener connections on
@@ -276,21 +169,20 @@ func (c *cluster) listeners(t *testing.T, role, db string) []int {
 }
 
 func (c *cluster) listenersErr(role, db string) ([]int, error) {
-	rows, err := c.db.Query(`SELECT pid FROM pg_stat_activity WHERE usename = $1 AND datname = $2
-		AND (application_name = 'rollcall bus listener' OR query ILIKE 'listen %')`, role, db)
-	if err != nil {
+	var list string // "pid,pid,…"
+	if err := c.db.QueryRow(`SELECT coalesce(string_agg(pid::text, ','), '') FROM pg_stat_activity WHERE usename = $1 AND datname = $2
+		AND (application_name = 'rollcall bus listener' OR query ILIKE 'listen %')`, role, db).Scan(&list); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var pids []int
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' }) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
 			return nil, err
 		}
 		pids = append(pids, pid)
 	}
-	return pids, rows.Err()
+	return pids, nil
 }
 
 // terminateListeners kills role's LISTEN connections on db and returns how
@@ -319,30 +211,15 @@ func (c *cluster) setLogin(t *testing.T, role string, allowed bool) {
 	}
 }
 
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // ---- rollcall serve processes ----
 
-// server is one running `rollcall serve` process.
+// server is one running `rollcall serve` process on a database of a
+// cluster, logged in as its own role.
 type server struct {
-	Name string
-	URL  string
+	*testkit.Server
 	Role string // its PostgreSQL role
 	DB   string // its database
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan struct{}
 }
-
-var listenRE = regexp.MustCompile(`rollcall listening on (http://\S+)`)
 
 // baseArgs are the timings every scenario uses unless it says otherwise:
 // interval 1 s and timeout 3 s as in the issue, a fast evaluator, and no
@@ -359,130 +236,30 @@ var baseArgs = []string{
 // SIGTERM (SIGCONT first, should the test have stopped it) at cleanup.
 func startServer(t *testing.T, name string, c *cluster, role, db string, env []string, args ...string) *server {
 	t.Helper()
-	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", c.url(role, db)}, baseArgs...)
-	cmd := exec.Command(binPath, append(argv, args...)...)
-	cmd.Env = append(append(os.Environ(), "ROLLCALL_BOOTSTRAP_TOKEN="+adminToken), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{Name: name, Role: role, DB: db, cmd: cmd, done: make(chan struct{})}
-	cmd.Stderr = writerFunc(func(p []byte) { s.mu.Lock(); s.out.Write(p); s.mu.Unlock() })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.out.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case urlc <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-s.done:
-		case <-time.After(wait):
-			cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			t.Logf("server %s output (last 200 lines, /readyz requests left out):\n%s", name, tail(s.Output(), 200))
-		}
-	})
-	select {
-	case s.URL = <-urlc:
-	case <-s.done:
-		t.Fatalf("server %s exited before listening:\n%s", name, s.Output())
-	case <-time.After(wait):
-		t.Fatalf("server %s did not print its URL:\n%s", name, s.Output())
-	}
-	return s
+	argv := append([]string{"--store", c.URL(role, db)}, baseArgs...)
+	env = append([]string{"ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, env...)
+	return &server{Server: testkit.StartServer(t, binPath, name, env, append(argv, args...)...), Role: role, DB: db}
 }
 
-func tail(s string, n int) string {
-	// The /readyz polls of the tests would fill the tail.
-	lines := slices.DeleteFunc(strings.Split(s, "\n"), func(l string) bool { return strings.Contains(l, "path=/readyz") })
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Output returns what the server printed so far.
-func (s *server) Output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
-
+// signal sends sig to srv's process.
 func (s *server) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v to %s: %v", sig, s.Name, err)
-	}
+	s.Signal(t, sig)
 }
-
-type writerFunc func(p []byte)
-
-func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
-
-var livenessLineRE = regexp.MustCompile(`msg="agent liveness changed" agent=(\S+) agent_id=\S+ state=(\S+)`)
 
 // offlineLogged counts the offline changes the server logged, per handle.
-func (s *server) offlineLogged() map[string]int {
-	out := map[string]int{}
-	for _, m := range livenessLineRE.FindAllStringSubmatch(s.Output(), -1) {
-		if m[2] == "offline" {
-			out[m[1]]++
-		}
-	}
-	return out
-}
+func (s *server) offlineLogged() map[string]int { return s.ChangesLogged("offline") }
 
 // ---- REST ----
-
-var httpc = &http.Client{Timeout: wait}
 
 // do sends a JSON request with token and decodes a JSON answer into into
 // (when not nil); it returns the status, or 0 when the request failed.
 func do(srv *server, token, method, path string, body, into any) int {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := httpc.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if into != nil {
-		json.Unmarshal(b, into)
-	}
-	return resp.StatusCode
+	code, _ := testkit.REST(srv.URL, token, method, path, body, into)
+	return code
 }
 
-var allVerbs = []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"}
+var allVerbs = testkit.WorkVerbs
 
 type vended struct {
 	Handle     string
@@ -581,158 +358,34 @@ func restHeartbeat(srv *server, a vended) int {
 	return do(srv, a.Credential, "POST", "/v1/agents/"+a.Handle+"/heartbeat", map[string]any{"state": "online", "billing_mode": "api"}, nil)
 }
 
-// waitFor polls ok every 50 ms until it holds, failing the test after wait.
+// waitFor polls ok until it holds and returns when it did, failing the
+// test after wait.
 func waitFor(t *testing.T, what string, ok func() bool) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, wait)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Now()
+	return testkit.Eventually(t, what, wait, ok)
 }
 
 // ---- the operator event stream ----
 
-// event is one event of GET /v1/events and when the test read it.
-type event struct {
-	ID   string    `json:"id"`
-	Kind string    `json:"kind"`
-	At   time.Time `json:"at"` // the publishing instance's clock
-	Data struct {
-		Agent    string `json:"agent"`
-		State    string `json:"state"`
-		Presence string `json:"presence"`
-	} `json:"data"`
-	Read time.Time `json:"-"`
-}
+type event = testkit.Event
 
-// events records every event of one GET /v1/events subscription.
+// events records every event of one GET /v1/events subscription on srv.
 type events struct {
+	*testkit.Events
 	srv *server
-	mu  sync.Mutex
-	all []event
 }
 
 // subscribe opens GET /v1/events on srv as the admin; the subscription
 // reconnects with Last-Event-ID should the stream end.
 func subscribe(t *testing.T, srv *server) *events {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	e := &events{srv: srv}
-	connected := make(chan struct{})
-	go func() {
-		last := ""
-		var once sync.Once
-		for ctx.Err() == nil {
-			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/events", nil)
-			req.Header.Set("Authorization", "Bearer "+adminToken)
-			if last != "" {
-				req.Header.Set("Last-Event-ID", last)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil && resp.StatusCode == 200 {
-				once.Do(func() { close(connected) })
-				sc := bufio.NewScanner(resp.Body)
-				sc.Buffer(make([]byte, 64<<10), 1<<20)
-				for sc.Scan() {
-					line := sc.Text()
-					if !strings.HasPrefix(line, "data:") {
-						continue
-					}
-					var ev event
-					if json.Unmarshal([]byte(strings.TrimSpace(line[5:])), &ev) != nil {
-						continue
-					}
-					ev.Read = time.Now()
-					if ev.ID != "" {
-						last = ev.ID
-					}
-					e.mu.Lock()
-					e.all = append(e.all, ev)
-					e.mu.Unlock()
-				}
-			}
-			if resp != nil {
-				resp.Body.Close()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	select {
-	case <-connected:
-	case <-time.After(wait):
-		t.Fatalf("GET /v1/events on %s did not connect", srv.Name)
-	}
-	return e
+	return &events{Events: testkit.Subscribe(t, srv.Name, srv.URL, adminToken), srv: srv}
 }
 
-func (e *events) find(ok func(event) bool) (event, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ev := range e.all {
-		if ok(ev) {
-			return ev, true
-		}
-	}
-	return event{}, false
-}
-
-// last returns the newest event that satisfies ok.
-func (e *events) last(ok func(event) bool) event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for i := len(e.all) - 1; i >= 0; i-- {
-		if ok(e.all[i]) {
-			return e.all[i]
-		}
-	}
-	return event{}
-}
-
-func (e *events) count(ok func(event) bool) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.all {
-		if ok(ev) {
-			n++
-		}
-	}
-	return n
-}
-
-// within waits up to d for an event that satisfies ok.
-func (e *events) within(d time.Duration, ok func(event) bool) (event, bool) {
-	deadline := time.Now().Add(d)
-	for {
-		if ev, found := e.find(ok); found {
-			return ev, true
-		}
-		if time.Now().After(deadline) {
-			return event{}, false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func transition(agent, presence string) func(event) bool {
-	return func(ev event) bool {
-		return ev.Kind == "agent.presence_transition" && ev.Data.Agent == agent && ev.Data.Presence == presence
-	}
-}
-
-func liveness(agent, st string) func(event) bool {
-	return func(ev event) bool {
-		return ev.Kind == "agent.presence_changed" && ev.Data.Agent == agent && ev.Data.State == st
-	}
-}
+var (
+	transition = testkit.Transition
+	liveness   = testkit.Liveness
+)
 
 func anyOffline(ev event) bool {
 	return ev.Kind == "agent.presence_changed" && ev.Data.State == "offline"

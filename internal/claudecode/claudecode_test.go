@@ -3,7 +3,6 @@ package claudecode
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +22,8 @@ import (
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 const waitBound = 20 * time.Second
@@ -224,7 +224,7 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 	}
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	b := bus.NewLocal()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	svc := app.New(app.Options{Store: st, Bus: b, Clock: clock, Log: log,
 		Liveness: app.LivenessConfig{HeartbeatInterval: 15 * time.Second, PresenceTimeout: 45 * time.Second}})
 	tok, _, err := svc.Bootstrap(t.Context(), "")
@@ -253,38 +253,14 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 
 func poll(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, waitBound)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	testkit.Eventually(t, what, waitBound, ok)
 }
 
 // TestAdapterBadCredential: identify refused → the adapter says so in its
 // log and keeps retrying slowly; it never logs the credential.
 func TestAdapterBadCredential(t *testing.T) {
 	e := newGatewayEnv(t)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	const bad = "rca_not-a-real-credential-0000000000000000"
 	a := NewAdapter(AdapterOptions{Server: e.srv.URL, Credential: bad, Claude: Identify(os.Getpid()), StateDir: t.TempDir(),
 		Log: slog.New(slog.NewTextHandler(&logs, nil)), MaxBackoff: 50 * time.Millisecond})
@@ -306,7 +282,7 @@ func TestAdapterBadCredential(t *testing.T) {
 func TestAdapterGateway(t *testing.T) {
 	e := newGatewayEnv(t)
 	svc, admin, srv, current := e.svc, e.admin, e.srv, e.current
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	gw1 := current.Load()
 	dir := t.TempDir()
 	self := Identify(os.Getpid())
@@ -394,7 +370,7 @@ func TestAdapterEndsWithProcess(t *testing.T) {
 		t.Fatal("another start time is the same process")
 	}
 	a := NewAdapter(AdapterOptions{Server: "http://127.0.0.1:1", Claude: p, StateDir: t.TempDir(),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), WatchInterval: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+		Log: slog.New(slog.DiscardHandler), WatchInterval: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { done <- a.Run(context.Background()) }()
 	cmd.Process.Kill()

@@ -11,43 +11,41 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/rollcall/rollcall/internal/config"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 const testAdmin = "rcp_edge-test-admin-0123456789abcdef0123"
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// start runs a real server on a loopback port with the given extra
-// environment and returns its URL and log.
-func start(t *testing.T, env ...string) (string, *lockedBuf) {
-	t.Helper()
-	env = append([]string{"ROLLCALL_LISTEN=127.0.0.1:0", "ROLLCALL_STORE=sqlite:" + filepath.Join(t.TempDir(), "r.db"), "ROLLCALL_BOOTSTRAP_TOKEN=" + testAdmin}, env...)
+// openSQLite opens (without serving) a server on a fresh SQLite file and a
+// loopback port with testAdmin bootstrapped and the given extra
+// environment; it logs to log.
+func openSQLite(tb testing.TB, log *slog.Logger, env ...string) (*Server, config.Config) {
+	tb.Helper()
+	env = append([]string{"ROLLCALL_LISTEN=127.0.0.1:0", "ROLLCALL_STORE=sqlite:" + filepath.Join(tb.TempDir(), "r.db"), "ROLLCALL_BOOTSTRAP_TOKEN=" + testAdmin}, env...)
 	cfg, err := config.Load(nil, env)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	logs := &lockedBuf{}
-	s, err := Open(context.Background(), cfg, Options{Log: slog.New(slog.NewTextHandler(logs, nil))})
+	s, err := Open(context.Background(), cfg, Options{Log: log})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return s, cfg
+}
+
+// start runs a real server (openSQLite) until the test ends and returns
+// its URL and log.
+func start(t *testing.T, env ...string) (string, *testkit.SyncBuffer) {
+	t.Helper()
+	logs := &testkit.SyncBuffer{}
+	s, _ := openSQLite(t, slog.New(slog.NewTextHandler(logs, nil)), env...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()

@@ -2,27 +2,16 @@ package server_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
-
-	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/server"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // wait bounds every "eventually" of these tests; reaching it fails the
@@ -48,12 +37,8 @@ func startInstance(t *testing.T, storeURL string, env ...string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Open(ctx, cfg, server.Options{Log: log})
+	srv, err := server.Open(ctx, cfg, server.Options{Log: testkit.Log()})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -89,56 +74,20 @@ func (in *instance) readyz(t *testing.T) int {
 // eventually polls cond until it holds, failing after wait.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, wait)
-		}
-		time.Sleep(10 * time.Millisecond) // polling an observable state
-	}
+	testkit.Eventually(t, what, wait, cond)
 }
 
 // agentSession is a real mcp-go client on one MCP session with its GET
-// stream open; notes receives the meta of each channel notification.
+// stream open.
 type agentSession struct {
-	t     *testing.T
-	c     *mcpclient.Client
-	id    string
-	notes chan map[string]string
+	*testkit.Session
+	id string
 }
 
 func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(in.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
-		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
-		transport.WithContinuousListening(), transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &agentSession{t: t, c: mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)), notes: make(chan map[string]string, 256)}
-	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method != domain.ChannelMethod {
-			return
-		}
-		meta := map[string]string{}
-		if m, ok := n.Params.AdditionalFields["meta"].(map[string]any); ok {
-			for k, v := range m {
-				meta[k], _ = v.(string)
-			}
-		}
-		s.notes <- meta
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := s.c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.c.Close() })
-	if _, err := s.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
-		ClientInfo: mcp.Implementation{Name: "faults", Version: "1"}}}); err != nil {
-		t.Fatal(err)
-	}
-	s.id = s.c.GetSessionId()
+	s := &agentSession{Session: testkit.OpenSession(t, in.base+"/mcp", cred, "faults", nil)}
+	s.id = s.Client().GetSessionId()
 	eventually(t, "the session's GET stream is open", func() bool {
 		for _, si := range in.srv.MCP.AgentSessions(agentID) {
 			if si.ID == s.id && si.Streaming {
@@ -153,18 +102,10 @@ func openSession(t *testing.T, in *instance, agentID, cred string) *agentSession
 // next returns the next channel notification's meta. A reconnect digest
 // is skipped: the stream's opening may race the test's first push.
 func (s *agentSession) next(what string) map[string]string {
-	s.t.Helper()
-	deadline := time.After(wait)
 	for {
-		select {
-		case m := <-s.notes:
-			if m["kind"] == "digest" && m["reason"] == "reconnect" {
-				continue
-			}
+		m := s.Next(what, wait).Meta
+		if m["kind"] != "digest" || m["reason"] != "reconnect" {
 			return m
-		case <-deadline:
-			s.t.Fatalf("%s: no channel notification within %v", what, wait)
-			return nil
 		}
 	}
 }
@@ -185,83 +126,4 @@ func push(t *testing.T, in *instance, handle, title string) domain.Todo {
 		t.Fatalf("PushTodo: %v %v", created, err)
 	}
 	return td
-}
-
-// throwawayCluster starts a PostgreSQL cluster of its own (never the shared
-// one) from the Debian binaries, on a free loopback port, and returns its
-// URL and stop/start controls. Skipped when the binaries are missing.
-type cluster struct {
-	t       *testing.T
-	bin     string
-	dir     string
-	port    int
-	URL     string
-	asPG    []string
-	stopped bool
-}
-
-func throwawayCluster(t *testing.T) *cluster {
-	t.Helper()
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(bins) == 0 {
-		if os.Getenv("ROLLCALL_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("no PostgreSQL binaries (/usr/lib/postgresql/*/bin) for a throwaway cluster")
-		}
-		t.Skip("no PostgreSQL binaries for a throwaway cluster")
-	}
-	sort.Strings(bins)
-	c := &cluster{t: t, bin: filepath.Dir(bins[len(bins)-1])}
-	dir, err := os.MkdirTemp("", "rollcall-doorbell-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.dir = dir
-	if os.Getuid() == 0 {
-		if err := exec.Command("chown", "postgres", dir).Run(); err != nil {
-			t.Fatal(err)
-		}
-		c.asPG = []string{"runuser", "-u", "postgres", "--"}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	c.run("initdb", "-A", "trust", "-U", "postgres", "-D", filepath.Join(dir, "data"))
-	c.Start()
-	t.Cleanup(func() {
-		_ = c.cmd("pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "immediate", "stop").Run()
-		os.RemoveAll(dir)
-	})
-	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
-	return c
-}
-
-func (c *cluster) cmd(name string, args ...string) *exec.Cmd {
-	argv := append(append(append([]string{}, c.asPG...), filepath.Join(c.bin, name)), args...)
-	return exec.Command(argv[0], argv[1:]...)
-}
-
-func (c *cluster) run(name string, args ...string) {
-	c.t.Helper()
-	if out, err := c.cmd(name, args...).CombinedOutput(); err != nil {
-		c.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// Start starts (or restarts) the cluster and waits until it accepts
-// connections.
-func (c *cluster) Start() {
-	c.t.Helper()
-	c.run("pg_ctl", "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "pg.log"), "-w",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=100", c.port, c.dir), "start")
-	c.stopped = false
-}
-
-// Stop stops the cluster (fast shutdown: every backend is terminated).
-func (c *cluster) Stop() {
-	c.t.Helper()
-	c.run("pg_ctl", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
-	c.stopped = true
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/pgtest"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // nextEvent waits for the next event of kind on the subscription.
@@ -146,8 +148,9 @@ func TestListenerTerminatedNothingLost(t *testing.T) {
 // doorbells do not travel through NOTIFY), and a presence transition
 // reaches the instance's own event hub.
 func TestDatabaseRestartNothingLost(t *testing.T) {
-	c := throwawayCluster(t)
-	dbURL := pgtest.WithDatabase(t, c.URL, pgtest.CreateDatabase(t, c.URL))
+	c := testkit.NewCluster(t, 100)
+	admin := c.URL("postgres", "postgres")
+	dbURL := pgtest.WithDatabase(t, admin, pgtest.CreateDatabase(t, admin))
 	a := startInstance(t, dbURL)
 	ada := vend(t, a, "ada")
 	sess := openSession(t, a, ada.Agent.ID, ada.Credential)
@@ -161,10 +164,14 @@ func TestDatabaseRestartNothingLost(t *testing.T) {
 	}
 	defer sub.Close()
 
-	c.Stop()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "/readyz is 503 while the database is down", func() bool { return a.readyz(t) == http.StatusServiceUnavailable })
 	time.Sleep(3 * time.Second) // the outage itself
-	c.Start()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
 
 	retry := func(what string, f func() error) {
 		t.Helper()

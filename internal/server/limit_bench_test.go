@@ -7,12 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -24,14 +22,7 @@ import (
 // verification first, a wrong token costs its lookup before the 429 and a
 // valid credential is served (docs/benchmarks.md, "Failed-auth limit").
 func BenchmarkFailedAuthLimit(b *testing.B) {
-	cfg, err := config.Load(nil, []string{"ROLLCALL_LISTEN=127.0.0.1:0", "ROLLCALL_STORE=sqlite:" + filepath.Join(b.TempDir(), "r.db"), "ROLLCALL_BOOTSTRAP_TOKEN=" + testAdmin})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := Open(context.Background(), cfg, Options{Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, cfg := openSQLite(b, slog.New(slog.DiscardHandler))
 	b.Cleanup(s.closeAll)
 	admin, err := s.Service.AuthenticatePerson(context.Background(), testAdmin)
 	if err != nil {

@@ -125,24 +125,12 @@ func centrifugoToken(user, channel string) string {
 
 // publish publishes data to channel through the HTTP API (in memory).
 func (c *centrifugo) publish(ctx context.Context, channel string, data any) error {
-	b, err := json.Marshal(map[string]any{"channel": channel, "data": data})
+	code, body, err := sendJSON(ctx, c.http, "POST", c.base+"/api/publish", "X-API-Key", centrifugoAPIKey, map[string]any{"channel": channel, "data": data})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/api/publish", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("X-API-Key", centrifugoAPIKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || bytes.Contains(body, []byte(`"error"`)) {
-		return fmt.Errorf("centrifugo publish: %d %s", resp.StatusCode, body)
+	if code != 200 || bytes.Contains(body, []byte(`"error"`)) {
+		return fmt.Errorf("centrifugo publish: %d %s", code, body)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -60,22 +62,28 @@ func openFDs(pid int) (int, error) {
 // 100 ms for at most limit: a connection counts as held once the server has
 // accepted it.
 func waitFDs(ctx context.Context, pid, want int, limit time.Duration) error {
+	n := 0
+	return poll(ctx, limit, 100*time.Millisecond, func() (done bool, err error) {
+		n, err = openFDs(pid)
+		return n >= want, err
+	}, func() error { return fmt.Errorf("server holds %d descriptors after %s, want %d", n, limit, want) })
+}
+
+// poll calls check every period until it is done or fails, ctx ends, or
+// limit passes: then the error is timeout's.
+func poll(ctx context.Context, limit, period time.Duration, check func() (bool, error), timeout func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
-		n, err := openFDs(pid)
-		if err != nil {
+		if done, err := check(); done || err != nil {
 			return err
 		}
-		if n >= want {
-			return nil
-		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("server holds %d descriptors after %s, want %d", n, limit, want)
+			return timeout()
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(period):
 		}
 	}
 }
@@ -175,25 +183,44 @@ func (s *server) stop() {
 
 // waitHTTP polls url until it answers below 500 (up to limit).
 func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
+	var err error
+	return poll(ctx, limit, 50*time.Millisecond, func() (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode < 500 {
-				return nil
-			}
+		var resp *http.Response
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return false, nil // not up yet
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not answering within %s: %v", url, limit, err)
+		resp.Body.Close()
+		return resp.StatusCode < 500, nil
+	}, func() error { return fmt.Errorf("%s not answering within %s: %v", url, limit, err) })
+}
+
+// sendJSON sends method url with the header hdr: value and body as JSON
+// (when not nil) through hc, and returns the status and the answer.
+func sendJSON(ctx context.Context, hc *http.Client, method, url, hdr, value string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		rd = bytes.NewReader(b)
 	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set(hdr, value)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // clientPool hands out HTTP clients whose connections leave from distinct

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -89,33 +88,12 @@ func (r *rollcall) stop() {
 
 // rest calls the REST API as the admin and decodes a 2xx answer into into.
 func (r *rollcall) rest(ctx context.Context, method, path string, body, into any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, r.url+path, rd)
+	code, b, err := sendJSON(ctx, r.http, method, r.url+path, "Authorization", "Bearer "+benchAdminToken, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := r.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	if code >= 300 {
+		return fmt.Errorf("%s %s: %d %s", method, path, code, b)
 	}
 	if into != nil {
 		return json.Unmarshal(b, into)

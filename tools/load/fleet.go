@@ -42,10 +42,7 @@ func init() {
 
 func runFleet(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("fleet", flag.ExitOnError)
-	bin := fs.String("spawn", "", "rollcall binary to start (fresh store)")
-	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
-	serverURL := fs.String("server", "", "server URL when not spawning (loopback only; it must run with the -timeout and -interval given)")
-	token := fs.String("token", "", "admin token when not spawning")
+	tf := addTargetFlags(fs, "rollcall binary to start (fresh store)", "server URL when not spawning (loopback only; it must run with the -timeout and -interval given)", true)
 	agents := fs.Int("agents", 2000, fmt.Sprintf("gateway agents (at most %d)", maxAgents))
 	restAgents := fs.Int("rest", 1, "REST agents (at most 100)")
 	interval := fs.Duration("interval", time.Second, "heartbeat interval of every agent (sync.heartbeat_interval of the spawned server)")
@@ -59,12 +56,7 @@ func runFleet(ctx context.Context, args []string) error {
 		*duration <= 0 || *duration > maxDuration || *interval < 10*time.Millisecond || *timeout <= *interval {
 		return fmt.Errorf("bounds: 0 ≤ agents ≤ %d, 0 ≤ rest ≤ 100, 0 < duration ≤ %s, interval ≥ 10ms, timeout > interval", maxAgents, maxDuration)
 	}
-	if *serverURL != "" {
-		if err := requireLoopback(*serverURL); err != nil {
-			return err
-		}
-	}
-	t, err := spawnOrAttach(ctx, *bin, *storeURL, *serverURL, *token,
+	t, err := tf.open(ctx,
 		"--agent.heartbeat_persist_interval", persist.String(), "--agent.presence_timeout", timeout.String(),
 		"--sync.heartbeat_interval", interval.String())
 	if err != nil {

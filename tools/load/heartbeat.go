@@ -49,10 +49,7 @@ const loadHeartbeat = `{"state":"online","billing_mode":"subscription","tool_cla
 
 func runHeartbeat(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("heartbeat", flag.ExitOnError)
-	bin := fs.String("spawn", "", "rollcall binary to start (fresh store)")
-	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
-	serverURL := fs.String("server", "", "server URL when not spawning (loopback only)")
-	token := fs.String("token", "", "admin token when not spawning")
+	tf := addTargetFlags(fs, "rollcall binary to start (fresh store)", "server URL when not spawning (loopback only)", true)
 	agents := fs.Int("agents", 10000, fmt.Sprintf("agents (at most %d)", maxAgents))
 	transport := fs.String("transport", "both", "gateway, rest or both")
 	rate := fs.Int("rate", 50000, "gateway: heartbeats per second in all (open loop, paced per connection)")
@@ -65,12 +62,7 @@ func runHeartbeat(ctx context.Context, args []string) error {
 	if *agents < 1 || *agents > maxAgents || *duration <= 0 || *duration > maxDuration || *rate < 1 || *rate > maxRate || *workers < 1 || *workers > 1024 {
 		return fmt.Errorf("bounds: 1 ≤ agents ≤ %d, 0 < duration ≤ %s, 1 ≤ rate ≤ %d, 1 ≤ workers ≤ 1024", maxAgents, maxDuration, maxRate)
 	}
-	if *serverURL != "" {
-		if err := requireLoopback(*serverURL); err != nil {
-			return err
-		}
-	}
-	t, err := spawnOrAttach(ctx, *bin, *storeURL, *serverURL, *token,
+	t, err := tf.open(ctx,
 		"--agent.heartbeat_persist_interval", persist.String(), "--agent.presence_timeout", "45s", "--sync.heartbeat_interval", "15s")
 	if err != nil {
 		return err
@@ -122,32 +114,12 @@ type cred struct{ id, handle, token string }
 func vendMany(ctx context.Context, t *target, n int) ([]cred, error) {
 	run := time.Now().UnixNano()
 	out := make([]cred, n)
-	var next atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				v, err := t.vend(ctx, fmt.Sprintf("hb-%d-%05d", run, i), []string{"build"})
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				out[i] = cred{id: v.Agent.ID, handle: v.Agent.Handle, token: v.Credential}
-			}
-		})
-	}
-	wg.Wait()
-	return out, firstErr
+	err := parallel(ctx, n, 8, func(i int) error {
+		v, err := t.vend(ctx, fmt.Sprintf("hb-%d-%05d", run, i), []string{"build"})
+		out[i] = cred{id: v.Agent.ID, handle: v.Agent.Handle, token: v.Credential}
+		return err
+	})
+	return out, err
 }
 
 // flushCounters reads rollcall_liveness_persisted_rows_total and
@@ -268,31 +240,14 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	period := time.Duration(float64(time.Second) * float64(len(creds)) / float64(rate))
 	fmt.Printf("gateway: %d connections, one heartbeat each per %s (%d/s in all) …\n", len(creds), period.Round(time.Millisecond), rate)
 	conns := make([]*websocket.Conn, len(creds))
-	var next atomic.Int64
-	var dialErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(creds) {
-					return
-				}
-				c, err := dialGateway(ctx, wsURL, creds[i].token)
-				if err != nil {
-					mu.Lock()
-					if dialErr == nil {
-						dialErr = fmt.Errorf("gateway connection %d: %w", i, err)
-					}
-					mu.Unlock()
-					return
-				}
-				conns[i] = c
-			}
-		})
-	}
-	wg.Wait()
+	dialErr := parallel(ctx, len(creds), 32, func(i int) error {
+		c, err := dialGateway(ctx, wsURL, creds[i].token)
+		if err != nil {
+			return fmt.Errorf("gateway connection %d: %w", i, err)
+		}
+		conns[i] = c
+		return nil
+	})
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
@@ -386,18 +341,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 			}
 		})
 	}
-	time.Sleep(warmup)
-	rows0, err := sampleRows(ctx, t.URL)
-	if err != nil {
-		return err
-	}
-	measuring.Store(true)
-	cpu := startCPU(t)
-	began := time.Now()
-	time.Sleep(duration)
-	measuring.Store(false)
-	measured := time.Since(began)
-	rows1, err := sampleRows(ctx, t.URL)
+	w, err := measureWindow(ctx, t, &measuring, warmup, duration)
 	if err != nil {
 		return err
 	}
@@ -405,7 +349,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	for _, ss := range samples {
 		n += int64(len(ss))
 	}
-	cpuLine := cpu.line(n, measured)
+	cpuLine := w.cpu.line(n, w.measured)
 	stop()
 	for _, c := range conns {
 		_ = c.CloseNow()
@@ -414,7 +358,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	for _, ss := range samples {
 		lat.ds = append(lat.ds, ss...)
 	}
-	report("gateway", int64(len(lat.ds)), errs.Load(), measured, lat, rows0, rows1)
+	report("gateway", int64(len(lat.ds)), errs.Load(), w.measured, lat, w.rows0, w.rows1)
 	fmt.Println("         " + cpuLine)
 	if t.PID != 0 {
 		if kb, err := rssKB(t.PID); err == nil {
@@ -422,6 +366,34 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 		}
 	}
 	return nil
+}
+
+// window is one measurement: its length, the server's CPU meter started at
+// its beginning and the flush counters sampled at both ends.
+type window struct {
+	measured     time.Duration
+	cpu          *cpuMeter
+	rows0, rows1 rowsSample
+}
+
+// measureWindow waits warmup, then measures for duration with measuring
+// set.
+func measureWindow(ctx context.Context, t *target, measuring *atomic.Bool, warmup, duration time.Duration) (window, error) {
+	var w window
+	time.Sleep(warmup)
+	rows0, err := sampleRows(ctx, t.URL)
+	if err != nil {
+		return w, err
+	}
+	measuring.Store(true)
+	w.cpu = startCPU(t)
+	began := time.Now()
+	time.Sleep(duration)
+	measuring.Store(false)
+	w.measured = time.Since(began)
+	rows1, err := sampleRows(ctx, t.URL)
+	w.rows0, w.rows1 = rows0, rows1
+	return w, err
 }
 
 func dialGateway(ctx context.Context, wsURL, token string) (*websocket.Conn, error) {
@@ -493,25 +465,14 @@ func restLoad(ctx context.Context, t *target, creds []cred, workers int, warmup,
 			}
 		})
 	}
-	time.Sleep(warmup)
-	rows0, err := sampleRows(ctx, t.URL)
+	w, err := measureWindow(ctx, t, &measuring, warmup, duration)
 	if err != nil {
 		return err
 	}
-	measuring.Store(true)
-	cpu := startCPU(t)
-	began := time.Now()
-	time.Sleep(duration)
-	measuring.Store(false)
-	measured := time.Since(began)
-	rows1, err := sampleRows(ctx, t.URL)
-	if err != nil {
-		return err
-	}
-	cpuLine := cpu.line(count.Load(), measured)
+	cpuLine := w.cpu.line(count.Load(), w.measured)
 	stop()
 	wg.Wait()
-	report("rest", count.Load(), errs.Load(), measured, lat, rows0, rows1)
+	report("rest", count.Load(), errs.Load(), w.measured, lat, w.rows0, w.rows1)
 	fmt.Println("         " + cpuLine)
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,4 +65,34 @@ func percentiles(ds []time.Duration) (p50, p99, max time.Duration) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
 	return at(0.50), at(0.99), ds[len(ds)-1]
+}
+
+// parallel calls do(i) for every i in [0, n) from workers goroutines; a
+// worker stops at its first error or when ctx ends. It returns the first
+// error.
+func parallel(ctx context.Context, n, workers int, do func(i int) error) error {
+	var next atomic.Int64
+	var first error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := do(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }

@@ -56,15 +56,12 @@ func init() {
 
 func runDoorbell(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("doorbell", flag.ExitOnError)
-	bin := fs.String("spawn", "", "rollcall binary to start (fresh store)")
-	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
-	url := fs.String("server", "", "server URL when not spawning")
-	token := fs.String("token", "", "admin token when not spawning")
+	tf := addTargetFlags(fs, "rollcall binary to start (fresh store)", "server URL when not spawning", false)
 	agents := fs.Int("agents", 20, "agents, one connected session each")
 	n := fs.Int("n", 2000, "todos to push (sequentially)")
 	fs.Parse(args)
 
-	t, err := spawnOrAttach(ctx, *bin, *storeURL, *url, *token)
+	t, err := tf.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -120,15 +117,14 @@ func runDoorbell(ctx context.Context, args []string) error {
 
 func runSessions(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sessions", flag.ExitOnError)
-	bin := fs.String("spawn", "", "rollcall binary to start (required: memory is read from /proc)")
-	storeURL := fs.String("store", "", "store URL for the spawned server (default: temp SQLite)")
+	tf := addTargetFlags(fs, "rollcall binary to start (required: memory is read from /proc)", "", false)
 	n := fs.Int("n", 5000, "sessions to open")
 	agents := fs.Int("agents", 200, "agents to spread the sessions over (the server allows 32 sessions per agent)")
 	fs.Parse(args)
-	if *bin == "" {
+	if *tf.bin == "" {
 		return fmt.Errorf("-spawn is required")
 	}
-	t, err := spawnOrAttach(ctx, *bin, *storeURL, "", "")
+	t, err := tf.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,35 @@ type target struct {
 	Token string
 	PID   int // 0 when not spawned
 	stop  func()
+}
+
+// targetFlags are a mode's flags naming the server under load: -spawn
+// (and -store), or -server and -token.
+type targetFlags struct {
+	bin, store, server, token *string
+	loopback                  bool // -server must name a loopback address
+}
+
+// addTargetFlags defines -spawn and -store on fs, and -server and -token
+// unless serverHelp is "" (the mode must spawn).
+func addTargetFlags(fs *flag.FlagSet, spawnHelp, serverHelp string, loopback bool) *targetFlags {
+	f := &targetFlags{bin: fs.String("spawn", "", spawnHelp), store: fs.String("store", "", "store URL for the spawned server (default: temp SQLite)"),
+		server: new(string), token: new(string), loopback: loopback}
+	if serverHelp != "" {
+		f.server, f.token = fs.String("server", "", serverHelp), fs.String("token", "", "admin token when not spawning")
+	}
+	return f
+}
+
+// open spawns or attaches to the server the flags name (spawnOrAttach),
+// extra going to a spawned `serve`.
+func (f *targetFlags) open(ctx context.Context, extra ...string) (*target, error) {
+	if f.loopback && *f.server != "" {
+		if err := requireLoopback(*f.server); err != nil {
+			return nil, err
+		}
+	}
+	return spawnOrAttach(ctx, *f.bin, *f.store, *f.server, *f.token, extra...)
 }
 
 // spawnOrAttach starts `<bin> serve` on a free loopback port with a fresh
@@ -119,13 +149,11 @@ func (t *target) rest(ctx context.Context, method, path string, body, into any) 
 	return nil
 }
 
+// vended is what the load tool reads of POST /v1/agents.
 type vended struct {
-	Agent struct {
-		ID     string `json:"id"`
-		Handle string `json:"handle"`
-	} `json:"agent"`
-	Credential string `json:"credential"`
-	MCPURL     string `json:"mcp_url"`
+	Agent      struct{ ID, Handle string } `json:"agent"`
+	Credential string                      `json:"credential"`
+	MCPURL     string                      `json:"mcp_url"`
 }
 
 func (t *target) vend(ctx context.Context, handle string, queues []string) (vended, error) {
