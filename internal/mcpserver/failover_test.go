@@ -18,19 +18,8 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/mcpserver"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
-
-// waitFor polls cond until it holds, failing after wait.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, wait)
-		}
-		time.Sleep(5 * time.Millisecond) // polling an observable state
-	}
-}
 
 // rawStreamSession opens a session with plain HTTP — initialize,
 // notifications/initialized, then a GET stream whose body the test never
@@ -185,7 +174,7 @@ func TestClosingSessionHandsItsDoorbellOn(t *testing.T) {
 	}
 	wantStatus(t, e.raw(http.MethodDelete, a.Credential, gone.sessionID(), ""), http.StatusOK)
 	e.waitEvent(gone.sessionID(), mcpserver.SessionClosed)
-	waitFor(t, "the doorbell is handed to the other session", func() bool { return len(rings.sessions(td.ID)) == 2 })
+	testkit.Eventually(t, "the doorbell is handed to the other session", wait, func() bool { return len(rings.sessions(td.ID)) == 2 })
 	other.roundTrip() // its buffered notification comes with this response
 	todoNotes(t, other, []string{td.ID})
 	e.svc.FlushRingRecords()

@@ -22,6 +22,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/mcpserver"
+	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 	"github.com/rollcall/rollcall/internal/workgroup"
 )
@@ -48,7 +49,7 @@ type env struct {
 	// on /mcp).
 	adminToken string
 
-	logs *syncBuffer
+	logs *testkit.SyncBuffer
 
 	mu      sync.Mutex
 	creds   []string
@@ -81,7 +82,7 @@ func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) 
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
-		logs: &syncBuffer{}, events: map[string]chan mcpserver.Event{}, skipped: map[string][]mcpserver.Event{}}
+		logs: &testkit.SyncBuffer{}, events: map[string]chan mcpserver.Event{}, skipped: map[string][]mcpserver.Event{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.store = st
 	e.work = &workgroup.Group{}
@@ -560,23 +561,6 @@ func wantProblem(t testing.TB, resp *http.Response, status int, code domain.Code
 		t.Fatalf("problem type %q, want urn:rollcall:problem:%s", p.Type, code)
 	}
 	return p
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // within runs f in a goroutine and fails unless it returns within wait: a
