@@ -22,8 +22,8 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/mcpserver"
-	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
