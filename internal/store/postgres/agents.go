@@ -103,16 +103,15 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 
 // GetAgent implements store.Store: by Ref.ID when set, else by Ref.Handle.
 func (s *Store) GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error) {
-	var r dbsqlc.Agent
-	var err error
+	arg := dbsqlc.GetAgentParams{ID: ref.ID}
 	switch {
 	case ref.ID != "":
-		r, err = s.q.GetAgentByID(ctx, ref.ID)
 	case ref.Handle != "":
-		r, err = s.q.GetAgentByHandle(ctx, ref.Handle)
+		arg.Handle = ref.Handle
 	default:
 		return domain.Agent{}, fmt.Errorf("get agent: empty ref: %w", domain.ErrNotFound)
 	}
+	r, err := s.q.GetAgent(ctx, arg)
 	if err != nil {
 		return domain.Agent{}, mapErr("get agent", err)
 	}
@@ -187,7 +186,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		}
 		q := dbsqlc.New(tx)
 		now := micro(p.Now)
-		r, err := q.RevokeAgent(ctx, dbsqlc.RevokeAgentParams{ID: p.ID, Now: &now})
+		r, err := q.UpdateAgent(ctx, dbsqlc.UpdateAgentParams{ID: p.ID, Now: now, RevokedAt: &now, Active: new(false)})
 		if err != nil {
 			return mapErr("revoke agent", err)
 		}

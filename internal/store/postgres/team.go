@@ -221,7 +221,7 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 
 // TokenByHash implements store.Store.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.q.TokenByHash(ctx, hash)
+	r, err := s.q.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{Hash: hash})
 	if err != nil {
 		return domain.Person{}, domain.PersonToken{}, mapErr("token by hash", err)
 	}
@@ -230,7 +230,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, do
 
 // TokenByID implements store.Store.
 func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.q.TokenByID(ctx, id)
+	r, err := s.q.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{ID: id})
 	if err != nil {
 		return domain.Person{}, domain.PersonToken{}, mapErr("token by id", err)
 	}

@@ -119,7 +119,7 @@ func decodeList(s string) ([]string, error) {
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
 	return s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		err := q.InsertAgent(ctx, dbsqlc.InsertAgentParams{ID: a.ID, Handle: a.Handle, OwnerID: a.OwnerID,
 			Name: a.Name, Active: boolInt(a.Active), RevokedAt: nullMicros(a.RevokedAt),
 			Queues: encodeList(a.Scope.Queues), Verbs: encodeList(a.Scope.Verbs), BillingMode: a.BillingMode,
@@ -140,16 +140,15 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 
 // GetAgent implements store.Store: by Ref.ID when set, else by Ref.Handle.
 func (s *Store) GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error) {
-	var r dbsqlc.Agent
-	var err error
+	arg := dbsqlc.GetAgentParams{ID: ref.ID}
 	switch {
 	case ref.ID != "":
-		r, err = s.rq.GetAgentByID(ctx, ref.ID)
 	case ref.Handle != "":
-		r, err = s.rq.GetAgentByHandle(ctx, ref.Handle)
+		arg.Handle = ref.Handle
 	default:
 		return domain.Agent{}, fmt.Errorf("get agent: empty ref: %w", domain.ErrNotFound)
 	}
+	r, err := s.rq.GetAgent(ctx, arg)
 	if err != nil {
 		return domain.Agent{}, mapErr("get agent", err)
 	}
@@ -182,7 +181,7 @@ func agentsFrom(rows []dbsqlc.Agent) ([]domain.Agent, error) {
 // agentGate reports why a change to agent id cannot proceed: ErrNotFound
 // when there is no such agent, ErrConflict when it is revoked, nil otherwise.
 func (s *Store) agentGate(ctx context.Context, tx *sql.Tx, what, id string) error {
-	revoked, err := s.wq.WithTx(tx).AgentRevokedAt(ctx, id)
+	revoked, err := s.txq(tx).AgentRevokedAt(ctx, id)
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -199,7 +198,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 		if err := s.agentGate(ctx, tx, "update agent", p.ID); err != nil {
 			return err
 		}
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		arg := dbsqlc.UpdateAgentParams{ID: p.ID, Now: micros(p.Now), Name: toNullStr(p.Name),
 			BillingMode: toNullStr(p.BillingMode), ToolClass: toNullStr(p.ToolClass), OwnerID: toNullStr(p.OwnerID)}
 		if p.BillingModes != nil {
@@ -237,9 +236,10 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		if err := s.agentGate(ctx, tx, "revoke agent", p.ID); err != nil {
 			return err
 		}
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		now := nullMicros(&p.Now)
-		r, err := q.RevokeAgent(ctx, dbsqlc.RevokeAgentParams{ID: p.ID, Now: now})
+		r, err := q.UpdateAgent(ctx, dbsqlc.UpdateAgentParams{ID: p.ID, Now: now.Int64, RevokedAt: now,
+			Active: sql.NullInt64{Valid: true}})
 		if err != nil {
 			return mapErr("revoke agent", err)
 		}
@@ -263,7 +263,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 		if err := s.agentGate(ctx, tx, "rotate credential", p.AgentID); err != nil {
 			return err
 		}
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		var err error
 		revoked, err = q.RevokeCredentials(ctx, dbsqlc.RevokeCredentialsParams{AgentID: p.AgentID, Now: nullMicros(&p.Now)})
 		if err != nil {

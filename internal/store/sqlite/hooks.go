@@ -34,7 +34,7 @@ func deliveryFrom(r dbsqlc.HookDelivery) domain.HookDelivery {
 func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error {
 	h := p.Hook
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).InsertHook(ctx, dbsqlc.InsertHookParams{ID: h.ID, OwnerID: h.OwnerID, AgentID: h.AgentID,
+		err := s.txq(tx).InsertHook(ctx, dbsqlc.InsertHookParams{ID: h.ID, OwnerID: h.OwnerID, AgentID: h.AgentID,
 			Kind: h.Kind, Queue: h.Queue, Filter: storeutil.EncodeFilter(h.Filter), TitleTemplate: h.TitleTemplate,
 			KindLabel: h.KindLabel, Secret: h.Secret, CreatedAt: micros(h.CreatedAt), UpdatedAt: micros(h.UpdatedAt)})
 		if err != nil {
@@ -76,7 +76,7 @@ func (s *Store) ListHooks(ctx context.Context, p store.ListHooksParams) ([]domai
 func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretParams) (domain.Hook, error) {
 	var h domain.Hook
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).RotateHookSecret(ctx, dbsqlc.RotateHookSecretParams{ID: p.ID, Secret: p.Secret, Now: micros(p.Now)})
+		r, err := s.txq(tx).RotateHookSecret(ctx, dbsqlc.RotateHookSecretParams{ID: p.ID, Secret: p.Secret, Now: micros(p.Now)})
 		if err != nil {
 			return mapErr("rotate hook secret", err)
 		}
@@ -92,7 +92,7 @@ func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretPa
 // DeleteHook implements store.HookStore.
 func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		n, err := s.wq.WithTx(tx).DeleteHook(ctx, p.ID)
+		n, err := s.txq(tx).DeleteHook(ctx, p.ID)
 		if err != nil {
 			return mapErr("delete hook", err)
 		}
@@ -110,7 +110,7 @@ func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error 
 func (s *Store) RecordDelivery(ctx context.Context, p store.RecordDeliveryParams) (store.RecordDeliveryResult, error) {
 	var res store.RecordDeliveryResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		d := p.Delivery
 		if d.Key != "" {
 			prev, err := q.DeliveryByKey(ctx, dbsqlc.DeliveryByKeyParams{HookID: d.HookID, Key: d.Key})

@@ -114,7 +114,7 @@ func nullText(s string) any {
 func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
 	claimed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		n, err := s.wq.WithTx(tx).ClaimTransition(ctx, dbsqlc.ClaimTransitionParams{ID: p.AgentID, Seen: p.New,
+		n, err := s.txq(tx).ClaimTransition(ctx, dbsqlc.ClaimTransitionParams{ID: p.AgentID, Seen: p.New,
 			At: micros(p.At), By: sql.NullString{String: p.By, Valid: p.By != ""}})
 		claimed = n > 0
 		return mapErr("claim transition", err)
@@ -145,9 +145,9 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 	var rows *sql.Rows
 	var err error
 	if p.Since.IsZero() {
-		rows, err = s.readQuery(ctx, unrevokedAgentsSQL, p.AfterID, limit)
+		rows, err = s.read().QueryContext(ctx, unrevokedAgentsSQL, p.AfterID, limit)
 	} else {
-		rows, err = s.readQuery(ctx, changedSinceSQL, micros(p.Since), p.AfterID, limit)
+		rows, err = s.read().QueryContext(ctx, changedSinceSQL, micros(p.Since), p.AfterID, limit)
 	}
 	if err != nil {
 		return nil, mapErr("list changed agents", err)
@@ -188,7 +188,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	}
 	changed := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := s.txExec(ctx, tx, `UPDATE todos
+		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
 			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ringDelayNow+`
 			WHERE agent_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
 			p.AgentID, encodeList(p.IDs), micros(p.At))
@@ -244,7 +244,7 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	out := []domain.Todo{}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := s.txQuery(ctx, tx, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+		rows, err := s.in(tx).QueryContext(ctx, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
 			encodeList(p.Excluded), micros(p.Now), perAgent, limit)
 		if err != nil {
 			return mapErr("sweep ring", err)
@@ -294,7 +294,7 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	out := []domain.Todo{}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := s.txQuery(ctx, tx, ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+		rows, err := s.in(tx).QueryContext(ctx, ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
 			encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit)
 		if err != nil {
 			return mapErr("ring missed", err)
@@ -332,7 +332,7 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 	out := []string{}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := s.txQuery(ctx, tx, `UPDATE todos
+		rows, err := s.in(tx).QueryContext(ctx, `UPDATE todos
 			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
 			    next_ring_at = ?2 + `+ringDelayAfterRing+`
 			WHERE rowid IN (

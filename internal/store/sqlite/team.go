@@ -41,7 +41,7 @@ func insertToken(ctx context.Context, q *dbsqlc.Queries, t domain.PersonToken, h
 func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams) (bool, error) {
 	created := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		n, err := q.CountPersons(ctx)
 		if err != nil {
 			return mapErr("bootstrap admin", err)
@@ -71,7 +71,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 // CreatePerson implements store.Store.
 func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		at := micros(p.Person.CreatedAt)
 		if err := q.InsertPerson(ctx, dbsqlc.InsertPersonParams{ID: p.Person.ID, Name: p.Person.Name,
 			Admin: boolInt(p.Person.Admin), CreatedAt: at, UpdatedAt: at}); err != nil {
@@ -112,7 +112,7 @@ func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		r, err := q.GetPerson(ctx, p.ID)
 		if err != nil {
 			return mapErr("update person", err)
@@ -162,7 +162,7 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 // CreateToken implements store.Store.
 func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		if _, err := q.GetPerson(ctx, p.Token.PersonID); err != nil {
 			return mapErr("create token: person", err)
 		}
@@ -191,7 +191,7 @@ func (s *Store) ListTokens(ctx context.Context, personID string) ([]domain.Perso
 func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (domain.PersonToken, error) {
 	var t domain.PersonToken
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		now := micros(p.Now)
 		r, err := q.RevokeToken(ctx, dbsqlc.RevokeTokenParams{ID: p.ID, PersonID: p.PersonID, Now: now})
 		if err != nil {
@@ -209,7 +209,7 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 
 // TokenByHash implements store.Store.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.rq.TokenByHash(ctx, hash)
+	r, err := s.rq.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{Hash: hash})
 	if err != nil {
 		return domain.Person{}, domain.PersonToken{}, mapErr("token by hash", err)
 	}
@@ -218,7 +218,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, do
 
 // TokenByID implements store.Store.
 func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.rq.TokenByID(ctx, id)
+	r, err := s.rq.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{ID: id})
 	if err != nil {
 		return domain.Person{}, domain.PersonToken{}, mapErr("token by id", err)
 	}
@@ -228,7 +228,7 @@ func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain
 // TouchToken implements store.Store.
 func (s *Store) TouchToken(ctx context.Context, p store.TouchTokenParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).TouchToken(ctx, dbsqlc.TouchTokenParams{ID: p.ID, At: micros(p.At),
+		err := s.txq(tx).TouchToken(ctx, dbsqlc.TouchTokenParams{ID: p.ID, At: micros(p.At),
 			NotAfter: micros(p.At.Add(-p.Every))})
 		return mapErr("touch token", err)
 	})
@@ -237,7 +237,7 @@ func (s *Store) TouchToken(ctx context.Context, p store.TouchTokenParams) error 
 // CreateConsoleSession implements store.Store.
 func (s *Store) CreateConsoleSession(ctx context.Context, cs domain.ConsoleSession) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).InsertConsoleSession(ctx, dbsqlc.InsertConsoleSessionParams{ID: cs.ID,
+		err := s.txq(tx).InsertConsoleSession(ctx, dbsqlc.InsertConsoleSessionParams{ID: cs.ID,
 			PersonID: cs.PersonID, TokenID: cs.TokenID, CreatedAt: micros(cs.CreatedAt), ExpiresAt: micros(cs.ExpiresAt)})
 		return mapErr("create console session", err)
 	})
@@ -258,24 +258,20 @@ func (s *Store) ConsoleSessionByID(ctx context.Context, id string) (domain.Conso
 // EndConsoleSession implements store.Store.
 func (s *Store) EndConsoleSession(ctx context.Context, id string, at time.Time) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).EndConsoleSession(ctx, dbsqlc.EndConsoleSessionParams{ID: id, At: micros(at)})
+		err := s.txq(tx).EndConsoleSession(ctx, dbsqlc.EndConsoleSessionParams{ID: id, At: micros(at)})
 		return mapErr("end console session", err)
 	})
 }
 
-// LiveCredentials implements store.Store: one query per 500 ids.
+// LiveCredentials implements store.Store.
 func (s *Store) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(ids))
-	for len(ids) > 0 {
-		n := min(len(ids), 500)
-		live, err := s.rq.LiveCredentials(ctx, ids[:n])
-		if err != nil {
-			return nil, mapErr("live credentials", err)
-		}
-		for _, id := range live {
-			out[id] = true
-		}
-		ids = ids[n:]
+	live, err := s.rq.LiveCredentials(ctx, encodeList(ids))
+	if err != nil {
+		return nil, mapErr("live credentials", err)
+	}
+	out := make(map[string]bool, len(live))
+	for _, id := range live {
+		out[id] = true
 	}
 	return out, nil
 }

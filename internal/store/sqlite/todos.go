@@ -102,7 +102,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 // createTodoTx is CreateTodo inside tx: the live todo with the key, or a
 // new row.
 func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (domain.Todo, bool, error) {
-	q := s.wq.WithTx(tx)
+	q := s.txq(tx)
 	if t.IdempotencyKey != "" {
 		existing, err := q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
 		if err == nil {
@@ -154,7 +154,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		queues := encodeList(p.Queues)
-		r, err := s.wq.WithTx(tx).ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+		r, err := s.txq(tx).ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 			Queues: queues, Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.todoGate(ctx, tx, "claim todo", p.TodoID, p.AgentID, queues)
@@ -169,7 +169,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 // when the todo is not the agent's (or, unless queues is "", not in one of
 // the JSON array queues), else ErrConflict.
 func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, queues string) error {
-	n, err := s.wq.WithTx(tx).TodoOfAgent(ctx, dbsqlc.TodoOfAgentParams{ID: id, AgentID: agentID, Queues: queues})
+	n, err := s.txq(tx).TodoOfAgent(ctx, dbsqlc.TodoOfAgentParams{ID: id, AgentID: agentID, Queues: queues})
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -184,7 +184,7 @@ func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, que
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID,
+		r, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID,
 			Queues: encodeList(p.Queues), Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
 		t = todoFrom(r)
 		return mapErr("claim next", err)
@@ -196,7 +196,7 @@ func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
+		r, err := s.txq(tx).RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
 			Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.todoGate(ctx, tx, "renew lease", p.TodoID, p.AgentID, "")
@@ -211,7 +211,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+		r, err := s.txq(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 			Now: micros(p.Now), Result: nullJSON(p.Result)})
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.todoGate(ctx, tx, "complete todo", p.TodoID, p.AgentID, "")
@@ -227,7 +227,7 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		held, err := q.HeldAttempts(ctx, dbsqlc.HeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: micros(p.Now)})
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, "")
@@ -258,7 +258,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 	var ids []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		ids, err = s.wq.WithTx(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
+		ids, err = s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
 		return mapErr("reap leases", err)
 	})
 	if err != nil {
@@ -275,7 +275,7 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	changed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
-		res, err := s.txExec(ctx, tx, `UPDATE todos
+		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
 			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
 			    next_ring_at = ?2 + `+ringDelayAfterRing+`
 			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
@@ -299,7 +299,7 @@ func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
 // appendAudit extends the chain inside tx. The single write connection and
 // BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
 func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	q := s.wq.WithTx(tx)
+	q := s.txq(tx)
 	tail, err := q.AuditTail(ctx)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return domain.AuditEntry{}, mapErr("append audit", err)
