@@ -121,10 +121,7 @@ func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.
 // GetTodo implements store.Store.
 func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 	r, err := s.q.GetTodo(ctx, id)
-	if err != nil {
-		return domain.Todo{}, mapErr("get todo", err)
-	}
-	return todoFrom(r), nil
+	return storeutil.One(r, mapErr("get todo", err), todoFrom)
 }
 
 // ListTodos implements store.Store: oldest first (created_at, then id);
@@ -132,14 +129,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.q.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
 		State: p.State, AfterID: p.AfterID, Lim: limitArg(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list todos", err)
-	}
-	out := make([]domain.Todo, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, todoFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 
 // ClaimTodo implements store.Store (design: Lease; claim): ErrNotFound when
@@ -328,14 +318,7 @@ func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRec
 // ListAudit implements store.Store. Limit <= 0 means no limit.
 func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
 	rows, err := s.q.ListAudit(ctx, dbsqlc.ListAuditParams{AfterSeq: p.AfterSeq, AgentID: p.AgentID, Lim: limitArg(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list audit", err)
-	}
-	out := make([]domain.AuditEntry, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, auditFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list audit", err), auditFrom)
 }
 
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the

@@ -149,33 +149,15 @@ func (s *Store) GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent,
 		return domain.Agent{}, fmt.Errorf("get agent: empty ref: %w", domain.ErrNotFound)
 	}
 	r, err := s.rq.GetAgent(ctx, arg)
-	if err != nil {
-		return domain.Agent{}, mapErr("get agent", err)
-	}
-	a, err := agentFrom(r)
+	a, err := storeutil.OneErr(r, err, agentFrom)
 	return a, mapErr("get agent", err)
 }
 
 // ListAgents implements store.Store.
 func (s *Store) ListAgents(ctx context.Context, p store.ListAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.rq.ListAgents(ctx, p.OwnerID)
-	if err != nil {
-		return nil, mapErr("list agents", err)
-	}
-	out, err := agentsFrom(rows)
+	out, err := storeutil.AllErr(rows, err, agentFrom)
 	return out, mapErr("list agents", err)
-}
-
-func agentsFrom(rows []dbsqlc.Agent) ([]domain.Agent, error) {
-	out := make([]domain.Agent, 0, len(rows))
-	for _, r := range rows {
-		a, err := agentFrom(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
 
 // agentGate reports why a change to agent id cannot proceed: ErrNotFound

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
@@ -23,10 +24,7 @@ var _ store.LivenessStore = (*Store)(nil)
 // ListLiveAgents implements store.LivenessStore (design: Start rule).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.rq.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limit(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list live agents", err)
-	}
-	out, err := agentsFrom(rows)
+	out, err := storeutil.AllErr(rows, err, agentFrom)
 	return out, mapErr("list live agents", err)
 }
 

@@ -48,14 +48,6 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		NextRingAt: fromNullMicros(r.NextRingAt)}
 }
 
-func todosFrom(rows []dbsqlc.Todo) []domain.Todo {
-	out := make([]domain.Todo, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, todoFrom(r))
-	}
-	return out
-}
-
 func rawJSON(v sql.NullString) json.RawMessage {
 	if !v.Valid {
 		return nil
@@ -130,10 +122,7 @@ func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (do
 // GetTodo implements store.Store.
 func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 	r, err := s.rq.GetTodo(ctx, id)
-	if err != nil {
-		return domain.Todo{}, mapErr("get todo", err)
-	}
-	return todoFrom(r), nil
+	return storeutil.One(r, mapErr("get todo", err), todoFrom)
 }
 
 // ListTodos implements store.Store: oldest first (created_at, then id);
@@ -141,10 +130,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.rq.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
 		State: p.State, AfterID: p.AfterID, Lim: limit(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list todos", err)
-	}
-	return todosFrom(rows), nil
+	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 
 // ClaimTodo implements store.Store (design: Lease; claim): ErrNotFound when
@@ -331,14 +317,7 @@ func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRec
 // ListAudit implements store.Store. Limit <= 0 means no limit.
 func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
 	rows, err := s.rq.ListAudit(ctx, dbsqlc.ListAuditParams{AfterSeq: p.AfterSeq, AgentID: p.AgentID, Lim: limit(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list audit", err)
-	}
-	out := make([]domain.AuditEntry, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, auditFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list audit", err), auditFrom)
 }
 
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
