@@ -14,7 +14,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// Agents and credentials over the generated queries (sql/agents.sql).
+// Agents and credentials over the generated queries (sql/queries.sql).
 
 // agentCols is every column of agents in table order, what dbsqlc.Agent
 // holds; the hand-written agent reads select it and scan with scanAgent.

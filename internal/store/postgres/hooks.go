@@ -14,7 +14,7 @@ import (
 )
 
 // Intake (design: Hooks): hooks and their deliveries over the generated
-// queries (sql/hooks.sql).
+// queries (sql/queries.sql).
 
 // hookFrom turns a row into a hook, every time in UTC.
 func hookFrom(r dbsqlc.Hook) (domain.Hook, error) {

@@ -25,29 +25,9 @@ import (
 // built from domain.SweepDelays and the todos_sweep predicate built from
 // domain.MaxRings, which sqlc cannot; UpdatePresence and
 // ListAgentsChangedSince are not in sql/ yet. ClaimTransition and
-// PendingDoorbellTodos are generated (sql/presence.sql).
+// PendingDoorbellTodos are generated (sql/queries.sql).
 
 var _ store.PresenceStore = (*Store)(nil)
-
-// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
-// as intervals: added to a time it gives next_ring_at, and NULL once the
-// ring budget is spent.
-var (
-	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
-	// count).
-	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlInterval)
-	// ringDelayNow is the delay for the current count (MarkDigestRung).
-	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlInterval)
-)
-
-// sqlInterval renders d as an exact interval literal.
-func sqlInterval(d time.Duration) string {
-	if d%time.Second == 0 {
-		return "interval '" + strconv.FormatInt(int64(d/time.Second), 10) + " seconds'"
-	}
-	return "interval '" + strconv.FormatInt(d.Microseconds(), 10) + " microseconds'"
-}
 
 // sweepable is the todos_sweep index predicate, verbatim, so the planner
 // can prove the partial index applies: pending, push-eligible, ring budget

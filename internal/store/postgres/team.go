@@ -14,7 +14,7 @@ import (
 )
 
 // Persons, personal tokens and console sessions (design: Persons and roles) over the
-// generated queries (sql/team.sql).
+// generated queries (sql/queries.sql).
 
 // lockPersons serialises the changes that must not race (the
 // KeepActiveAdmin check of UpdatePerson).

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -14,9 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Agents and credentials over the generated queries (sql/agents.sql).
-
-type scanner interface{ Scan(dest ...any) error }
+// Agents and credentials over the generated queries (sql/queries.sql).
 
 // agentCols is every column of agents in table order, what dbsqlc.Agent
 // holds; the hand-written agent reads select it and scan with scanAgent.
@@ -72,47 +69,6 @@ func agentFrom(r dbsqlc.Agent) (domain.Agent, error) {
 		return domain.Agent{}, err
 	}
 	return a, nil
-}
-
-func nullStr(v sql.NullString) *string {
-	if !v.Valid {
-		return nil
-	}
-	return &v.String
-}
-
-func nullBytes(v sql.NullString) []byte {
-	if !v.Valid {
-		return nil
-	}
-	return []byte(v.String)
-}
-
-func toNullStr(v *string) sql.NullString {
-	if v == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: *v, Valid: true}
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func encodeList(l []string) string {
-	b, _ := json.Marshal(storeutil.Strings(l)) // []string always marshals
-	return string(b)
-}
-
-func decodeList(s string) ([]string, error) {
-	var l []string
-	if err := json.Unmarshal([]byte(s), &l); err != nil {
-		return nil, fmt.Errorf("sqlite store: corrupt list %q: %w", s, err)
-	}
-	return storeutil.Strings(l), nil
 }
 
 // CreateAgent implements store.Store (design: Agents and handles; vend).

@@ -13,7 +13,7 @@ import (
 )
 
 // Intake (design: Hooks): hooks and their deliveries over the generated
-// queries (sql/hooks.sql).
+// queries (sql/queries.sql).
 
 func hookFrom(r dbsqlc.Hook) (domain.Hook, error) {
 	f, err := storeutil.DecodeFilter(r.Filter)

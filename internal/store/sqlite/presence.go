@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -26,23 +25,9 @@ import (
 // domain.MaxRings, which sqlc cannot; ListAgentsChangedSince carries an
 // INDEXED BY hint (TestPresencePlans checks its plan); UpdatePresence is not
 // in sql/ yet. ClaimTransition and PendingDoorbellTodos are generated
-// (sql/presence.sql).
+// (sql/queries.sql).
 
 var _ store.PresenceStore = (*Store)(nil)
-
-// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
-// in microseconds: added to a time it gives next_ring_at, and NULL once the
-// ring budget is spent.
-var (
-	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
-	// count).
-	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlMicros)
-	// ringDelayNow is the delay for the current count (MarkDigestRung).
-	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
-)
-
-func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 
 // sweepable is the todos_sweep index predicate, verbatim (alias d), so the
 // planner can use the index: pending, push-eligible, ring budget left.

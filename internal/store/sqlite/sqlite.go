@@ -30,7 +30,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
@@ -248,32 +247,4 @@ func mapErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, domain.ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// Time encoding: INTEGER unix microseconds.
-
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func microsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-func nullMicros(t *time.Time) sql.NullInt64 {
-	if t == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
-}
-
-func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
-
-func fromNullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // Persons, personal tokens and console sessions (design: Persons and roles) over the
-// generated queries (sql/team.sql). Times are INTEGER unix microseconds.
+// generated queries (sql/queries.sql). Times are INTEGER unix microseconds.
 
 func personFrom(r dbsqlc.Person) domain.Person {
 	p := domain.Person{ID: r.ID, Name: r.Name, Admin: r.Admin != 0, CreatedAt: fromMicros(r.CreatedAt),

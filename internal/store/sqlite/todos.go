@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -14,8 +14,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Todos and the audit chain over the generated queries (sql/todos.sql,
-// sql/audit.sql).
+// Todos over the generated queries (sql/queries.sql, todos).
 
 // todoCols is every column of todos in table order, what dbsqlc.Todo holds;
 // the hand-written todo statements return it and scan with scanTodo.
@@ -46,29 +45,6 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 		ClaimedAt: fromNullMicros(r.ClaimedAt), FinishedAt: fromNullMicros(r.FinishedAt),
 		NextRingAt: fromNullMicros(r.NextRingAt)}
-}
-
-func rawJSON(v sql.NullString) json.RawMessage {
-	if !v.Valid {
-		return nil
-	}
-	return json.RawMessage(v.String)
-}
-
-// nullJSON binds a JSON document kept byte for byte; nil → NULL.
-func nullJSON(b json.RawMessage) sql.NullString {
-	if b == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: string(b), Valid: true}
-}
-
-// limit maps Limit <= 0 to -1, which LIMIT reads as "no limit".
-func limit(n int) int64 {
-	if n <= 0 {
-		return -1
-	}
-	return int64(n)
 }
 
 // CreateTodo implements store.Store (design: Idempotency keys; dedup
@@ -275,72 +251,16 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	return changed, err
 }
 
-// ---- audit ------------------------------------------------------------------
+// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
+// in microseconds: added to a time it gives next_ring_at, and NULL once the
+// ring budget is spent.
+var (
+	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlMicros)
+	// ringDelayNow is the delay for the current count (MarkDigestRung).
+	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
+)
 
-func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
-	return domain.AuditEntry{Seq: r.Seq, At: fromMicros(r.At), Actor: r.Actor, Action: r.Action,
-		AgentID: r.AgentID, Decision: r.Decision, Data: rawJSON(r.Data), PrevHash: r.PrevHash, Hash: r.Hash}
-}
-
-// appendAudit extends the chain inside tx. The single write connection and
-// BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
-func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	q := s.txq(tx)
-	tail, err := q.AuditTail(ctx)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	e, err := storeutil.AuditEntry(tail.Seq+1, tail.Hash, at, r)
-	if err != nil {
-		return domain.AuditEntry{}, err
-	}
-	err = q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: micros(e.At), Actor: e.Actor,
-		Action: e.Action, AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data),
-		PrevHash: e.PrevHash, Hash: e.Hash})
-	if err != nil {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	return e, nil
-}
-
-// AppendAudit implements store.Store (design: Audit chain).
-func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	var e domain.AuditEntry
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		e, err = s.appendAudit(ctx, tx, at, r)
-		return err
-	})
-	return e, err
-}
-
-// ListAudit implements store.Store. Limit <= 0 means no limit.
-func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
-	rows, err := s.rq.ListAudit(ctx, dbsqlc.ListAuditParams{AfterSeq: p.AfterSeq, AgentID: p.AgentID, Lim: limit(p.Limit)})
-	return storeutil.All(rows, mapErr("list audit", err), auditFrom)
-}
-
-// VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
-// whole chain, in one read snapshot, through domain.AuditVerifier.
-func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
-	// Hand-written: it streams the chain; a generated :many would hold it all.
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
-		FROM audit ORDER BY seq`)
-	if err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	defer rows.Close()
-	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	for rows.Next() {
-		var r dbsqlc.Audit
-		if err := rows.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data,
-			&r.PrevHash, &r.Hash); err != nil {
-			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-		}
-		v.Add(auditFrom(r))
-	}
-	if err := rows.Err(); err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	return v.Result(), nil
-}
+func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
