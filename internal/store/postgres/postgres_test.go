@@ -32,19 +32,35 @@ func openT(tb testing.TB, url string) *Store {
 	return s
 }
 
+// emptyDB opens a fresh schema in the database at dbURL and a goose
+// provider of the migrations on it; it returns the schema's URL. t.Cleanup
+// closes it.
+func emptyDB(t *testing.T, dbURL string) (*sql.DB, *goose.Provider, string) {
+	u := pgtest.FreshSchema(t, dbURL)
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, p, u
+}
+
+// oldDatabase is emptyDB in a fresh database migrated up to version, the
+// schema of an older release, for a migration test to write its rows in.
+func oldDatabase(t *testing.T, version int64) (*sql.DB, *goose.Provider, string) {
+	db, p, u := emptyDB(t, pgtest.FreshDatabase(t))
+	storetest.MigrateTo(t, p, version)
+	return db, p, u
+}
+
 func TestContract(t *testing.T) {
 	dbURL := pgtest.FreshDatabase(t)
 	empty := func(t *testing.T) storetest.EmptyDatabase {
-		u := pgtest.FreshSchema(t, dbURL)
-		db, err := sql.Open("pgx", u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, p, u := emptyDB(t, dbURL)
 		return storetest.EmptyDatabase{Migrations: p, Open: func(t *testing.T) store.Store { return openT(t, u) }}
 	}
 	storetest.Run(t, storetest.Harness{Parallel: true, Empty: empty, New: func(t *testing.T) storetest.Instance {

@@ -14,7 +14,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Todos over the generated queries (sql/queries.sql, todos).
+// Todos over the generated queries (sql/queries.sql).
 
 // todoCols is every column of todos in table order, what dbsqlc.Todo holds;
 // the hand-written todo statements return it and scan with scanTodo.
