@@ -1,5 +1,6 @@
 // Package storeutil holds the few pure helpers both store adapters share:
-// time normalisation, slice normalisation, building a chained audit entry
+// time normalisation, slice normalisation, mapping generated rows (rows.go),
+// building a chained audit entry
 // (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
 // It does no I/O.
 package storeutil
