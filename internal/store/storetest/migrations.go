@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -90,5 +91,38 @@ func MigrateTo(t *testing.T, p *goose.Provider, version int64) {
 	t.Helper()
 	if _, err := p.UpTo(t.Context(), version); err != nil {
 		t.Fatalf("up to %d: %v", version, err)
+	}
+}
+
+// CheckPersonTokensMigration runs migration 00003 on db, which is at
+// version 2 and holds persons p1 (admin, token_hash h1) and p2 (member,
+// h2): up moves each person's token into person_tokens as its "bootstrap"
+// token and keeps the role; afterUp, when not nil, checks more at that
+// point; down restores persons.token_hash; up again works.
+func CheckPersonTokensMigration(t *testing.T, db *sql.DB, p *goose.Provider, afterUp func(t *testing.T)) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	var person, name string
+	var admin bool
+	err := db.QueryRowContext(ctx, `SELECT t.person_id, t.name, p.admin FROM person_tokens t
+		JOIN persons p ON p.id = t.person_id WHERE t.hash = 'h2' AND t.revoked_at IS NULL`).Scan(&person, &name, &admin)
+	if err != nil || person != "p2" || name != "bootstrap" || admin {
+		t.Fatalf("after up: %s %s admin=%v err=%v", person, name, admin, err)
+	}
+	if afterUp != nil {
+		afterUp(t)
+	}
+	if _, err := p.DownTo(ctx, 2); err != nil {
+		t.Fatalf("down to 2: %v", err)
+	}
+	var hash string
+	if err := db.QueryRowContext(ctx, `SELECT token_hash FROM persons WHERE id = 'p1'`).Scan(&hash); err != nil || hash != "h1" {
+		t.Fatalf("after down: %q %v", hash, err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
 	}
 }
