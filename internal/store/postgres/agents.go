@@ -27,7 +27,7 @@ const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs
 	handoff, self_clock_in_cap, self_in_stretch, self_in_used, first_stream_at`
 
 // scanAgent scans agentCols into an agent.
-func scanAgent(row pgx.Row) (domain.Agent, error) {
+func scanAgent(row storeutil.Scanner) (domain.Agent, error) {
 	var r dbsqlc.Agent
 	if err := row.Scan(&r.ID, &r.Handle, &r.OwnerID, &r.Name, &r.Active, &r.RevokedAt, &r.Queues,
 		&r.Verbs, &r.BillingMode, &r.BillingModes, &r.ToolClass, &r.CreatedAt, &r.UpdatedAt,

@@ -138,15 +138,8 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 		return nil, mapErr("list changed agents", err)
 	}
 	defer rows.Close()
-	out := []domain.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, mapErr("list changed agents", err)
-		}
-		out = append(out, a)
-	}
-	return out, mapErr("list changed agents", rows.Err())
+	out, err := storeutil.Collect(rows, scanAgent)
+	return out, mapErr("list changed agents", err)
 }
 
 // PendingDoorbellTodos implements store.PresenceStore (design: Digest on return):

@@ -25,7 +25,7 @@ const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency
 	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
 	finished_at, next_ring_at`
 
-func scanTodo(row pgx.Row) (domain.Todo, error) {
+func scanTodo(row storeutil.Scanner) (domain.Todo, error) {
 	var r dbsqlc.Todo
 	if err := row.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
 		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
@@ -51,15 +51,7 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 
 func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 	defer rows.Close()
-	out := []domain.Todo{}
-	for rows.Next() {
-		t, err := scanTodo(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return storeutil.Collect(rows, scanTodo)
 }
 
 // CreateTodo implements store.Store (design: Idempotency keys; dedup
@@ -140,13 +132,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 	queues := storeutil.Strings(p.Queues)
 	r, err := s.q.ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID, Queues: queues,
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Todo{}, todoGate(ctx, s.q, "claim todo", p.TodoID, p.AgentID, queues)
-	}
-	if err != nil {
-		return domain.Todo{}, mapErr("claim todo", err)
-	}
-	return todoFrom(r), nil
+	return s.gated(ctx, "claim todo", r, err, p.TodoID, p.AgentID, queues)
 }
 
 // todoGate explains a conditional update that matched nothing: ErrNotFound
@@ -163,41 +149,35 @@ func todoGate(ctx context.Context, q *dbsqlc.Queries, what, id, agentID string, 
 	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
 }
 
+// gated is the todo a conditional update returned, or, when it matched
+// nothing, why (todoGate).
+func (s *Store) gated(ctx context.Context, what string, r dbsqlc.Todo, err error, id, agentID string, queues []string) (domain.Todo, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Todo{}, todoGate(ctx, s.q, what, id, agentID, queues)
+	}
+	return storeutil.One(r, mapErr(what, err), todoFrom)
+}
+
 // ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	r, err := s.q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	if err != nil {
-		return domain.Todo{}, mapErr("claim next", err)
-	}
-	return todoFrom(r), nil
+	return storeutil.One(r, mapErr("claim next", err), todoFrom)
 }
 
 // RenewLease implements store.Store (design: Lease; renew).
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
 	r, err := s.q.RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Todo{}, todoGate(ctx, s.q, "renew lease", p.TodoID, p.AgentID, nil)
-	}
-	if err != nil {
-		return domain.Todo{}, mapErr("renew lease", err)
-	}
-	return todoFrom(r), nil
+	return s.gated(ctx, "renew lease", r, err, p.TodoID, p.AgentID, nil)
 }
 
 // CompleteTodo implements store.Store (design: Todo lifecycle; complete).
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	r, err := s.q.CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), Result: nullJSON(p.Result)})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Todo{}, todoGate(ctx, s.q, "complete todo", p.TodoID, p.AgentID, nil)
-	}
-	if err != nil {
-		return domain.Todo{}, mapErr("complete todo", err)
-	}
-	return todoFrom(r), nil
+	return s.gated(ctx, "complete todo", r, err, p.TodoID, p.AgentID, nil)
 }
 
 // FailTodo implements store.Store (design: Retries and dead letter).
@@ -299,6 +279,13 @@ func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
 		AgentID: r.AgentID, Decision: r.Decision, Data: rawJSON(r.Data), PrevHash: r.PrevHash, Hash: r.Hash}
 }
 
+// scanAudit scans a row of every audit column in table order.
+func scanAudit(sc storeutil.Scanner) (domain.AuditEntry, error) {
+	var r dbsqlc.Audit
+	err := sc.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data, &r.PrevHash, &r.Hash)
+	return auditFrom(r), err
+}
+
 // appendAudit extends the chain inside tx. The advisory lock, held until tx
 // ends, serialises appends across connections and instances, so two appends
 // never read the same tail.
@@ -351,15 +338,7 @@ func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (dom
 	}
 	defer rows.Close()
 	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	for rows.Next() {
-		var r dbsqlc.Audit
-		if err := rows.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data,
-			&r.PrevHash, &r.Hash); err != nil {
-			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-		}
-		v.Add(auditFrom(r))
-	}
-	if err := rows.Err(); err != nil {
+	if err := storeutil.Each(rows, scanAudit, v.Add); err != nil {
 		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
 	}
 	return v.Result(), nil

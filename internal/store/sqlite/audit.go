@@ -20,6 +20,13 @@ func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
 		AgentID: r.AgentID, Decision: r.Decision, Data: rawJSON(r.Data), PrevHash: r.PrevHash, Hash: r.Hash}
 }
 
+// scanAudit scans a row of every audit column in table order.
+func scanAudit(sc scanner) (domain.AuditEntry, error) {
+	var r dbsqlc.Audit
+	err := sc.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data, &r.PrevHash, &r.Hash)
+	return auditFrom(r), err
+}
+
 // appendAudit extends the chain inside tx. The single write connection and
 // BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
 func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
@@ -69,15 +76,7 @@ func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (dom
 	}
 	defer rows.Close()
 	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	for rows.Next() {
-		var r dbsqlc.Audit
-		if err := rows.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data,
-			&r.PrevHash, &r.Hash); err != nil {
-			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-		}
-		v.Add(auditFrom(r))
-	}
-	if err := rows.Err(); err != nil {
+	if err := storeutil.Each(rows, scanAudit, v.Add); err != nil {
 		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
 	}
 	return v.Result(), nil

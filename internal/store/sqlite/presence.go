@@ -138,15 +138,8 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 		return nil, mapErr("list changed agents", err)
 	}
 	defer rows.Close()
-	out := []domain.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, mapErr("list changed agents", err)
-		}
-		out = append(out, a)
-	}
-	return out, mapErr("list changed agents", rows.Err())
+	out, err := storeutil.Collect(rows, scanAgent)
+	return out, mapErr("list changed agents", err)
 }
 
 // PendingDoorbellTodos implements store.PresenceStore (design: Digest on return):
@@ -226,23 +219,16 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	if limit <= 0 {
 		limit = -1
 	}
-	out := []domain.Todo{}
+	var out []domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
 		rows, err := s.in(tx).QueryContext(ctx, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
 			encodeList(p.Excluded), micros(p.Now), perAgent, limit)
 		if err != nil {
 			return mapErr("sweep ring", err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			t, err := scanTodo(rows)
-			if err != nil {
-				return mapErr("sweep ring", err)
-			}
-			out = append(out, t)
-		}
-		return mapErr("sweep ring", rows.Err())
+		out, err = storeutil.Collect(rows, scanTodo)
+		return mapErr("sweep ring", err)
 	})
 	if err != nil {
 		return nil, err
@@ -276,23 +262,16 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	if limit <= 0 {
 		limit = -1
 	}
-	out := []domain.Todo{}
+	var out []domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
 		rows, err := s.in(tx).QueryContext(ctx, ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
 			encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit)
 		if err != nil {
 			return mapErr("ring missed", err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			t, err := scanTodo(rows)
-			if err != nil {
-				return mapErr("ring missed", err)
-			}
-			out = append(out, t)
-		}
-		return mapErr("ring missed", rows.Err())
+		out, err = storeutil.Collect(rows, scanTodo)
+		return mapErr("ring missed", err)
 	})
 	if err != nil {
 		return nil, err
@@ -314,9 +293,8 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 	if err != nil {
 		return nil, err
 	}
-	out := []string{}
+	var out []string
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
 		rows, err := s.in(tx).QueryContext(ctx, `UPDATE todos
 			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
 			    next_ring_at = ?2 + `+ringDelayAfterRing+`
@@ -329,14 +307,8 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 			return mapErr("failover rings", err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return mapErr("failover rings", err)
-			}
-			out = append(out, id)
-		}
-		return mapErr("failover rings", rows.Err())
+		out, err = storeutil.Collect(rows, storeutil.ScanString)
+		return mapErr("failover rings", err)
 	})
 	if err != nil {
 		return nil, err

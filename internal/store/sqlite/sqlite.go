@@ -140,10 +140,7 @@ func (s *Store) open(ctx context.Context) error {
 			return fmt.Errorf("sqlite store: %w", err)
 		}
 		// Every connection to :memory: is its own database: keep exactly one.
-		db.SetMaxOpenConns(1)
-		db.SetMaxIdleConns(1)
-		db.SetConnMaxLifetime(0)
-		db.SetConnMaxIdleTime(0)
+		singleConn(db)
 		s.w, s.r = db, db
 		return db.PingContext(ctx)
 	}
@@ -152,10 +149,7 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlite store: %w", err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
+	singleConn(w)
 	s.w = w
 	// The writer creates the file and switches it to WAL before any reader.
 	if err := w.PingContext(ctx); err != nil {
@@ -170,6 +164,14 @@ func (s *Store) open(ctx context.Context) error {
 	r.SetMaxIdleConns(n)
 	s.r = r
 	return nil
+}
+
+// singleConn makes db one connection, kept open for the handle's life.
+func singleConn(db *sql.DB) {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
 }
 
 // read is the read pool through its statement cache.

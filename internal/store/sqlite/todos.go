@@ -118,11 +118,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 		queues := encodeList(p.Queues)
 		r, err := s.txq(tx).ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 			Queues: queues, Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "claim todo", p.TodoID, p.AgentID, queues)
-		}
-		t = todoFrom(r)
-		return mapErr("claim todo", err)
+		return s.gated(ctx, tx, "claim todo", r, err, p.TodoID, p.AgentID, queues, &t)
 	})
 	return t, err
 }
@@ -139,6 +135,19 @@ func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, que
 		return fmt.Errorf("%s: %w", what, domain.ErrNotFound)
 	}
 	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
+}
+
+// gated sets *t to the todo a conditional update in tx returned, or, when
+// it matched nothing, explains why (todoGate).
+func (s *Store) gated(ctx context.Context, tx *sql.Tx, what string, r dbsqlc.Todo, err error, id, agentID, queues string, t *domain.Todo) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return s.todoGate(ctx, tx, what, id, agentID, queues)
+	}
+	if err != nil {
+		return mapErr(what, err)
+	}
+	*t = todoFrom(r)
+	return nil
 }
 
 // ClaimNext implements store.Store (design: Lease; claim_next): the oldest
@@ -160,11 +169,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		r, err := s.txq(tx).RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
 			Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "renew lease", p.TodoID, p.AgentID, "")
-		}
-		t = todoFrom(r)
-		return mapErr("renew lease", err)
+		return s.gated(ctx, tx, "renew lease", r, err, p.TodoID, p.AgentID, "", &t)
 	})
 	return t, err
 }
@@ -175,11 +180,7 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		r, err := s.txq(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 			Now: micros(p.Now), Result: nullJSON(p.Result)})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "complete todo", p.TodoID, p.AgentID, "")
-		}
-		t = todoFrom(r)
-		return mapErr("complete todo", err)
+		return s.gated(ctx, tx, "complete todo", r, err, p.TodoID, p.AgentID, "", &t)
 	})
 	return t, err
 }

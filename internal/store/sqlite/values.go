@@ -39,7 +39,7 @@ func fromNullMicros(v sql.NullInt64) *time.Time {
 	return &t
 }
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = storeutil.Scanner
 
 func nullStr(v sql.NullString) *string {
 	if !v.Valid {

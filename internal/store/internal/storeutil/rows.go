@@ -52,3 +52,43 @@ func AllErr[R, T any](rows []R, err error, from func(R) (T, error)) ([]T, error)
 	}
 	return out, nil
 }
+
+// Scanner is one row of a result set, as database/sql and pgx both give it.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Rows is a result set of either driver; the caller closes it.
+type Rows interface {
+	Scanner
+	Next() bool
+	Err() error
+}
+
+// Each calls add with every row of rows, read by scan, in order, holding
+// none of them; it stops at the first error (of scan or of rows).
+func Each[T any](rows Rows, scan func(Scanner) (T, error), add func(T)) error {
+	for rows.Next() {
+		t, err := scan(rows)
+		if err != nil {
+			return err
+		}
+		add(t)
+	}
+	return rows.Err()
+}
+
+// Collect is Each into a slice: every row in order (non-nil, empty for
+// none), or nil and the first error.
+func Collect[T any](rows Rows, scan func(Scanner) (T, error)) ([]T, error) {
+	out := []T{}
+	if err := Each(rows, scan, func(t T) { out = append(out, t) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScanString reads a row of one text column (an id).
+func ScanString(sc Scanner) (string, error) {
+	var s string
+	err := sc.Scan(&s)
+	return s, err
+}
