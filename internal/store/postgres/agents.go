@@ -16,17 +16,7 @@ import (
 
 // Agents and credentials over the generated queries (sql/queries.sql).
 
-// agentCols is every column of agents in table order, what dbsqlc.Agent
-// holds; the hand-written agent reads select it and scan with scanAgent.
-const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
-	billing_mode, billing_modes, tool_class, created_at, updated_at,
-	shift, presence_override, override_until, override_set_at, override_by,
-	presence_seen, presence_changed_at, presence_changed_by,
-	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
-	reported_runtime_version, reported_state, project_readiness,
-	handoff, self_clock_in_cap, self_in_stretch, self_in_used, first_stream_at`
-
-// scanAgent scans agentCols into an agent.
+// scanAgent scans storeutil.AgentCols into an agent.
 func scanAgent(row storeutil.Scanner) (domain.Agent, error) {
 	var r dbsqlc.Agent
 	if err := row.Scan(&r.ID, &r.Handle, &r.OwnerID, &r.Name, &r.Active, &r.RevokedAt, &r.Queues,

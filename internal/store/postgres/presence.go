@@ -73,7 +73,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				updated_at = $9
 			WHERE id = $1 AND (NOT $15::boolean OR (presence_override IS NOT DISTINCT FROM $16::text
 				AND override_set_at IS NOT DISTINCT FROM $17::timestamptz AND override_by IS NOT DISTINCT FROM $18::text))
-			RETURNING `+agentCols,
+			RETURNING `+storeutil.AgentCols,
 			p.AgentID, p.SetShift, textPtr(p.Shift), p.SetOverride, override, until, setAt, by, micro(p.Now),
 			p.SetBudget, storeutil.MicroPtr(p.SelfInStretch), int64(p.SelfInUsed/time.Second),
 			p.SetCap, int64(p.SelfClockInCap/time.Second),
@@ -117,9 +117,9 @@ func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionPara
 // ($1 after id, $2 limit), and those changed since $1 ($2 after id, $3
 // limit), which the agents_updated index serves.
 const (
-	unrevokedAgentsSQL = `SELECT ` + agentCols + ` FROM agents
+	unrevokedAgentsSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents
 		WHERE revoked_at IS NULL AND id > $1 ORDER BY id LIMIT $2`
-	changedSinceSQL = `SELECT ` + agentCols + ` FROM agents
+	changedSinceSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents
 		WHERE updated_at >= $1 AND revoked_at IS NULL AND id > $2 ORDER BY id LIMIT $3`
 )
 
@@ -217,7 +217,7 @@ var sweepRingSQL = `WITH pick AS MATERIALIZED (
 	    next_ring_at = $3::timestamptz + ` + ringDelayAfterRing + `
 	FROM pick
 	WHERE todos.id = pick.pick_id AND ` + sweepable + ` AND next_ring_at <= $3
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // SweepRing implements store.PresenceStore (design: Sweep) with
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
@@ -259,7 +259,7 @@ var ringMissedSQL = `WITH pick AS MATERIALIZED (
 	    next_ring_at = $4::timestamptz + ` + ringDelayAfterRing + `
 	FROM pick
 	WHERE todos.id = pick.pick_id AND todos.state = 'pending' AND todos.ring_attempts = 0 AND todos.last_ringed_at IS NULL
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.

@@ -67,7 +67,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				self_clock_in_cap = CASE WHEN ?13 THEN ?14 ELSE self_clock_in_cap END,
 				updated_at = ?9
 			WHERE id = ?1 AND (NOT ?15 OR (presence_override IS ?16 AND override_set_at IS ?17 AND override_by IS ?18))
-			RETURNING `+agentCols,
+			RETURNING `+storeutil.AgentCols,
 			p.AgentID, p.SetShift, nullText(p.Shift), p.SetOverride, override, until, setAt, by, micros(p.Now),
 			p.SetBudget, microsPtr(p.SelfInStretch), int64(p.SelfInUsed/time.Second),
 			p.SetCap, int64(p.SelfClockInCap/time.Second),
@@ -111,9 +111,9 @@ func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionPara
 // (?1 after id, ?2 limit), and those changed since ?1 (?2 after id, ?3
 // limit) through the agents_updated index.
 const (
-	unrevokedAgentsSQL = `SELECT ` + agentCols + ` FROM agents
+	unrevokedAgentsSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents
 		WHERE revoked_at IS NULL AND id > ?1 ORDER BY id LIMIT ?2`
-	changedSinceSQL = `SELECT ` + agentCols + ` FROM agents INDEXED BY agents_updated
+	changedSinceSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents INDEXED BY agents_updated
 		WHERE updated_at >= ?1 AND revoked_at IS NULL AND id > ?2 ORDER BY id LIMIT ?3`
 )
 
@@ -203,7 +203,7 @@ var sweepRingSQL = `UPDATE todos
 				ORDER BY d.next_ring_at, d.id LIMIT ?4)
 		)
 		ORDER BY turn, due, id LIMIT ?5)
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // SweepRing implements store.PresenceStore (design: Sweep) with
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
@@ -250,7 +250,7 @@ var ringMissedSQL = `UPDATE todos
 		  AND d.agent_id || ':' || d.queue NOT IN (SELECT value FROM json_each(?2))
 		ORDER BY d.created_at, d.id LIMIT ?5)
 	  AND state = 'pending' AND ring_attempts = 0 AND last_ringed_at IS NULL
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.

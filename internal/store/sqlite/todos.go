@@ -16,13 +16,6 @@ import (
 
 // Todos over the generated queries (sql/queries.sql).
 
-// todoCols is every column of todos in table order, what dbsqlc.Todo holds;
-// the hand-written todo statements return it and scan with scanTodo.
-const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
-	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
-	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-	finished_at, next_ring_at`
-
 func scanTodo(sc scanner) (domain.Todo, error) {
 	var r dbsqlc.Todo
 	if err := sc.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
