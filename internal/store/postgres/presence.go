@@ -226,14 +226,20 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sweepRingSQL, storeutil.SortedUnique(p.Receivers),
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, storeutil.SortedUnique(p.Receivers),
 		storeutil.Strings(p.Excluded), micro(p.Now), limitArg(p.PerAgent), limitArg(p.Limit))
+}
+
+// ringTodos runs a ring statement returning storeutil.TodoCols: the todos
+// it rang.
+func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, mapErr("sweep ring", err)
+		return nil, mapErr(what, err)
 	}
 	out, err := collectTodos(rows)
 	if err != nil {
-		return nil, mapErr("sweep ring", err)
+		return nil, mapErr(what, err)
 	}
 	return out, nil
 }
@@ -267,16 +273,8 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	rows, err := s.pool.Query(ctx, ringMissedSQL, storeutil.SortedUnique(p.Receivers),
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, storeutil.SortedUnique(p.Receivers),
 		storeutil.Strings(p.Excluded), micro(p.Since), micro(p.Now), limitArg(p.Limit))
-	if err != nil {
-		return nil, mapErr("ring missed", err)
-	}
-	out, err := collectTodos(rows)
-	if err != nil {
-		return nil, mapErr("ring missed", err)
-	}
-	return out, nil
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one

@@ -212,23 +212,22 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	perAgent, limit := p.PerAgent, p.Limit
-	if perAgent <= 0 {
-		perAgent = -1
-	}
-	if limit <= 0 {
-		limit = -1
-	}
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+		encodeList(p.Excluded), micros(p.Now), limit(p.PerAgent), limit(p.Limit))
+}
+
+// ringTodos runs a ring statement returning storeutil.TodoCols in one
+// write transaction: the todos it rang.
+func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
 	var out []domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := s.in(tx).QueryContext(ctx, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-			encodeList(p.Excluded), micros(p.Now), perAgent, limit)
+		rows, err := s.in(tx).QueryContext(ctx, query, args...)
 		if err != nil {
-			return mapErr("sweep ring", err)
+			return mapErr(what, err)
 		}
 		defer rows.Close()
 		out, err = storeutil.Collect(rows, scanTodo)
-		return mapErr("sweep ring", err)
+		return mapErr(what, err)
 	})
 	if err != nil {
 		return nil, err
@@ -258,25 +257,8 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	var out []domain.Todo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := s.in(tx).QueryContext(ctx, ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-			encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit)
-		if err != nil {
-			return mapErr("ring missed", err)
-		}
-		defer rows.Close()
-		out, err = storeutil.Collect(rows, scanTodo)
-		return mapErr("ring missed", err)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+		encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit(p.Limit))
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one
