@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"database/sql"
-	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -111,31 +110,24 @@ func TestTwoInstances(t *testing.T) {
 		if _, _, err := stores[round%2].CreateTodo(ctx, store.CreateTodoParams{Todo: td}); err != nil {
 			t.Fatal(err)
 		}
-		var wins, conflicts int
-		var mu sync.Mutex
+		errs := make([]error, 2)
 		start := make(chan struct{})
 		for i := range 2 {
 			wg.Go(func() {
 				<-start
-				_, err := stores[i].ClaimTodo(ctx, store.ClaimTodoParams{AgentID: "a1", TodoID: td.ID, Queues: []string{"q"},
+				_, errs[i] = stores[i].ClaimTodo(ctx, store.ClaimTodoParams{AgentID: "a1", TodoID: td.ID, Queues: []string{"q"},
 					Lease: time.Minute, Now: storetest.Base})
 				if _, aerr := stores[i].AppendAudit(ctx, storetest.Base, domain.AuditRecord{Actor: "system", Action: "x"}); aerr != nil {
 					t.Error(aerr)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					wins++
-				case errors.Is(err, domain.ErrConflict):
-					conflicts++
-				default:
-					t.Error(err)
 				}
 			})
 		}
 		close(start)
 		wg.Wait()
+		wins, conflicts, err := storetest.Outcome(errs)
+		if err != nil {
+			t.Error(err)
+		}
 		if wins != 1 || conflicts != 1 {
 			t.Fatalf("round %d: %d wins, %d conflicts across instances", round, wins, conflicts)
 		}

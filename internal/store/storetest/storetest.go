@@ -320,3 +320,28 @@ func seqs(es []domain.AuditEntry) string {
 	}
 	return s + "]"
 }
+
+// idsOf returns the id of each item, in order (non-nil, empty for none).
+func idsOf[T any](items []T, id func(T) string) []string {
+	ids := make([]string, 0, len(items))
+	for _, it := range items {
+		ids = append(ids, id(it))
+	}
+	return ids
+}
+
+// Outcome counts what racing calls returned: wins (nil) and conflicts
+// (domain.ErrConflict); the first other error is returned.
+func Outcome(errs []error) (wins, conflicts int, err error) {
+	for _, e := range errs {
+		switch {
+		case e == nil:
+			wins++
+		case errors.Is(e, domain.ErrConflict):
+			conflicts++
+		case err == nil:
+			err = e
+		}
+	}
+	return wins, conflicts, err
+}
