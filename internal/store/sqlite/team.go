@@ -191,22 +191,24 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 	return t, err
 }
 
+// personAndToken maps a TokenWithPerson row read with err.
+func personAndToken(r dbsqlc.TokenWithPersonRow, err error) (domain.Person, domain.PersonToken, error) {
+	if err != nil {
+		return domain.Person{}, domain.PersonToken{}, err
+	}
+	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
+}
+
 // TokenByHash implements store.Store.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
 	r, err := s.rq.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{Hash: hash})
-	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr("token by hash", err)
-	}
-	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
+	return personAndToken(r, mapErr("token by hash", err))
 }
 
 // TokenByID implements store.Store.
 func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error) {
 	r, err := s.rq.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{ID: id})
-	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr("token by id", err)
-	}
-	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
+	return personAndToken(r, mapErr("token by id", err))
 }
 
 // TouchToken implements store.Store.
