@@ -213,8 +213,7 @@ var sweepRingSQL = `WITH pick AS MATERIALIZED (
 		ORDER BY pick.turn, pick.next_ring_at, pick.id
 		LIMIT $5)
 	UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
-	    next_ring_at = $3::timestamptz + ` + ringDelayAfterRing + `
+	` + ringSet("$3") + `
 	FROM pick
 	WHERE todos.id = pick.pick_id AND ` + sweepable + ` AND next_ring_at <= $3
 	RETURNING ` + storeutil.TodoCols
@@ -261,8 +260,7 @@ var ringMissedSQL = `WITH pick AS MATERIALIZED (
 		LIMIT $5
 		FOR UPDATE SKIP LOCKED)
 	UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = $4,
-	    next_ring_at = $4::timestamptz + ` + ringDelayAfterRing + `
+	` + ringSet("$4") + `
 	FROM pick
 	WHERE todos.id = pick.pick_id AND todos.state = 'pending' AND todos.ring_attempts = 0 AND todos.last_ringed_at IS NULL
 	RETURNING ` + storeutil.TodoCols
@@ -290,8 +288,7 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 		ids[i], rungAt[i] = r.TodoID, micro(r.RungAt)
 	}
 	rows, err := s.pool.Query(ctx, `UPDATE todos
-		SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
-		    next_ring_at = $3::timestamptz + `+ringDelayAfterRing+`
+		`+ringSet("$3")+`
 		FROM unnest($1::text[], $2::timestamptz[]) AS f(id, rung_at)
 		WHERE todos.id = f.id AND todos.state = 'pending' AND todos.push_eligible AND todos.ring_attempts < `+strconv.Itoa(domain.MaxRings)+`
 		  AND (todos.last_ringed_at IS NULL OR todos.last_ringed_at <= f.rung_at)

@@ -238,8 +238,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
 	// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
 	tag, err := s.pool.Exec(ctx, `UPDATE todos
-		SET ring_attempts = ring_attempts + 1, last_ringed_at = $2,
-		    next_ring_at = $2::timestamptz + `+ringDelayAfterRing+`
+		`+ringSet("$2")+`
 		WHERE id = $1 AND state = 'pending'`, p.TodoID, micro(p.At))
 	if err != nil {
 		return false, mapErr("mark rung", err)
@@ -258,6 +257,14 @@ var (
 	// ringDelayNow is the delay for the current count (MarkDigestRung).
 	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlInterval)
 )
+
+// ringSet is the SET clause of a ring rung at the parameter at (MarkRung,
+// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
+// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
+func ringSet(at string) string {
+	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
+		", next_ring_at = " + at + "::timestamptz + " + ringDelayAfterRing
+}
 
 // sqlInterval renders d as an exact interval literal.
 func sqlInterval(d time.Duration) string {

@@ -188,8 +188,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 // ?4; row_number() numbers each agent's picks, and ordering by that turn
 // takes every agent's first before anyone's second, at most ?5 in all.
 var sweepRingSQL = `UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = ?3,
-	    next_ring_at = ?3 + ` + ringDelayAfterRing + `
+	` + ringSet("?3") + `
 	WHERE rowid IN (
 		SELECT rid FROM (
 			SELECT t.rowid AS rid, t.next_ring_at AS due, t.id AS id,
@@ -240,8 +239,7 @@ func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) 
 // array), ?3 since, ?4 now, ?5 limit (-1: none). Writes are serialised, so
 // the outer re-check is enough for racing callers.
 var ringMissedSQL = `UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = ?4,
-	    next_ring_at = ?4 + ` + ringDelayAfterRing + `
+	` + ringSet("?4") + `
 	WHERE rowid IN (
 		SELECT d.rowid FROM todos AS d
 		WHERE d.agent_id IN (SELECT value FROM json_each(?1)) AND ` + sweepable + `
@@ -278,8 +276,7 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 	var out []string
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		rows, err := s.in(tx).QueryContext(ctx, `UPDATE todos
-			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
-			    next_ring_at = ?2 + `+ringDelayAfterRing+`
+			`+ringSet("?2")+`
 			WHERE rowid IN (
 				SELECT d.rowid FROM json_each(?1) AS f
 				JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')

@@ -232,8 +232,7 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
 		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
-			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
-			    next_ring_at = ?2 + `+ringDelayAfterRing+`
+			`+ringSet("?2")+`
 			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
 		if err != nil {
 			return mapErr("mark rung", err)
@@ -256,5 +255,13 @@ var (
 	// ringDelayNow is the delay for the current count (MarkDigestRung).
 	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
 )
+
+// ringSet is the SET clause of a ring rung at the parameter at (MarkRung,
+// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
+// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
+func ringSet(at string) string {
+	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
+		", next_ring_at = " + at + " + " + ringDelayAfterRing
+}
 
 func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
