@@ -14,20 +14,10 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// Agents and credentials over the generated queries (sql/agents.sql).
+// Agents and credentials over the generated queries (sql/queries.sql).
 
-// agentCols is every column of agents in table order, what dbsqlc.Agent
-// holds; the hand-written agent reads select it and scan with scanAgent.
-const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
-	billing_mode, billing_modes, tool_class, created_at, updated_at,
-	shift, presence_override, override_until, override_set_at, override_by,
-	presence_seen, presence_changed_at, presence_changed_by,
-	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
-	reported_runtime_version, reported_state, project_readiness,
-	handoff, self_clock_in_cap, self_in_stretch, self_in_used, first_stream_at`
-
-// scanAgent scans agentCols into an agent.
-func scanAgent(row pgx.Row) (domain.Agent, error) {
+// scanAgent scans storeutil.AgentCols into an agent.
+func scanAgent(row storeutil.Scanner) (domain.Agent, error) {
 	var r dbsqlc.Agent
 	if err := row.Scan(&r.ID, &r.Handle, &r.OwnerID, &r.Name, &r.Active, &r.RevokedAt, &r.Queues,
 		&r.Verbs, &r.BillingMode, &r.BillingModes, &r.ToolClass, &r.CreatedAt, &r.UpdatedAt,
@@ -66,18 +56,6 @@ func agentFrom(r dbsqlc.Agent) (domain.Agent, error) {
 	return a, nil
 }
 
-func agentsFrom(rows []dbsqlc.Agent) ([]domain.Agent, error) {
-	out := make([]domain.Agent, 0, len(rows))
-	for _, r := range rows {
-		a, err := agentFrom(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
 // CreateAgent implements store.Store (design: Agents and handles; vend).
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
@@ -103,30 +81,23 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 
 // GetAgent implements store.Store: by Ref.ID when set, else by Ref.Handle.
 func (s *Store) GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error) {
-	var r dbsqlc.Agent
-	var err error
+	arg := dbsqlc.GetAgentParams{ID: ref.ID}
 	switch {
 	case ref.ID != "":
-		r, err = s.q.GetAgentByID(ctx, ref.ID)
 	case ref.Handle != "":
-		r, err = s.q.GetAgentByHandle(ctx, ref.Handle)
+		arg.Handle = ref.Handle
 	default:
 		return domain.Agent{}, fmt.Errorf("get agent: empty ref: %w", domain.ErrNotFound)
 	}
-	if err != nil {
-		return domain.Agent{}, mapErr("get agent", err)
-	}
-	a, err := agentFrom(r)
+	r, err := s.q.GetAgent(ctx, arg)
+	a, err := storeutil.OneErr(r, err, agentFrom)
 	return a, mapErr("get agent", err)
 }
 
 // ListAgents implements store.Store.
 func (s *Store) ListAgents(ctx context.Context, p store.ListAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.q.ListAgents(ctx, p.OwnerID)
-	if err != nil {
-		return nil, mapErr("list agents", err)
-	}
-	out, err := agentsFrom(rows)
+	out, err := storeutil.AllErr(rows, err, agentFrom)
 	return out, mapErr("list agents", err)
 }
 
@@ -187,7 +158,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		}
 		q := dbsqlc.New(tx)
 		now := micro(p.Now)
-		r, err := q.RevokeAgent(ctx, dbsqlc.RevokeAgentParams{ID: p.ID, Now: &now})
+		r, err := q.UpdateAgent(ctx, dbsqlc.UpdateAgentParams{ID: p.ID, Now: now, RevokedAt: &now, Active: new(false)})
 		if err != nil {
 			return mapErr("revoke agent", err)
 		}

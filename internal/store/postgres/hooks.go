@@ -14,7 +14,7 @@ import (
 )
 
 // Intake (design: Hooks): hooks and their deliveries over the generated
-// queries (sql/hooks.sql).
+// queries (sql/queries.sql).
 
 // hookFrom turns a row into a hook, every time in UTC.
 func hookFrom(r dbsqlc.Hook) (domain.Hook, error) {
@@ -50,28 +50,15 @@ func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error 
 // GetHook implements store.HookStore.
 func (s *Store) GetHook(ctx context.Context, id string) (domain.Hook, error) {
 	r, err := s.q.GetHook(ctx, id)
-	if err != nil {
-		return domain.Hook{}, mapErr("get hook", err)
-	}
-	h, err := hookFrom(r)
+	h, err := storeutil.OneErr(r, err, hookFrom)
 	return h, mapErr("get hook", err)
 }
 
 // ListHooks implements store.HookStore: oldest first.
 func (s *Store) ListHooks(ctx context.Context, p store.ListHooksParams) ([]domain.Hook, error) {
 	rows, err := s.q.ListHooks(ctx, dbsqlc.ListHooksParams{OwnerID: p.OwnerID, AgentID: p.AgentID})
-	if err != nil {
-		return nil, mapErr("list hooks", err)
-	}
-	out := make([]domain.Hook, 0, len(rows))
-	for _, r := range rows {
-		h, err := hookFrom(r)
-		if err != nil {
-			return nil, mapErr("list hooks", err)
-		}
-		out = append(out, h)
-	}
-	return out, nil
+	out, err := storeutil.AllErr(rows, err, hookFrom)
+	return out, mapErr("list hooks", err)
 }
 
 // RotateHookSecret implements store.HookStore.
@@ -157,12 +144,5 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 		limit = 20
 	}
 	rows, err := s.q.ListDeliveries(ctx, dbsqlc.ListDeliveriesParams{HookID: p.HookID, Limit: int32(min(limit, 1<<31-1))})
-	if err != nil {
-		return nil, mapErr("list deliveries", err)
-	}
-	out := make([]domain.HookDelivery, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, deliveryFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list deliveries", err), deliveryFrom)
 }

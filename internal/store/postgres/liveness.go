@@ -26,10 +26,7 @@ const persistChunk = 2000
 // ListLiveAgents implements store.LivenessStore (design: Start rule).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.q.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limitArg(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list live agents", err)
-	}
-	out, err := agentsFrom(rows)
+	out, err := storeutil.AllErr(rows, err, agentFrom)
 	return out, mapErr("list live agents", err)
 }
 

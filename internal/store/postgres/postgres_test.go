@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"database/sql"
-	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -32,19 +31,35 @@ func openT(tb testing.TB, url string) *Store {
 	return s
 }
 
+// emptyDB opens a fresh schema in the database at dbURL and a goose
+// provider of the migrations on it; it returns the schema's URL. t.Cleanup
+// closes it.
+func emptyDB(t *testing.T, dbURL string) (*sql.DB, *goose.Provider, string) {
+	u := pgtest.FreshSchema(t, dbURL)
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, p, u
+}
+
+// oldDatabase is emptyDB in a fresh database migrated up to version, the
+// schema of an older release, for a migration test to write its rows in.
+func oldDatabase(t *testing.T, version int64) (*sql.DB, *goose.Provider, string) {
+	db, p, u := emptyDB(t, pgtest.FreshDatabase(t))
+	storetest.MigrateTo(t, p, version)
+	return db, p, u
+}
+
 func TestContract(t *testing.T) {
 	dbURL := pgtest.FreshDatabase(t)
 	empty := func(t *testing.T) storetest.EmptyDatabase {
-		u := pgtest.FreshSchema(t, dbURL)
-		db, err := sql.Open("pgx", u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, p, u := emptyDB(t, dbURL)
 		return storetest.EmptyDatabase{Migrations: p, Open: func(t *testing.T) store.Store { return openT(t, u) }}
 	}
 	storetest.Run(t, storetest.Harness{Parallel: true, Empty: empty, New: func(t *testing.T) storetest.Instance {
@@ -95,31 +110,24 @@ func TestTwoInstances(t *testing.T) {
 		if _, _, err := stores[round%2].CreateTodo(ctx, store.CreateTodoParams{Todo: td}); err != nil {
 			t.Fatal(err)
 		}
-		var wins, conflicts int
-		var mu sync.Mutex
+		errs := make([]error, 2)
 		start := make(chan struct{})
 		for i := range 2 {
 			wg.Go(func() {
 				<-start
-				_, err := stores[i].ClaimTodo(ctx, store.ClaimTodoParams{AgentID: "a1", TodoID: td.ID, Queues: []string{"q"},
+				_, errs[i] = stores[i].ClaimTodo(ctx, store.ClaimTodoParams{AgentID: "a1", TodoID: td.ID, Queues: []string{"q"},
 					Lease: time.Minute, Now: storetest.Base})
 				if _, aerr := stores[i].AppendAudit(ctx, storetest.Base, domain.AuditRecord{Actor: "system", Action: "x"}); aerr != nil {
 					t.Error(aerr)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					wins++
-				case errors.Is(err, domain.ErrConflict):
-					conflicts++
-				default:
-					t.Error(err)
 				}
 			})
 		}
 		close(start)
 		wg.Wait()
+		wins, conflicts, err := storetest.Outcome(errs)
+		if err != nil {
+			t.Error(err)
+		}
 		if wins != 1 || conflicts != 1 {
 			t.Fatalf("round %d: %d wins, %d conflicts across instances", round, wins, conflicts)
 		}

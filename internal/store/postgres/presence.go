@@ -25,29 +25,9 @@ import (
 // built from domain.SweepDelays and the todos_sweep predicate built from
 // domain.MaxRings, which sqlc cannot; UpdatePresence and
 // ListAgentsChangedSince are not in sql/ yet. ClaimTransition and
-// PendingDoorbellTodos are generated (sql/presence.sql).
+// PendingDoorbellTodos are generated (sql/queries.sql).
 
 var _ store.PresenceStore = (*Store)(nil)
-
-// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
-// as intervals: added to a time it gives next_ring_at, and NULL once the
-// ring budget is spent.
-var (
-	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
-	// count).
-	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlInterval)
-	// ringDelayNow is the delay for the current count (MarkDigestRung).
-	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlInterval)
-)
-
-// sqlInterval renders d as an exact interval literal.
-func sqlInterval(d time.Duration) string {
-	if d%time.Second == 0 {
-		return "interval '" + strconv.FormatInt(int64(d/time.Second), 10) + " seconds'"
-	}
-	return "interval '" + strconv.FormatInt(d.Microseconds(), 10) + " microseconds'"
-}
 
 // sweepable is the todos_sweep index predicate, verbatim, so the planner
 // can prove the partial index applies: pending, push-eligible, ring budget
@@ -93,7 +73,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				updated_at = $9
 			WHERE id = $1 AND (NOT $15::boolean OR (presence_override IS NOT DISTINCT FROM $16::text
 				AND override_set_at IS NOT DISTINCT FROM $17::timestamptz AND override_by IS NOT DISTINCT FROM $18::text))
-			RETURNING `+agentCols,
+			RETURNING `+storeutil.AgentCols,
 			p.AgentID, p.SetShift, textPtr(p.Shift), p.SetOverride, override, until, setAt, by, micro(p.Now),
 			p.SetBudget, storeutil.MicroPtr(p.SelfInStretch), int64(p.SelfInUsed/time.Second),
 			p.SetCap, int64(p.SelfClockInCap/time.Second),
@@ -137,9 +117,9 @@ func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionPara
 // ($1 after id, $2 limit), and those changed since $1 ($2 after id, $3
 // limit), which the agents_updated index serves.
 const (
-	unrevokedAgentsSQL = `SELECT ` + agentCols + ` FROM agents
+	unrevokedAgentsSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents
 		WHERE revoked_at IS NULL AND id > $1 ORDER BY id LIMIT $2`
-	changedSinceSQL = `SELECT ` + agentCols + ` FROM agents
+	changedSinceSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents
 		WHERE updated_at >= $1 AND revoked_at IS NULL AND id > $2 ORDER BY id LIMIT $3`
 )
 
@@ -158,15 +138,8 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 		return nil, mapErr("list changed agents", err)
 	}
 	defer rows.Close()
-	out := []domain.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, mapErr("list changed agents", err)
-		}
-		out = append(out, a)
-	}
-	return out, mapErr("list changed agents", rows.Err())
+	out, err := storeutil.Collect(rows, scanAgent)
+	return out, mapErr("list changed agents", err)
 }
 
 // PendingDoorbellTodos implements store.PresenceStore (design: Digest on return):
@@ -240,11 +213,10 @@ var sweepRingSQL = `WITH pick AS MATERIALIZED (
 		ORDER BY pick.turn, pick.next_ring_at, pick.id
 		LIMIT $5)
 	UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
-	    next_ring_at = $3::timestamptz + ` + ringDelayAfterRing + `
+	` + ringSet("$3") + `
 	FROM pick
 	WHERE todos.id = pick.pick_id AND ` + sweepable + ` AND next_ring_at <= $3
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // SweepRing implements store.PresenceStore (design: Sweep) with
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
@@ -253,14 +225,20 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	rows, err := s.pool.Query(ctx, sweepRingSQL, storeutil.SortedUnique(p.Receivers),
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, storeutil.SortedUnique(p.Receivers),
 		storeutil.Strings(p.Excluded), micro(p.Now), limitArg(p.PerAgent), limitArg(p.Limit))
+}
+
+// ringTodos runs a ring statement returning storeutil.TodoCols: the todos
+// it rang.
+func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, mapErr("sweep ring", err)
+		return nil, mapErr(what, err)
 	}
 	out, err := collectTodos(rows)
 	if err != nil {
-		return nil, mapErr("sweep ring", err)
+		return nil, mapErr(what, err)
 	}
 	return out, nil
 }
@@ -282,11 +260,10 @@ var ringMissedSQL = `WITH pick AS MATERIALIZED (
 		LIMIT $5
 		FOR UPDATE SKIP LOCKED)
 	UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = $4,
-	    next_ring_at = $4::timestamptz + ` + ringDelayAfterRing + `
+	` + ringSet("$4") + `
 	FROM pick
 	WHERE todos.id = pick.pick_id AND todos.state = 'pending' AND todos.ring_attempts = 0 AND todos.last_ringed_at IS NULL
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
@@ -294,16 +271,8 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	rows, err := s.pool.Query(ctx, ringMissedSQL, storeutil.SortedUnique(p.Receivers),
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, storeutil.SortedUnique(p.Receivers),
 		storeutil.Strings(p.Excluded), micro(p.Since), micro(p.Now), limitArg(p.Limit))
-	if err != nil {
-		return nil, mapErr("ring missed", err)
-	}
-	out, err := collectTodos(rows)
-	if err != nil {
-		return nil, mapErr("ring missed", err)
-	}
-	return out, nil
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one
@@ -319,8 +288,7 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 		ids[i], rungAt[i] = r.TodoID, micro(r.RungAt)
 	}
 	rows, err := s.pool.Query(ctx, `UPDATE todos
-		SET ring_attempts = ring_attempts + 1, last_ringed_at = $3,
-		    next_ring_at = $3::timestamptz + `+ringDelayAfterRing+`
+		`+ringSet("$3")+`
 		FROM unnest($1::text[], $2::timestamptz[]) AS f(id, rung_at)
 		WHERE todos.id = f.id AND todos.state = 'pending' AND todos.push_eligible AND todos.ring_attempts < `+strconv.Itoa(domain.MaxRings)+`
 		  AND (todos.last_ringed_at IS NULL OR todos.last_ringed_at <= f.rung_at)

@@ -2,13 +2,11 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/pgtest"
@@ -143,80 +141,20 @@ func TestPresencePlans(t *testing.T) {
 // and up again.
 func TestMigrationBackfillsNextRing(t *testing.T) {
 	ctx := t.Context()
-	u := pgtest.FreshSchema(t, pgtest.FreshDatabase(t))
-	db, err := sql.Open("pgx", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 1); err != nil {
-		t.Fatalf("up to 1: %v", err)
-	}
-	base := storetest.Base
-	last := base.Add(10 * time.Minute)
-	retry := base.Add(time.Hour)
+	db, p, u := oldDatabase(t, 1)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	exec(`INSERT INTO agents (id, handle, owner_id, created_at, updated_at) VALUES ('a', 'a', 'o', $1, $1)`, base)
-	cases := []struct {
-		id, state string
-		rings     int
-		last      *time.Time
-		retry     *time.Time
-		backfill  bool
-	}{
-		{"fresh", domain.TodoPending, 0, nil, nil, true},
-		{"rung-twice", domain.TodoPending, 2, &last, nil, true},
-		{"spent", domain.TodoPending, domain.MaxRings, &last, nil, true},
-		{"claimed", domain.TodoClaimed, 1, &last, nil, true},
-		{"retrying", domain.TodoFailed, 0, nil, &retry, true},
-		{"done", domain.TodoDone, 1, &last, nil, false},
-		{"dead", domain.TodoFailed, 0, nil, nil, false},
-	}
+	exec(`INSERT INTO agents (id, handle, owner_id, created_at, updated_at) VALUES ('a', 'a', 'o', $1, $1)`, storetest.Base)
+	cases := storetest.NextRingCases()
 	for _, c := range cases {
 		exec(`INSERT INTO todos (id, agent_id, queue, title, state, max_attempts, ring_attempts, last_ringed_at,
 			retry_at, created_at, updated_at) VALUES ($1, 'a', 'q', 't', $2, 5, $3, $4, $5, $6, $6)`,
-			c.id, c.state, c.rings, c.last, c.retry, base)
+			c.ID, c.State, c.Rings, c.Last, c.Retry, storetest.Base)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up: %v", err)
-	}
-	if _, err := p.DownTo(ctx, 1); err != nil {
-		t.Fatalf("down to 1: %v", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up again: %v", err)
-	}
-	s := openT(t, u)
-	for _, c := range cases {
-		got, err := s.GetTodo(ctx, c.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want *time.Time
-		if c.backfill {
-			from := base
-			if c.last != nil {
-				from = *c.last
-			}
-			if next, ok := domain.NextRingAt(c.rings, from); ok {
-				want = &next
-			}
-		}
-		if (want == nil) != (got.NextRingAt == nil) || (want != nil && !want.Equal(*got.NextRingAt)) {
-			t.Errorf("%s: next_ring_at = %v, want %v", c.id, got.NextRingAt, want)
-		}
-	}
-	a, err := s.GetAgent(ctx, store.AgentRef{ID: "a"})
-	if err != nil || a.Presence.Seen != "in" || a.Liveness.State != "unknown" {
-		t.Errorf("migrated agent: presence %+v liveness %+v, %v; want seen in, state unknown", a.Presence, a.Liveness, err)
-	}
+	storetest.UpDownUp(t, p, 1)
+	storetest.CheckNextRingBackfill(t, openT(t, u), cases)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Persons, personal tokens and console sessions (design: Persons and roles) over the
-// generated queries (sql/team.sql).
+// generated queries (sql/queries.sql).
 
 // lockPersons serialises the changes that must not race (the
 // KeepActiveAdmin check of UpdatePerson).
@@ -98,23 +98,13 @@ func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) er
 // GetPerson implements store.Store.
 func (s *Store) GetPerson(ctx context.Context, id string) (domain.Person, error) {
 	r, err := s.q.GetPerson(ctx, id)
-	if err != nil {
-		return domain.Person{}, mapErr("get person", err)
-	}
-	return personFrom(r), nil
+	return storeutil.One(r, mapErr("get person", err), personFrom)
 }
 
 // ListPersons implements store.Store.
 func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 	rows, err := s.q.ListPersons(ctx)
-	if err != nil {
-		return nil, mapErr("list persons", err)
-	}
-	out := make([]domain.Person, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, personFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list persons", err), personFrom)
 }
 
 // UpdatePerson implements store.Store; lockPersons serialises the
@@ -189,14 +179,7 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 // ListTokens implements store.Store.
 func (s *Store) ListTokens(ctx context.Context, personID string) ([]domain.PersonToken, error) {
 	rows, err := s.q.ListTokens(ctx, personID)
-	if err != nil {
-		return nil, mapErr("list tokens", err)
-	}
-	out := make([]domain.PersonToken, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, tokenFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list tokens", err), tokenFrom)
 }
 
 // RevokeToken implements store.Store.
@@ -219,22 +202,24 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 	return t, err
 }
 
-// TokenByHash implements store.Store.
-func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.q.TokenByHash(ctx, hash)
+// personAndToken maps a TokenWithPerson row read with err.
+func personAndToken(r dbsqlc.TokenWithPersonRow, err error) (domain.Person, domain.PersonToken, error) {
 	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr("token by hash", err)
+		return domain.Person{}, domain.PersonToken{}, err
 	}
 	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
 }
 
+// TokenByHash implements store.Store.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
+	r, err := s.q.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{Hash: hash})
+	return personAndToken(r, mapErr("token by hash", err))
+}
+
 // TokenByID implements store.Store.
 func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.q.TokenByID(ctx, id)
-	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr("token by id", err)
-	}
-	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
+	r, err := s.q.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{ID: id})
+	return personAndToken(r, mapErr("token by id", err))
 }
 
 // TouchToken implements store.Store.

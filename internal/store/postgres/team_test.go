@@ -1,12 +1,8 @@
 package postgres
 
 import (
-	"database/sql"
 	"testing"
 
-	"github.com/pressly/goose/v3"
-
-	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
@@ -15,41 +11,10 @@ import (
 // down restores the column, up again works.
 func TestMigrationMovesPersonTokens(t *testing.T) {
 	ctx := t.Context()
-	u := pgtest.FreshSchema(t, pgtest.FreshDatabase(t))
-	db, err := sql.Open("pgx", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 2); err != nil {
-		t.Fatalf("up to 2: %v", err)
-	}
+	db, p, _ := oldDatabase(t, 2)
 	if _, err := db.ExecContext(ctx, `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES
 		('p1', 'root', true, 'h1', $1), ('p2', 'bob', false, 'h2', $1)`, storetest.Base); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up: %v", err)
-	}
-	var person, name string
-	var admin bool
-	err = db.QueryRowContext(ctx, `SELECT t.person_id, t.name, p.admin FROM person_tokens t
-		JOIN persons p ON p.id = t.person_id WHERE t.hash = 'h2' AND t.revoked_at IS NULL`).Scan(&person, &name, &admin)
-	if err != nil || person != "p2" || name != "bootstrap" || admin {
-		t.Fatalf("after up: %s %s admin=%v err=%v", person, name, admin, err)
-	}
-	if _, err := p.DownTo(ctx, 2); err != nil {
-		t.Fatalf("down to 2: %v", err)
-	}
-	var hash string
-	if err := db.QueryRowContext(ctx, `SELECT token_hash FROM persons WHERE id = 'p1'`).Scan(&hash); err != nil || hash != "h1" {
-		t.Fatalf("after down: %q %v", hash, err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up again: %v", err)
-	}
+	storetest.CheckPersonTokensMigration(t, db, p, nil)
 }

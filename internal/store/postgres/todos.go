@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,17 +15,10 @@ import (
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-// Todos and the audit chain over the generated queries (sql/todos.sql,
-// sql/audit.sql).
+// Todos and the audit chain (design: Audit chain) over the generated
+// queries (sql/queries.sql).
 
-// todoCols is every column of todos in table order, what dbsqlc.Todo holds;
-// the hand-written todo statements return it and scan with scanTodo.
-const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
-	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
-	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-	finished_at, next_ring_at`
-
-func scanTodo(row pgx.Row) (domain.Todo, error) {
+func scanTodo(row storeutil.Scanner) (domain.Todo, error) {
 	var r dbsqlc.Todo
 	if err := row.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
 		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
@@ -50,15 +44,7 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 
 func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 	defer rows.Close()
-	out := []domain.Todo{}
-	for rows.Next() {
-		t, err := scanTodo(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return storeutil.Collect(rows, scanTodo)
 }
 
 // CreateTodo implements store.Store (design: Idempotency keys; dedup
@@ -121,10 +107,7 @@ func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.
 // GetTodo implements store.Store.
 func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 	r, err := s.q.GetTodo(ctx, id)
-	if err != nil {
-		return domain.Todo{}, mapErr("get todo", err)
-	}
-	return todoFrom(r), nil
+	return storeutil.One(r, mapErr("get todo", err), todoFrom)
 }
 
 // ListTodos implements store.Store: oldest first (created_at, then id);
@@ -132,14 +115,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.q.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
 		State: p.State, AfterID: p.AfterID, Lim: limitArg(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list todos", err)
-	}
-	out := make([]domain.Todo, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, todoFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 
 // ClaimTodo implements store.Store (design: Lease; claim): ErrNotFound when
@@ -149,13 +125,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 	queues := storeutil.Strings(p.Queues)
 	r, err := s.q.ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID, Queues: queues,
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Todo{}, todoGate(ctx, s.q, "claim todo", p.TodoID, p.AgentID, queues)
-	}
-	if err != nil {
-		return domain.Todo{}, mapErr("claim todo", err)
-	}
-	return todoFrom(r), nil
+	return s.gated(ctx, "claim todo", r, err, p.TodoID, p.AgentID, queues)
 }
 
 // todoGate explains a conditional update that matched nothing: ErrNotFound
@@ -172,41 +142,35 @@ func todoGate(ctx context.Context, q *dbsqlc.Queries, what, id, agentID string, 
 	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
 }
 
+// gated is the todo a conditional update returned, or, when it matched
+// nothing, why (todoGate).
+func (s *Store) gated(ctx context.Context, what string, r dbsqlc.Todo, err error, id, agentID string, queues []string) (domain.Todo, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Todo{}, todoGate(ctx, s.q, what, id, agentID, queues)
+	}
+	return storeutil.One(r, mapErr(what, err), todoFrom)
+}
+
 // ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	r, err := s.q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	if err != nil {
-		return domain.Todo{}, mapErr("claim next", err)
-	}
-	return todoFrom(r), nil
+	return storeutil.One(r, mapErr("claim next", err), todoFrom)
 }
 
 // RenewLease implements store.Store (design: Lease; renew).
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
 	r, err := s.q.RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Todo{}, todoGate(ctx, s.q, "renew lease", p.TodoID, p.AgentID, nil)
-	}
-	if err != nil {
-		return domain.Todo{}, mapErr("renew lease", err)
-	}
-	return todoFrom(r), nil
+	return s.gated(ctx, "renew lease", r, err, p.TodoID, p.AgentID, nil)
 }
 
 // CompleteTodo implements store.Store (design: Todo lifecycle; complete).
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	r, err := s.q.CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), Result: nullJSON(p.Result)})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Todo{}, todoGate(ctx, s.q, "complete todo", p.TodoID, p.AgentID, nil)
-	}
-	if err != nil {
-		return domain.Todo{}, mapErr("complete todo", err)
-	}
-	return todoFrom(r), nil
+	return s.gated(ctx, "complete todo", r, err, p.TodoID, p.AgentID, nil)
 }
 
 // FailTodo implements store.Store (design: Retries and dead letter).
@@ -274,8 +238,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
 	// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
 	tag, err := s.pool.Exec(ctx, `UPDATE todos
-		SET ring_attempts = ring_attempts + 1, last_ringed_at = $2,
-		    next_ring_at = $2::timestamptz + `+ringDelayAfterRing+`
+		`+ringSet("$2")+`
 		WHERE id = $1 AND state = 'pending'`, p.TodoID, micro(p.At))
 	if err != nil {
 		return false, mapErr("mark rung", err)
@@ -283,11 +246,44 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	return tag.RowsAffected() > 0, nil
 }
 
-// ---- audit ------------------------------------------------------------------
+// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
+// as intervals: added to a time it gives next_ring_at, and NULL once the
+// ring budget is spent.
+var (
+	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlInterval)
+	// ringDelayNow is the delay for the current count (MarkDigestRung).
+	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlInterval)
+)
+
+// ringSet is the SET clause of a ring rung at the parameter at (MarkRung,
+// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
+// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
+func ringSet(at string) string {
+	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
+		", next_ring_at = " + at + "::timestamptz + " + ringDelayAfterRing
+}
+
+// sqlInterval renders d as an exact interval literal.
+func sqlInterval(d time.Duration) string {
+	if d%time.Second == 0 {
+		return "interval '" + strconv.FormatInt(int64(d/time.Second), 10) + " seconds'"
+	}
+	return "interval '" + strconv.FormatInt(d.Microseconds(), 10) + " microseconds'"
+}
 
 func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
 	return domain.AuditEntry{Seq: r.Seq, At: r.At.UTC(), Actor: r.Actor, Action: r.Action,
 		AgentID: r.AgentID, Decision: r.Decision, Data: rawJSON(r.Data), PrevHash: r.PrevHash, Hash: r.Hash}
+}
+
+// scanAudit scans a row of every audit column in table order.
+func scanAudit(sc storeutil.Scanner) (domain.AuditEntry, error) {
+	var r dbsqlc.Audit
+	err := sc.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data, &r.PrevHash, &r.Hash)
+	return auditFrom(r), err
 }
 
 // appendAudit extends the chain inside tx. The advisory lock, held until tx
@@ -328,14 +324,7 @@ func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRec
 // ListAudit implements store.Store. Limit <= 0 means no limit.
 func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
 	rows, err := s.q.ListAudit(ctx, dbsqlc.ListAuditParams{AfterSeq: p.AfterSeq, AgentID: p.AgentID, Lim: limitArg(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list audit", err)
-	}
-	out := make([]domain.AuditEntry, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, auditFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list audit", err), auditFrom)
 }
 
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
@@ -349,15 +338,7 @@ func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (dom
 	}
 	defer rows.Close()
 	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	for rows.Next() {
-		var r dbsqlc.Audit
-		if err := rows.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data,
-			&r.PrevHash, &r.Hash); err != nil {
-			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-		}
-		v.Add(auditFrom(r))
-	}
-	if err := rows.Err(); err != nil {
+	if err := storeutil.Each(rows, scanAudit, v.Add); err != nil {
 		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
 	}
 	return v.Result(), nil

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -14,21 +13,9 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Agents and credentials over the generated queries (sql/agents.sql).
+// Agents and credentials over the generated queries (sql/queries.sql).
 
-type scanner interface{ Scan(dest ...any) error }
-
-// agentCols is every column of agents in table order, what dbsqlc.Agent
-// holds; the hand-written agent reads select it and scan with scanAgent.
-const agentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
-	billing_mode, billing_modes, tool_class, created_at, updated_at,
-	shift, presence_override, override_until, override_set_at, override_by,
-	presence_seen, presence_changed_at, presence_changed_by,
-	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
-	reported_runtime_version, reported_state, project_readiness,
-	handoff, self_clock_in_cap, self_in_stretch, self_in_used, first_stream_at`
-
-// scanAgent scans agentCols into an agent.
+// scanAgent scans storeutil.AgentCols into an agent.
 func scanAgent(sc scanner) (domain.Agent, error) {
 	var r dbsqlc.Agent
 	if err := sc.Scan(&r.ID, &r.Handle, &r.OwnerID, &r.Name, &r.Active, &r.RevokedAt, &r.Queues,
@@ -74,52 +61,11 @@ func agentFrom(r dbsqlc.Agent) (domain.Agent, error) {
 	return a, nil
 }
 
-func nullStr(v sql.NullString) *string {
-	if !v.Valid {
-		return nil
-	}
-	return &v.String
-}
-
-func nullBytes(v sql.NullString) []byte {
-	if !v.Valid {
-		return nil
-	}
-	return []byte(v.String)
-}
-
-func toNullStr(v *string) sql.NullString {
-	if v == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: *v, Valid: true}
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func encodeList(l []string) string {
-	b, _ := json.Marshal(storeutil.Strings(l)) // []string always marshals
-	return string(b)
-}
-
-func decodeList(s string) ([]string, error) {
-	var l []string
-	if err := json.Unmarshal([]byte(s), &l); err != nil {
-		return nil, fmt.Errorf("sqlite store: corrupt list %q: %w", s, err)
-	}
-	return storeutil.Strings(l), nil
-}
-
 // CreateAgent implements store.Store (design: Agents and handles; vend).
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
 	return s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		err := q.InsertAgent(ctx, dbsqlc.InsertAgentParams{ID: a.ID, Handle: a.Handle, OwnerID: a.OwnerID,
 			Name: a.Name, Active: boolInt(a.Active), RevokedAt: nullMicros(a.RevokedAt),
 			Queues: encodeList(a.Scope.Queues), Verbs: encodeList(a.Scope.Verbs), BillingMode: a.BillingMode,
@@ -140,49 +86,30 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 
 // GetAgent implements store.Store: by Ref.ID when set, else by Ref.Handle.
 func (s *Store) GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error) {
-	var r dbsqlc.Agent
-	var err error
+	arg := dbsqlc.GetAgentParams{ID: ref.ID}
 	switch {
 	case ref.ID != "":
-		r, err = s.rq.GetAgentByID(ctx, ref.ID)
 	case ref.Handle != "":
-		r, err = s.rq.GetAgentByHandle(ctx, ref.Handle)
+		arg.Handle = ref.Handle
 	default:
 		return domain.Agent{}, fmt.Errorf("get agent: empty ref: %w", domain.ErrNotFound)
 	}
-	if err != nil {
-		return domain.Agent{}, mapErr("get agent", err)
-	}
-	a, err := agentFrom(r)
+	r, err := s.rq.GetAgent(ctx, arg)
+	a, err := storeutil.OneErr(r, err, agentFrom)
 	return a, mapErr("get agent", err)
 }
 
 // ListAgents implements store.Store.
 func (s *Store) ListAgents(ctx context.Context, p store.ListAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.rq.ListAgents(ctx, p.OwnerID)
-	if err != nil {
-		return nil, mapErr("list agents", err)
-	}
-	out, err := agentsFrom(rows)
+	out, err := storeutil.AllErr(rows, err, agentFrom)
 	return out, mapErr("list agents", err)
-}
-
-func agentsFrom(rows []dbsqlc.Agent) ([]domain.Agent, error) {
-	out := make([]domain.Agent, 0, len(rows))
-	for _, r := range rows {
-		a, err := agentFrom(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
 
 // agentGate reports why a change to agent id cannot proceed: ErrNotFound
 // when there is no such agent, ErrConflict when it is revoked, nil otherwise.
 func (s *Store) agentGate(ctx context.Context, tx *sql.Tx, what, id string) error {
-	revoked, err := s.wq.WithTx(tx).AgentRevokedAt(ctx, id)
+	revoked, err := s.txq(tx).AgentRevokedAt(ctx, id)
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -199,7 +126,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 		if err := s.agentGate(ctx, tx, "update agent", p.ID); err != nil {
 			return err
 		}
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		arg := dbsqlc.UpdateAgentParams{ID: p.ID, Now: micros(p.Now), Name: toNullStr(p.Name),
 			BillingMode: toNullStr(p.BillingMode), ToolClass: toNullStr(p.ToolClass), OwnerID: toNullStr(p.OwnerID)}
 		if p.BillingModes != nil {
@@ -237,9 +164,10 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		if err := s.agentGate(ctx, tx, "revoke agent", p.ID); err != nil {
 			return err
 		}
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		now := nullMicros(&p.Now)
-		r, err := q.RevokeAgent(ctx, dbsqlc.RevokeAgentParams{ID: p.ID, Now: now})
+		r, err := q.UpdateAgent(ctx, dbsqlc.UpdateAgentParams{ID: p.ID, Now: now.Int64, RevokedAt: now,
+			Active: sql.NullInt64{Valid: true}})
 		if err != nil {
 			return mapErr("revoke agent", err)
 		}
@@ -263,7 +191,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 		if err := s.agentGate(ctx, tx, "rotate credential", p.AgentID); err != nil {
 			return err
 		}
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		var err error
 		revoked, err = q.RevokeCredentials(ctx, dbsqlc.RevokeCredentialsParams{AgentID: p.AgentID, Now: nullMicros(&p.Now)})
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 func (s *Store) MarkFirstStream(ctx context.Context, agentID string, now time.Time) (bool, error) {
 	var first bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		n, err := s.wq.WithTx(tx).MarkFirstStream(ctx, dbsqlc.MarkFirstStreamParams{ID: agentID, Now: micros(now)})
+		n, err := s.txq(tx).MarkFirstStream(ctx, dbsqlc.MarkFirstStreamParams{ID: agentID, Now: micros(now)})
 		first = n == 1
 		return err
 	})

@@ -13,7 +13,7 @@ import (
 )
 
 // Intake (design: Hooks): hooks and their deliveries over the generated
-// queries (sql/hooks.sql).
+// queries (sql/queries.sql).
 
 func hookFrom(r dbsqlc.Hook) (domain.Hook, error) {
 	f, err := storeutil.DecodeFilter(r.Filter)
@@ -34,7 +34,7 @@ func deliveryFrom(r dbsqlc.HookDelivery) domain.HookDelivery {
 func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error {
 	h := p.Hook
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).InsertHook(ctx, dbsqlc.InsertHookParams{ID: h.ID, OwnerID: h.OwnerID, AgentID: h.AgentID,
+		err := s.txq(tx).InsertHook(ctx, dbsqlc.InsertHookParams{ID: h.ID, OwnerID: h.OwnerID, AgentID: h.AgentID,
 			Kind: h.Kind, Queue: h.Queue, Filter: storeutil.EncodeFilter(h.Filter), TitleTemplate: h.TitleTemplate,
 			KindLabel: h.KindLabel, Secret: h.Secret, CreatedAt: micros(h.CreatedAt), UpdatedAt: micros(h.UpdatedAt)})
 		if err != nil {
@@ -48,35 +48,22 @@ func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error 
 // GetHook implements store.HookStore.
 func (s *Store) GetHook(ctx context.Context, id string) (domain.Hook, error) {
 	r, err := s.rq.GetHook(ctx, id)
-	if err != nil {
-		return domain.Hook{}, mapErr("get hook", err)
-	}
-	h, err := hookFrom(r)
+	h, err := storeutil.OneErr(r, err, hookFrom)
 	return h, mapErr("get hook", err)
 }
 
 // ListHooks implements store.HookStore: oldest first.
 func (s *Store) ListHooks(ctx context.Context, p store.ListHooksParams) ([]domain.Hook, error) {
 	rows, err := s.rq.ListHooks(ctx, dbsqlc.ListHooksParams{OwnerID: p.OwnerID, AgentID: p.AgentID})
-	if err != nil {
-		return nil, mapErr("list hooks", err)
-	}
-	out := make([]domain.Hook, 0, len(rows))
-	for _, r := range rows {
-		h, err := hookFrom(r)
-		if err != nil {
-			return nil, mapErr("list hooks", err)
-		}
-		out = append(out, h)
-	}
-	return out, nil
+	out, err := storeutil.AllErr(rows, err, hookFrom)
+	return out, mapErr("list hooks", err)
 }
 
 // RotateHookSecret implements store.HookStore.
 func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretParams) (domain.Hook, error) {
 	var h domain.Hook
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).RotateHookSecret(ctx, dbsqlc.RotateHookSecretParams{ID: p.ID, Secret: p.Secret, Now: micros(p.Now)})
+		r, err := s.txq(tx).RotateHookSecret(ctx, dbsqlc.RotateHookSecretParams{ID: p.ID, Secret: p.Secret, Now: micros(p.Now)})
 		if err != nil {
 			return mapErr("rotate hook secret", err)
 		}
@@ -92,7 +79,7 @@ func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretPa
 // DeleteHook implements store.HookStore.
 func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		n, err := s.wq.WithTx(tx).DeleteHook(ctx, p.ID)
+		n, err := s.txq(tx).DeleteHook(ctx, p.ID)
 		if err != nil {
 			return mapErr("delete hook", err)
 		}
@@ -110,7 +97,7 @@ func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error 
 func (s *Store) RecordDelivery(ctx context.Context, p store.RecordDeliveryParams) (store.RecordDeliveryResult, error) {
 	var res store.RecordDeliveryResult
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		d := p.Delivery
 		if d.Key != "" {
 			prev, err := q.DeliveryByKey(ctx, dbsqlc.DeliveryByKeyParams{HookID: d.HookID, Key: d.Key})
@@ -152,12 +139,5 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 		limit = 20
 	}
 	rows, err := s.rq.ListDeliveries(ctx, dbsqlc.ListDeliveriesParams{HookID: p.HookID, Limit: int64(limit)})
-	if err != nil {
-		return nil, mapErr("list deliveries", err)
-	}
-	out := make([]domain.HookDelivery, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, deliveryFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list deliveries", err), deliveryFrom)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
@@ -23,10 +24,7 @@ var _ store.LivenessStore = (*Store)(nil)
 // ListLiveAgents implements store.LivenessStore (design: Start rule).
 func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
 	rows, err := s.rq.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limit(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list live agents", err)
-	}
-	out, err := agentsFrom(rows)
+	out, err := storeutil.AllErr(rows, err, agentFrom)
 	return out, mapErr("list live agents", err)
 }
 
@@ -40,7 +38,7 @@ func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeats
 	written := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		written = 0
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		for _, r := range rows {
 			var n int64
 			var err error
@@ -77,7 +75,7 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 	wrote := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		wrote = false
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		cur, err := q.ReportedPair(ctx, p.AgentID)
 		if err != nil {
 			return mapErr("apply reported change", err)
@@ -108,7 +106,7 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(wrote)
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		for i, p := range ps {
 			cur, err := q.ReportedPair(ctx, p.AgentID)
 			if errors.Is(err, sql.ErrNoRows) {
@@ -145,7 +143,7 @@ func (s *Store) DBNow(context.Context) (time.Time, error) { return time.Now().UT
 // ApplyProjectReadiness implements store.LivenessStore (design: Project readiness).
 func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		n, err := s.wq.WithTx(tx).ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,
+		n, err := s.txq(tx).ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,
 			Readiness: nullJSON(p.Readiness), Now: micros(p.Now)})
 		if err != nil {
 			return mapErr("apply project readiness", err)

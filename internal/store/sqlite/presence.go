@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -26,23 +25,9 @@ import (
 // domain.MaxRings, which sqlc cannot; ListAgentsChangedSince carries an
 // INDEXED BY hint (TestPresencePlans checks its plan); UpdatePresence is not
 // in sql/ yet. ClaimTransition and PendingDoorbellTodos are generated
-// (sql/presence.sql).
+// (sql/queries.sql).
 
 var _ store.PresenceStore = (*Store)(nil)
-
-// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
-// in microseconds: added to a time it gives next_ring_at, and NULL once the
-// ring budget is spent.
-var (
-	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
-	// count).
-	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlMicros)
-	// ringDelayNow is the delay for the current count (MarkDigestRung).
-	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
-)
-
-func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 
 // sweepable is the todos_sweep index predicate, verbatim (alias d), so the
 // planner can use the index: pending, push-eligible, ring budget left.
@@ -82,7 +67,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 				self_clock_in_cap = CASE WHEN ?13 THEN ?14 ELSE self_clock_in_cap END,
 				updated_at = ?9
 			WHERE id = ?1 AND (NOT ?15 OR (presence_override IS ?16 AND override_set_at IS ?17 AND override_by IS ?18))
-			RETURNING `+agentCols,
+			RETURNING `+storeutil.AgentCols,
 			p.AgentID, p.SetShift, nullText(p.Shift), p.SetOverride, override, until, setAt, by, micros(p.Now),
 			p.SetBudget, microsPtr(p.SelfInStretch), int64(p.SelfInUsed/time.Second),
 			p.SetCap, int64(p.SelfClockInCap/time.Second),
@@ -114,7 +99,7 @@ func nullText(s string) any {
 func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
 	claimed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		n, err := s.wq.WithTx(tx).ClaimTransition(ctx, dbsqlc.ClaimTransitionParams{ID: p.AgentID, Seen: p.New,
+		n, err := s.txq(tx).ClaimTransition(ctx, dbsqlc.ClaimTransitionParams{ID: p.AgentID, Seen: p.New,
 			At: micros(p.At), By: sql.NullString{String: p.By, Valid: p.By != ""}})
 		claimed = n > 0
 		return mapErr("claim transition", err)
@@ -126,9 +111,9 @@ func (s *Store) ClaimTransition(ctx context.Context, p store.ClaimTransitionPara
 // (?1 after id, ?2 limit), and those changed since ?1 (?2 after id, ?3
 // limit) through the agents_updated index.
 const (
-	unrevokedAgentsSQL = `SELECT ` + agentCols + ` FROM agents
+	unrevokedAgentsSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents
 		WHERE revoked_at IS NULL AND id > ?1 ORDER BY id LIMIT ?2`
-	changedSinceSQL = `SELECT ` + agentCols + ` FROM agents INDEXED BY agents_updated
+	changedSinceSQL = `SELECT ` + storeutil.AgentCols + ` FROM agents INDEXED BY agents_updated
 		WHERE updated_at >= ?1 AND revoked_at IS NULL AND id > ?2 ORDER BY id LIMIT ?3`
 )
 
@@ -145,23 +130,16 @@ func (s *Store) ListAgentsChangedSince(ctx context.Context, p store.ListChangedP
 	var rows *sql.Rows
 	var err error
 	if p.Since.IsZero() {
-		rows, err = s.readQuery(ctx, unrevokedAgentsSQL, p.AfterID, limit)
+		rows, err = s.read().QueryContext(ctx, unrevokedAgentsSQL, p.AfterID, limit)
 	} else {
-		rows, err = s.readQuery(ctx, changedSinceSQL, micros(p.Since), p.AfterID, limit)
+		rows, err = s.read().QueryContext(ctx, changedSinceSQL, micros(p.Since), p.AfterID, limit)
 	}
 	if err != nil {
 		return nil, mapErr("list changed agents", err)
 	}
 	defer rows.Close()
-	out := []domain.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, mapErr("list changed agents", err)
-		}
-		out = append(out, a)
-	}
-	return out, mapErr("list changed agents", rows.Err())
+	out, err := storeutil.Collect(rows, scanAgent)
+	return out, mapErr("list changed agents", err)
 }
 
 // PendingDoorbellTodos implements store.PresenceStore (design: Digest on return):
@@ -188,7 +166,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	}
 	changed := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := s.txExec(ctx, tx, `UPDATE todos
+		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
 			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ringDelayNow+`
 			WHERE agent_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
 			p.AgentID, encodeList(p.IDs), micros(p.At))
@@ -210,8 +188,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 // ?4; row_number() numbers each agent's picks, and ordering by that turn
 // takes every agent's first before anyone's second, at most ?5 in all.
 var sweepRingSQL = `UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = ?3,
-	    next_ring_at = ?3 + ` + ringDelayAfterRing + `
+	` + ringSet("?3") + `
 	WHERE rowid IN (
 		SELECT rid FROM (
 			SELECT t.rowid AS rid, t.next_ring_at AS due, t.id AS id,
@@ -225,7 +202,7 @@ var sweepRingSQL = `UPDATE todos
 				ORDER BY d.next_ring_at, d.id LIMIT ?4)
 		)
 		ORDER BY turn, due, id LIMIT ?5)
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // SweepRing implements store.PresenceStore (design: Sweep) with
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
@@ -234,30 +211,22 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	perAgent, limit := p.PerAgent, p.Limit
-	if perAgent <= 0 {
-		perAgent = -1
-	}
-	if limit <= 0 {
-		limit = -1
-	}
-	out := []domain.Todo{}
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+		encodeList(p.Excluded), micros(p.Now), limit(p.PerAgent), limit(p.Limit))
+}
+
+// ringTodos runs a ring statement returning storeutil.TodoCols in one
+// write transaction: the todos it rang.
+func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
+	var out []domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		rows, err := s.txQuery(ctx, tx, sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-			encodeList(p.Excluded), micros(p.Now), perAgent, limit)
+		rows, err := s.in(tx).QueryContext(ctx, query, args...)
 		if err != nil {
-			return mapErr("sweep ring", err)
+			return mapErr(what, err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			t, err := scanTodo(rows)
-			if err != nil {
-				return mapErr("sweep ring", err)
-			}
-			out = append(out, t)
-		}
-		return mapErr("sweep ring", rows.Err())
+		out, err = storeutil.Collect(rows, scanTodo)
+		return mapErr(what, err)
 	})
 	if err != nil {
 		return nil, err
@@ -270,8 +239,7 @@ func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.To
 // array), ?3 since, ?4 now, ?5 limit (-1: none). Writes are serialised, so
 // the outer re-check is enough for racing callers.
 var ringMissedSQL = `UPDATE todos
-	SET ring_attempts = ring_attempts + 1, last_ringed_at = ?4,
-	    next_ring_at = ?4 + ` + ringDelayAfterRing + `
+	` + ringSet("?4") + `
 	WHERE rowid IN (
 		SELECT d.rowid FROM todos AS d
 		WHERE d.agent_id IN (SELECT value FROM json_each(?1)) AND ` + sweepable + `
@@ -279,7 +247,7 @@ var ringMissedSQL = `UPDATE todos
 		  AND d.agent_id || ':' || d.queue NOT IN (SELECT value FROM json_each(?2))
 		ORDER BY d.created_at, d.id LIMIT ?5)
 	  AND state = 'pending' AND ring_attempts = 0 AND last_ringed_at IS NULL
-	RETURNING ` + todoCols
+	RETURNING ` + storeutil.TodoCols
 
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
@@ -287,32 +255,8 @@ func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]dom
 	if len(p.Receivers) == 0 {
 		return []domain.Todo{}, nil
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	out := []domain.Todo{}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		rows, err := s.txQuery(ctx, tx, ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-			encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit)
-		if err != nil {
-			return mapErr("ring missed", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			t, err := scanTodo(rows)
-			if err != nil {
-				return mapErr("ring missed", err)
-			}
-			out = append(out, t)
-		}
-		return mapErr("ring missed", rows.Err())
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
+		encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit(p.Limit))
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one
@@ -329,12 +273,10 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 	if err != nil {
 		return nil, err
 	}
-	out := []string{}
+	var out []string
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		rows, err := s.txQuery(ctx, tx, `UPDATE todos
-			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
-			    next_ring_at = ?2 + `+ringDelayAfterRing+`
+		rows, err := s.in(tx).QueryContext(ctx, `UPDATE todos
+			`+ringSet("?2")+`
 			WHERE rowid IN (
 				SELECT d.rowid FROM json_each(?1) AS f
 				JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')
@@ -344,14 +286,8 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 			return mapErr("failover rings", err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return mapErr("failover rings", err)
-			}
-			out = append(out, id)
-		}
-		return mapErr("failover rings", rows.Err())
+		out, err = storeutil.Collect(rows, storeutil.ScanString)
+		return mapErr("failover rings", err)
 	})
 	if err != nil {
 		return nil, err

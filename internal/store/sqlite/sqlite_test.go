@@ -43,7 +43,9 @@ func harness(path func(t *testing.T) string) storetest.Harness {
 }
 
 // emptyDatabase is a new database file with a goose provider on it.
-func emptyDatabase(t *testing.T) storetest.EmptyDatabase {
+// emptyDB opens an empty database file and a goose provider of the
+// migrations on it; t.Cleanup closes it.
+func emptyDB(t *testing.T) (*sql.DB, *goose.Provider, string) {
 	path := filepath.Join(t.TempDir(), "rollcall.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
 	if err != nil {
@@ -54,7 +56,20 @@ func emptyDatabase(t *testing.T) storetest.EmptyDatabase {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db, p, path
+}
+
+func emptyDatabase(t *testing.T) storetest.EmptyDatabase {
+	_, p, path := emptyDB(t)
 	return storetest.EmptyDatabase{Migrations: p, Open: func(t *testing.T) store.Store { return openT(t, path) }}
+}
+
+// oldDatabase is emptyDB migrated up to version, the schema of an older
+// release, for a migration test to write its rows in.
+func oldDatabase(t *testing.T, version int64) (*sql.DB, *goose.Provider, string) {
+	db, p, path := emptyDB(t)
+	storetest.MigrateTo(t, p, version)
+	return db, p, path
 }
 
 // TestContract runs the store contract suite on a database file (WAL, one

@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// stmtCache keeps prepared statements by SQL text. Parsing a statement costs
-// about a third of a small write here, so hot queries are prepared once.
+// stmtCache keeps prepared statements by SQL text, the generated queries'
+// and the hand-written ones alike. Parsing a statement costs about a third
+// of a small write here, so every statement is prepared once per handle.
 //
 // Write statements are prepared on the single write connection. A write
 // transaction holds that connection, so a query seen for the first time
@@ -80,32 +81,87 @@ func (c *stmtCache) close() error {
 	return errors.Join(errs...)
 }
 
-// txExec runs a statement without rows in tx with the cached statement
-// when there is one.
-func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if st := s.ws.get(query); st != nil {
-		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
+// txConn runs statements in one write transaction with the statements
+// cached on the write connection: it is the dbsqlc.DBTX of the generated
+// queries inside Store.write, and what the hand-written write statements
+// run on. A statement not cached yet runs unprepared (see stmtCache).
+type txConn struct {
+	c  *stmtCache
+	tx *sql.Tx
 }
 
-// txQuery is txExec for statements returning rows.
-func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
-	if st := s.ws.get(query); st != nil {
-		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+// ExecContext runs a statement without rows.
+func (t txConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.c.get(query); st != nil {
+		return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
-	return tx.QueryContext(ctx, query, args...)
+	return t.tx.ExecContext(ctx, query, args...)
 }
 
-// readQuery runs a query on the read pool with a statement prepared on
-// first use (database/sql re-prepares it on each pooled connection).
-func (s *Store) readQuery(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	st := s.rs.get(query)
+// QueryContext runs a statement returning rows.
+func (t txConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.c.get(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs a statement returning at most one row.
+func (t txConn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.c.get(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// PrepareContext prepares a statement in the transaction, uncached.
+func (t txConn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return t.tx.PrepareContext(ctx, query)
+}
+
+// poolConn runs reads on the read pool with statements prepared on first
+// use (database/sql re-prepares a statement on each pooled connection): the
+// dbsqlc.DBTX of the generated reads, and what the hand-written reads run on.
+type poolConn struct {
+	c  *stmtCache
+	db *sql.DB
+}
+
+func (p poolConn) stmt(ctx context.Context, query string) *sql.Stmt {
+	st := p.c.get(query)
 	if st == nil {
-		s.rs.prepareMissing(ctx, s.r)
-		if st = s.rs.get(query); st == nil {
-			return s.r.QueryContext(ctx, query, args...)
-		}
+		p.c.prepareMissing(ctx, p.db)
+		st = p.c.get(query)
 	}
-	return st.QueryContext(ctx, args...)
+	return st
+}
+
+// ExecContext runs a statement without rows (the pool is read-only: a
+// write fails).
+func (p poolConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return p.db.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs a query returning rows.
+func (p poolConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return p.db.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs a query returning at most one row.
+func (p poolConn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return p.db.QueryRowContext(ctx, query, args...)
+}
+
+// PrepareContext prepares a statement on the pool, uncached.
+func (p poolConn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return p.db.PrepareContext(ctx, query)
 }

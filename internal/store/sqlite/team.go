@@ -8,11 +8,12 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
 // Persons, personal tokens and console sessions (design: Persons and roles) over the
-// generated queries (sql/team.sql). Times are INTEGER unix microseconds.
+// generated queries (sql/queries.sql). Times are INTEGER unix microseconds.
 
 func personFrom(r dbsqlc.Person) domain.Person {
 	p := domain.Person{ID: r.ID, Name: r.Name, Admin: r.Admin != 0, CreatedAt: fromMicros(r.CreatedAt),
@@ -41,7 +42,7 @@ func insertToken(ctx context.Context, q *dbsqlc.Queries, t domain.PersonToken, h
 func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams) (bool, error) {
 	created := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		n, err := q.CountPersons(ctx)
 		if err != nil {
 			return mapErr("bootstrap admin", err)
@@ -71,7 +72,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 // CreatePerson implements store.Store.
 func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		at := micros(p.Person.CreatedAt)
 		if err := q.InsertPerson(ctx, dbsqlc.InsertPersonParams{ID: p.Person.ID, Name: p.Person.Name,
 			Admin: boolInt(p.Person.Admin), CreatedAt: at, UpdatedAt: at}); err != nil {
@@ -88,23 +89,13 @@ func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) er
 // GetPerson implements store.Store.
 func (s *Store) GetPerson(ctx context.Context, id string) (domain.Person, error) {
 	r, err := s.rq.GetPerson(ctx, id)
-	if err != nil {
-		return domain.Person{}, mapErr("get person", err)
-	}
-	return personFrom(r), nil
+	return storeutil.One(r, mapErr("get person", err), personFrom)
 }
 
 // ListPersons implements store.Store.
 func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 	rows, err := s.rq.ListPersons(ctx)
-	if err != nil {
-		return nil, mapErr("list persons", err)
-	}
-	out := make([]domain.Person, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, personFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list persons", err), personFrom)
 }
 
 // UpdatePerson implements store.Store. The single write connection
@@ -112,7 +103,7 @@ func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		r, err := q.GetPerson(ctx, p.ID)
 		if err != nil {
 			return mapErr("update person", err)
@@ -162,7 +153,7 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 // CreateToken implements store.Store.
 func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		if _, err := q.GetPerson(ctx, p.Token.PersonID); err != nil {
 			return mapErr("create token: person", err)
 		}
@@ -177,21 +168,14 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 // ListTokens implements store.Store.
 func (s *Store) ListTokens(ctx context.Context, personID string) ([]domain.PersonToken, error) {
 	rows, err := s.rq.ListTokens(ctx, personID)
-	if err != nil {
-		return nil, mapErr("list tokens", err)
-	}
-	out := make([]domain.PersonToken, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, tokenFrom(r))
-	}
-	return out, nil
+	return storeutil.All(rows, mapErr("list tokens", err), tokenFrom)
 }
 
 // RevokeToken implements store.Store.
 func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (domain.PersonToken, error) {
 	var t domain.PersonToken
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		now := micros(p.Now)
 		r, err := q.RevokeToken(ctx, dbsqlc.RevokeTokenParams{ID: p.ID, PersonID: p.PersonID, Now: now})
 		if err != nil {
@@ -207,28 +191,30 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 	return t, err
 }
 
-// TokenByHash implements store.Store.
-func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.rq.TokenByHash(ctx, hash)
+// personAndToken maps a TokenWithPerson row read with err.
+func personAndToken(r dbsqlc.TokenWithPersonRow, err error) (domain.Person, domain.PersonToken, error) {
 	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr("token by hash", err)
+		return domain.Person{}, domain.PersonToken{}, err
 	}
 	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
 }
 
+// TokenByHash implements store.Store.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (domain.Person, domain.PersonToken, error) {
+	r, err := s.rq.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{Hash: hash})
+	return personAndToken(r, mapErr("token by hash", err))
+}
+
 // TokenByID implements store.Store.
 func (s *Store) TokenByID(ctx context.Context, id string) (domain.Person, domain.PersonToken, error) {
-	r, err := s.rq.TokenByID(ctx, id)
-	if err != nil {
-		return domain.Person{}, domain.PersonToken{}, mapErr("token by id", err)
-	}
-	return personFrom(r.Person), tokenFrom(r.PersonToken), nil
+	r, err := s.rq.TokenWithPerson(ctx, dbsqlc.TokenWithPersonParams{ID: id})
+	return personAndToken(r, mapErr("token by id", err))
 }
 
 // TouchToken implements store.Store.
 func (s *Store) TouchToken(ctx context.Context, p store.TouchTokenParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).TouchToken(ctx, dbsqlc.TouchTokenParams{ID: p.ID, At: micros(p.At),
+		err := s.txq(tx).TouchToken(ctx, dbsqlc.TouchTokenParams{ID: p.ID, At: micros(p.At),
 			NotAfter: micros(p.At.Add(-p.Every))})
 		return mapErr("touch token", err)
 	})
@@ -237,7 +223,7 @@ func (s *Store) TouchToken(ctx context.Context, p store.TouchTokenParams) error 
 // CreateConsoleSession implements store.Store.
 func (s *Store) CreateConsoleSession(ctx context.Context, cs domain.ConsoleSession) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).InsertConsoleSession(ctx, dbsqlc.InsertConsoleSessionParams{ID: cs.ID,
+		err := s.txq(tx).InsertConsoleSession(ctx, dbsqlc.InsertConsoleSessionParams{ID: cs.ID,
 			PersonID: cs.PersonID, TokenID: cs.TokenID, CreatedAt: micros(cs.CreatedAt), ExpiresAt: micros(cs.ExpiresAt)})
 		return mapErr("create console session", err)
 	})
@@ -258,24 +244,20 @@ func (s *Store) ConsoleSessionByID(ctx context.Context, id string) (domain.Conso
 // EndConsoleSession implements store.Store.
 func (s *Store) EndConsoleSession(ctx context.Context, id string, at time.Time) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		err := s.wq.WithTx(tx).EndConsoleSession(ctx, dbsqlc.EndConsoleSessionParams{ID: id, At: micros(at)})
+		err := s.txq(tx).EndConsoleSession(ctx, dbsqlc.EndConsoleSessionParams{ID: id, At: micros(at)})
 		return mapErr("end console session", err)
 	})
 }
 
-// LiveCredentials implements store.Store: one query per 500 ids.
+// LiveCredentials implements store.Store.
 func (s *Store) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(ids))
-	for len(ids) > 0 {
-		n := min(len(ids), 500)
-		live, err := s.rq.LiveCredentials(ctx, ids[:n])
-		if err != nil {
-			return nil, mapErr("live credentials", err)
-		}
-		for _, id := range live {
-			out[id] = true
-		}
-		ids = ids[n:]
+	live, err := s.rq.LiveCredentials(ctx, encodeList(ids))
+	if err != nil {
+		return nil, mapErr("live credentials", err)
+	}
+	out := make(map[string]bool, len(live))
+	for _, id := range live {
+		out[id] = true
 	}
 	return out, nil
 }

@@ -1,11 +1,7 @@
 package sqlite
 
 import (
-	"database/sql"
-	"path/filepath"
 	"testing"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
@@ -15,43 +11,16 @@ import (
 // the person keeps its role; down restores the column, up again works.
 func TestMigrationMovesPersonTokens(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 2); err != nil {
-		t.Fatalf("up to 2: %v", err)
-	}
+	db, p, _ := oldDatabase(t, 2)
 	at := micros(storetest.Base)
 	if _, err := db.ExecContext(ctx, `INSERT INTO persons (id, name, admin, token_hash, created_at) VALUES
 		('p1', 'root', 1, 'h1', ?1), ('p2', 'bob', 0, 'h2', ?1)`, at); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up: %v", err)
-	}
-	var person, name string
-	var admin bool
-	var updated int64
-	err = db.QueryRowContext(ctx, `SELECT t.person_id, t.name, p.admin, p.updated_at FROM person_tokens t
-		JOIN persons p ON p.id = t.person_id WHERE t.hash = 'h2' AND t.revoked_at IS NULL`).Scan(&person, &name, &admin, &updated)
-	if err != nil || person != "p2" || name != "bootstrap" || admin || updated != at {
-		t.Fatalf("after up: %s %s admin=%v updated=%d err=%v", person, name, admin, updated, err)
-	}
-	if _, err := p.DownTo(ctx, 2); err != nil {
-		t.Fatalf("down to 2: %v", err)
-	}
-	var hash string
-	if err := db.QueryRowContext(ctx, `SELECT token_hash FROM persons WHERE id = 'p1'`).Scan(&hash); err != nil || hash != "h1" {
-		t.Fatalf("after down: %q %v", hash, err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up again: %v", err)
-	}
+	storetest.CheckPersonTokensMigration(t, db, p, func(t *testing.T) {
+		var updated int64
+		if err := db.QueryRowContext(ctx, `SELECT updated_at FROM persons WHERE id = 'p2'`).Scan(&updated); err != nil || updated != at {
+			t.Fatalf("after up: updated_at = %d, %v; want %d", updated, err, at)
+		}
+	})
 }

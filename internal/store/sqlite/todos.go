@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -14,15 +14,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
-// Todos and the audit chain over the generated queries (sql/todos.sql,
-// sql/audit.sql).
-
-// todoCols is every column of todos in table order, what dbsqlc.Todo holds;
-// the hand-written todo statements return it and scan with scanTodo.
-const todoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
-	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
-	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-	finished_at, next_ring_at`
+// Todos over the generated queries (sql/queries.sql).
 
 func scanTodo(sc scanner) (domain.Todo, error) {
 	var r dbsqlc.Todo
@@ -48,37 +40,6 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		NextRingAt: fromNullMicros(r.NextRingAt)}
 }
 
-func todosFrom(rows []dbsqlc.Todo) []domain.Todo {
-	out := make([]domain.Todo, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, todoFrom(r))
-	}
-	return out
-}
-
-func rawJSON(v sql.NullString) json.RawMessage {
-	if !v.Valid {
-		return nil
-	}
-	return json.RawMessage(v.String)
-}
-
-// nullJSON binds a JSON document kept byte for byte; nil → NULL.
-func nullJSON(b json.RawMessage) sql.NullString {
-	if b == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: string(b), Valid: true}
-}
-
-// limit maps Limit <= 0 to -1, which LIMIT reads as "no limit".
-func limit(n int) int64 {
-	if n <= 0 {
-		return -1
-	}
-	return int64(n)
-}
-
 // CreateTodo implements store.Store (design: Idempotency keys; dedup
 // among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
 // 5 min for a todo not rung yet (design: Sweep).
@@ -102,7 +63,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 // createTodoTx is CreateTodo inside tx: the live todo with the key, or a
 // new row.
 func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (domain.Todo, bool, error) {
-	q := s.wq.WithTx(tx)
+	q := s.txq(tx)
 	if t.IdempotencyKey != "" {
 		existing, err := q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
 		if err == nil {
@@ -130,10 +91,7 @@ func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (do
 // GetTodo implements store.Store.
 func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 	r, err := s.rq.GetTodo(ctx, id)
-	if err != nil {
-		return domain.Todo{}, mapErr("get todo", err)
-	}
-	return todoFrom(r), nil
+	return storeutil.One(r, mapErr("get todo", err), todoFrom)
 }
 
 // ListTodos implements store.Store: oldest first (created_at, then id);
@@ -141,10 +99,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.rq.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
 		State: p.State, AfterID: p.AfterID, Lim: limit(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list todos", err)
-	}
-	return todosFrom(rows), nil
+	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 
 // ClaimTodo implements store.Store (design: Lease; claim): ErrNotFound when
@@ -154,13 +109,9 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		queues := encodeList(p.Queues)
-		r, err := s.wq.WithTx(tx).ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+		r, err := s.txq(tx).ClaimTodo(ctx, dbsqlc.ClaimTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 			Queues: queues, Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "claim todo", p.TodoID, p.AgentID, queues)
-		}
-		t = todoFrom(r)
-		return mapErr("claim todo", err)
+		return s.gated(ctx, tx, "claim todo", r, err, p.TodoID, p.AgentID, queues, &t)
 	})
 	return t, err
 }
@@ -169,7 +120,7 @@ func (s *Store) ClaimTodo(ctx context.Context, p store.ClaimTodoParams) (domain.
 // when the todo is not the agent's (or, unless queues is "", not in one of
 // the JSON array queues), else ErrConflict.
 func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, queues string) error {
-	n, err := s.wq.WithTx(tx).TodoOfAgent(ctx, dbsqlc.TodoOfAgentParams{ID: id, AgentID: agentID, Queues: queues})
+	n, err := s.txq(tx).TodoOfAgent(ctx, dbsqlc.TodoOfAgentParams{ID: id, AgentID: agentID, Queues: queues})
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -179,12 +130,25 @@ func (s *Store) todoGate(ctx context.Context, tx *sql.Tx, what, id, agentID, que
 	return fmt.Errorf("%s: todo %s is not in a state that allows it: %w", what, id, domain.ErrConflict)
 }
 
+// gated sets *t to the todo a conditional update in tx returned, or, when
+// it matched nothing, explains why (todoGate).
+func (s *Store) gated(ctx context.Context, tx *sql.Tx, what string, r dbsqlc.Todo, err error, id, agentID, queues string, t *domain.Todo) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return s.todoGate(ctx, tx, what, id, agentID, queues)
+	}
+	if err != nil {
+		return mapErr(what, err)
+	}
+	*t = todoFrom(r)
+	return nil
+}
+
 // ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID,
+		r, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID,
 			Queues: encodeList(p.Queues), Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
 		t = todoFrom(r)
 		return mapErr("claim next", err)
@@ -196,13 +160,9 @@ func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
+		r, err := s.txq(tx).RenewLease(ctx, dbsqlc.RenewLeaseParams{ID: p.TodoID, AgentID: p.AgentID,
 			Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "renew lease", p.TodoID, p.AgentID, "")
-		}
-		t = todoFrom(r)
-		return mapErr("renew lease", err)
+		return s.gated(ctx, tx, "renew lease", r, err, p.TodoID, p.AgentID, "", &t)
 	})
 	return t, err
 }
@@ -211,13 +171,9 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.wq.WithTx(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+		r, err := s.txq(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 			Now: micros(p.Now), Result: nullJSON(p.Result)})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "complete todo", p.TodoID, p.AgentID, "")
-		}
-		t = todoFrom(r)
-		return mapErr("complete todo", err)
+		return s.gated(ctx, tx, "complete todo", r, err, p.TodoID, p.AgentID, "", &t)
 	})
 	return t, err
 }
@@ -227,7 +183,7 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.wq.WithTx(tx)
+		q := s.txq(tx)
 		held, err := q.HeldAttempts(ctx, dbsqlc.HeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: micros(p.Now)})
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, "")
@@ -258,7 +214,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 	var ids []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		ids, err = s.wq.WithTx(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
+		ids, err = s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
 		return mapErr("reap leases", err)
 	})
 	if err != nil {
@@ -275,9 +231,8 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	changed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
-		res, err := s.txExec(ctx, tx, `UPDATE todos
-			SET ring_attempts = ring_attempts + 1, last_ringed_at = ?2,
-			    next_ring_at = ?2 + `+ringDelayAfterRing+`
+		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
+			`+ringSet("?2")+`
 			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
 		if err != nil {
 			return mapErr("mark rung", err)
@@ -289,79 +244,24 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	return changed, err
 }
 
-// ---- audit ------------------------------------------------------------------
+// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
+// in microseconds: added to a time it gives next_ring_at, and NULL once the
+// ring budget is spent.
+var (
+	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlMicros)
+	// ringDelayNow is the delay for the current count (MarkDigestRung).
+	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
+)
 
-func auditFrom(r dbsqlc.Audit) domain.AuditEntry {
-	return domain.AuditEntry{Seq: r.Seq, At: fromMicros(r.At), Actor: r.Actor, Action: r.Action,
-		AgentID: r.AgentID, Decision: r.Decision, Data: rawJSON(r.Data), PrevHash: r.PrevHash, Hash: r.Hash}
+// ringSet is the SET clause of a ring rung at the parameter at (MarkRung,
+// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
+// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
+func ringSet(at string) string {
+	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
+		", next_ring_at = " + at + " + " + ringDelayAfterRing
 }
 
-// appendAudit extends the chain inside tx. The single write connection and
-// BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
-func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	q := s.wq.WithTx(tx)
-	tail, err := q.AuditTail(ctx)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	e, err := storeutil.AuditEntry(tail.Seq+1, tail.Hash, at, r)
-	if err != nil {
-		return domain.AuditEntry{}, err
-	}
-	err = q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: micros(e.At), Actor: e.Actor,
-		Action: e.Action, AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data),
-		PrevHash: e.PrevHash, Hash: e.Hash})
-	if err != nil {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	return e, nil
-}
-
-// AppendAudit implements store.Store (design: Audit chain).
-func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	var e domain.AuditEntry
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		e, err = s.appendAudit(ctx, tx, at, r)
-		return err
-	})
-	return e, err
-}
-
-// ListAudit implements store.Store. Limit <= 0 means no limit.
-func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domain.AuditEntry, error) {
-	rows, err := s.rq.ListAudit(ctx, dbsqlc.ListAuditParams{AfterSeq: p.AfterSeq, AgentID: p.AgentID, Lim: limit(p.Limit)})
-	if err != nil {
-		return nil, mapErr("list audit", err)
-	}
-	out := make([]domain.AuditEntry, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, auditFrom(r))
-	}
-	return out, nil
-}
-
-// VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
-// whole chain, in one read snapshot, through domain.AuditVerifier.
-func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
-	// Hand-written: it streams the chain; a generated :many would hold it all.
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
-		FROM audit ORDER BY seq`)
-	if err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	defer rows.Close()
-	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	for rows.Next() {
-		var r dbsqlc.Audit
-		if err := rows.Scan(&r.Seq, &r.At, &r.Actor, &r.Action, &r.AgentID, &r.Decision, &r.Data,
-			&r.PrevHash, &r.Hash); err != nil {
-			return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-		}
-		v.Add(auditFrom(r))
-	}
-	if err := rows.Err(); err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	return v.Result(), nil
-}
+func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }

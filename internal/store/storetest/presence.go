@@ -96,6 +96,20 @@ func todoIDs(ts []domain.Todo) []string {
 	return ids
 }
 
+// rungIDs is todoIDs of what racing ring calls rang (rung[i] by call i),
+// reporting each call's error as what's.
+func rungIDs(t *testing.T, what string, errs []error, rung [][]domain.Todo) []string {
+	t.Helper()
+	var all []domain.Todo
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s %d: %v", what, i, err)
+		}
+		all = append(all, rung[i]...)
+	}
+	return todoIDs(all)
+}
+
 func sorted(ids ...string) []string {
 	out := append([]string{}, ids...)
 	slices.Sort(out)
@@ -424,11 +438,7 @@ func testListChangedSince(t *testing.T, in Instance) {
 		t.Helper()
 		got, err := ps.ListAgentsChangedSince(ctx, p)
 		must(t, "ListAgentsChangedSince", err)
-		ids := []string{}
-		for _, a := range got {
-			ids = append(ids, a.ID)
-		}
-		return ids
+		return idsOf(got, func(a domain.Agent) string { return a.ID })
 	}
 	idsFrom := func(minute int) []string {
 		var ids []string
@@ -823,14 +833,7 @@ func testSweepRace(t *testing.T, in Instance) {
 		rung[i], err = stores[i%2].SweepRing(t.Context(), store.SweepParams{Receivers: []string{a.ID}, Now: now, PerAgent: 3, Limit: 10})
 		return err
 	})
-	var all []domain.Todo
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("sweep %d: %v", i, err)
-		}
-		all = append(all, rung[i]...)
-	}
-	got := todoIDs(all)
+	got := rungIDs(t, "sweep", errs, rung)
 	if len(got) != len(slices.Compact(slices.Clone(got))) {
 		t.Errorf("a todo was rung twice in racing sweeps: %v", got)
 	}
@@ -931,14 +934,7 @@ func testRingMissedRace(t *testing.T, in Instance) {
 		rung[i], err = stores[i%2].RingMissed(t.Context(), store.MissedRingParams{Receivers: []string{a.ID}, Since: Base, Now: at(time.Minute), Limit: 10})
 		return err
 	})
-	var all []domain.Todo
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("catch-up %d: %v", i, err)
-		}
-		all = append(all, rung[i]...)
-	}
-	got := todoIDs(all)
+	got := rungIDs(t, "catch-up", errs, rung)
 	if len(got) != 6 || len(got) != len(slices.Compact(slices.Clone(got))) {
 		t.Errorf("racing catch-ups rang %v, want each of the 6 todos once", got)
 	}

@@ -28,12 +28,20 @@ func createPerson(t *testing.T, s store.Store, p domain.Person, hash string) dom
 	return tok
 }
 
-func testPersonsCRUD(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	ann := newPerson("ann", domain.RoleAdmin, at(time.Second))
-	bob := newPerson("bob", domain.RoleMember, at(2*time.Second))
+// annAndBob creates ann (admin, token hash "h-ann", created at 1 s) and bob
+// (member, "h-bob", 2 s).
+func annAndBob(t *testing.T, s store.Store) (ann, bob domain.Person) {
+	t.Helper()
+	ann = newPerson("ann", domain.RoleAdmin, at(time.Second))
+	bob = newPerson("bob", domain.RoleMember, at(2*time.Second))
 	createPerson(t, s, ann, "h-ann")
 	createPerson(t, s, bob, "h-bob")
+	return ann, bob
+}
+
+func testPersonsCRUD(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	ann, bob := annAndBob(t, s)
 	if err := s.CreatePerson(ctx, store.CreatePersonParams{Person: bob, Token: domain.PersonToken{ID: uuid.NewString(), PersonID: bob.ID, Name: "x", CreatedAt: bob.CreatedAt}, TokenHash: "h-other",
 		Audit: domain.AuditRecord{Actor: "system", Action: "person.create"}}); err == nil {
 		t.Fatal("CreatePerson with a taken id succeeded")
@@ -76,10 +84,7 @@ func testPersonsCRUD(t *testing.T, in Instance) {
 
 func testLastAdmin(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	ann := newPerson("ann", domain.RoleAdmin, at(time.Second))
-	bob := newPerson("bob", domain.RoleMember, at(2*time.Second))
-	createPerson(t, s, ann, "h-ann")
-	createPerson(t, s, bob, "h-bob")
+	ann, bob := annAndBob(t, s)
 	audit := domain.AuditRecord{Actor: "system", Action: "person.update"}
 	before := auditCount(t, s)
 	_, err := s.UpdatePerson(ctx, store.UpdatePersonParams{ID: ann.ID, Role: ptr(domain.RoleMember), KeepActiveAdmin: true, Now: at(time.Minute), Audit: audit})

@@ -174,11 +174,7 @@ func testListTodos(t *testing.T, in Instance) {
 		t.Helper()
 		got, err := s.ListTodos(ctx, p)
 		must(t, "ListTodos", err)
-		out := []string{}
-		for _, td := range got {
-			out = append(out, td.ID)
-		}
-		return out
+		return idsOf(got, func(td domain.Todo) string { return td.ID })
 	}
 	diff(t, "agent a", []string{t1.ID, t2.ID, t3.ID}, ids(store.ListTodosParams{AgentID: a.ID}))
 	diff(t, "every agent", []string{tb.ID, t1.ID, t2.ID, t3.ID}, ids(store.ListTodosParams{}))
@@ -272,16 +268,9 @@ func testClaimRace(t *testing.T, in Instance) {
 				Queues: a.Scope.Queues, Lease: time.Minute, Now: at(time.Hour)})
 			return err
 		})
-		var wins, conflicts int
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				wins++
-			case errors.Is(err, domain.ErrConflict):
-				conflicts++
-			default:
-				t.Fatalf("round %d: unexpected claim error %v", round, err)
-			}
+		wins, conflicts, err := Outcome(errs)
+		if err != nil {
+			t.Fatalf("round %d: unexpected claim error %v", round, err)
 		}
 		if wins != 1 || conflicts != 1 {
 			t.Fatalf("round %d: %d claims won and %d got conflict, want 1 and 1", round, wins, conflicts)

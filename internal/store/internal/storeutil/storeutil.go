@@ -1,5 +1,6 @@
 // Package storeutil holds the few pure helpers both store adapters share:
-// time normalisation, slice normalisation, building a chained audit entry
+// time normalisation, slice normalisation, mapping generated rows (rows.go),
+// building a chained audit entry
 // (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
 // It does no I/O.
 package storeutil
@@ -125,3 +126,22 @@ func Qualify(alias, cols string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// AgentCols is every column of agents in table order, the same in both
+// dialects' schemas and what each adapter's dbsqlc.Agent holds; the
+// hand-written agent reads select it.
+const AgentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs,
+	billing_mode, billing_modes, tool_class, created_at, updated_at,
+	shift, presence_override, override_until, override_set_at, override_by,
+	presence_seen, presence_changed_at, presence_changed_by,
+	state, last_heartbeat_at, reported_billing_mode, reported_tool_class,
+	reported_runtime_version, reported_state, project_readiness,
+	handoff, self_clock_in_cap, self_in_stretch, self_in_used, first_stream_at`
+
+// TodoCols is every column of todos in table order, the same in both
+// dialects' schemas and what each adapter's dbsqlc.Todo holds; the
+// hand-written todo statements return it.
+const TodoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
+	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
+	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
+	finished_at, next_ring_at`

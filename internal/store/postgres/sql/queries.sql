@@ -1,0 +1,302 @@
+-- name: InsertAgent :exec
+-- The presence and liveness columns of a new agent take their defaults: no
+-- shift, no override, seen "in", state "unknown".
+INSERT INTO agents (id, handle, owner_id, name, active, revoked_at, queues, verbs,
+    billing_mode, billing_modes, tool_class, created_at, updated_at, handoff)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14);
+
+-- name: InsertCredential :exec
+INSERT INTO credentials (id, agent_id, hash, created_at) VALUES ($1, $2, $3, $4);
+
+-- name: GetAgent :one
+-- By id or by handle: the caller passes one and leaves the other empty (no
+-- agent has an empty id or handle). Each term is a unique index lookup.
+SELECT * FROM agents WHERE id = sqlc.arg(id) OR handle = sqlc.arg(handle);
+
+-- name: ListAgents :many
+-- An empty owner lists every agent.
+SELECT * FROM agents WHERE sqlc.arg(owner_id)::text = '' OR owner_id = sqlc.arg(owner_id) ORDER BY handle;
+
+-- name: LockAgent :one
+-- Locks the agent's row for the rest of the transaction.
+SELECT revoked_at FROM agents WHERE id = $1 FOR UPDATE;
+
+-- name: UpdateAgent :one
+-- NULL arguments keep the column's value; revoking sets revoked_at and
+-- active = false.
+UPDATE agents SET
+    name = coalesce(sqlc.narg(name), name),
+    billing_mode = coalesce(sqlc.narg(billing_mode), billing_mode),
+    billing_modes = coalesce(sqlc.narg(billing_modes), billing_modes),
+    tool_class = coalesce(sqlc.narg(tool_class), tool_class),
+    active = coalesce(sqlc.narg(active), active),
+    owner_id = coalesce(sqlc.narg(owner_id), owner_id),
+    revoked_at = coalesce(sqlc.narg(revoked_at), revoked_at),
+    updated_at = sqlc.arg(now)
+WHERE id = sqlc.arg(id) RETURNING *;
+
+-- name: MoveAgentHooks :exec
+-- A hand-over moves the agent's hooks with it: a hook belongs to whoever
+-- owns the agent it feeds.
+UPDATE hooks SET owner_id = sqlc.arg(owner_id), updated_at = sqlc.arg(now) WHERE agent_id = sqlc.arg(agent_id);
+
+-- name: RevokeCredentials :many
+-- Every live credential of the agent; the ids revoked.
+UPDATE credentials SET revoked_at = sqlc.arg(now)
+WHERE agent_id = sqlc.arg(agent_id) AND revoked_at IS NULL RETURNING id;
+
+-- name: AgentByCredentialHash :one
+SELECT sqlc.embed(a), c.id AS credential_id
+FROM credentials c JOIN agents a ON a.id = c.agent_id
+WHERE c.hash = $1 AND c.revoked_at IS NULL;
+
+-- name: ListLiveAgents :many
+-- Online or degraded agents after after_id in id order; a NULL limit
+-- means none.
+SELECT * FROM agents WHERE state IN ('online', 'degraded') AND id > sqlc.arg(after_id)
+ORDER BY id LIMIT sqlc.narg(lim)::bigint;
+
+-- name: LockReportedPair :one
+SELECT reported_billing_mode, reported_tool_class FROM agents WHERE id = $1 FOR UPDATE;
+
+-- name: ApplyReportedChange :exec
+-- The heartbeat time only moves forward.
+UPDATE agents SET reported_billing_mode = sqlc.narg(billing_mode), reported_tool_class = sqlc.narg(tool_class),
+    reported_runtime_version = sqlc.narg(runtime_version), reported_state = sqlc.narg(reported_state),
+    state = sqlc.arg(state), last_heartbeat_at = GREATEST(last_heartbeat_at, sqlc.arg(heartbeat_at)::timestamptz)
+WHERE id = sqlc.arg(id);
+
+-- name: DBNow :one
+-- The real time, not the transaction's start.
+SELECT clock_timestamp()::timestamptz;
+
+-- name: ApplyProjectReadiness :execrows
+UPDATE agents SET project_readiness = sqlc.narg(readiness), updated_at = sqlc.arg(now) WHERE id = sqlc.arg(id);
+
+-- name: MarkFirstStream :execrows
+-- One conditional UPDATE: of racing callers (on any instance) exactly one
+-- changes the row.
+UPDATE agents SET first_stream_at = sqlc.arg(now)::timestamptz WHERE id = sqlc.arg(id) AND first_stream_at IS NULL;
+
+-- name: ClaimTransition :execrows
+-- The conditional update of presence_seen: of racing claims (on any
+-- instance) one changes the row. updated_at is left alone.
+UPDATE agents SET presence_seen = sqlc.arg(seen), presence_changed_at = sqlc.arg(at)::timestamptz,
+    presence_changed_by = sqlc.narg(by)
+WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen);
+
+-- name: PendingDoorbellTodos :many
+-- The agent's pending, push-eligible todos outside exclude_queues, oldest
+-- first; a NULL limit means none.
+SELECT id, queue, created_at FROM todos
+WHERE agent_id = sqlc.arg(agent_id) AND state = 'pending' AND push_eligible
+  AND queue <> ALL (sqlc.arg(exclude_queues)::text[])
+ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
+
+-- name: InsertTodo :one
+-- ON CONFLICT repeats the todos_live_key predicate verbatim so it infers
+-- that index: a live todo holding the key makes it insert nothing.
+INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
+    push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
+    ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
+    finished_at, next_ring_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+    $18, $19, $20, $21, $22, $23, $24)
+ON CONFLICT (agent_id, idempotency_key)
+    WHERE idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+    DO NOTHING
+RETURNING *;
+
+-- name: LiveTodoByKey :one
+SELECT * FROM todos
+WHERE agent_id = $1 AND idempotency_key = $2
+  AND idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
+
+-- name: GetTodo :one
+SELECT * FROM todos WHERE id = $1;
+
+-- name: ListTodos :many
+-- Empty filters match everything; a NULL limit means none. Oldest first,
+-- after the todo after_id.
+SELECT * FROM todos
+WHERE (sqlc.arg(agent_id)::text = '' OR agent_id = sqlc.arg(agent_id))
+  AND (cardinality(sqlc.arg(queues)::text[]) = 0 OR queue = ANY (sqlc.arg(queues)::text[]))
+  AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state))
+  AND (sqlc.arg(after_id)::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id)) AND id > sqlc.arg(after_id)))
+ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
+
+-- name: ClaimTodo :one
+-- One conditional UPDATE, so of two racing claims the second re-checks the
+-- row after the first commits and matches nothing. Claimable at now:
+-- pending, or failed with a retry due; the first term is the todos_ready
+-- index predicate, verbatim, so the planner uses that index.
+UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
+    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND queue = ANY (sqlc.arg(queues)::text[])
+  AND ((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
+       AND (state = 'pending' OR retry_at <= sqlc.arg(now)))
+RETURNING *;
+
+-- name: ClaimNext :one
+-- ClaimTodo of the oldest claimable todo of the agent in queues, picked
+-- with FOR UPDATE SKIP LOCKED so concurrent claimers take different rows.
+UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
+    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)
+WHERE id = (SELECT t.id FROM todos t
+    WHERE t.agent_id = sqlc.arg(agent_id) AND t.queue = ANY (sqlc.arg(queues)::text[])
+      AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
+           AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)))
+    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING *;
+
+-- name: TodoOfAgent :one
+-- Whether the todo is the agent's (and, unless queues is NULL, in one of
+-- queues).
+SELECT EXISTS (SELECT 1 FROM todos
+    WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)
+      AND (sqlc.narg(queues)::text[] IS NULL OR queue = ANY (sqlc.narg(queues)::text[])));
+
+-- name: RenewLease :one
+-- Held: claimed by the agent, lease not expired at now.
+UPDATE todos SET lease_expires_at = sqlc.arg(lease_until)::timestamptz, updated_at = sqlc.arg(now)::timestamptz
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
+RETURNING *;
+
+-- name: CompleteTodo :one
+UPDATE todos SET state = 'done', result = sqlc.narg(result), lease_expires_at = NULL,
+    updated_at = sqlc.arg(now)::timestamptz, finished_at = sqlc.arg(now)::timestamptz
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)::timestamptz
+RETURNING *;
+
+-- name: LockHeldAttempts :one
+SELECT attempt, max_attempts FROM todos
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed'
+  AND lease_expires_at > sqlc.arg(now)::timestamptz
+FOR UPDATE;
+
+-- name: FailTodo :one
+UPDATE todos SET state = 'failed', last_error = sqlc.arg(reason), retry_at = sqlc.narg(retry_at),
+    lease_expires_at = NULL, updated_at = sqlc.arg(now), finished_at = sqlc.narg(finished_at)
+WHERE id = sqlc.arg(id) RETURNING *;
+
+-- name: AuditTail :one
+SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1;
+
+-- name: InsertAudit :exec
+INSERT INTO audit (seq, at, actor, action, agent_id, decision, data, prev_hash, hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
+
+-- name: ListAudit :many
+-- An empty agent lists every entry; a NULL limit means none.
+SELECT * FROM audit
+WHERE seq > sqlc.arg(after_seq) AND (sqlc.arg(agent_id)::text = '' OR agent_id = sqlc.arg(agent_id))
+ORDER BY seq LIMIT sqlc.narg(lim)::bigint;
+
+-- name: InsertHook :exec
+INSERT INTO hooks (id, owner_id, agent_id, kind, queue, filter, title_template, kind_label, secret, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
+
+-- name: GetHook :one
+SELECT * FROM hooks WHERE id = $1;
+
+-- name: ListHooks :many
+-- Empty filters match everything; oldest first.
+SELECT * FROM hooks
+WHERE (sqlc.arg(owner_id)::text = '' OR owner_id = sqlc.arg(owner_id))
+  AND (sqlc.arg(agent_id)::text = '' OR agent_id = sqlc.arg(agent_id))
+ORDER BY created_at, id;
+
+-- name: RotateHookSecret :one
+UPDATE hooks SET secret = sqlc.arg(secret), updated_at = sqlc.arg(now) WHERE id = sqlc.arg(id) RETURNING *;
+
+-- name: DeleteHook :execrows
+DELETE FROM hooks WHERE id = $1;
+
+-- name: InsertDelivery :one
+-- A keyed delivery inserts once: ON CONFLICT makes a racing redelivery
+-- wait for the first one and then insert nothing (no row returned).
+INSERT INTO hook_deliveries (id, hook_id, key, event, action, outcome, reason, todo_id, received_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8)
+ON CONFLICT (hook_id, key) WHERE key <> '' DO NOTHING
+RETURNING id;
+
+-- name: DeliveryByKey :one
+SELECT * FROM hook_deliveries WHERE hook_id = $1 AND key = $2;
+
+-- name: SetDeliveryTodo :exec
+UPDATE hook_deliveries SET todo_id = $2 WHERE id = $1;
+
+-- name: ListDeliveries :many
+-- Newest first.
+SELECT * FROM hook_deliveries WHERE hook_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2;
+
+-- name: AdvisoryXactLock :exec
+-- Holds the advisory lock key until the transaction ends.
+SELECT pg_advisory_xact_lock($1);
+
+-- name: AnyPerson :one
+SELECT EXISTS (SELECT 1 FROM persons);
+
+-- name: InsertPerson :exec
+INSERT INTO persons (id, name, admin, created_at, updated_at) VALUES ($1, $2, $3, $4, $4);
+
+-- name: InsertToken :exec
+INSERT INTO person_tokens (id, person_id, name, hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: GetPerson :one
+SELECT * FROM persons WHERE id = $1;
+
+-- name: ListPersons :many
+SELECT * FROM persons ORDER BY created_at, id;
+
+-- name: CountOtherActiveAdmins :one
+SELECT count(*) FROM persons WHERE admin AND deactivated_at IS NULL AND id <> $1;
+
+-- name: UpdatePerson :one
+-- A NULL name keeps the name.
+UPDATE persons SET name = coalesce(sqlc.narg(name), name), admin = sqlc.arg(admin),
+    deactivated_at = sqlc.narg(deactivated_at), updated_at = sqlc.arg(now)
+WHERE id = sqlc.arg(id) RETURNING *;
+
+-- name: EndPersonSessions :exec
+UPDATE console_sessions SET ended_at = sqlc.arg(now)::timestamptz WHERE person_id = sqlc.arg(person_id) AND ended_at IS NULL;
+
+-- name: ListTokens :many
+-- The live tokens of the person.
+SELECT * FROM person_tokens WHERE person_id = $1 AND revoked_at IS NULL ORDER BY created_at, id;
+
+-- name: RevokeToken :one
+UPDATE person_tokens SET revoked_at = sqlc.arg(now)::timestamptz
+WHERE id = sqlc.arg(id) AND person_id = sqlc.arg(person_id) AND revoked_at IS NULL RETURNING *;
+
+-- name: EndTokenSessions :exec
+UPDATE console_sessions SET ended_at = sqlc.arg(now)::timestamptz WHERE token_id = sqlc.arg(token_id) AND ended_at IS NULL;
+
+-- name: TokenWithPerson :one
+-- By hash or by id: the caller passes one and leaves the other empty. Each
+-- term is a unique index lookup.
+SELECT sqlc.embed(t), sqlc.embed(p) FROM person_tokens t JOIN persons p ON p.id = t.person_id
+WHERE t.hash = sqlc.arg(hash) OR t.id = sqlc.arg(id);
+
+-- name: TouchToken :exec
+-- At most one write per token per interval: only when the last use is
+-- older than not_after.
+UPDATE person_tokens SET last_used_at = sqlc.arg(at)::timestamptz
+WHERE id = sqlc.arg(id) AND (last_used_at IS NULL OR last_used_at <= sqlc.arg(not_after)::timestamptz);
+
+-- name: InsertConsoleSession :exec
+INSERT INTO console_sessions (id, person_id, token_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5);
+
+-- name: ConsoleSessionByID :one
+SELECT sqlc.embed(s), sqlc.embed(t), sqlc.embed(p)
+FROM console_sessions s JOIN person_tokens t ON t.id = s.token_id JOIN persons p ON p.id = s.person_id
+WHERE s.id = $1;
+
+-- name: EndConsoleSession :exec
+UPDATE console_sessions SET ended_at = sqlc.arg(at)::timestamptz WHERE id = sqlc.arg(id) AND ended_at IS NULL;
+
+-- name: LiveCredentials :many
+-- The ids among ids of live credentials of active, unrevoked agents.
+SELECT c.id FROM credentials c JOIN agents a ON a.id = c.agent_id
+WHERE c.id = ANY (sqlc.arg(ids)::text[]) AND c.revoked_at IS NULL AND a.revoked_at IS NULL AND a.active;
