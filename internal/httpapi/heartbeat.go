@@ -27,10 +27,6 @@ import (
 // inside the use case. A principal over its rate limit gets 429
 // rate_limited with Retry-After in seconds.
 
-// selfAuthenticated lists the routes that need a bearer token but resolve
-// it themselves: the heartbeat is for an agent credential, not a person's.
-var selfAuthenticated = map[string]bool{"sendHeartbeat": true}
-
 func (a *api) sendHeartbeat(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
 	p, err := a.bearerPrincipal(r)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // Intake routes (design: Hooks). The operator routes follow the owner
 // rule (another person's hook is 404, like an unknown one). The delivery
 // route takes no bearer token: the hook's signature authenticates it.
-var hookRoutes = []route{
+var hookRoutes = []routeEntry{
 	{Route{"POST", "/v1/hooks", "createHook", true, nil}, (*api).createHook},
 	{Route{"GET", "/v1/hooks", "listHooks", true, []string{"agent", "limit", "cursor"}}, (*api).listHooks},
 	{Route{"GET", "/v1/hooks/{id}", "getHook", true, nil}, (*api).getHook},

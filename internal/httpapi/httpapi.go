@@ -48,6 +48,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,17 +56,6 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 )
-
-// Options configures the handler.
-type Options struct {
-	// Log receives one record per request (method, path, status, duration;
-	// never the Authorization header) and the cause of every 500.
-	// nil = slog.Default().
-	Log *slog.Logger
-	// Ready reports whether the server can serve (GET /readyz). nil = a
-	// cheap store query that must succeed.
-	Ready func(ctx context.Context) error
-}
 
 // Route describes one route of the API: what registration and the
 // OpenAPI consistency test both read.
@@ -82,14 +72,14 @@ type Route struct {
 
 type handlerFunc func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error
 
-type route struct {
+type routeEntry struct {
 	Route
 	handle handlerFunc
 }
 
 // routes is the one table of the API's routes. New registers exactly these;
 // the OpenAPI test checks the document against exactly these.
-var routes = []route{
+var routes = []routeEntry{
 	{Route{"GET", "/healthz", "getHealth", false, nil}, (*api).getHealth},
 	{Route{"GET", "/readyz", "getReady", false, nil}, (*api).getReady},
 	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false, nil}, (*api).getOpenAPI},
@@ -120,6 +110,10 @@ var routes = []route{
 	{Route{"GET", "/v1/tokens", "listTokens", true, []string{"limit", "cursor"}}, (*api).listTokens},
 	{Route{"DELETE", "/v1/tokens/{id}", "revokeToken", true, nil}, (*api).revokeToken},
 }
+
+// selfAuthenticated lists the routes that need a bearer token but resolve
+// it themselves: the heartbeat is for an agent credential, not a person's.
+var selfAuthenticated = map[string]bool{"sendHeartbeat": true}
 
 // Routes returns the routes New registers, in table order.
 func Routes() []Route {
@@ -207,7 +201,7 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 // against rt.Query, runs the handler and renders its error as a problem.
 // (A self-authenticated route has its query checked before the handler
 // authenticates.)
-func (a *api) wrap(rt route) http.Handler {
+func (a *api) wrap(rt routeEntry) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var by domain.Person
 		if rt.Auth && !selfAuthenticated[rt.OperationID] {
@@ -226,6 +220,49 @@ func (a *api) wrap(rt route) http.Handler {
 			a.writeError(w, r, err)
 		}
 	})
+}
+
+// writeError renders err as a problem document. A *domain.Error keeps its
+// code, detail, pointer and reason; an Unavailable store error is logged
+// and answered 503 unavailable with Retry-After; anything else (and code
+// internal) is logged with its text and answered with a generic 500 that
+// leaks nothing.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var se *statusError
+	if errors.As(err, &se) { // built by this package: safe to show
+		writeProblem(w, r, se.status, se.err)
+		return
+	}
+	var wb *wholeBodyError
+	if errors.As(err, &wb) {
+		writeProblemDoc(w, NewProblem(http.StatusBadRequest, wb.err, r.URL.Path), true)
+		return
+	}
+	var de *domain.Error
+	switch {
+	case errors.As(err, &de) && de.Code != domain.CodeInternal:
+	case Unavailable(r.Context(), err):
+		a.log.Warn("request failed: the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = unavailableError
+	default:
+		level := slog.LevelError
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			level = slog.LevelInfo // the client went away
+		}
+		a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = &domain.Error{Code: domain.CodeInternal, Detail: "internal error; the server log has the cause"}
+	}
+	if de.Code == domain.CodeUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(UnavailableRetryAfter/time.Second)))
+	}
+	if de.Code == domain.CodeUnauthenticated {
+		v := `Bearer realm="rollcall"`
+		if r.Header.Get("Authorization") != "" {
+			v += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", v)
+	}
+	writeProblem(w, r, StatusOf(de.Code), de)
 }
 
 // authenticate resolves the bearer token of an operator route into a person
