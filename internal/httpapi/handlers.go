@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -13,21 +12,6 @@ import (
 )
 
 // Every list response is an app.Page: {"items": [...], "next_cursor"?}.
-
-// writeJSON writes v as a JSON response with the status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encoding the response: %w", err)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-	return nil
-}
 
 // --- probes and the document ---
 
@@ -60,19 +44,6 @@ func (a *api) getOpenAPI(w http.ResponseWriter, _ *http.Request, _ domain.Person
 
 // --- agents ---
 
-func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var in app.VendInput
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	res, err := a.svc.Vend(r.Context(), by, in)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/v1/agents/"+res.Agent.ID)
-	return writeJSON(w, http.StatusCreated, res)
-}
-
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	q := r.URL.Query() // wrap checked the names
 	limit, err := positiveInt(q, "limit")
@@ -84,14 +55,6 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Perso
 		return asQueryError(err, "limit", "cursor")
 	}
 	return writeJSON(w, http.StatusOK, page)
-}
-
-func (a *api) getAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	ag, err := a.svc.OwnedAgent(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, ag)
 }
 
 // updateBody is the PATCH body: the mutable members (app.UpdateInput) plus
@@ -118,26 +81,7 @@ func (a *api) updateAgent(w http.ResponseWriter, r *http.Request, by domain.Pers
 		}
 	}
 	ag, err := a.svc.UpdateAgent(r.Context(), by, r.PathValue("ref"), in.UpdateInput)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, ag)
-}
-
-func (a *api) revokeAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	ag, err := a.svc.RevokeAgent(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, ag)
-}
-
-func (a *api) rotateCredential(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	res, err := a.svc.RotateCredential(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, res)
+	return answer(w, http.StatusOK, ag, err)
 }
 
 // --- todos ---
@@ -209,14 +153,6 @@ func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.P
 	return writeJSON(w, http.StatusOK, page)
 }
 
-func (a *api) getTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	t, err := a.svc.GetTodo(r.Context(), by, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, t)
-}
-
 // --- audit ---
 
 func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -243,8 +179,5 @@ func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person
 
 func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	res, err := a.svc.VerifyAudit(r.Context(), by)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, res)
+	return answer(w, http.StatusOK, res, err)
 }

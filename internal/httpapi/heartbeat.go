@@ -74,11 +74,3 @@ func (a *api) bearerPrincipal(r *http.Request) (domain.Principal, error) {
 	}
 	return a.svc.Authenticate(r.Context(), tok)
 }
-
-func (a *api) getAgentStatus(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	st, err := a.svc.AgentStatus(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, st)
-}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -70,4 +71,19 @@ func asQueryError(err error, params ...string) error {
 	c.Pointer = ""
 	c.Detail = "query parameter " + name + ": " + de.Detail
 	return &c
+}
+
+// writePageOf answers one page (query parameters limit and cursor, checked
+// by the route table) of a list the use case returned whole (app.PageOf).
+func writePageOf[T any](w http.ResponseWriter, r *http.Request, kind string, all []T, key func(T) string) error {
+	q := r.URL.Query()
+	limit, err := positiveInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	page, err := app.PageOf(kind, all, key, limit, q.Get("cursor"))
+	if err != nil {
+		return asQueryError(err, "limit", "cursor")
+	}
+	return writeJSON(w, http.StatusOK, page)
 }
