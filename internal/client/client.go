@@ -81,6 +81,19 @@ func StatusOf(err error) int {
 	return 0
 }
 
+// send makes one request (see do) and returns its answer decoded into a T.
+func send[T any](c *Client, ctx context.Context, method, path string, q url.Values, body any) (T, error) {
+	var out T
+	_, err := c.do(ctx, method, path, q, body, &out)
+	return out, err
+}
+
+// items makes one GET of a listing (see do) and returns its items.
+func items[T any](c *Client, ctx context.Context, path string, q url.Values) ([]T, error) {
+	out, err := send[listOf[T]](c, ctx, http.MethodGet, path, q, nil)
+	return out.Items, err
+}
+
 // --- agents ---
 
 // VendAgent vends an agent (POST /v1/agents). The result holds the
@@ -88,9 +101,7 @@ func StatusOf(err error) int {
 // Errors: invalid_argument / unknown_member (400, with pointer), conflict
 // (409, handle taken), unauthenticated (401), forbidden (403).
 func (c *Client) VendAgent(ctx context.Context, in wire.VendInput) (wire.VendResult, error) {
-	var out wire.VendResult
-	_, err := c.do(ctx, http.MethodPost, "/v1/agents", nil, in, &out)
-	return out, err
+	return send[wire.VendResult](c, ctx, http.MethodPost, "/v1/agents", nil, in)
 }
 
 // ListAgents lists all the caller's agents ordered by handle (GET
@@ -117,36 +128,28 @@ func (c *Client) ListAgents(ctx context.Context) ([]wire.Agent, error) {
 // GetAgent returns one agent by id or handle (GET /v1/agents/{ref}).
 // Errors: not_found (404; also another person's agent).
 func (c *Client) GetAgent(ctx context.Context, ref string) (wire.Agent, error) {
-	var out wire.Agent
-	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
-	return out, err
+	return send[wire.Agent](c, ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref), nil, nil)
 }
 
 // UpdateAgent changes name, billing configuration or the active flag
 // (PATCH /v1/agents/{ref}); nil fields are unchanged.
 // Errors: not_found, invalid_argument, conflict (revoked).
 func (c *Client) UpdateAgent(ctx context.Context, ref string, in wire.UpdateInput) (wire.Agent, error) {
-	var out wire.Agent
-	_, err := c.do(ctx, http.MethodPatch, "/v1/agents/"+url.PathEscape(ref), nil, in, &out)
-	return out, err
+	return send[wire.Agent](c, ctx, http.MethodPatch, "/v1/agents/"+url.PathEscape(ref), nil, in)
 }
 
 // RevokeAgent revokes the agent permanently (DELETE /v1/agents/{ref}) and
 // returns it with RevokedAt set. Errors: not_found, conflict (already
 // revoked).
 func (c *Client) RevokeAgent(ctx context.Context, ref string) (wire.Agent, error) {
-	var out wire.Agent
-	_, err := c.do(ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
-	return out, err
+	return send[wire.Agent](c, ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref), nil, nil)
 }
 
 // RotateCredential replaces the agent's credentials with a new one
 // (POST /v1/agents/{ref}/credentials), shown only this once.
 // Errors: not_found, conflict (revoked).
 func (c *Client) RotateCredential(ctx context.Context, ref string) (wire.RotateResult, error) {
-	var out wire.RotateResult
-	_, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/credentials", nil, nil, &out)
-	return out, err
+	return send[wire.RotateResult](c, ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/credentials", nil, nil)
 }
 
 // --- todos ---
@@ -175,17 +178,13 @@ func (c *Client) ListTodos(ctx context.Context, ref string, f wire.TodoFilter) (
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out listOf[wire.Todo]
-	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/todos", q, nil, &out)
-	return out.Items, err
+	return items[wire.Todo](c, ctx, "/v1/agents/"+url.PathEscape(ref)+"/todos", q)
 }
 
 // GetTodo returns one todo of one of the caller's agents (GET /v1/todos/{id}).
 // Errors: not_found.
 func (c *Client) GetTodo(ctx context.Context, id string) (wire.Todo, error) {
-	var out wire.Todo
-	_, err := c.do(ctx, http.MethodGet, "/v1/todos/"+url.PathEscape(id), nil, nil, &out)
-	return out, err
+	return send[wire.Todo](c, ctx, http.MethodGet, "/v1/todos/"+url.PathEscape(id), nil, nil)
 }
 
 // --- audit ---
@@ -204,17 +203,13 @@ func (c *Client) ListAudit(ctx context.Context, f wire.AuditFilter) ([]wire.Audi
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out listOf[wire.AuditEntry]
-	_, err := c.do(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
-	return out.Items, err
+	return items[wire.AuditEntry](c, ctx, "/v1/audit", q)
 }
 
 // VerifyAudit verifies the audit hash chain (GET /v1/audit/verify). A broken
 // chain is not an error: it is a result with OK false.
 func (c *Client) VerifyAudit(ctx context.Context) (wire.AuditVerifyResult, error) {
-	var out wire.AuditVerifyResult
-	_, err := c.do(ctx, http.MethodGet, "/v1/audit/verify", nil, nil, &out)
-	return out, err
+	return send[wire.AuditVerifyResult](c, ctx, http.MethodGet, "/v1/audit/verify", nil, nil)
 }
 
 // Ready reports whether the server is ready (GET /readyz): nil when it is.

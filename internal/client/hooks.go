@@ -14,9 +14,7 @@ import (
 // the secret, shown only this once. Errors: invalid_argument (400, with
 // pointer), not_found (the agent), conflict (revoked agent).
 func (c *Client) CreateHook(ctx context.Context, in wire.HookInput) (wire.HookSecretResult, error) {
-	var out wire.HookSecretResult
-	_, err := c.do(ctx, http.MethodPost, "/v1/hooks", nil, in, &out)
-	return out, err
+	return send[wire.HookSecretResult](c, ctx, http.MethodPost, "/v1/hooks", nil, in)
 }
 
 // ListHooks lists the caller's hooks, oldest first (GET /v1/hooks), only
@@ -26,31 +24,23 @@ func (c *Client) ListHooks(ctx context.Context, agent string) ([]wire.HookView, 
 	if agent != "" {
 		q.Set("agent", agent)
 	}
-	var out listOf[wire.HookView]
-	_, err := c.do(ctx, http.MethodGet, "/v1/hooks", q, nil, &out)
-	return out.Items, err
+	return items[wire.HookView](c, ctx, "/v1/hooks", q)
 }
 
 // GetHook returns one hook with its last deliveries (GET /v1/hooks/{id}).
 // Errors: not_found (also another person's hook).
 func (c *Client) GetHook(ctx context.Context, id string) (wire.HookView, error) {
-	var out wire.HookView
-	_, err := c.do(ctx, http.MethodGet, "/v1/hooks/"+url.PathEscape(id), nil, nil, &out)
-	return out, err
+	return send[wire.HookView](c, ctx, http.MethodGet, "/v1/hooks/"+url.PathEscape(id), nil, nil)
 }
 
 // RotateHookSecret replaces the hook's secret (POST /v1/hooks/{id}/secret);
 // the new one is shown only this once. Errors: not_found.
 func (c *Client) RotateHookSecret(ctx context.Context, id string) (wire.HookSecretResult, error) {
-	var out wire.HookSecretResult
-	_, err := c.do(ctx, http.MethodPost, "/v1/hooks/"+url.PathEscape(id)+"/secret", nil, nil, &out)
-	return out, err
+	return send[wire.HookSecretResult](c, ctx, http.MethodPost, "/v1/hooks/"+url.PathEscape(id)+"/secret", nil, nil)
 }
 
 // DeleteHook deletes the hook (DELETE /v1/hooks/{id}) and returns it as it
 // was. Errors: not_found.
 func (c *Client) DeleteHook(ctx context.Context, id string) (wire.HookView, error) {
-	var out wire.HookView
-	_, err := c.do(ctx, http.MethodDelete, "/v1/hooks/"+url.PathEscape(id), nil, nil, &out)
-	return out, err
+	return send[wire.HookView](c, ctx, http.MethodDelete, "/v1/hooks/"+url.PathEscape(id), nil, nil)
 }

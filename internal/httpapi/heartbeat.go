@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -37,18 +36,13 @@ func (a *api) sendHeartbeat(w http.ResponseWriter, r *http.Request, _ domain.Per
 		return &statusError{http.StatusUnsupportedMediaType,
 			domain.Errorf(domain.CodeInvalidArgument, "Content-Type must be application/json, got %q", ct)}
 	}
-	tooLarge := &statusError{http.StatusRequestEntityTooLarge,
-		domain.Errorf(domain.CodeInvalidArgument, "the heartbeat body exceeds the limit of %d bytes", liveness.MaxBodyBytes)}
-	if r.ContentLength > liveness.MaxBodyBytes {
-		return tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, liveness.MaxBodyBytes))
+	body, err := readLimited(w, r, liveness.MaxBodyBytes,
+		domain.Errorf(domain.CodeInvalidArgument, "the heartbeat body exceeds the limit of %d bytes", liveness.MaxBodyBytes),
+		func(err error) error {
+			return domain.Errorf(domain.CodeInvalidArgument, "reading the request body failed: %v", err)
+		})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge
-		}
-		return domain.Errorf(domain.CodeInvalidArgument, "reading the request body failed: %v", err)
+		return err
 	}
 	ack, err := a.svc.Heartbeat(r.Context(), p, r.PathValue("agent"), body, app.Arrival{})
 	var rl *app.RateLimitedError

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -40,18 +39,13 @@ func (a *api) listHooks(w http.ResponseWriter, r *http.Request, by domain.Person
 // 409 revoked agent, 429 rate limit (with Retry-After). A refusal never
 // echoes the body.
 func (a *api) deliverHook(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
-	tooLarge := &statusError{http.StatusRequestEntityTooLarge,
-		domain.Errorf(domain.CodeInvalidArgument, "the delivery body exceeds the limit of %d bytes (1 MiB)", intake.MaxBody)}
-	if r.ContentLength > intake.MaxBody {
-		return tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, intake.MaxBody))
+	body, err := readLimited(w, r, intake.MaxBody,
+		domain.Errorf(domain.CodeInvalidArgument, "the delivery body exceeds the limit of %d bytes (1 MiB)", intake.MaxBody),
+		func(error) error {
+			return domain.Errorf(domain.CodeInvalidArgument, "reading the delivery body failed")
+		})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge
-		}
-		return domain.Errorf(domain.CodeInvalidArgument, "reading the delivery body failed")
+		return err
 	}
 	res, err := a.svc.Deliver(r.Context(), app.DeliveryInput{HookID: r.PathValue("id"), Header: r.Header, Body: body})
 	if err != nil {
