@@ -1,9 +1,6 @@
 package console_test
 
 import (
-	"bytes"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -30,16 +27,7 @@ func TestAgentPageListsHooksAndDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"pull_request.review_requested", "star.created"} {
-		h, payload := intaketest.GitHub(t, name)
-		intaketest.SignGitHub(h, res.Secret, payload)
-		req, _ := http.NewRequest("POST", e.URL+"/v1/hooks/"+res.Hook.ID+"/deliveries", bytes.NewReader(payload))
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
+		intaketest.DeliverGitHub(t, e.URL+"/v1/hooks/"+res.Hook.ID+"/deliveries", res.Secret, name)
 	}
 	_, body = b.get("/console/agents/reviewer")
 	wantContains(t, body, res.Hook.ID, "/v1/hooks/"+res.Hook.ID+"/deliveries", "acme-corp/widgets",

@@ -528,16 +528,8 @@ func BenchmarkGitHubDelivery(b *testing.B) {
 	for i := range b.N {
 		e.Clock.Advance(time.Second) // stay under the per-hook rate limit
 		h.Set("X-GitHub-Delivery", fmt.Sprintf("bench-%d", i))
-		req, _ := http.NewRequest("POST", hk.URL, bytes.NewReader(body))
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			b.Fatalf("delivery %d = %d", i, resp.StatusCode)
+		if status := intaketest.Post(b, hk.URL, h, body); status != http.StatusCreated {
+			b.Fatalf("delivery %d = %d", i, status)
 		}
 	}
 }
