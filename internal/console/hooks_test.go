@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/console"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
 )
@@ -13,11 +12,7 @@ import (
 // TestAgentPageListsHooksAndDeliveries: the agent page shows the agent's
 // hooks, their filters and their last deliveries, never a secret.
 func TestAgentPageListsHooksAndDeliveries(t *testing.T) {
-	e := newEnv(t, console.Options{})
-	me := admin(t, e)
-	vend(t, e, me, "reviewer")
-	b := e.browser(t)
-	b.signIn(e.AdminToken)
+	e, me, b := reviewerSignedIn(t)
 	_, body := b.get("/console/agents/reviewer")
 	wantContains(t, body, `<h2 id="hooks-title">Hooks</h2>`, "No hooks.")
 
