@@ -218,6 +218,121 @@ func (c *Client) Ready(ctx context.Context) error {
 	return err
 }
 
+// --- presence and status ---
+
+// GetPresence returns the agent's effective presence, source, until, shift,
+// pending count and held todos (GET /v1/agents/{ref}/presence).
+func (c *Client) GetPresence(ctx context.Context, ref string) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/presence", nil, nil)
+}
+
+// SetPresence puts the agent in or out with an operator override
+// (PUT /v1/agents/{ref}/presence). Errors: invalid_argument (/presence,
+// /until), not_found, conflict (revoked).
+func (c *Client) SetPresence(ctx context.Context, ref string, in wire.PresenceInput) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodPut, "/v1/agents/"+url.PathEscape(ref)+"/presence", nil, in)
+}
+
+// ClearPresence clears any override (DELETE /v1/agents/{ref}/presence).
+func (c *Client) ClearPresence(ctx context.Context, ref string) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref)+"/presence", nil, nil)
+}
+
+// SetShift sets (nil clears) the agent's shift (PUT /v1/agents/{ref}/shift).
+// Errors: invalid_argument at /shift with the grammar error.
+func (c *Client) SetShift(ctx context.Context, ref string, shift *string) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodPut, "/v1/agents/"+url.PathEscape(ref)+"/shift", nil, map[string]*string{"shift": shift})
+}
+
+// AgentStatus returns the agent's runtime status (GET
+// /v1/agents/{ref}/status): liveness state, last heartbeat, the reported billing mode,
+// tool class, billing evidence, runtime and adapter, the warnings, project
+// readiness and the in/out presence. Errors: not_found (unknown agent or
+// another person's).
+func (c *Client) AgentStatus(ctx context.Context, ref string) (wire.AgentRuntimeStatus, error) {
+	return send[wire.AgentRuntimeStatus](c, ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/status", nil, nil)
+}
+
+// --- hooks (webhook intake) ---
+
+// CreateHook creates a webhook endpoint (POST /v1/hooks); the result holds
+// the secret, shown only this once. Errors: invalid_argument (400, with
+// pointer), not_found (the agent), conflict (revoked agent).
+func (c *Client) CreateHook(ctx context.Context, in wire.HookInput) (wire.HookSecretResult, error) {
+	return send[wire.HookSecretResult](c, ctx, http.MethodPost, "/v1/hooks", nil, in)
+}
+
+// ListHooks lists the caller's hooks, oldest first (GET /v1/hooks), only
+// those of agent when it is not "". Errors: not_found (agent).
+func (c *Client) ListHooks(ctx context.Context, agent string) ([]wire.HookView, error) {
+	q := url.Values{}
+	if agent != "" {
+		q.Set("agent", agent)
+	}
+	return items[wire.HookView](c, ctx, "/v1/hooks", q)
+}
+
+// GetHook returns one hook with its last deliveries (GET /v1/hooks/{id}).
+// Errors: not_found (also another person's hook).
+func (c *Client) GetHook(ctx context.Context, id string) (wire.HookView, error) {
+	return send[wire.HookView](c, ctx, http.MethodGet, "/v1/hooks/"+url.PathEscape(id), nil, nil)
+}
+
+// RotateHookSecret replaces the hook's secret (POST /v1/hooks/{id}/secret);
+// the new one is shown only this once. Errors: not_found.
+func (c *Client) RotateHookSecret(ctx context.Context, id string) (wire.HookSecretResult, error) {
+	return send[wire.HookSecretResult](c, ctx, http.MethodPost, "/v1/hooks/"+url.PathEscape(id)+"/secret", nil, nil)
+}
+
+// DeleteHook deletes the hook (DELETE /v1/hooks/{id}) and returns it as it
+// was. Errors: not_found.
+func (c *Client) DeleteHook(ctx context.Context, id string) (wire.HookView, error) {
+	return send[wire.HookView](c, ctx, http.MethodDelete, "/v1/hooks/"+url.PathEscape(id), nil, nil)
+}
+
+// --- persons and tokens ---
+
+// CreatePerson creates a person and its first token, shown once
+// (POST /v1/persons; admin). Errors: forbidden, invalid_argument.
+func (c *Client) CreatePerson(ctx context.Context, in wire.PersonInput) (wire.PersonCreated, error) {
+	return send[wire.PersonCreated](c, ctx, http.MethodPost, "/v1/persons", nil, in)
+}
+
+// ListPersons lists every person (GET /v1/persons; admin).
+func (c *Client) ListPersons(ctx context.Context) ([]wire.Person, error) {
+	return items[wire.Person](c, ctx, "/v1/persons", nil)
+}
+
+// UpdatePerson renames, re-roles, deactivates or reactivates a person
+// (PATCH /v1/persons/{id}; admin). Errors: forbidden, not_found,
+// invalid_argument, conflict (reason last_admin).
+func (c *Client) UpdatePerson(ctx context.Context, id string, in wire.PersonUpdate) (wire.Person, error) {
+	return send[wire.Person](c, ctx, http.MethodPatch, "/v1/persons/"+url.PathEscape(id), nil, in)
+}
+
+// CreateToken mints a personal token for the caller, shown once
+// (POST /v1/tokens). Errors: invalid_argument.
+func (c *Client) CreateToken(ctx context.Context, in wire.TokenInput) (wire.MintedToken, error) {
+	return send[wire.MintedToken](c, ctx, http.MethodPost, "/v1/tokens", nil, in)
+}
+
+// ListTokens lists the caller's unrevoked tokens (GET /v1/tokens).
+func (c *Client) ListTokens(ctx context.Context) ([]wire.PersonToken, error) {
+	return items[wire.PersonToken](c, ctx, "/v1/tokens", nil)
+}
+
+// RevokeToken revokes one of the caller's tokens (DELETE /v1/tokens/{id}).
+// Errors: not_found.
+func (c *Client) RevokeToken(ctx context.Context, id string) (wire.PersonToken, error) {
+	return send[wire.PersonToken](c, ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil)
+}
+
+// ListAgentsOf lists another person's agents (GET /v1/agents?owner=…;
+// admin). Errors: forbidden.
+func (c *Client) ListAgentsOf(ctx context.Context, ownerID string) ([]wire.Agent, error) {
+	return items[wire.Agent](c, ctx, "/v1/agents", url.Values{"owner": {ownerID}})
+}
+
 // --- plumbing ---
 
 type listOf[T any] struct {
