@@ -423,14 +423,7 @@ func TestListenerCapsConnectionsPerClient(t *testing.T) {
 	}
 	ask := func(addr string) string { // one GET on a fresh connection
 		t.Helper()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(wait))
-		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr)
-		got, err := io.ReadAll(c)
+		got, err := rawExchange(t, addr, wait, fmt.Sprintf("GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr))
 		if err != nil {
 			t.Fatalf("no answer: %v (read %q)", err, got)
 		}
@@ -534,15 +527,24 @@ func TestVerifierDecidesBeforeTheHandler(t *testing.T) {
 	// A wrong credential that announces a body it never sends is answered
 	// at once and its connection closed.
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(wait))
-	fmt.Fprintf(conn, "POST /v1/agents HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer rcp_wrong-0123456789\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n", addr)
-	got, err := io.ReadAll(conn)
+	got, err := rawExchange(t, addr, wait, fmt.Sprintf("POST /v1/agents HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer rcp_wrong-0123456789\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n", addr))
 	if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 429") || !strings.Contains(string(got), "Connection: close") {
 		t.Fatalf("stalled body over the limit: %v %q", err, got)
 	}
+}
+
+// rawExchange writes request on a fresh TCP connection to addr and reads
+// until the server closes it (or wait has passed).
+func rawExchange(t *testing.T, addr string, wait time.Duration, request string) ([]byte, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	return io.ReadAll(c)
 }
