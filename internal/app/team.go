@@ -475,23 +475,30 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 }
 
 // cacheCredential remembers the lookup p of the credential hash h, made at
-// now. The cache is bounded: at 10 000 entries the expired ones go, and if
-// none had expired, all.
+// now (bounded: see putBounded).
 func (s *Service) cacheCredential(h string, p domain.Principal, now time.Time) {
+	a := *p.Agent
 	s.team.credMu.Lock()
 	defer s.team.credMu.Unlock()
-	if len(s.team.creds) >= 10000 {
-		for k, v := range s.team.creds {
-			if now.Sub(v.at) >= CredentialCacheTTL {
-				delete(s.team.creds, k)
+	putBounded(s.team.creds, h, credEntry{p: domain.Principal{Agent: &a, CredentialID: p.CredentialID}, at: now}, now,
+		func(e credEntry) time.Time { return e.at })
+}
+
+// putBounded stores v under k in m, a cache whose entries expire
+// CredentialCacheTTL after at(entry): at 10 000 entries the expired ones
+// go, and if none had expired, all. Callers hold m's lock.
+func putBounded[V any](m map[string]V, k string, v V, now time.Time, at func(V) time.Time) {
+	if len(m) >= 10000 {
+		for key, e := range m {
+			if now.Sub(at(e)) >= CredentialCacheTTL {
+				delete(m, key)
 			}
 		}
-		if len(s.team.creds) >= 10000 {
-			clear(s.team.creds)
+		if len(m) >= 10000 {
+			clear(m)
 		}
 	}
-	a := *p.Agent
-	s.team.creds[h] = credEntry{p: domain.Principal{Agent: &a, CredentialID: p.CredentialID}, at: now}
+	m[k] = v
 }
 
 // cachedCredential returns the cached lookup of the credential hash h while
@@ -541,33 +548,52 @@ func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
 	if seen && now.Sub(v.at) < CredentialCacheTTL && now.Sub(v.at) >= 0 {
 		return v.ok
 	}
+	var ok bool
+	var err error
 	if agent {
-		a, credID, err := s.store.AgentByCredentialHash(ctx, h)
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			s.rememberVerdict(h, false, now)
-			return false
-		case err != nil:
-			return true
-		case a.Revoked():
-			return false
-		case a.Active:
-			s.cacheCredential(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
-		}
-		return true
+		ok, err = s.agentMayAuthenticate(ctx, h, now)
+	} else {
+		ok, err = s.personMayAuthenticate(ctx, h, now)
 	}
-	p, t, err := s.store.TokenByHash(ctx, h)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 		s.rememberVerdict(h, false, now)
 		return false
 	case err != nil:
-		return true
-	case t.RevokedAt != nil, !t.Usable(s.now()), !p.Active:
-		return false
+		return true // the store could not tell: the handler decides
 	}
-	s.rememberVerdict(h, true, now)
-	return true
+	return ok
+}
+
+// agentMayAuthenticate looks the agent credential hash h up for
+// MayAuthenticate: false for a revoked agent; an active agent's lookup goes
+// into the credential cache. Errors: the store's (domain.ErrNotFound for an
+// unknown hash).
+func (s *Service) agentMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	a, credID, err := s.store.AgentByCredentialHash(ctx, h)
+	if err != nil {
+		return false, err
+	}
+	if a.Active && !a.Revoked() {
+		s.cacheCredential(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
+	}
+	return !a.Revoked(), nil
+}
+
+// personMayAuthenticate looks the person token hash h up for
+// MayAuthenticate: false for a revoked or expired token or a deactivated
+// person; a yes is remembered. Errors: the store's (domain.ErrNotFound for
+// an unknown hash).
+func (s *Service) personMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	p, t, err := s.store.TokenByHash(ctx, h)
+	if err != nil {
+		return false, err
+	}
+	ok := t.RevokedAt == nil && t.Usable(s.now()) && p.Active
+	if ok {
+		s.rememberVerdict(h, true, now)
+	}
+	return ok, nil
 }
 
 // rememberVerdict records MayAuthenticate's answer for the token hash h,
@@ -575,17 +601,7 @@ func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
 func (s *Service) rememberVerdict(h string, ok bool, now time.Time) {
 	s.team.verdictMu.Lock()
 	defer s.team.verdictMu.Unlock()
-	if len(s.team.verdicts) >= 10000 {
-		for k, v := range s.team.verdicts {
-			if now.Sub(v.at) >= CredentialCacheTTL {
-				delete(s.team.verdicts, k)
-			}
-		}
-		if len(s.team.verdicts) >= 10000 {
-			clear(s.team.verdicts)
-		}
-	}
-	s.team.verdicts[h] = verdict{ok: ok, at: now}
+	putBounded(s.team.verdicts, h, verdict{ok: ok, at: now}, now, func(v verdict) time.Time { return v.at })
 }
 
 // forgetCredentials drops the cached lookups of an agent.
