@@ -404,6 +404,16 @@ type teamState struct {
 
 	credMu sync.Mutex
 	creds  map[string]credEntry // credential hash → lookup
+
+	verdictMu sync.Mutex
+	verdicts  map[string]verdict // token hash → MayAuthenticate's answer
+}
+
+// verdict is a remembered answer of MayAuthenticate: ok for a person token
+// that authenticated, !ok for a hash no credential has.
+type verdict struct {
+	ok bool
+	at time.Time
 }
 
 type credEntry struct {
@@ -414,6 +424,7 @@ type credEntry struct {
 func (s *Service) initTeam() {
 	s.team.touched = map[string]time.Time{}
 	s.team.creds = map[string]credEntry{}
+	s.team.verdicts = map[string]verdict{}
 	bus.Listen(s.bus, s.onTeam, nil)
 }
 
@@ -449,12 +460,8 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 	}
 	h := HashToken(token)
 	now := s.clock.Now()
-	s.team.credMu.Lock()
-	e, ok := s.team.creds[h]
-	s.team.credMu.Unlock()
-	if ok && now.Sub(e.at) < CredentialCacheTTL && now.Sub(e.at) >= 0 {
-		a := *e.p.Agent
-		return domain.Principal{Agent: &a, CredentialID: e.p.CredentialID}, nil
+	if p, ok := s.cachedCredential(h, now); ok {
+		return p, nil
 	}
 	p, err := s.AuthenticateAgent(ctx, token)
 	if err != nil {
@@ -463,21 +470,138 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 		s.team.credMu.Unlock()
 		return p, err
 	}
+	s.cacheCredential(h, p, now)
+	return p, nil
+}
+
+// cacheCredential remembers the lookup p of the credential hash h, made at
+// now (bounded: see putBounded).
+func (s *Service) cacheCredential(h string, p domain.Principal, now time.Time) {
+	a := *p.Agent
 	s.team.credMu.Lock()
-	if len(s.team.creds) >= 10000 {
-		for k, v := range s.team.creds {
-			if now.Sub(v.at) >= CredentialCacheTTL {
-				delete(s.team.creds, k)
+	defer s.team.credMu.Unlock()
+	putBounded(s.team.creds, h, credEntry{p: domain.Principal{Agent: &a, CredentialID: p.CredentialID}, at: now}, now,
+		func(e credEntry) time.Time { return e.at })
+}
+
+// putBounded stores v under k in m, a cache whose entries expire
+// CredentialCacheTTL after at(entry): at 10 000 entries the expired ones
+// go, and if none had expired, all. Callers hold m's lock.
+func putBounded[V any](m map[string]V, k string, v V, now time.Time, at func(V) time.Time) {
+	if len(m) >= 10000 {
+		for key, e := range m {
+			if now.Sub(at(e)) >= CredentialCacheTTL {
+				delete(m, key)
 			}
 		}
-		if len(s.team.creds) >= 10000 {
-			clear(s.team.creds)
+		if len(m) >= 10000 {
+			clear(m)
 		}
 	}
-	a := *p.Agent
-	s.team.creds[h] = credEntry{p: domain.Principal{Agent: &a, CredentialID: p.CredentialID}, at: now}
+	m[k] = v
+}
+
+// cachedCredential returns the cached lookup of the credential hash h while
+// it is younger than CredentialCacheTTL.
+func (s *Service) cachedCredential(h string, now time.Time) (domain.Principal, bool) {
+	s.team.credMu.Lock()
+	e, ok := s.team.creds[h]
 	s.team.credMu.Unlock()
-	return p, nil
+	if !ok || now.Sub(e.at) >= CredentialCacheTTL || now.Sub(e.at) < 0 {
+		return domain.Principal{}, false
+	}
+	a := *e.p.Agent
+	return domain.Principal{Agent: &a, CredentialID: e.p.CredentialID}, true
+}
+
+// MayAuthenticate reports whether a bearer token could authenticate: the
+// edge's check of a client over the failed-auth limit (design: The
+// failed-auth limit). false means it certainly cannot — not a Rollcall
+// token, no credential has its hash, a revoked agent, a revoked or expired
+// token, a deactivated person; true means the handler decides (it
+// authenticates, or the agent is inactive, or the store could not tell).
+//
+// A token seen within CredentialCacheTTL costs no store round trip: an
+// agent credential that authenticated is in the credential cache (where the
+// MCP request that follows finds it), a person token that authenticated
+// and a hash no credential has are remembered here. Remembering an unknown
+// hash refuses no credential created later, on this instance or another:
+// a new credential is 256 fresh random bits (NewToken), so its hash is
+// never one that was looked up before. A remembered yes that has gone stale
+// (a token revoked since) only lets the handler answer. Otherwise it costs
+// one indexed lookup by hash, and never records a token's use.
+func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
+	agent := strings.HasPrefix(token, AgentTokenPrefix)
+	if !agent && !strings.HasPrefix(token, PersonTokenPrefix) {
+		return false
+	}
+	h := HashToken(token)
+	now := s.clock.Now()
+	if agent {
+		if _, ok := s.cachedCredential(h, now); ok {
+			return true
+		}
+	}
+	s.team.verdictMu.Lock()
+	v, seen := s.team.verdicts[h]
+	s.team.verdictMu.Unlock()
+	if seen && now.Sub(v.at) < CredentialCacheTTL && now.Sub(v.at) >= 0 {
+		return v.ok
+	}
+	var ok bool
+	var err error
+	if agent {
+		ok, err = s.agentMayAuthenticate(ctx, h, now)
+	} else {
+		ok, err = s.personMayAuthenticate(ctx, h, now)
+	}
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		s.rememberVerdict(h, false, now)
+		return false
+	case err != nil:
+		return true // the store could not tell: the handler decides
+	}
+	return ok
+}
+
+// agentMayAuthenticate looks the agent credential hash h up for
+// MayAuthenticate: false for a revoked agent; an active agent's lookup goes
+// into the credential cache. Errors: the store's (domain.ErrNotFound for an
+// unknown hash).
+func (s *Service) agentMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	a, credID, err := s.store.AgentByCredentialHash(ctx, h)
+	if err != nil {
+		return false, err
+	}
+	if a.Active && !a.Revoked() {
+		s.cacheCredential(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
+	}
+	return !a.Revoked(), nil
+}
+
+// personMayAuthenticate looks the person token hash h up for
+// MayAuthenticate: false for a revoked or expired token or a deactivated
+// person; a yes is remembered. Errors: the store's (domain.ErrNotFound for
+// an unknown hash).
+func (s *Service) personMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	p, t, err := s.store.TokenByHash(ctx, h)
+	if err != nil {
+		return false, err
+	}
+	ok := t.RevokedAt == nil && t.Usable(s.now()) && p.Active
+	if ok {
+		s.rememberVerdict(h, true, now)
+	}
+	return ok, nil
+}
+
+// rememberVerdict records MayAuthenticate's answer for the token hash h,
+// bounded like the credential cache.
+func (s *Service) rememberVerdict(h string, ok bool, now time.Time) {
+	s.team.verdictMu.Lock()
+	defer s.team.verdictMu.Unlock()
+	putBounded(s.team.verdicts, h, verdict{ok: ok, at: now}, now, func(v verdict) time.Time { return v.at })
 }
 
 // forgetCredentials drops the cached lookups of an agent.

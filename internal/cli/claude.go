@@ -124,59 +124,54 @@ func newAdapterCommand(cf *clientFlags) *cobra.Command {
 	var pid int
 	var start uint64
 	var dir string
-	run := &cobra.Command{
-		Use:   "run",
-		Short: "Run the adapter for one Claude Code process in the foreground (the hooks start it detached)",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			rf.server = cf.serverURL(cmd)
-			if pid <= 0 {
-				return usageError{errors.New("--claude-pid is required")}
+	run := newCommand("run", "Run the adapter for one Claude Code process in the foreground (the hooks start it detached)", noArgs, func(cmd *cobra.Command, _ []string) error {
+		rf.server = cf.serverURL(cmd)
+		if pid <= 0 {
+			return usageError{errors.New("--claude-pid is required")}
+		}
+		cred := os.Getenv(rf.credEnv)
+		if cred == "" {
+			return fmt.Errorf("$%s is not set: the adapter has no credential to identify with", rf.credEnv)
+		}
+		log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("agent", rf.agent, "claude_pid", pid)
+		p := claudecode.Process{PID: pid, Start: start}
+		if start == 0 {
+			p = claudecode.Identify(pid)
+		}
+		if !p.Alive() {
+			return fmt.Errorf("claude code process %d is not running", pid)
+		}
+		// Claude Code's own executable answers --version and auth
+		// status; a node running it would answer node's version.
+		exe := p.Exe()
+		if !strings.HasPrefix(filepath.Base(exe), "claude") {
+			exe, _ = exec.LookPath("claude")
+		}
+		env := os.Environ()
+		probe := func(ctx context.Context) (string, claudecode.Evidence) {
+			ver := claudecode.ReadVersion(ctx, exe, env, 30*time.Second)
+			ev := claudecode.Billing(os.LookupEnv, nil)
+			if ev.KeyType == "unknown" { // the environment says nothing: ask Claude Code
+				ev = claudecode.Billing(os.LookupEnv, claudecode.ReadAuthStatus(ctx, exe, env, 30*time.Second))
 			}
-			cred := os.Getenv(rf.credEnv)
-			if cred == "" {
-				return fmt.Errorf("$%s is not set: the adapter has no credential to identify with", rf.credEnv)
-			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("agent", rf.agent, "claude_pid", pid)
-			p := claudecode.Process{PID: pid, Start: start}
-			if start == 0 {
-				p = claudecode.Identify(pid)
-			}
-			if !p.Alive() {
-				return fmt.Errorf("claude code process %d is not running", pid)
-			}
-			// Claude Code's own executable answers --version and auth
-			// status; a node running it would answer node's version.
-			exe := p.Exe()
-			if !strings.HasPrefix(filepath.Base(exe), "claude") {
-				exe, _ = exec.LookPath("claude")
-			}
-			env := os.Environ()
-			probe := func(ctx context.Context) (string, claudecode.Evidence) {
-				ver := claudecode.ReadVersion(ctx, exe, env, 30*time.Second)
-				ev := claudecode.Billing(os.LookupEnv, nil)
-				if ev.KeyType == "unknown" { // the environment says nothing: ask Claude Code
-					ev = claudecode.Billing(os.LookupEnv, claudecode.ReadAuthStatus(ctx, exe, env, 30*time.Second))
-				}
-				return ver, ev
-			}
-			if dir == "" {
-				dir = claudecode.StateDir(os.Getenv)
-			}
-			ctx := cmd.Context()
-			a := claudecode.NewAdapter(claudecode.AdapterOptions{Server: rf.server, Credential: cred, Claude: p,
-				StateDir: dir, Probe: probe, Log: log})
-			err := a.Run(ctx)
-			if errors.Is(err, claudecode.ErrRunning) {
-				log.Info("another adapter serves this process; exiting")
-				return nil
-			}
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
-		},
-	}
+			return ver, ev
+		}
+		if dir == "" {
+			dir = claudecode.StateDir(os.Getenv)
+		}
+		ctx := cmd.Context()
+		a := claudecode.NewAdapter(claudecode.AdapterOptions{Server: rf.server, Credential: cred, Claude: p,
+			StateDir: dir, Probe: probe, Log: log})
+		err := a.Run(ctx)
+		if errors.Is(err, claudecode.ErrRunning) {
+			log.Info("another adapter serves this process; exiting")
+			return nil
+		}
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	})
 	rf.register(run)
 	run.Flags().IntVar(&pid, "claude-pid", 0, "the Claude Code process to serve")
 	run.Flags().Uint64Var(&start, "claude-start", 0, "its start time (/proc/PID/stat field 22), against PID reuse")

@@ -23,30 +23,21 @@ func auditList(cf *clientFlags) *cobra.Command {
 		f     wire.AuditFilter
 		agent string
 	)
-	cmd := &cobra.Command{
-		Use:   "list [AGENT]",
-		Short: "List audit entries in ascending sequence: AGENT's, or the whole log (an admin)",
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := agentArg(args, agent, false)
-			if err != nil {
-				return err
-			}
-			f.AgentRef = ref
-			if err := minFlags(cmd, map[string]int64{"after": 0, "limit": 1}); err != nil {
-				return err
-			}
-			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.AuditEntry, error) {
-				return c.ListAudit(ctx, f)
-			}, func(w io.Writer, entries []wire.AuditEntry) error {
-				t := newTable(w, "SEQ", "AT", "ACTOR", "ACTION", "AGENT", "DECISION")
-				for _, e := range entries {
-					t.row(strconv.FormatInt(e.Seq, 10), fmtTime(e.At), e.Actor, e.Action, orDash(e.AgentID), e.Decision)
-				}
-				return t.flush()
-			})
-		},
-	}
+	cmd := newCommand("list [AGENT]", "List audit entries in ascending sequence: AGENT's, or the whole log (an admin)", cobra.ArbitraryArgs, func(cmd *cobra.Command, args []string) error {
+		ref, err := agentArg(args, agent, false)
+		if err != nil {
+			return err
+		}
+		f.AgentRef = ref
+		if err := minFlags(cmd, map[string]int64{"after": 0, "limit": 1}); err != nil {
+			return err
+		}
+		return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.AuditEntry, error) {
+			return c.ListAudit(ctx, f)
+		}, tableOf(func(e wire.AuditEntry) []string {
+			return []string{strconv.FormatInt(e.Seq, 10), fmtTime(e.At), e.Actor, e.Action, orDash(e.AgentID), e.Decision}
+		}, "SEQ", "AT", "ACTOR", "ACTION", "AGENT", "DECISION"))
+	})
 	fl := cmd.Flags()
 	legacyAgentFlag(cmd, &agent)
 	fl.Int64Var(&f.AfterSeq, "after", 0, "only entries after this sequence number")
@@ -55,31 +46,26 @@ func auditList(cf *clientFlags) *cobra.Command {
 }
 
 func auditVerify(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "verify",
-		Short: "Verify the audit hash chain; exits 1 when it is broken",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var res wire.AuditVerifyResult
-			err := call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AuditVerifyResult, error) {
-				var err error
-				res, err = c.VerifyAudit(ctx)
-				return res, err
-			}, func(w io.Writer, res wire.AuditVerifyResult) error {
-				if res.OK {
-					_, err := fmt.Fprintf(w, "audit chain ok: %d entries checked\n", res.Checked)
-					return err
-				}
-				fmt.Fprintf(w, "audit chain BROKEN: %d entries checked, %d problem(s):\n", res.Checked, len(res.Warnings))
-				for _, warn := range res.Warnings {
-					fmt.Fprintf(w, "  %s\n", clean(warn))
-				}
-				return nil
-			})
-			if err == nil && !res.OK {
-				err = fmt.Errorf("audit chain verification failed: %d problem(s)", len(res.Warnings))
+	return newCommand("verify", "Verify the audit hash chain; exits 1 when it is broken", noArgs, func(cmd *cobra.Command, _ []string) error {
+		var res wire.AuditVerifyResult
+		err := call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.AuditVerifyResult, error) {
+			var err error
+			res, err = c.VerifyAudit(ctx)
+			return res, err
+		}, func(w io.Writer, res wire.AuditVerifyResult) error {
+			if res.OK {
+				_, err := fmt.Fprintf(w, "audit chain ok: %d entries checked\n", res.Checked)
+				return err
 			}
-			return err
-		},
-	}
+			fmt.Fprintf(w, "audit chain BROKEN: %d entries checked, %d problem(s):\n", res.Checked, len(res.Warnings))
+			for _, warn := range res.Warnings {
+				fmt.Fprintf(w, "  %s\n", clean(warn))
+			}
+			return nil
+		})
+		if err == nil && !res.OK {
+			err = fmt.Errorf("audit chain verification failed: %d problem(s)", len(res.Warnings))
+		}
+		return err
+	})
 }

@@ -170,6 +170,49 @@ func callList[T any](cmd *cobra.Command, cf *clientFlags, do func(context.Contex
 	}, func(w io.Writer, l items[T]) error { return human(w, l.Items) })
 }
 
+// argCommand is a command of one argument, named by the second word of
+// use ("show ID": ID), that makes one call with it and prints the answer
+// (see call).
+func argCommand[T any](cf *clientFlags, use, short string, do func(*client.Client, context.Context, string) (T, error), human func(io.Writer, T) error) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: exactArgs(strings.Fields(use)[1]),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (T, error) { return do(c, ctx, args[0]) }, human)
+		},
+	}
+}
+
+// listCommand is a command without arguments that prints one listing (see
+// callList and tableOf).
+func listCommand[T any](cf *clientFlags, use, short string, do func(*client.Client, context.Context) ([]T, error), human func(io.Writer, []T) error) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]T, error) { return do(c, ctx) }, human)
+		},
+	}
+}
+
+// tableOf is the human form of a listing: a table with header and one row
+// per item.
+func tableOf[T any](row func(T) []string, header ...string) func(io.Writer, []T) error {
+	return func(w io.Writer, items []T) error {
+		t := newTable(w, header...)
+		for _, it := range items {
+			t.row(row(it)...)
+		}
+		return t.flush()
+	}
+}
+
+// oneLine is the human form of an answer told in one line (newline added).
+func oneLine[T any](text func(T) string) func(io.Writer, T) error {
+	return func(w io.Writer, v T) error {
+		_, err := fmt.Fprintln(w, text(v))
+		return err
+	}
+}
+
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -218,6 +261,14 @@ func agentArg(args []string, flag string, required bool) (string, error) {
 		return "", usageError{fmt.Errorf("expected 1 argument AGENT (the agent's id or handle), got 0")}
 	}
 	return flag, nil
+}
+
+// given points *field at v when the flag name was given: a PATCH sends
+// only what the command line changed.
+func given[T any](f *pflag.FlagSet, name string, v *T, field **T) {
+	if f.Changed(name) {
+		*field = v
+	}
 }
 
 // requireFlags fails with a usage error when one of the flags was not given.
@@ -332,4 +383,10 @@ func joinOrDash(s []string) string {
 		return "-"
 	}
 	return strings.Join(s, ",")
+}
+
+// newCommand is a command of use, its short help, its argument check and
+// what it runs.
+func newCommand(use, short string, args cobra.PositionalArgs, run func(*cobra.Command, []string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: args, RunE: run}
 }

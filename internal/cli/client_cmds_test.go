@@ -42,14 +42,30 @@ func (r result) fails(t *testing.T, code int, stderr string) result {
 	return r
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-func TestCLIClientCommands(t *testing.T) {
+// startAPI starts the real REST stack, clears ROLLCALL_SERVER and
+// ROLLCALL_TOKEN, and returns it with cmd, which appends --server and the
+// admin's --token to a command line.
+func startAPI(t *testing.T) (*apitest.Env, func(args ...string) []string) {
 	env := apitest.New(t)
 	t.Setenv("ROLLCALL_SERVER", "")
 	t.Setenv("ROLLCALL_TOKEN", "")
 	conn := []string{"--server", env.URL, "--token", env.AdminToken}
-	cmd := func(args ...string) []string { return append(args, conn...) }
+	return env, func(args ...string) []string { return append(args, conn...) }
+}
+
+// startAPIEnv starts the real REST stack with ROLLCALL_SERVER and
+// ROLLCALL_TOKEN (the admin's) set to it.
+func startAPIEnv(t *testing.T) *apitest.Env {
+	env := apitest.New(t)
+	t.Setenv("ROLLCALL_SERVER", env.URL)
+	t.Setenv("ROLLCALL_TOKEN", env.AdminToken)
+	return env
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func TestCLIClientCommands(t *testing.T) {
+	env, cmd := startAPI(t)
 	api := client.New(env.URL, env.AdminToken)
 
 	// vend (human output)
@@ -199,11 +215,7 @@ func TestCLIClientCommands(t *testing.T) {
 }
 
 func TestCLIUsageAndConnection(t *testing.T) {
-	env := apitest.New(t)
-	t.Setenv("ROLLCALL_SERVER", "")
-	t.Setenv("ROLLCALL_TOKEN", "")
-	conn := []string{"--server", env.URL, "--token", env.AdminToken}
-	cmd := func(args ...string) []string { return append(args, conn...) }
+	env, cmd := startAPI(t)
 
 	// Usage errors exit 2 and send nothing.
 	run(cmd("agent", "vend", "--queue", "q")...).fails(t, 2, "--handle is required")

@@ -107,79 +107,43 @@ func hookFilterText(f domain.HookFilter) string {
 
 func hookList(cf *clientFlags) *cobra.Command {
 	var agent string
-	cmd := &cobra.Command{
-		Use:   "list [AGENT]",
-		Short: "List your hooks, or AGENT's (never their secrets)",
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := agentArg(args, agent, false)
-			if err != nil {
-				return err
-			}
-			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.HookView, error) {
-				return c.ListHooks(ctx, ref)
-			}, func(w io.Writer, hs []wire.HookView) error {
-				t := newTable(w, "ID", "KIND", "AGENT", "QUEUE", "FILTER", "URL")
-				for _, h := range hs {
-					t.row(h.ID, h.Kind, h.AgentHandle, h.Queue, hookFilterText(h.Filter), h.URL)
-				}
-				return t.flush()
-			})
-		},
-	}
+	cmd := newCommand("list [AGENT]", "List your hooks, or AGENT's (never their secrets)", cobra.ArbitraryArgs, func(cmd *cobra.Command, args []string) error {
+		ref, err := agentArg(args, agent, false)
+		if err != nil {
+			return err
+		}
+		return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.HookView, error) {
+			return c.ListHooks(ctx, ref)
+		}, tableOf(func(h wire.HookView) []string {
+			return []string{h.ID, h.Kind, h.AgentHandle, h.Queue, hookFilterText(h.Filter), h.URL}
+		}, "ID", "KIND", "AGENT", "QUEUE", "FILTER", "URL"))
+	})
 	legacyAgentFlag(cmd, &agent)
 	return cmd
 }
 
 func hookShow(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one hook and its last deliveries",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookView, error) {
-				return c.GetHook(ctx, args[0])
-			}, func(w io.Writer, h wire.HookView) error {
-				fmt.Fprintf(w, "Hook %s: %s for %s, queue %s, filter %s\nURL: %s\n\n", h.ID, h.Kind, clean(h.AgentHandle), clean(h.Queue), clean(hookFilterText(h.Filter)), clean(h.URL))
-				t := newTable(w, "RECEIVED", "OUTCOME", "EVENT", "REASON", "TODO")
-				for _, d := range h.LastDeliveries {
-					t.row(d.ReceivedAt.Format("2006-01-02T15:04:05Z"), d.Outcome, strings.TrimSuffix(d.Event+"."+d.Action, "."), orDash(d.Reason), orDash(d.TodoID))
-				}
-				return t.flush()
-			})
-		},
-	}
+	return argCommand(cf, "show ID", "Show one hook and its last deliveries", (*client.Client).GetHook, printHook)
+}
+
+func printHook(w io.Writer, h wire.HookView) error {
+	fmt.Fprintf(w, "Hook %s: %s for %s, queue %s, filter %s\nURL: %s\n\n", h.ID, h.Kind, clean(h.AgentHandle), clean(h.Queue), clean(hookFilterText(h.Filter)), clean(h.URL))
+	return tableOf(func(d domain.HookDelivery) []string {
+		return []string{d.ReceivedAt.Format("2006-01-02T15:04:05Z"), d.Outcome, strings.TrimSuffix(d.Event+"."+d.Action, "."), orDash(d.Reason), orDash(d.TodoID)}
+	}, "RECEIVED", "OUTCOME", "EVENT", "REASON", "TODO")(w, h.LastDeliveries)
 }
 
 func hookRotate(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "rotate ID",
-		Short: "Rotate a hook's secret; prints the new one (once)",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookSecretResult, error) {
-				return c.RotateHookSecret(ctx, args[0])
-			}, func(w io.Writer, res wire.HookSecretResult) error {
-				printHookSecret(w, "rotated", res)
-				return nil
-			})
-		},
-	}
+	return argCommand(cf, "rotate ID", "Rotate a hook's secret; prints the new one (once)",
+		(*client.Client).RotateHookSecret, func(w io.Writer, res wire.HookSecretResult) error {
+			printHookSecret(w, "rotated", res)
+			return nil
+		})
 }
 
 func hookDelete(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete ID",
-		Aliases: []string{"rm"},
-		Short:   "Delete a hook (its todos stay)",
-		Args:    exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.HookView, error) {
-				return c.DeleteHook(ctx, args[0])
-			}, func(w io.Writer, h wire.HookView) error {
-				_, err := fmt.Fprintf(w, "Hook %s deleted.\n", h.ID)
-				return err
-			})
-		},
-	}
+	cmd := argCommand(cf, "delete ID", "Delete a hook (its todos stay)",
+		(*client.Client).DeleteHook, oneLine(func(h wire.HookView) string { return "Hook " + h.ID + " deleted." }))
+	cmd.Aliases = []string{"rm"}
+	return cmd
 }

@@ -1,24 +1,16 @@
 package cli_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/httpapi/apitest"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
 )
 
 func TestCLIHookCommands(t *testing.T) {
-	env := apitest.New(t)
-	t.Setenv("ROLLCALL_SERVER", "")
-	t.Setenv("ROLLCALL_TOKEN", "")
-	conn := []string{"--server", env.URL, "--token", env.AdminToken}
-	cmd := func(args ...string) []string { return append(args, conn...) }
+	_, cmd := startAPI(t)
 	run(cmd("agent", "vend", "--handle", "reviewer", "--queue", "reviews")...).ok(t)
 	r := run(cmd("agent", "vend", "--handle", "planner", "--queue", "plans", "--handoff", "reviewer/reviews", "--json")...).ok(t)
 	var vended app.VendResult
@@ -41,18 +33,8 @@ func TestCLIHookCommands(t *testing.T) {
 	run(cmd("hook", "add", "--kind", "github", "--agent", "reviewer", "--queue", "nope")...).fails(t, 1, "/queue")
 
 	// A real delivery shows up in hook show.
-	h, body := intaketest.GitHub(t, "pull_request.opened")
-	intaketest.SignGitHub(h, res.Secret, body)
-	req, _ := http.NewRequest("POST", res.URL, bytes.NewReader(body))
-	req.Header = h
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != 201 {
-		t.Fatalf("delivery = %d", resp.StatusCode)
+	if status := intaketest.DeliverGitHub(t, res.URL, res.Secret, "pull_request.opened"); status != 201 {
+		t.Fatalf("delivery = %d", status)
 	}
 
 	list := run(cmd("hook", "list", "--agent", "reviewer")...).ok(t)

@@ -8,18 +8,13 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/client"
-	"github.com/rollcall/rollcall/internal/httpapi/apitest"
 )
 
 // TestCLIAgentStatus: `rollcall agent status REF` shows the liveness state,
 // last heartbeat, reported runtime and adapter, billing evidence and the
 // warnings.
 func TestCLIAgentStatus(t *testing.T) {
-	env := apitest.New(t)
-	t.Setenv("ROLLCALL_SERVER", "")
-	t.Setenv("ROLLCALL_TOKEN", "")
-	conn := []string{"--server", env.URL, "--token", env.AdminToken}
-	cmd := func(args ...string) []string { return append(args, conn...) }
+	env, cmd := startAPI(t)
 	api := client.New(env.URL, env.AdminToken)
 	res, err := api.VendAgent(t.Context(), app.VendInput{Handle: "statused", Queues: []string{"build"}, BillingMode: "subscription"})
 	if err != nil {

@@ -41,26 +41,13 @@ func personCreate(cf *clientFlags) *cobra.Command {
 }
 
 func personList(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List every person",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.Person, error) {
-				return c.ListPersons(ctx)
-			}, func(w io.Writer, ps []wire.Person) error {
-				t := newTable(w, "ID", "NAME", "ROLE", "ACTIVE", "CREATED")
-				for _, p := range ps {
-					active := "yes"
-					if !p.Active {
-						active = "no (since " + fmtTimePtr(p.DeactivatedAt) + ")"
-					}
-					t.row(p.ID, clean(p.Name), p.Role, active, fmtTime(p.CreatedAt))
-				}
-				return t.flush()
-			})
-		},
-	}
+	return listCommand(cf, "list", "List every person", (*client.Client).ListPersons, tableOf(func(p wire.Person) []string {
+		active := "yes"
+		if !p.Active {
+			active = "no (since " + fmtTimePtr(p.DeactivatedAt) + ")"
+		}
+		return []string{p.ID, clean(p.Name), p.Role, active, fmtTime(p.CreatedAt)}
+	}, "ID", "NAME", "ROLE", "ACTIVE", "CREATED"))
 }
 
 func personUpdate(cf *clientFlags) *cobra.Command {
@@ -75,15 +62,10 @@ console sessions stop working at once; its agents keep working.
 		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in wire.PersonUpdate
-			if cmd.Flag("name").Changed {
-				in.Name = &name
-			}
-			if cmd.Flag("role").Changed {
-				in.Role = &role
-			}
-			if cmd.Flag("active").Changed {
-				in.Active = &active
-			}
+			f := cmd.Flags()
+			given(f, "name", &name, &in.Name)
+			given(f, "role", &role, &in.Role)
+			given(f, "active", &active, &in.Active)
 			if in == (wire.PersonUpdate{}) {
 				return usageError{fmt.Errorf("nothing to change: give --name, --role or --active")}
 			}
@@ -134,27 +116,22 @@ func newTokenCommand(cf *clientFlags) *cobra.Command {
 
 func tokenCreate(cf *clientFlags) *cobra.Command {
 	var expires string
-	cmd := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a personal token and print it (shown once)",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			in := wire.TokenInput{Name: args[0]}
-			if expires != "" {
-				t, err := parseExpiry(expires, time.Now())
-				if err != nil {
-					return usageError{err}
-				}
-				in.ExpiresAt = &t
+	cmd := newCommand("create NAME", "Create a personal token and print it (shown once)", exactArgs("NAME"), func(cmd *cobra.Command, args []string) error {
+		in := wire.TokenInput{Name: args[0]}
+		if expires != "" {
+			t, err := parseExpiry(expires, time.Now())
+			if err != nil {
+				return usageError{err}
 			}
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.MintedToken, error) {
-				return c.CreateToken(ctx, in)
-			}, func(w io.Writer, tok wire.MintedToken) error {
-				_, err := fmt.Fprintf(w, "token %s (id %s, expires %s), shown once:\n%s\n", clean(tok.Name), tok.ID, fmtTimePtr(tok.ExpiresAt), tok.Token)
-				return err
-			})
-		},
-	}
+			in.ExpiresAt = &t
+		}
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.MintedToken, error) {
+			return c.CreateToken(ctx, in)
+		}, func(w io.Writer, tok wire.MintedToken) error {
+			_, err := fmt.Fprintf(w, "token %s (id %s, expires %s), shown once:\n%s\n", clean(tok.Name), tok.ID, fmtTimePtr(tok.ExpiresAt), tok.Token)
+			return err
+		})
+	})
 	cmd.Flags().StringVar(&expires, "expires", "", "when it stops working: an RFC 3339 time or a duration from now (e.g. 720h); default never")
 	return cmd
 }
@@ -172,36 +149,14 @@ func parseExpiry(v string, now time.Time) (time.Time, error) {
 }
 
 func tokenList(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List your tokens (never their secrets)",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.PersonToken, error) {
-				return c.ListTokens(ctx)
-			}, func(w io.Writer, ts []wire.PersonToken) error {
-				t := newTable(w, "ID", "NAME", "CREATED", "LAST USED", "EXPIRES")
-				for _, tk := range ts {
-					t.row(tk.ID, clean(tk.Name), fmtTime(tk.CreatedAt), fmtTimePtr(tk.LastUsedAt), fmtTimePtr(tk.ExpiresAt))
-				}
-				return t.flush()
-			})
-		},
-	}
+	return listCommand(cf, "list", "List your tokens (never their secrets)", (*client.Client).ListTokens, tableOf(func(tk wire.PersonToken) []string {
+		return []string{tk.ID, clean(tk.Name), fmtTime(tk.CreatedAt), fmtTimePtr(tk.LastUsedAt), fmtTimePtr(tk.ExpiresAt)}
+	}, "ID", "NAME", "CREATED", "LAST USED", "EXPIRES"))
 }
 
 func tokenRevoke(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke ID",
-		Short: "Revoke one of your tokens: everything using it stops within 5 s",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.PersonToken, error) {
-				return c.RevokeToken(ctx, args[0])
-			}, func(w io.Writer, tk wire.PersonToken) error {
-				_, err := fmt.Fprintf(w, "token %s (%s) revoked\n", clean(tk.Name), tk.ID)
-				return err
-			})
-		},
-	}
+	return argCommand(cf, "revoke ID", "Revoke one of your tokens: everything using it stops within 5 s",
+		(*client.Client).RevokeToken, oneLine(func(tk wire.PersonToken) string {
+			return fmt.Sprintf("token %s (%s) revoked", clean(tk.Name), tk.ID)
+		}))
 }

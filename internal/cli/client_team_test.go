@@ -10,16 +10,13 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
-	"github.com/rollcall/rollcall/internal/httpapi/apitest"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // TestCLIPersonsAndTokens walks `rollcall person …` and `rollcall token …`
 // against the real stack.
 func TestCLIPersonsAndTokens(t *testing.T) {
-	env := apitest.New(t)
-	t.Setenv("ROLLCALL_SERVER", env.URL)
-	t.Setenv("ROLLCALL_TOKEN", env.AdminToken)
+	env := startAPIEnv(t)
 
 	r := run("person", "add", "bob", "--json").ok(t)
 	var created app.PersonCreated

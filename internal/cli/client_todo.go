@@ -53,10 +53,7 @@ another.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
 				}
 				return t, err
-			}, func(w io.Writer, t wire.Todo) error {
-				_, err := fmt.Fprintln(w, t.ID)
-				return err
-			})
+			}, oneLine(func(t wire.Todo) string { return t.ID }))
 		},
 	}
 	f := cmd.Flags()
@@ -72,25 +69,16 @@ another.`,
 
 func todoList(cf *clientFlags) *cobra.Command {
 	var filter wire.TodoFilter
-	cmd := &cobra.Command{
-		Use:   "list AGENT",
-		Short: "List an agent's todos, oldest first",
-		Args:  exactArgs("AGENT"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := minFlags(cmd, map[string]int64{"limit": 1}); err != nil {
-				return err
-			}
-			return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.Todo, error) {
-				return c.ListTodos(ctx, args[0], filter)
-			}, func(w io.Writer, todos []wire.Todo) error {
-				t := newTable(w, "ID", "QUEUE", "STATE", "ATTEMPT", "CREATED", "TITLE")
-				for _, td := range todos {
-					t.row(td.ID, td.Queue, todoState(td), strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts), fmtTime(td.CreatedAt), truncate(td.Title, 60))
-				}
-				return t.flush()
-			})
-		},
-	}
+	cmd := newCommand("list AGENT", "List an agent's todos, oldest first", exactArgs("AGENT"), func(cmd *cobra.Command, args []string) error {
+		if err := minFlags(cmd, map[string]int64{"limit": 1}); err != nil {
+			return err
+		}
+		return callList(cmd, cf, func(ctx context.Context, c *client.Client) ([]wire.Todo, error) {
+			return c.ListTodos(ctx, args[0], filter)
+		}, tableOf(func(td wire.Todo) []string {
+			return []string{td.ID, td.Queue, todoState(td), strconv.Itoa(td.Attempt) + "/" + strconv.Itoa(td.MaxAttempts), fmtTime(td.CreatedAt), truncate(td.Title, 60)}
+		}, "ID", "QUEUE", "STATE", "ATTEMPT", "CREATED", "TITLE"))
+	})
 	f := cmd.Flags()
 	f.StringVar(&filter.Queue, "queue", "", "only this queue")
 	f.StringVar(&filter.State, "state", "", "only this state: pending, claimed, done, failed")
@@ -111,16 +99,7 @@ func todoState(t domain.Todo) string {
 }
 
 func todoShow(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one todo",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
-				return c.GetTodo(ctx, args[0])
-			}, printTodo)
-		},
-	}
+	return argCommand(cf, "show ID", "Show one todo", (*client.Client).GetTodo, printTodo)
 }
 
 func printTodo(w io.Writer, td domain.Todo) error {

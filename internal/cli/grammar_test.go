@@ -12,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/cli"
 	"github.com/rollcall/rollcall/internal/domain"
-	"github.com/rollcall/rollcall/internal/httpapi/apitest"
 )
 
 // TestCLIGrammar walks the client commands in their current spelling —
@@ -20,9 +19,7 @@ import (
 // the spellings of earlier releases next to them (they keep working for
 // existing scripts; the other tests of this package use them too).
 func TestCLIGrammar(t *testing.T) {
-	env := apitest.New(t)
-	t.Setenv("ROLLCALL_SERVER", env.URL)
-	t.Setenv("ROLLCALL_TOKEN", env.AdminToken)
+	startAPIEnv(t)
 	vend := func(args ...string) wire.VendResult {
 		t.Helper()
 		var v wire.VendResult

@@ -59,24 +59,19 @@ underscores) and a key of the YAML file given with --config.`,
 }
 
 func newMigrateCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "migrate",
-		Short: "Apply the store's migrations and exit",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(cmd.Flags(), config.Environ())
-			if err != nil {
-				return err
-			}
-			st, err := server.OpenStore(cmd.Context(), cfg.Store)
-			if err != nil {
-				return fmt.Errorf("store %s: %w", server.Redact(cfg.Store), err)
-			}
-			defer st.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "migrations applied (%s)\n", st.Dialect())
-			return nil
-		},
-	}
+	cmd := newCommand("migrate", "Apply the store's migrations and exit", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		cfg, err := config.Load(cmd.Flags(), config.Environ())
+		if err != nil {
+			return err
+		}
+		st, err := server.OpenStore(cmd.Context(), cfg.Store)
+		if err != nil {
+			return fmt.Errorf("store %s: %w", server.Redact(cfg.Store), err)
+		}
+		defer st.Close()
+		fmt.Fprintf(cmd.OutOrStdout(), "migrations applied (%s)\n", st.Dialect())
+		return nil
+	})
 	config.RegisterFlags(cmd.Flags())
 	return cmd
 }

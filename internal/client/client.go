@@ -81,6 +81,19 @@ func StatusOf(err error) int {
 	return 0
 }
 
+// send makes one request (see do) and returns its answer decoded into a T.
+func send[T any](c *Client, ctx context.Context, method, path string, q url.Values, body any) (T, error) {
+	var out T
+	_, err := c.do(ctx, method, path, q, body, &out)
+	return out, err
+}
+
+// items makes one GET of a listing (see do) and returns its items.
+func items[T any](c *Client, ctx context.Context, path string, q url.Values) ([]T, error) {
+	out, err := send[listOf[T]](c, ctx, http.MethodGet, path, q, nil)
+	return out.Items, err
+}
+
 // --- agents ---
 
 // VendAgent vends an agent (POST /v1/agents). The result holds the
@@ -88,9 +101,7 @@ func StatusOf(err error) int {
 // Errors: invalid_argument / unknown_member (400, with pointer), conflict
 // (409, handle taken), unauthenticated (401), forbidden (403).
 func (c *Client) VendAgent(ctx context.Context, in wire.VendInput) (wire.VendResult, error) {
-	var out wire.VendResult
-	_, err := c.do(ctx, http.MethodPost, "/v1/agents", nil, in, &out)
-	return out, err
+	return send[wire.VendResult](c, ctx, http.MethodPost, "/v1/agents", nil, in)
 }
 
 // ListAgents lists all the caller's agents ordered by handle (GET
@@ -117,36 +128,28 @@ func (c *Client) ListAgents(ctx context.Context) ([]wire.Agent, error) {
 // GetAgent returns one agent by id or handle (GET /v1/agents/{ref}).
 // Errors: not_found (404; also another person's agent).
 func (c *Client) GetAgent(ctx context.Context, ref string) (wire.Agent, error) {
-	var out wire.Agent
-	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
-	return out, err
+	return send[wire.Agent](c, ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref), nil, nil)
 }
 
 // UpdateAgent changes name, billing configuration or the active flag
 // (PATCH /v1/agents/{ref}); nil fields are unchanged.
 // Errors: not_found, invalid_argument, conflict (revoked).
 func (c *Client) UpdateAgent(ctx context.Context, ref string, in wire.UpdateInput) (wire.Agent, error) {
-	var out wire.Agent
-	_, err := c.do(ctx, http.MethodPatch, "/v1/agents/"+url.PathEscape(ref), nil, in, &out)
-	return out, err
+	return send[wire.Agent](c, ctx, http.MethodPatch, "/v1/agents/"+url.PathEscape(ref), nil, in)
 }
 
 // RevokeAgent revokes the agent permanently (DELETE /v1/agents/{ref}) and
 // returns it with RevokedAt set. Errors: not_found, conflict (already
 // revoked).
 func (c *Client) RevokeAgent(ctx context.Context, ref string) (wire.Agent, error) {
-	var out wire.Agent
-	_, err := c.do(ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref), nil, nil, &out)
-	return out, err
+	return send[wire.Agent](c, ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref), nil, nil)
 }
 
 // RotateCredential replaces the agent's credentials with a new one
 // (POST /v1/agents/{ref}/credentials), shown only this once.
 // Errors: not_found, conflict (revoked).
 func (c *Client) RotateCredential(ctx context.Context, ref string) (wire.RotateResult, error) {
-	var out wire.RotateResult
-	_, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/credentials", nil, nil, &out)
-	return out, err
+	return send[wire.RotateResult](c, ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/credentials", nil, nil)
 }
 
 // --- todos ---
@@ -175,17 +178,13 @@ func (c *Client) ListTodos(ctx context.Context, ref string, f wire.TodoFilter) (
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out listOf[wire.Todo]
-	_, err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/todos", q, nil, &out)
-	return out.Items, err
+	return items[wire.Todo](c, ctx, "/v1/agents/"+url.PathEscape(ref)+"/todos", q)
 }
 
 // GetTodo returns one todo of one of the caller's agents (GET /v1/todos/{id}).
 // Errors: not_found.
 func (c *Client) GetTodo(ctx context.Context, id string) (wire.Todo, error) {
-	var out wire.Todo
-	_, err := c.do(ctx, http.MethodGet, "/v1/todos/"+url.PathEscape(id), nil, nil, &out)
-	return out, err
+	return send[wire.Todo](c, ctx, http.MethodGet, "/v1/todos/"+url.PathEscape(id), nil, nil)
 }
 
 // --- audit ---
@@ -204,23 +203,134 @@ func (c *Client) ListAudit(ctx context.Context, f wire.AuditFilter) ([]wire.Audi
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out listOf[wire.AuditEntry]
-	_, err := c.do(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
-	return out.Items, err
+	return items[wire.AuditEntry](c, ctx, "/v1/audit", q)
 }
 
 // VerifyAudit verifies the audit hash chain (GET /v1/audit/verify). A broken
 // chain is not an error: it is a result with OK false.
 func (c *Client) VerifyAudit(ctx context.Context) (wire.AuditVerifyResult, error) {
-	var out wire.AuditVerifyResult
-	_, err := c.do(ctx, http.MethodGet, "/v1/audit/verify", nil, nil, &out)
-	return out, err
+	return send[wire.AuditVerifyResult](c, ctx, http.MethodGet, "/v1/audit/verify", nil, nil)
 }
 
 // Ready reports whether the server is ready (GET /readyz): nil when it is.
 func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
 	return err
+}
+
+// --- presence and status ---
+
+// GetPresence returns the agent's effective presence, source, until, shift,
+// pending count and held todos (GET /v1/agents/{ref}/presence).
+func (c *Client) GetPresence(ctx context.Context, ref string) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/presence", nil, nil)
+}
+
+// SetPresence puts the agent in or out with an operator override
+// (PUT /v1/agents/{ref}/presence). Errors: invalid_argument (/presence,
+// /until), not_found, conflict (revoked).
+func (c *Client) SetPresence(ctx context.Context, ref string, in wire.PresenceInput) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodPut, "/v1/agents/"+url.PathEscape(ref)+"/presence", nil, in)
+}
+
+// ClearPresence clears any override (DELETE /v1/agents/{ref}/presence).
+func (c *Client) ClearPresence(ctx context.Context, ref string) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref)+"/presence", nil, nil)
+}
+
+// SetShift sets (nil clears) the agent's shift (PUT /v1/agents/{ref}/shift).
+// Errors: invalid_argument at /shift with the grammar error.
+func (c *Client) SetShift(ctx context.Context, ref string, shift *string) (wire.AgentPresence, error) {
+	return send[wire.AgentPresence](c, ctx, http.MethodPut, "/v1/agents/"+url.PathEscape(ref)+"/shift", nil, map[string]*string{"shift": shift})
+}
+
+// AgentStatus returns the agent's runtime status (GET
+// /v1/agents/{ref}/status): liveness state, last heartbeat, the reported billing mode,
+// tool class, billing evidence, runtime and adapter, the warnings, project
+// readiness and the in/out presence. Errors: not_found (unknown agent or
+// another person's).
+func (c *Client) AgentStatus(ctx context.Context, ref string) (wire.AgentRuntimeStatus, error) {
+	return send[wire.AgentRuntimeStatus](c, ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(ref)+"/status", nil, nil)
+}
+
+// --- hooks (webhook intake) ---
+
+// CreateHook creates a webhook endpoint (POST /v1/hooks); the result holds
+// the secret, shown only this once. Errors: invalid_argument (400, with
+// pointer), not_found (the agent), conflict (revoked agent).
+func (c *Client) CreateHook(ctx context.Context, in wire.HookInput) (wire.HookSecretResult, error) {
+	return send[wire.HookSecretResult](c, ctx, http.MethodPost, "/v1/hooks", nil, in)
+}
+
+// ListHooks lists the caller's hooks, oldest first (GET /v1/hooks), only
+// those of agent when it is not "". Errors: not_found (agent).
+func (c *Client) ListHooks(ctx context.Context, agent string) ([]wire.HookView, error) {
+	q := url.Values{}
+	if agent != "" {
+		q.Set("agent", agent)
+	}
+	return items[wire.HookView](c, ctx, "/v1/hooks", q)
+}
+
+// GetHook returns one hook with its last deliveries (GET /v1/hooks/{id}).
+// Errors: not_found (also another person's hook).
+func (c *Client) GetHook(ctx context.Context, id string) (wire.HookView, error) {
+	return send[wire.HookView](c, ctx, http.MethodGet, "/v1/hooks/"+url.PathEscape(id), nil, nil)
+}
+
+// RotateHookSecret replaces the hook's secret (POST /v1/hooks/{id}/secret);
+// the new one is shown only this once. Errors: not_found.
+func (c *Client) RotateHookSecret(ctx context.Context, id string) (wire.HookSecretResult, error) {
+	return send[wire.HookSecretResult](c, ctx, http.MethodPost, "/v1/hooks/"+url.PathEscape(id)+"/secret", nil, nil)
+}
+
+// DeleteHook deletes the hook (DELETE /v1/hooks/{id}) and returns it as it
+// was. Errors: not_found.
+func (c *Client) DeleteHook(ctx context.Context, id string) (wire.HookView, error) {
+	return send[wire.HookView](c, ctx, http.MethodDelete, "/v1/hooks/"+url.PathEscape(id), nil, nil)
+}
+
+// --- persons and tokens ---
+
+// CreatePerson creates a person and its first token, shown once
+// (POST /v1/persons; admin). Errors: forbidden, invalid_argument.
+func (c *Client) CreatePerson(ctx context.Context, in wire.PersonInput) (wire.PersonCreated, error) {
+	return send[wire.PersonCreated](c, ctx, http.MethodPost, "/v1/persons", nil, in)
+}
+
+// ListPersons lists every person (GET /v1/persons; admin).
+func (c *Client) ListPersons(ctx context.Context) ([]wire.Person, error) {
+	return items[wire.Person](c, ctx, "/v1/persons", nil)
+}
+
+// UpdatePerson renames, re-roles, deactivates or reactivates a person
+// (PATCH /v1/persons/{id}; admin). Errors: forbidden, not_found,
+// invalid_argument, conflict (reason last_admin).
+func (c *Client) UpdatePerson(ctx context.Context, id string, in wire.PersonUpdate) (wire.Person, error) {
+	return send[wire.Person](c, ctx, http.MethodPatch, "/v1/persons/"+url.PathEscape(id), nil, in)
+}
+
+// CreateToken mints a personal token for the caller, shown once
+// (POST /v1/tokens). Errors: invalid_argument.
+func (c *Client) CreateToken(ctx context.Context, in wire.TokenInput) (wire.MintedToken, error) {
+	return send[wire.MintedToken](c, ctx, http.MethodPost, "/v1/tokens", nil, in)
+}
+
+// ListTokens lists the caller's unrevoked tokens (GET /v1/tokens).
+func (c *Client) ListTokens(ctx context.Context) ([]wire.PersonToken, error) {
+	return items[wire.PersonToken](c, ctx, "/v1/tokens", nil)
+}
+
+// RevokeToken revokes one of the caller's tokens (DELETE /v1/tokens/{id}).
+// Errors: not_found.
+func (c *Client) RevokeToken(ctx context.Context, id string) (wire.PersonToken, error) {
+	return send[wire.PersonToken](c, ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil)
+}
+
+// ListAgentsOf lists another person's agents (GET /v1/agents?owner=…;
+// admin). Errors: forbidden.
+func (c *Client) ListAgentsOf(ctx context.Context, ownerID string) ([]wire.Agent, error) {
+	return items[wire.Agent](c, ctx, "/v1/agents", url.Values{"owner": {ownerID}})
 }
 
 // --- plumbing ---

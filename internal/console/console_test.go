@@ -147,6 +147,17 @@ func admin(t *testing.T, e *env) domain.Person {
 	return p
 }
 
+// reviewerSignedIn starts a console, vends the admin's agent "reviewer"
+// and signs a browser in with the admin token.
+func reviewerSignedIn(t *testing.T) (*env, domain.Person, *browser) {
+	e := newEnv(t, console.Options{})
+	me := admin(t, e)
+	vend(t, e, me, "reviewer")
+	b := e.browser(t)
+	b.signIn(e.AdminToken)
+	return e, me, b
+}
+
 func vend(t *testing.T, e *env, by domain.Person, handle string) app.VendResult {
 	t.Helper()
 	r, err := e.Service.Vend(t.Context(), by, app.VendInput{Handle: handle, Queues: []string{"reviews"}, Verbs: domain.ScopeVerbs})
@@ -277,11 +288,7 @@ func TestSignInFormNeedsItsToken(t *testing.T) {
 }
 
 func TestCSRFRejected(t *testing.T) {
-	e := newEnv(t, console.Options{})
-	me := admin(t, e)
-	vend(t, e, me, "reviewer")
-	a := e.browser(t)
-	a.signIn(e.AdminToken)
+	e, me, a := reviewerSignedIn(t)
 	other := e.browser(t)
 	other.signIn(e.AdminToken) // the same person, another session
 
@@ -555,11 +562,7 @@ func TestClockOutUntilAndClear(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 func TestAgentPageTodosHeldAndAudit(t *testing.T) {
-	e := newEnv(t, console.Options{})
-	me := admin(t, e)
-	vend(t, e, me, "reviewer")
-	b := e.browser(t)
-	b.signIn(e.AdminToken)
+	e, me, b := reviewerSignedIn(t)
 	b.get("/console/agents/reviewer")
 
 	resp, body := b.post("/console/agents/reviewer/todos", url.Values{"queue": {"reviews"}, "title": {""}})
@@ -582,11 +585,7 @@ func TestAgentPageTodosHeldAndAudit(t *testing.T) {
 }
 
 func TestRevokeAfterConfirmation(t *testing.T) {
-	e := newEnv(t, console.Options{})
-	me := admin(t, e)
-	vend(t, e, me, "reviewer")
-	b := e.browser(t)
-	b.signIn(e.AdminToken)
+	e, me, b := reviewerSignedIn(t)
 	resp, body := b.get("/console/agents/reviewer/revoke")
 	wantStatus(t, resp, body, http.StatusOK)
 	wantContains(t, body, "Revoke reviewer?", "This is permanent")

@@ -1,14 +1,10 @@
 package console_test
 
 import (
-	"bytes"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/console"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
 )
@@ -16,11 +12,7 @@ import (
 // TestAgentPageListsHooksAndDeliveries: the agent page shows the agent's
 // hooks, their filters and their last deliveries, never a secret.
 func TestAgentPageListsHooksAndDeliveries(t *testing.T) {
-	e := newEnv(t, console.Options{})
-	me := admin(t, e)
-	vend(t, e, me, "reviewer")
-	b := e.browser(t)
-	b.signIn(e.AdminToken)
+	e, me, b := reviewerSignedIn(t)
 	_, body := b.get("/console/agents/reviewer")
 	wantContains(t, body, `<h2 id="hooks-title">Hooks</h2>`, "No hooks.")
 
@@ -30,16 +22,7 @@ func TestAgentPageListsHooksAndDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"pull_request.review_requested", "star.created"} {
-		h, payload := intaketest.GitHub(t, name)
-		intaketest.SignGitHub(h, res.Secret, payload)
-		req, _ := http.NewRequest("POST", e.URL+"/v1/hooks/"+res.Hook.ID+"/deliveries", bytes.NewReader(payload))
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
+		intaketest.DeliverGitHub(t, e.URL+"/v1/hooks/"+res.Hook.ID+"/deliveries", res.Secret, name)
 	}
 	_, body = b.get("/console/agents/reviewer")
 	wantContains(t, body, res.Hook.ID, "/v1/hooks/"+res.Hook.ID+"/deliveries", "acme-corp/widgets",

@@ -220,6 +220,21 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 
 // --- forms ---
 
+// refused answers a form whose use case failed and reports whether err was
+// such a failure: an error about a field re-renders the form with
+// rerender(field, message), any other gets the error page (h.fail).
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, v *visit, err error, rerender func(field, msg string)) bool {
+	if err == nil {
+		return false
+	}
+	if field, msg, ok := fieldOf(err); ok {
+		rerender(field, msg)
+	} else {
+		h.fail(w, r, v, err)
+	}
+	return true
+}
+
 // fieldOf names the form field an invalid_argument error points at
 // ("/queues/2" → "queues"), or "form" when it points at none. Other errors
 // (not found, conflict, internal) are not about a field: ok is false and
@@ -290,12 +305,9 @@ func (h *Handler) setPresence(w http.ResponseWriter, r *http.Request, v *visit) 
 		refuse("form", "Choose clock in, clock out or clear override.")
 		return
 	}
-	if err != nil {
-		if f, msg, ok := fieldOf(err); ok {
-			refuse(f, msg)
-			return
-		}
-		h.fail(w, r, v, err)
+	if h.refused(w, r, v, err, func(f, msg string) {
+		refuse(f, msg)
+	}) {
 		return
 	}
 	redirectDone(w, r, backTo(r, &a), action)
@@ -333,12 +345,9 @@ func (h *Handler) setShift(w http.ResponseWriter, r *http.Request, v *visit) {
 		shift, done = &text, "shift"
 	}
 	a, err := h.svc.SetShift(r.Context(), v.person, ref, shift)
-	if err != nil {
-		if _, msg, ok := fieldOf(err); ok {
-			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{ShiftValue: text, ShiftError: msg})
-			return
-		}
-		h.fail(w, r, v, err)
+	if h.refused(w, r, v, err, func(_, msg string) {
+		h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{ShiftValue: text, ShiftError: msg})
+	}) {
 		return
 	}
 	redirectDone(w, r, Prefix+"agents/"+a.Agent, done)
@@ -349,12 +358,9 @@ func (h *Handler) setShift(w http.ResponseWriter, r *http.Request, v *visit) {
 func (h *Handler) setSelfClockInCap(w http.ResponseWriter, r *http.Request, v *visit) {
 	text := strings.TrimSpace(r.PostFormValue("self_clock_in_cap"))
 	a, err := h.svc.SetSelfClockInCap(r.Context(), v.person, r.PathValue("ref"), text)
-	if err != nil {
-		if _, msg, ok := fieldOf(err); ok {
-			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{CapValue: text, CapError: msg})
-			return
-		}
-		h.fail(w, r, v, err)
+	if h.refused(w, r, v, err, func(_, msg string) {
+		h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{CapValue: text, CapError: msg})
+	}) {
 		return
 	}
 	redirectDone(w, r, Prefix+"agents/"+a.ID, "selfcap")
@@ -369,13 +375,10 @@ func (h *Handler) pushTodo(w http.ResponseWriter, r *http.Request, v *visit) {
 		in.Payload = json.RawMessage(f.Payload)
 	}
 	t, created, err := h.svc.PushTodo(r.Context(), v.person, r.PathValue("ref"), in)
-	if err != nil {
-		if field, msg, ok := fieldOf(err); ok {
-			f.Errors = map[string]string{field: msg}
-			h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{Push: f})
-			return
-		}
-		h.fail(w, r, v, err)
+	if h.refused(w, r, v, err, func(field, msg string) {
+		f.Errors = map[string]string{field: msg}
+		h.renderAgent(w, r, v, http.StatusUnprocessableEntity, agentView{Push: f})
+	}) {
 		return
 	}
 	a, err := h.svc.OwnedAgent(r.Context(), v.person, t.AgentID)

@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"time"
 )
 
@@ -110,16 +109,4 @@ func randomToken() string {
 // sameToken compares two tokens in constant time; empty never matches.
 func sameToken(a, b string) bool {
 	return a != "" && b != "" && hmac.Equal([]byte(a), []byte(b))
-}
-
-// cookie builds a console cookie: HttpOnly, SameSite=Strict, Path=/, and
-// Secure when the request came over https (directly or, as reported by
-// X-Forwarded-Proto, through a proxy) or the console was told its public URL
-// is https. maxAge < 0 deletes the cookie.
-func (h *Handler) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
-	return &http.Cookie{
-		Name: name, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: h.secure || r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
-	}
 }

@@ -51,12 +51,9 @@ func (h *Handler) createToken(w http.ResponseWriter, r *http.Request, v *visit) 
 		in.ExpiresAt = &t
 	}
 	m, err := h.svc.CreateToken(r.Context(), v.person, in)
-	if err != nil {
-		if _, msg, ok := fieldOf(err); ok {
-			h.renderTokens(w, r, v, http.StatusUnprocessableEntity, tokensView{Name: in.Name, Error: msg})
-			return
-		}
-		h.fail(w, r, v, err)
+	if h.refused(w, r, v, err, func(_, msg string) {
+		h.renderTokens(w, r, v, http.StatusUnprocessableEntity, tokensView{Name: in.Name, Error: msg})
+	}) {
 		return
 	}
 	h.renderTokens(w, r, v, http.StatusCreated, tokensView{Minted: &m})
@@ -114,12 +111,9 @@ func (h *Handler) renderPeople(w http.ResponseWriter, r *http.Request, v *visit,
 
 func (h *Handler) addPerson(w http.ResponseWriter, r *http.Request, v *visit) {
 	res, err := h.svc.CreatePerson(r.Context(), v.person, app.PersonInput{Name: strings.TrimSpace(r.PostFormValue("name")), Role: r.PostFormValue("role")})
-	if err != nil {
-		if _, msg, ok := fieldOf(err); ok {
-			h.renderPeople(w, r, v, http.StatusUnprocessableEntity, peopleView{Error: msg})
-			return
-		}
-		h.fail(w, r, v, err)
+	if h.refused(w, r, v, err, func(_, msg string) {
+		h.renderPeople(w, r, v, http.StatusUnprocessableEntity, peopleView{Error: msg})
+	}) {
 		return
 	}
 	h.renderPeople(w, r, v, http.StatusCreated, peopleView{Created: &res})

@@ -83,9 +83,9 @@ type Options struct {
 	// "Bearer ") would authenticate. The edge asks it only for a client
 	// over the failed-auth limit, before the handler runs: false = refuse
 	// with 429 at once; true = serve (also when it cannot tell, e.g. the
-	// store is down: the handler decides). It must be cheap: a cached
-	// credential without a store round trip, an unknown one in at most one
-	// indexed lookup. nil = the handler verifies and a 401 past the limit
+	// store is down: the handler decides). It must be cheap: a credential
+	// seen recently (valid or unknown) without a store round trip, any
+	// other in at most one indexed lookup. nil = the handler verifies and a 401 past the limit
 	// becomes 429.
 	Verify func(ctx context.Context, token string) bool
 	// Log receives the refusals (info); nil = slog.Default().

@@ -93,9 +93,16 @@ func (e *env) do(t *testing.T, method, path, token string, body any, opts ...req
 	case token != "":
 		hr.Header.Set("Authorization", "Bearer "+token)
 	}
+	return e.roundTrip(t, hr)
+}
+
+// roundTrip sends hr, reads the answer and checks it against
+// api/openapi.yaml.
+func (e *env) roundTrip(t *testing.T, hr *http.Request) response {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", hr.Method, hr.URL.Path, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)

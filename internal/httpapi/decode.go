@@ -96,3 +96,20 @@ type wholeBodyError struct{ err *domain.Error }
 
 func (e *wholeBodyError) Error() string { return e.err.Error() }
 func (e *wholeBodyError) Unwrap() error { return e.err }
+
+// readLimited reads a request body of at most max bytes. A larger one —
+// said so by Content-Length before anything is read, or found while
+// reading — answers 413 with tooLarge; another read error is readFailed's.
+func readLimited(w http.ResponseWriter, r *http.Request, max int64, tooLarge *domain.Error, readFailed func(error) error) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, &statusError{http.StatusRequestEntityTooLarge, tooLarge}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, &statusError{http.StatusRequestEntityTooLarge, tooLarge}
+		}
+		return nil, readFailed(err)
+	}
+	return body, nil
+}

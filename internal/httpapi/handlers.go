@@ -4,33 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
 // Every list response is an app.Page: {"items": [...], "next_cursor"?}.
-
-// writeJSON writes v as a JSON response with the status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encoding the response: %w", err)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-	return nil
-}
 
 // --- probes and the document ---
 
@@ -63,19 +44,6 @@ func (a *api) getOpenAPI(w http.ResponseWriter, _ *http.Request, _ domain.Person
 
 // --- agents ---
 
-func (a *api) vendAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var in app.VendInput
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	res, err := a.svc.Vend(r.Context(), by, in)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/v1/agents/"+res.Agent.ID)
-	return writeJSON(w, http.StatusCreated, res)
-}
-
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	q := r.URL.Query() // wrap checked the names
 	limit, err := positiveInt(q, "limit")
@@ -87,14 +55,6 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, by domain.Perso
 		return asQueryError(err, "limit", "cursor")
 	}
 	return writeJSON(w, http.StatusOK, page)
-}
-
-func (a *api) getAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	ag, err := a.svc.OwnedAgent(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, ag)
 }
 
 // updateBody is the PATCH body: the mutable members (app.UpdateInput) plus
@@ -121,26 +81,7 @@ func (a *api) updateAgent(w http.ResponseWriter, r *http.Request, by domain.Pers
 		}
 	}
 	ag, err := a.svc.UpdateAgent(r.Context(), by, r.PathValue("ref"), in.UpdateInput)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, ag)
-}
-
-func (a *api) revokeAgent(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	ag, err := a.svc.RevokeAgent(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, ag)
-}
-
-func (a *api) rotateCredential(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	res, err := a.svc.RotateCredential(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, res)
+	return answer(w, http.StatusOK, ag, err)
 }
 
 // --- todos ---
@@ -212,14 +153,6 @@ func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.P
 	return writeJSON(w, http.StatusOK, page)
 }
 
-func (a *api) getTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	t, err := a.svc.GetTodo(r.Context(), by, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, t)
-}
-
 // --- audit ---
 
 func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
@@ -246,70 +179,5 @@ func (a *api) listAudit(w http.ResponseWriter, r *http.Request, by domain.Person
 
 func (a *api) verifyAudit(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	res, err := a.svc.VerifyAudit(r.Context(), by)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, res)
-}
-
-// --- query parameters ---
-
-// queryParams parses the query string and refuses unknown and repeated
-// parameters (invalid_argument naming the parameter), so a typo such as
-// ?stat=pending is an error rather than an unfiltered answer. wrap calls it
-// with the route's Route.Query before every handler.
-func queryParams(r *http.Request, allowed ...string) (url.Values, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "malformed query string: %v", err)
-	}
-	names := make([]string, 0, len(q))
-	for k := range q {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		if !slices.Contains(allowed, k) {
-			if len(allowed) == 0 {
-				return nil, domain.Errorf(domain.CodeInvalidArgument, "unknown query parameter %q; this route takes none", k)
-			}
-			return nil, domain.Errorf(domain.CodeInvalidArgument, "unknown query parameter %q; known: %s", k, strings.Join(allowed, ", "))
-		}
-		if len(q[k]) > 1 {
-			return nil, domain.Errorf(domain.CodeInvalidArgument, "query parameter %s is given more than once", k)
-		}
-	}
-	return q, nil
-}
-
-// positiveInt reads an optional integer ≥ 1; absent = 0 (the use case's
-// default).
-func positiveInt(q url.Values, name string) (int, error) {
-	if !q.Has(name) {
-		return 0, nil
-	}
-	v := q.Get(name)
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, domain.Errorf(domain.CodeInvalidArgument, "query parameter %s must be an integer ≥ 1, got %q", name, v)
-	}
-	return n, nil
-}
-
-// asQueryError rewrites a use-case error that points at one of the query
-// parameters (the use cases point at /state, /limit …) into one whose
-// detail names the parameter and that has no body pointer.
-func asQueryError(err error, params ...string) error {
-	var de *domain.Error
-	if !errors.As(err, &de) || de.Pointer == "" {
-		return err
-	}
-	name := strings.TrimPrefix(de.Pointer, "/")
-	if !slices.Contains(params, name) {
-		return err
-	}
-	c := *de
-	c.Pointer = ""
-	c.Detail = "query parameter " + name + ": " + de.Detail
-	return &c
+	return answer(w, http.StatusOK, res, err)
 }

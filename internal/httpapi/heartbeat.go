@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -27,10 +26,6 @@ import (
 // inside the use case. A principal over its rate limit gets 429
 // rate_limited with Retry-After in seconds.
 
-// selfAuthenticated lists the routes that need a bearer token but resolve
-// it themselves: the heartbeat is for an agent credential, not a person's.
-var selfAuthenticated = map[string]bool{"sendHeartbeat": true}
-
 func (a *api) sendHeartbeat(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
 	p, err := a.bearerPrincipal(r)
 	if err != nil {
@@ -41,18 +36,13 @@ func (a *api) sendHeartbeat(w http.ResponseWriter, r *http.Request, _ domain.Per
 		return &statusError{http.StatusUnsupportedMediaType,
 			domain.Errorf(domain.CodeInvalidArgument, "Content-Type must be application/json, got %q", ct)}
 	}
-	tooLarge := &statusError{http.StatusRequestEntityTooLarge,
-		domain.Errorf(domain.CodeInvalidArgument, "the heartbeat body exceeds the limit of %d bytes", liveness.MaxBodyBytes)}
-	if r.ContentLength > liveness.MaxBodyBytes {
-		return tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, liveness.MaxBodyBytes))
+	body, err := readLimited(w, r, liveness.MaxBodyBytes,
+		domain.Errorf(domain.CodeInvalidArgument, "the heartbeat body exceeds the limit of %d bytes", liveness.MaxBodyBytes),
+		func(err error) error {
+			return domain.Errorf(domain.CodeInvalidArgument, "reading the request body failed: %v", err)
+		})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge
-		}
-		return domain.Errorf(domain.CodeInvalidArgument, "reading the request body failed: %v", err)
+		return err
 	}
 	ack, err := a.svc.Heartbeat(r.Context(), p, r.PathValue("agent"), body, app.Arrival{})
 	var rl *app.RateLimitedError
@@ -77,12 +67,4 @@ func (a *api) bearerPrincipal(r *http.Request) (domain.Principal, error) {
 		return domain.Principal{}, domain.Errorf(domain.CodeUnauthenticated, "send Authorization: Bearer <agent credential>")
 	}
 	return a.svc.Authenticate(r.Context(), tok)
-}
-
-func (a *api) getAgentStatus(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	st, err := a.svc.AgentStatus(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, st)
 }

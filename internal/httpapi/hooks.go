@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -14,29 +13,16 @@ import (
 // Intake routes (design: Hooks). The operator routes follow the owner
 // rule (another person's hook is 404, like an unknown one). The delivery
 // route takes no bearer token: the hook's signature authenticates it.
-var hookRoutes = []route{
-	{Route{"POST", "/v1/hooks", "createHook", true, nil}, (*api).createHook},
+var hookRoutes = []routeEntry{
+	{Route{"POST", "/v1/hooks", "createHook", true, nil}, createCall((*app.Service).CreateHook, func(res app.HookSecretResult) string { return "/v1/hooks/" + res.Hook.ID })},
 	{Route{"GET", "/v1/hooks", "listHooks", true, []string{"agent", "limit", "cursor"}}, (*api).listHooks},
-	{Route{"GET", "/v1/hooks/{id}", "getHook", true, nil}, (*api).getHook},
-	{Route{"DELETE", "/v1/hooks/{id}", "deleteHook", true, nil}, (*api).deleteHook},
-	{Route{"POST", "/v1/hooks/{id}/secret", "rotateHookSecret", true, nil}, (*api).rotateHookSecret},
+	{Route{"GET", "/v1/hooks/{id}", "getHook", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).GetHook)},
+	{Route{"DELETE", "/v1/hooks/{id}", "deleteHook", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).DeleteHook)},
+	{Route{"POST", "/v1/hooks/{id}/secret", "rotateHookSecret", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).RotateHookSecret)},
 	{Route{"POST", "/v1/hooks/{id}/deliveries", "deliverHook", false, nil}, (*api).deliverHook},
 }
 
 func init() { routes = append(routes, hookRoutes...) }
-
-func (a *api) createHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var in app.HookInput
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	res, err := a.svc.CreateHook(r.Context(), by, in)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/v1/hooks/"+res.Hook.ID)
-	return writeJSON(w, http.StatusCreated, res)
-}
 
 func (a *api) listHooks(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	hs, err := a.svc.ListHooks(r.Context(), by, r.URL.Query().Get("agent"))
@@ -46,30 +32,6 @@ func (a *api) listHooks(w http.ResponseWriter, r *http.Request, by domain.Person
 	return writePageOf(w, r, "hook", hs, func(h app.HookView) string { return h.ID })
 }
 
-func (a *api) getHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	h, err := a.svc.GetHook(r.Context(), by, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, h)
-}
-
-func (a *api) deleteHook(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	h, err := a.svc.DeleteHook(r.Context(), by, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, h)
-}
-
-func (a *api) rotateHookSecret(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	res, err := a.svc.RotateHookSecret(r.Context(), by, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, res)
-}
-
 // deliverHook receives one webhook delivery: at most 1 MiB (413 beyond),
 // then app.Service.Deliver. Answers: 201 created {outcome, todo_id}, 200
 // duplicate or ping, 202 ignored; 401 bad or missing signature, 400 stale
@@ -77,18 +39,13 @@ func (a *api) rotateHookSecret(w http.ResponseWriter, r *http.Request, by domain
 // 409 revoked agent, 429 rate limit (with Retry-After). A refusal never
 // echoes the body.
 func (a *api) deliverHook(w http.ResponseWriter, r *http.Request, _ domain.Person) error {
-	tooLarge := &statusError{http.StatusRequestEntityTooLarge,
-		domain.Errorf(domain.CodeInvalidArgument, "the delivery body exceeds the limit of %d bytes (1 MiB)", intake.MaxBody)}
-	if r.ContentLength > intake.MaxBody {
-		return tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, intake.MaxBody))
+	body, err := readLimited(w, r, intake.MaxBody,
+		domain.Errorf(domain.CodeInvalidArgument, "the delivery body exceeds the limit of %d bytes (1 MiB)", intake.MaxBody),
+		func(error) error {
+			return domain.Errorf(domain.CodeInvalidArgument, "reading the delivery body failed")
+		})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge
-		}
-		return domain.Errorf(domain.CodeInvalidArgument, "reading the delivery body failed")
+		return err
 	}
 	res, err := a.svc.Deliver(r.Context(), app.DeliveryInput{HookID: r.PathValue("id"), Header: r.Header, Body: body})
 	if err != nil {

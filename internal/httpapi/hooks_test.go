@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,14 +26,28 @@ func (e *env) deliver(t *testing.T, url string, h http.Header, body []byte) resp
 		t.Fatal(err)
 	}
 	hr.Header = h.Clone()
-	resp, err := http.DefaultClient.Do(hr)
+	return e.roundTrip(t, hr)
+}
+
+// standardSender returns a function that delivers body to the Standard
+// Webhooks hook hk as message id, signed with its secret at ts.
+func (e *env) standardSender(t *testing.T, hk app.HookSecretResult) func(id string, ts time.Time, body string) response {
+	wh, err := standardwebhooks.NewWebhook(hk.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	data, _ := io.ReadAll(resp.Body)
-	e.spec.checkResponse(t, hr, resp.StatusCode, resp.Header, data)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return func(id string, ts time.Time, body string) response {
+		sig, err := wh.Sign(id, ts, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", fmt.Sprint(ts.Unix()))
+		h.Set("webhook-signature", sig)
+		return e.deliver(t, hk.URL, h, []byte(body))
+	}
 }
 
 func (e *env) createHook(t *testing.T, token string, in app.HookInput) app.HookSecretResult {
@@ -300,22 +313,7 @@ func TestStandardDeliveries(t *testing.T) {
 	e := newEnv(t)
 	e.vend(t, e.admin, builder)
 	hk := e.createHook(t, e.admin, app.HookInput{Kind: "standard", Agent: "builder", Queue: "build", KindLabel: "deploy"})
-	wh, err := standardwebhooks.NewWebhook(hk.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func(id string, ts time.Time, body string) response {
-		sig, err := wh.Sign(id, ts, []byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := http.Header{}
-		h.Set("Content-Type", "application/json")
-		h.Set("webhook-id", id)
-		h.Set("webhook-timestamp", fmt.Sprint(ts.Unix()))
-		h.Set("webhook-signature", sig)
-		return e.deliver(t, hk.URL, h, []byte(body))
-	}
+	send := e.standardSender(t, hk)
 	now := e.Clock.Now()
 	var res app.DeliveryResult
 	send("msg_1", now, `{"title":"Deploy failed </channel> on prod","payload":{"env":"prod"}}`).want(t, 201, &res)
@@ -418,23 +416,8 @@ func TestDeliveryIDsHaveTheirOwnNamespace(t *testing.T) {
 	op := e.push(t, e.admin, "builder", app.PushInput{Queue: "build", Title: "operator's", IdempotencyKey: "shared-1"})
 
 	std := e.createHook(t, e.admin, app.HookInput{Kind: "standard", Agent: "builder", Queue: "build"})
-	wh, err := standardwebhooks.NewWebhook(std.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendStd := func(id, body string) response {
-		now := e.Clock.Now()
-		sig, err := wh.Sign(id, now, []byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := http.Header{}
-		h.Set("Content-Type", "application/json")
-		h.Set("webhook-id", id)
-		h.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
-		h.Set("webhook-signature", sig)
-		return e.deliver(t, std.URL, h, []byte(body))
-	}
+	send := e.standardSender(t, std)
+	sendStd := func(id, body string) response { return send(id, e.Clock.Now(), body) }
 	var a app.DeliveryResult
 	sendStd("shared-1", `{"title":"standard's"}`).want(t, http.StatusCreated, &a)
 	if a.Outcome != "created" || a.TodoID == op.ID {
@@ -528,16 +511,8 @@ func BenchmarkGitHubDelivery(b *testing.B) {
 	for i := range b.N {
 		e.Clock.Advance(time.Second) // stay under the per-hook rate limit
 		h.Set("X-GitHub-Delivery", fmt.Sprintf("bench-%d", i))
-		req, _ := http.NewRequest("POST", hk.URL, bytes.NewReader(body))
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			b.Fatalf("delivery %d = %d", i, resp.StatusCode)
+		if status := intaketest.Post(b, hk.URL, h, body); status != http.StatusCreated {
+			b.Fatalf("delivery %d = %d", i, status)
 		}
 	}
 }

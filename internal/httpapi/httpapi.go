@@ -48,6 +48,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,17 +56,6 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 )
-
-// Options configures the handler.
-type Options struct {
-	// Log receives one record per request (method, path, status, duration;
-	// never the Authorization header) and the cause of every 500.
-	// nil = slog.Default().
-	Log *slog.Logger
-	// Ready reports whether the server can serve (GET /readyz). nil = a
-	// cheap store query that must succeed.
-	Ready func(ctx context.Context) error
-}
 
 // Route describes one route of the API: what registration and the
 // OpenAPI consistency test both read.
@@ -82,43 +72,104 @@ type Route struct {
 
 type handlerFunc func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error
 
-type route struct {
+type routeEntry struct {
 	Route
 	handle handlerFunc
 }
 
 // routes is the one table of the API's routes. New registers exactly these;
 // the OpenAPI test checks the document against exactly these.
-var routes = []route{
+var routes = []routeEntry{
 	{Route{"GET", "/healthz", "getHealth", false, nil}, (*api).getHealth},
 	{Route{"GET", "/readyz", "getReady", false, nil}, (*api).getReady},
 	{Route{"GET", "/v1/openapi.yaml", "getOpenAPI", false, nil}, (*api).getOpenAPI},
-	{Route{"POST", "/v1/agents", "vendAgent", true, nil}, (*api).vendAgent},
+	{Route{"POST", "/v1/agents", "vendAgent", true, nil}, createCall((*app.Service).Vend, func(res app.VendResult) string { return "/v1/agents/" + res.Agent.ID })},
 	{Route{"GET", "/v1/agents", "listAgents", true, []string{"owner", "limit", "cursor"}}, (*api).listAgents},
-	{Route{"GET", "/v1/agents/{ref}", "getAgent", true, nil}, (*api).getAgent},
+	{Route{"GET", "/v1/agents/{ref}", "getAgent", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).OwnedAgent)},
 	{Route{"PATCH", "/v1/agents/{ref}", "updateAgent", true, nil}, (*api).updateAgent},
-	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true, nil}, (*api).revokeAgent},
-	{Route{"POST", "/v1/agents/{ref}/credentials", "rotateCredential", true, nil}, (*api).rotateCredential},
+	{Route{"DELETE", "/v1/agents/{ref}", "revokeAgent", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).RevokeAgent)},
+	{Route{"POST", "/v1/agents/{ref}/credentials", "rotateCredential", true, nil}, pathCall(http.StatusCreated, "ref", (*app.Service).RotateCredential)},
 	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true, nil}, (*api).pushTodo},
 	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true, []string{"queue", "state", "limit", "cursor"}}, (*api).listAgentTodos},
-	{Route{"GET", "/v1/todos/{id}", "getTodo", true, nil}, (*api).getTodo},
-	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, (*api).getPresence},
-	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, (*api).setPresence},
-	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true, nil}, (*api).clearPresence},
+	{Route{"GET", "/v1/todos/{id}", "getTodo", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).GetTodo)},
+	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).GetPresence)},
+	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, pathBodyCall("ref", (*app.Service).SetPresence)},
+	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).ClearPresence)},
 	{Route{"PUT", "/v1/agents/{ref}/shift", "setShift", true, nil}, (*api).setShift},
 	{Route{"POST", "/v1/agents/{agent}/heartbeat", "sendHeartbeat", true, nil}, (*api).sendHeartbeat},
-	{Route{"GET", "/v1/agents/{ref}/status", "getAgentStatus", true, nil}, (*api).getAgentStatus},
+	{Route{"GET", "/v1/agents/{ref}/status", "getAgentStatus", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).AgentStatus)},
 	{Route{"GET", "/v1/events", "streamEvents", true, nil}, (*api).streamEvents},
 	{Route{"GET", "/v1/audit", "listAudit", true, []string{"agent", "after", "limit", "cursor"}}, (*api).listAudit},
 	{Route{"GET", "/v1/audit/verify", "verifyAudit", true, nil}, (*api).verifyAudit},
-	// Persons and personal tokens (design: Persons and roles, Personal tokens; handlers in team.go).
-	{Route{"POST", "/v1/persons", "createPerson", true, nil}, (*api).createPerson},
-	{Route{"GET", "/v1/persons", "listPersons", true, []string{"limit", "cursor"}}, (*api).listPersons},
-	{Route{"GET", "/v1/persons/{id}", "getPerson", true, nil}, (*api).getPerson},
-	{Route{"PATCH", "/v1/persons/{id}", "updatePerson", true, nil}, (*api).updatePerson},
-	{Route{"POST", "/v1/tokens", "createToken", true, nil}, (*api).createToken},
-	{Route{"GET", "/v1/tokens", "listTokens", true, []string{"limit", "cursor"}}, (*api).listTokens},
-	{Route{"DELETE", "/v1/tokens/{id}", "revokeToken", true, nil}, (*api).revokeToken},
+	// Persons and personal tokens (design: Persons and roles, Personal tokens). Person
+	// routes are for admins (403 forbidden, reason admin_required, for a
+	// member; a member may read itself with GET /v1/persons/{id}); token
+	// routes act on the caller's own tokens, so another person's token id
+	// answers 404.
+	{Route{"POST", "/v1/persons", "createPerson", true, nil}, createCall((*app.Service).CreatePerson, func(res app.PersonCreated) string { return "/v1/persons/" + res.Person.ID })},
+	{Route{"GET", "/v1/persons", "listPersons", true, []string{"limit", "cursor"}}, pageCall("person", (*app.Service).ListPersons, func(p domain.Person) string { return p.ID })},
+	{Route{"GET", "/v1/persons/{id}", "getPerson", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).GetPerson)},
+	{Route{"PATCH", "/v1/persons/{id}", "updatePerson", true, nil}, pathBodyCall("id", (*app.Service).UpdatePerson)},
+	{Route{"POST", "/v1/tokens", "createToken", true, nil}, createCall((*app.Service).CreateToken, nil)},
+	{Route{"GET", "/v1/tokens", "listTokens", true, []string{"limit", "cursor"}}, pageCall("token", (*app.Service).ListTokens, func(t domain.PersonToken) string { return t.ID })},
+	{Route{"DELETE", "/v1/tokens/{id}", "revokeToken", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).RevokeToken)},
+}
+
+// selfAuthenticated lists the routes that need a bearer token but resolve
+// it themselves: the heartbeat is for an agent credential, not a person's.
+var selfAuthenticated = map[string]bool{"sendHeartbeat": true}
+
+// The routes that only decode their input, call one use case and answer its
+// result are built by these adapters; each answers the result as JSON, or
+// the use case's error.
+
+// pathCall answers status with use(by, the path value param).
+func pathCall[T any](status int, param string, use func(*app.Service, context.Context, domain.Person, string) (T, error)) handlerFunc {
+	return func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error {
+		v, err := use(a.svc, r.Context(), by, r.PathValue(param))
+		return answer(w, status, v, err)
+	}
+}
+
+// pathBodyCall answers 200 with use(by, the path value param, the decoded
+// body).
+func pathBodyCall[In, T any](param string, use func(*app.Service, context.Context, domain.Person, string, In) (T, error)) handlerFunc {
+	return func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error {
+		var in In
+		if err := decodeJSON(w, r, &in); err != nil {
+			return err
+		}
+		v, err := use(a.svc, r.Context(), by, r.PathValue(param), in)
+		return answer(w, http.StatusOK, v, err)
+	}
+}
+
+// createCall answers 201 with use(by, the decoded body), with a Location
+// header of location(result) unless location is nil.
+func createCall[In, T any](use func(*app.Service, context.Context, domain.Person, In) (T, error), location func(T) string) handlerFunc {
+	return func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error {
+		var in In
+		if err := decodeJSON(w, r, &in); err != nil {
+			return err
+		}
+		v, err := use(a.svc, r.Context(), by, in)
+		if err == nil && location != nil {
+			w.Header().Set("Location", location(v))
+		}
+		return answer(w, http.StatusCreated, v, err)
+	}
+}
+
+// pageCall answers one page (limit and cursor, see writePageOf) of the
+// whole list use(by) returns; key is an item's cursor key.
+func pageCall[T any](kind string, use func(*app.Service, context.Context, domain.Person) ([]T, error), key func(T) string) handlerFunc {
+	return func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error {
+		all, err := use(a.svc, r.Context(), by)
+		if err != nil {
+			return err
+		}
+		return writePageOf(w, r, kind, all, key)
+	}
 }
 
 // Routes returns the routes New registers, in table order.
@@ -207,7 +258,7 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 // against rt.Query, runs the handler and renders its error as a problem.
 // (A self-authenticated route has its query checked before the handler
 // authenticates.)
-func (a *api) wrap(rt route) http.Handler {
+func (a *api) wrap(rt routeEntry) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var by domain.Person
 		if rt.Auth && !selfAuthenticated[rt.OperationID] {
@@ -226,6 +277,49 @@ func (a *api) wrap(rt route) http.Handler {
 			a.writeError(w, r, err)
 		}
 	})
+}
+
+// writeError renders err as a problem document. A *domain.Error keeps its
+// code, detail, pointer and reason; an Unavailable store error is logged
+// and answered 503 unavailable with Retry-After; anything else (and code
+// internal) is logged with its text and answered with a generic 500 that
+// leaks nothing.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var se *statusError
+	if errors.As(err, &se) { // built by this package: safe to show
+		writeProblem(w, r, se.status, se.err)
+		return
+	}
+	var wb *wholeBodyError
+	if errors.As(err, &wb) {
+		writeProblemDoc(w, NewProblem(http.StatusBadRequest, wb.err, r.URL.Path), true)
+		return
+	}
+	var de *domain.Error
+	switch {
+	case errors.As(err, &de) && de.Code != domain.CodeInternal:
+	case Unavailable(r.Context(), err):
+		a.log.Warn("request failed: the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = unavailableError
+	default:
+		level := slog.LevelError
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			level = slog.LevelInfo // the client went away
+		}
+		a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = &domain.Error{Code: domain.CodeInternal, Detail: "internal error; the server log has the cause"}
+	}
+	if de.Code == domain.CodeUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(UnavailableRetryAfter/time.Second)))
+	}
+	if de.Code == domain.CodeUnauthenticated {
+		v := `Bearer realm="rollcall"`
+		if r.Header.Get("Authorization") != "" {
+			v += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", v)
+	}
+	writeProblem(w, r, StatusOf(de.Code), de)
 }
 
 // authenticate resolves the bearer token of an operator route into a person

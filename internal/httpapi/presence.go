@@ -3,40 +3,11 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
 // Operator presence controls, (design: Operator overrides). Only the owner may use them
 // (another person gets 404); a revoked agent answers 409.
-
-func (a *api) getPresence(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	p, err := a.svc.GetPresence(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, p)
-}
-
-func (a *api) setPresence(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var in app.PresenceInput
-	if err := decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	p, err := a.svc.SetPresence(r.Context(), by, r.PathValue("ref"), in)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, p)
-}
-
-func (a *api) clearPresence(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	p, err := a.svc.ClearPresence(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, p)
-}
 
 // shiftInput is the body of PUT /v1/agents/{ref}/shift; null (or an absent
 // member) clears the shift.
@@ -50,8 +21,5 @@ func (a *api) setShift(w http.ResponseWriter, r *http.Request, by domain.Person)
 		return err
 	}
 	p, err := a.svc.SetShift(r.Context(), by, r.PathValue("ref"), in.Shift)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, p)
+	return answer(w, http.StatusOK, p, err)
 }

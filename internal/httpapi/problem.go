@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -133,49 +131,6 @@ const sqliteBusy = 5
 // happened and when to retry, never the driver's text.
 var unavailableError = &domain.Error{Code: domain.CodeUnavailable,
 	Detail: fmt.Sprintf("the database cannot be reached right now; retry after %d s", int(UnavailableRetryAfter/time.Second))}
-
-// writeError renders err as a problem document. A *domain.Error keeps its
-// code, detail, pointer and reason; an Unavailable store error is logged
-// and answered 503 unavailable with Retry-After; anything else (and code
-// internal) is logged with its text and answered with a generic 500 that
-// leaks nothing.
-func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var se *statusError
-	if errors.As(err, &se) { // built by this package: safe to show
-		writeProblem(w, r, se.status, se.err)
-		return
-	}
-	var wb *wholeBodyError
-	if errors.As(err, &wb) {
-		writeProblemDoc(w, NewProblem(http.StatusBadRequest, wb.err, r.URL.Path), true)
-		return
-	}
-	var de *domain.Error
-	switch {
-	case errors.As(err, &de) && de.Code != domain.CodeInternal:
-	case Unavailable(r.Context(), err):
-		a.log.Warn("request failed: the store is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-		de = unavailableError
-	default:
-		level := slog.LevelError
-		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-			level = slog.LevelInfo // the client went away
-		}
-		a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		de = &domain.Error{Code: domain.CodeInternal, Detail: "internal error; the server log has the cause"}
-	}
-	if de.Code == domain.CodeUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(int(UnavailableRetryAfter/time.Second)))
-	}
-	if de.Code == domain.CodeUnauthenticated {
-		v := `Bearer realm="rollcall"`
-		if r.Header.Get("Authorization") != "" {
-			v += `, error="invalid_token"`
-		}
-		w.Header().Set("WWW-Authenticate", v)
-	}
-	writeProblem(w, r, StatusOf(de.Code), de)
-}
 
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, de *domain.Error) {
 	WriteProblem(w, status, de, r.URL.Path)

@@ -130,14 +130,7 @@ func doRaw(t *testing.T, e *env, base, method, path, token, body string) respons
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	hr.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, _ := io.ReadAll(resp.Body)
-	e.spec.checkResponse(t, hr, resp.StatusCode, resp.Header, data)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	return e.roundTrip(t, hr)
 }
 
 // relay forwards TCP connections to target until shut.

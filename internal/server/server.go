@@ -172,7 +172,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux.Handle(console.Prefix, con)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
-	s.Edge = newEdge(cfg, url, o, credentialVerifier(svc))
+	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate)
 	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.CloseEvents) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
@@ -302,24 +302,6 @@ func newEdge(cfg config.Config, publicURL string, o Options, verify func(context
 	}
 	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
 		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Log: o.Log, Clock: o.Clock})
-}
-
-// credentialVerifier is the edge's check of a bearer credential from a
-// client over the failed-auth limit: an agent credential through the
-// credential cache (no store round trip while cached), anything else as a
-// person token (one indexed lookup by hash; a token of neither kind none).
-// Only "unauthenticated" is a no: an inactive agent or a store error is
-// left to the handler to answer.
-func credentialVerifier(svc *app.Service) func(context.Context, string) bool {
-	return func(ctx context.Context, token string) bool {
-		var err error
-		if strings.HasPrefix(token, app.AgentTokenPrefix) {
-			_, err = svc.AuthenticateAgentCached(ctx, token)
-		} else {
-			_, err = svc.AuthenticatePerson(ctx, token)
-		}
-		return err == nil || domain.CodeOf(err) != domain.CodeUnauthenticated
-	}
 }
 
 // allowedHosts and allowedOrigins are the MCP endpoint's own copies of the

@@ -12,6 +12,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,4 +73,31 @@ func SignGitHub(h http.Header, secret string, body []byte) {
 	m1 := hmac.New(sha1.New, []byte(secret))
 	m1.Write(body)
 	h.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(m1.Sum(nil)))
+}
+
+// Post sends a delivery (h, body) to url and returns the answer's status;
+// the answer's body is read and dropped.
+func Post(t testing.TB, url string, h http.Header, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// DeliverGitHub sends the recorded delivery name (see GitHub), signed with
+// secret, to url and returns the answer's status.
+func DeliverGitHub(t testing.TB, url, secret, name string) int {
+	t.Helper()
+	h, body := GitHub(t, name)
+	SignGitHub(h, secret, body)
+	return Post(t, url, h, body)
 }
