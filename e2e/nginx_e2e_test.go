@@ -285,26 +285,7 @@ func TestE2ENginxTLS(t *testing.T) {
 	tlsAddr, plainAddr := freePort(t), freePort(t)
 	a := startServer(t, bootstrapEnv, "--store", "sqlite:"+filepath.Join(dir, "r.db"),
 		"--public_url", "https://rollcall.example.com", "--trusted_proxies", "127.0.0.1/32")
-	shipped, err := os.ReadFile("../deploy/nginx/rollcall.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(shipped)
-	for old, repl := range map[string]string{
-		"/etc/letsencrypt/live/rollcall.example.com/fullchain.pem": certFile,
-		"/etc/letsencrypt/live/rollcall.example.com/privkey.pem":   keyFile,
-		"listen 443 ssl http2;":                                    "listen " + tlsAddr + " ssl http2;",
-		"listen [::]:443 ssl http2;\n":                             "",
-		"listen 80;":                                               "listen " + plainAddr + ";",
-		"listen [::]:80;\n":                                        "",
-		"127.0.0.1:7070":                                           strings.TrimPrefix(a.URL, "http://"),
-		"127.0.0.1:7071":                                           strings.TrimPrefix(a.URL, "http://"),
-	} {
-		if !strings.Contains(conf, old) {
-			t.Fatalf("the shipped config lacks %q", old)
-		}
-		conf = strings.ReplaceAll(conf, old, repl)
-	}
+	conf := tlsNginxConfig(t, certFile, keyFile, tlsAddr, plainAddr, a)
 	client := &http.Client{
 		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "rollcall.example.com"}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -339,6 +320,34 @@ func TestE2ENginxTLS(t *testing.T) {
 	if !secure {
 		t.Fatalf("the sign-in cookie over TLS is not Secure: %v", resp.Header.Values("Set-Cookie"))
 	}
+}
+
+// tlsNginxConfig is the shipped nginx config with its TLS part intact:
+// only the certificate paths and the listen addresses (loopback) are
+// replaced, and both upstreams point at srv.
+func tlsNginxConfig(t *testing.T, certFile, keyFile, tlsAddr, plainAddr string, srv *server) string {
+	t.Helper()
+	shipped, err := os.ReadFile("../deploy/nginx/rollcall.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(shipped)
+	for old, repl := range map[string]string{
+		"/etc/letsencrypt/live/rollcall.example.com/fullchain.pem": certFile,
+		"/etc/letsencrypt/live/rollcall.example.com/privkey.pem":   keyFile,
+		"listen 443 ssl http2;":                                    "listen " + tlsAddr + " ssl http2;",
+		"listen [::]:443 ssl http2;\n":                             "",
+		"listen 80;":                                               "listen " + plainAddr + ";",
+		"listen [::]:80;\n":                                        "",
+		"127.0.0.1:7070":                                           strings.TrimPrefix(srv.URL, "http://"),
+		"127.0.0.1:7071":                                           strings.TrimPrefix(srv.URL, "http://"),
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("the shipped config lacks %q", old)
+		}
+		conf = strings.ReplaceAll(conf, old, repl)
+	}
+	return conf
 }
 
 // selfSigned makes a certificate for rollcall.example.com and a pool that
