@@ -2,22 +2,15 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // TestE2ECLIPrivateCAThroughNginx runs the real `rollcall` CLI against an
@@ -28,9 +21,9 @@ import (
 func TestE2ECLIPrivateCAThroughNginx(t *testing.T) {
 	nginxBinary(t)
 	dir := t.TempDir()
-	caPEM, certPEM, keyPEM, pool := privateCA(t)
+	ca := testkit.PrivateCA(t, "rollcall.example.com", "127.0.0.1")
 	caFile, certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	for f, b := range map[string][]byte{caFile: caPEM, certFile: certPEM, keyFile: keyPEM} {
+	for f, b := range map[string][]byte{caFile: ca.PEM, certFile: ca.CertPEM, keyFile: ca.KeyPEM} {
 		if err := os.WriteFile(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +32,7 @@ func TestE2ECLIPrivateCAThroughNginx(t *testing.T) {
 	a := startServer(t, bootstrapEnv, "--store", "sqlite:"+filepath.Join(dir, "r.db"),
 		"--public_url", "https://rollcall.example.com", "--trusted_proxies", "127.0.0.1/32")
 	conf := tlsNginxConfig(t, certFile, keyFile, tlsAddr, plainAddr, a)
-	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
 	startNginxProbe(t, conf, probe, "https://"+tlsAddr+"/healthz")
 	url := "https://" + tlsAddr
 
@@ -86,48 +79,4 @@ func TestE2ECLIPrivateCAThroughNginx(t *testing.T) {
 			t.Errorf("agent list with %s does not list the agent:\n%s", name, out)
 		}
 	}
-}
-
-// privateCA makes a CA and a certificate it signs for rollcall.example.com
-// and 127.0.0.1: the PEMs of the CA, the certificate and its key, and a
-// pool trusting the CA.
-func privateCA(t *testing.T) (caPEM, certPEM, keyPEM []byte, pool *x509.CertPool) {
-	t.Helper()
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Rollcall e2e private CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "rollcall.example.com"},
-		DNSNames: []string{"rollcall.example.com"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(ca)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), pool
 }

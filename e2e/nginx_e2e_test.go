@@ -2,17 +2,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -278,16 +271,16 @@ func TestE2ENginx(t *testing.T) {
 func TestE2ENginxTLS(t *testing.T) {
 	nginxBinary(t)
 	dir := t.TempDir()
-	certPEM, keyPEM, pool := selfSigned(t)
+	ca := testkit.PrivateCA(t, "rollcall.example.com")
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, certPEM, 0o644)
-	os.WriteFile(keyFile, keyPEM, 0o600)
+	os.WriteFile(certFile, ca.CertPEM, 0o644)
+	os.WriteFile(keyFile, ca.KeyPEM, 0o600)
 	tlsAddr, plainAddr := freePort(t), freePort(t)
 	a := startServer(t, bootstrapEnv, "--store", "sqlite:"+filepath.Join(dir, "r.db"),
 		"--public_url", "https://rollcall.example.com", "--trusted_proxies", "127.0.0.1/32")
 	conf := tlsNginxConfig(t, certFile, keyFile, tlsAddr, plainAddr, a)
 	client := &http.Client{
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "rollcall.example.com"}},
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "rollcall.example.com"}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	startNginxProbe(t, conf, client, "https://"+tlsAddr+"/healthz")
@@ -348,29 +341,4 @@ func tlsNginxConfig(t *testing.T, certFile, keyFile, tlsAddr, plainAddr string, 
 		conf = strings.ReplaceAll(conf, old, repl)
 	}
 	return conf
-}
-
-// selfSigned makes a certificate for rollcall.example.com and a pool that
-// trusts it.
-func selfSigned(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rollcall.example.com"},
-		DNSNames: []string{"rollcall.example.com"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), pool
 }
