@@ -2,17 +2,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -278,35 +271,16 @@ func TestE2ENginx(t *testing.T) {
 func TestE2ENginxTLS(t *testing.T) {
 	nginxBinary(t)
 	dir := t.TempDir()
-	certPEM, keyPEM, pool := selfSigned(t)
+	ca := testkit.PrivateCA(t, "rollcall.example.com")
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, certPEM, 0o644)
-	os.WriteFile(keyFile, keyPEM, 0o600)
+	os.WriteFile(certFile, ca.CertPEM, 0o644)
+	os.WriteFile(keyFile, ca.KeyPEM, 0o600)
 	tlsAddr, plainAddr := freePort(t), freePort(t)
 	a := startServer(t, bootstrapEnv, "--store", "sqlite:"+filepath.Join(dir, "r.db"),
 		"--public_url", "https://rollcall.example.com", "--trusted_proxies", "127.0.0.1/32")
-	shipped, err := os.ReadFile("../deploy/nginx/rollcall.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(shipped)
-	for old, repl := range map[string]string{
-		"/etc/letsencrypt/live/rollcall.example.com/fullchain.pem": certFile,
-		"/etc/letsencrypt/live/rollcall.example.com/privkey.pem":   keyFile,
-		"listen 443 ssl http2;":                                    "listen " + tlsAddr + " ssl http2;",
-		"listen [::]:443 ssl http2;\n":                             "",
-		"listen 80;":                                               "listen " + plainAddr + ";",
-		"listen [::]:80;\n":                                        "",
-		"127.0.0.1:7070":                                           strings.TrimPrefix(a.URL, "http://"),
-		"127.0.0.1:7071":                                           strings.TrimPrefix(a.URL, "http://"),
-	} {
-		if !strings.Contains(conf, old) {
-			t.Fatalf("the shipped config lacks %q", old)
-		}
-		conf = strings.ReplaceAll(conf, old, repl)
-	}
+	conf := tlsNginxConfig(t, certFile, keyFile, tlsAddr, plainAddr, a)
 	client := &http.Client{
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "rollcall.example.com"}},
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "rollcall.example.com"}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	startNginxProbe(t, conf, client, "https://"+tlsAddr+"/healthz")
@@ -341,27 +315,30 @@ func TestE2ENginxTLS(t *testing.T) {
 	}
 }
 
-// selfSigned makes a certificate for rollcall.example.com and a pool that
-// trusts it.
-func selfSigned(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) {
+// tlsNginxConfig is the shipped nginx config with its TLS part intact:
+// only the certificate paths and the listen addresses (loopback) are
+// replaced, and both upstreams point at srv.
+func tlsNginxConfig(t *testing.T, certFile, keyFile, tlsAddr, plainAddr string, srv *server) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	shipped, err := os.ReadFile("../deploy/nginx/rollcall.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rollcall.example.com"},
-		DNSNames: []string{"rollcall.example.com"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
+	conf := string(shipped)
+	for old, repl := range map[string]string{
+		"/etc/letsencrypt/live/rollcall.example.com/fullchain.pem": certFile,
+		"/etc/letsencrypt/live/rollcall.example.com/privkey.pem":   keyFile,
+		"listen 443 ssl http2;":                                    "listen " + tlsAddr + " ssl http2;",
+		"listen [::]:443 ssl http2;\n":                             "",
+		"listen 80;":                                               "listen " + plainAddr + ";",
+		"listen [::]:80;\n":                                        "",
+		"127.0.0.1:7070":                                           strings.TrimPrefix(srv.URL, "http://"),
+		"127.0.0.1:7071":                                           strings.TrimPrefix(srv.URL, "http://"),
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("the shipped config lacks %q", old)
+		}
+		conf = strings.ReplaceAll(conf, old, repl)
 	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), pool
+	return conf
 }

@@ -160,10 +160,19 @@ type gatewayStats struct {
 	lastClose  string
 }
 
+// unexpected is every close of the connection the agent saw, 4009 or
+// another (a close code, a reset, a failed dial), and the last one's text;
+// 0 and "" when the connection stayed up for the whole run.
+func (st *gatewayStats) unexpected() (int64, string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.closes4009.Load() + st.closes.Load(), st.lastClose
+}
+
 // gatewayAgent keeps one gateway connection for a, sending a heartbeat
 // (state online, billing mode api: the first one is an audited report)
 // every period, until ctx ends; it reconnects after any close, counting
-// 4009 closes apart.
+// 4009 closes apart. The end of ctx is not a close.
 func gatewayAgent(ctx context.Context, srv *server, a vended, period time.Duration, st *gatewayStats) {
 	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/gateway"
 	for ctx.Err() == nil {
@@ -171,13 +180,13 @@ func gatewayAgent(ctx context.Context, srv *server, a vended, period time.Durati
 		if ctx.Err() != nil {
 			return
 		}
+		st.mu.Lock()
 		if websocket.CloseStatus(err) == 4009 {
 			st.closes4009.Add(1)
 		} else {
 			st.closes.Add(1)
 		}
-		st.mu.Lock()
-		st.lastClose = fmt.Sprint(err)
+		st.lastClose = fmt.Sprintf("close status %d: %v", websocket.CloseStatus(err), err)
 		st.mu.Unlock()
 		select {
 		case <-ctx.Done():

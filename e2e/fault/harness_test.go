@@ -353,9 +353,10 @@ func ready(srv *server) int {
 	return resp.StatusCode
 }
 
-// restHeartbeat sends one REST heartbeat (state online).
-func restHeartbeat(srv *server, a vended) int {
-	return do(srv, a.Credential, "POST", "/v1/agents/"+a.Handle+"/heartbeat", map[string]any{"state": "online", "billing_mode": "api"}, nil)
+// restHeartbeat sends one REST heartbeat (state online): the status, or 0
+// and the error when the request failed.
+func restHeartbeat(srv *server, a vended) (int, error) {
+	return testkit.REST(srv.URL, a.Credential, "POST", "/v1/agents/"+a.Handle+"/heartbeat", map[string]any{"state": "online", "billing_mode": "api"}, nil)
 }
 
 // waitFor polls ok until it holds and returns when it did, failing the

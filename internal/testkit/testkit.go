@@ -3,10 +3,11 @@
 // binary (build.go), runs `rollcall serve` processes and waits for the URL
 // they print (server.go), calls the REST API with a bearer token (rest.go), opens
 // mcp-go sessions that record their doorbells (mcp.go), records the
-// operator event stream (events.go) and starts a throwaway PostgreSQL
-// cluster (cluster.go); this file holds the bound and the poll they share.
-// Only tests import it: those above and the in-process tests of
-// internal/server and internal/claudecode.
+// operator event stream (events.go), starts a throwaway PostgreSQL
+// cluster (cluster.go) and makes a private CA with a server certificate
+// for TLS tests (tls.go); this file holds the bound and the poll they
+// share. Only tests import it: those above and the in-process tests of
+// internal/server, internal/claudecode and internal/cli.
 package testkit
 
 import (

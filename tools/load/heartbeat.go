@@ -259,7 +259,8 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 		return dialErr
 	}
 	var measuring atomic.Bool
-	var errs atomic.Int64
+	var errs, closes4009, closes atomic.Int64
+	var lastClose atomic.Value // string: the last close other than 4009
 	lat := &latencies{}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -278,6 +279,14 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 			for {
 				_, r, err := c.Reader(bg)
 				if err != nil {
+					if runCtx.Err() == nil { // not this tool's own close at the end
+						if websocket.CloseStatus(err) == 4009 {
+							closes4009.Add(1)
+						} else {
+							closes.Add(1)
+							lastClose.Store(fmt.Sprintf("close status %d: %v", websocket.CloseStatus(err), err))
+						}
+					}
 					return
 				}
 				buf = buf[:0]
@@ -364,6 +373,18 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 		if kb, err := rssKB(t.PID); err == nil {
 			fmt.Printf("server RSS with %d gateway connections: %d MiB\n", len(conns), kb/1024)
 		}
+	}
+	fmt.Printf("gateway closes during the run: %d with 4009, %d other\n", closes4009.Load(), closes.Load())
+	// Expected closes: 4009 (presence timeout) only when the pacing leaves
+	// a connection silent past the gateway's deadline, two heartbeat
+	// intervals (2 × 15 s, the spawned server's sync.heartbeat_interval; a
+	// -server's interval is unknown, so its 4009s are only counted); any
+	// other close or reset is the server dropping a live connection.
+	if n := closes.Load(); n > 0 {
+		return fmt.Errorf("FAILED: %d gateway connections closed other than by this tool (last: %v)", n, lastClose.Load())
+	}
+	if n := closes4009.Load(); n > 0 && t.PID != 0 && period < 30*time.Second {
+		return fmt.Errorf("FAILED: %d gateway connections closed with 4009 although each sent every %s, within the gateway's 30 s deadline", n, period.Round(time.Millisecond))
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Command testsummary reads `go test -json` on stdin and prints what plain
 // `go test` would print — each package's result line, and the full output
-// of every test that failed — then, on its own last line, the count of
-// tests (subtests included) as "N passed, N failed, N skipped".
+// of every test that failed — then every skipped test by package and name
+// with the reason it logged, and, on its own last line, the count of tests
+// (subtests included) as "N passed, N failed, N skipped".
 //
 //	go test -json ./... | go run ./tools/testsummary
 //
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -34,6 +36,44 @@ type Summary struct {
 	Passed, Failed, Skipped int
 	// FailedPackages failed with no failing test of their own.
 	FailedPackages []string
+	// Skips are the skipped tests in the order they ended.
+	Skips []Skip
+}
+
+// Skip is one skipped test (or subtest) and the lines it logged, the
+// reason given to t.Skip among them; Reason is empty when it logged none.
+type Skip struct {
+	Package, Test string
+	Reason        []string
+}
+
+// Report writes the end of the summary to w: the skipped tests grouped by
+// package (in the order the packages first had one), each with its reason
+// lines indented below it; a line per failed package without a failing
+// test; and the count line.
+func (s Summary) Report(w io.Writer) {
+	var pkgs []string
+	for _, k := range s.Skips {
+		if !slices.Contains(pkgs, k.Package) {
+			pkgs = append(pkgs, k.Package)
+		}
+	}
+	for _, p := range pkgs {
+		fmt.Fprintf(w, "skipped in %s:\n", p)
+		for _, k := range s.Skips {
+			if k.Package != p {
+				continue
+			}
+			fmt.Fprintf(w, "    %s\n", k.Test)
+			for _, r := range k.Reason {
+				fmt.Fprintf(w, "        %s\n", r)
+			}
+		}
+	}
+	for _, p := range s.FailedPackages {
+		fmt.Fprintf(w, "FAIL %s (no failing test: build error, panic or timeout)\n", p)
+	}
+	fmt.Fprintln(w, s)
 }
 
 // String is the summary line.
@@ -90,6 +130,7 @@ func Run(in io.Reader, out io.Writer) (Summary, error) {
 			delete(buf, key)
 		case e.Action == "skip":
 			s.Skipped++
+			s.Skips = append(s.Skips, Skip{Package: e.Package, Test: e.Test, Reason: skipReason(buf[key])})
 			delete(buf, key)
 		case e.Action == "fail":
 			s.Failed++
@@ -103,16 +144,25 @@ func Run(in io.Reader, out io.Writer) (Summary, error) {
 	return s, sc.Err()
 }
 
+// skipReason is what a skipped test logged, trimmed, without its own
+// "--- SKIP" line.
+func skipReason(lines []string) []string {
+	var r []string
+	for _, l := range lines {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--- SKIP: ") {
+			r = append(r, t)
+		}
+	}
+	return r
+}
+
 func main() {
 	s, err := Run(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(1)
 	}
-	for _, p := range s.FailedPackages {
-		fmt.Printf("FAIL %s (no failing test: build error, panic or timeout)\n", p)
-	}
-	fmt.Println(s)
+	s.Report(os.Stdout)
 	if s.Failed > 0 {
 		os.Exit(1)
 	}

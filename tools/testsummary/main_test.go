@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	_ "embed"
+	"io"
 	"strings"
 	"testing"
 )
@@ -36,5 +37,52 @@ func TestRun(t *testing.T) {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("output has %q, which plain go test does not print:\n%s", unwanted, got)
 		}
+	}
+}
+
+// skips is a stream with skipped tests in two packages, interleaved: one
+// with a reason, a subtest with a reason of two lines, one without a
+// reason; and a package without test files (no skipped test).
+//
+//go:embed testdata/skips.jsonl
+var skips []byte
+
+func TestReportNamesSkippedTests(t *testing.T) {
+	s, err := Run(bytes.NewReader(skips), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	s.Report(&out)
+	want := `skipped in ex/db:
+    TestPostgres
+        pg_test.go:14: no PostgreSQL: set ROLLCALL_TEST_POSTGRES
+    TestQuiet
+skipped in ex/ui:
+    TestBrowser/fleet
+        ui_test.go:30: chromium is not installed
+        apt-get install -y chromium
+2 passed, 0 failed, 3 skipped
+`
+	if got := out.String(); got != want {
+		t.Errorf("report:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestReportFailedPackagesBeforeCount(t *testing.T) {
+	s, err := Run(bytes.NewReader(stream), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	s.Report(&out)
+	want := `skipped in ex/ok:
+    TestS
+FAIL ex/broken (no failing test: build error, panic or timeout)
+FAIL ex/panics (no failing test: build error, panic or timeout)
+2 passed, 4 failed, 1 skipped
+`
+	if got := out.String(); got != want {
+		t.Errorf("report:\n%s\nwant:\n%s", got, want)
 	}
 }
