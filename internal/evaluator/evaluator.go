@@ -100,6 +100,10 @@ type Evaluator struct {
 	due      dueHeap
 	lastSync time.Time
 	loaded   bool
+	// armed is the instant Run's timer is set to (zero: Run is not
+	// waiting on it); wake tells Run that an agent fell due before it.
+	armed time.Time
+	wake  chan struct{}
 }
 
 type entry struct {
@@ -139,7 +143,7 @@ func New(c Config) *Evaluator {
 		c.Metrics = nopMetrics{}
 	}
 	e := &Evaluator{store: c.Store, bus: c.Bus, events: c.Events, clock: c.Clock, log: c.Log, metrics: c.Metrics, onIn: c.OnIn, self: c.Instance,
-		entries: map[string]*entry{}}
+		entries: map[string]*entry{}, wake: make(chan struct{}, 1)}
 	// A presence signal refreshes the cache on the bus's delivery goroutine
 	// (one indexed read), so every signal delivered after it — a todo-ready,
 	// a transition — already sees the new presence.
@@ -232,7 +236,7 @@ func (e *Evaluator) putLocked(en *entry, due time.Time) {
 				heap.Remove(&e.due, old.idx)
 			}
 			old.due = due
-			heap.Push(&e.due, old)
+			e.pushLocked(old)
 			return
 		}
 		if old.idx >= 0 {
@@ -248,7 +252,19 @@ func (e *Evaluator) putLocked(en *entry, due time.Time) {
 		return
 	}
 	en.due = due
+	e.pushLocked(en)
+}
+
+// pushLocked schedules en at en.due and wakes Run when en is now the first
+// agent due and earlier than Run's timer (design: Shift boundaries on time).
+func (e *Evaluator) pushLocked(en *entry) {
 	heap.Push(&e.due, en)
+	if en.idx == 0 && (e.armed.IsZero() || en.due.Before(e.armed)) {
+		select {
+		case e.wake <- struct{}{}:
+		default: // a wake is pending already
+		}
+	}
 }
 
 // Load fills the cache from the store (all unrevoked agents). Errors: the
@@ -308,6 +324,17 @@ func (e *Evaluator) Pass(ctx context.Context) (int, error) {
 		e.lastSync = now
 		e.mu.Unlock()
 	}
+	return e.evaluateDue(ctx, now)
+}
+
+// PassDue evaluates, at the clock's now, every cached agent whose presence
+// is due to change, without re-reading the store: what Run does at the
+// instant the first agent falls due (design: Shift boundaries on time). It
+// returns how many transitions this instance claimed. Errors: the store's.
+func (e *Evaluator) PassDue(ctx context.Context) (int, error) { return e.evaluateDue(ctx, e.now()) }
+
+// evaluateDue evaluates the agents due at or before now.
+func (e *Evaluator) evaluateDue(ctx context.Context, now time.Time) (int, error) {
 	var due []string
 	e.mu.Lock()
 	for e.due.Len() > 0 && !e.due[0].due.After(now) {
@@ -326,6 +353,57 @@ func (e *Evaluator) Pass(ctx context.Context) (int, error) {
 		}
 	}
 	return claimed, nil
+}
+
+// Run runs the evaluator until ctx ends (design: Shift boundaries on time):
+// a Pass every `every` (the safety net that re-reads the rows changed
+// since the last one), and between passes a timer set to the instant the
+// first cached agent's presence is due to change (a shift's start or end,
+// an override's until), at which PassDue evaluates the agents due. Every
+// write or signal that makes an agent due earlier re-arms the timer, and
+// every wake-up re-arms it from the clock, so a jump of the wall clock
+// misplaces it for at most one period. A failed pass is logged; the next
+// one retries.
+func (e *Evaluator) Run(ctx context.Context, every time.Duration) {
+	tick := e.clock.NewTicker(every)
+	defer tick.Stop()
+	timer := e.clock.NewTimer(every)
+	defer timer.Stop()
+	defer func() {
+		e.mu.Lock()
+		e.armed = time.Time{}
+		e.mu.Unlock()
+	}()
+	for {
+		e.arm(timer, every)
+		var err error
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.Chan():
+			_, err = e.Pass(ctx)
+		case <-timer.Chan():
+			_, err = e.PassDue(ctx)
+		case <-e.wake:
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("presence evaluator pass failed", "err", err)
+		}
+	}
+}
+
+// arm sets timer to the instant the first cached agent falls due, at most
+// every ahead (nothing due: the timer only wakes Run up, harmlessly).
+func (e *Evaluator) arm(timer clockwork.Timer, every time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	at := now.Add(every)
+	if e.due.Len() > 0 && e.due[0].due.Before(at) {
+		at = e.due[0].due
+	}
+	e.armed = at
+	timer.Reset(max(at.Sub(now), 0))
 }
 
 // Evaluate compares the agent's effective presence at now with the last
@@ -351,7 +429,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, agentID string, now time.Time)
 	en.cause = ""
 	if until != nil {
 		en.due = *until
-		heap.Push(&e.due, en)
+		e.pushLocked(en)
 	}
 	e.mu.Unlock()
 	if p == seen {
@@ -402,8 +480,8 @@ func TransitionReason(in presence.Inputs, cause string, now time.Time) string {
 
 // Refresh re-reads a cached agent after a presence write on any instance
 // (the bus.Presence signal); cause is the write's. It evaluates the agent
-// at the next pass, not now: the writing instance evaluates at once and
-// knows the cause; this avoids racing it for the claim. An agent gone from
+// a second later (Run's timer, or the next pass), not now: the writing
+// instance evaluates at once; this avoids racing it for the claim. An agent gone from
 // the store leaves the cache. A failed read is logged; the next pass
 // retries.
 func (e *Evaluator) Refresh(ctx context.Context, agentID, cause string) {
