@@ -58,6 +58,50 @@ func TestStallExtendsDeadlines(t *testing.T) {
 	})
 }
 
+// TestContinuousStallBounded (design: Stall extension): under sustained
+// overload the stall detector's ticks come 1.2 s apart (threshold 1 s) for
+// 10 × the timeout (3 s) — simulated by the fake clock moving 1.2 s at a
+// time — and the agent sends no heartbeat after the first: it is published
+// offline within timeout + one timeout of extension of its last
+// heartbeat, once. On the old code every gap restarted its deadline and it
+// stayed online throughout.
+func TestContinuousStallBounded(t *testing.T) {
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		cfg := crossCfg
+		cfg.StallThreshold = time.Second
+		e := newLvEnv(t, append(opts, withConfig(cfg))...)
+		a := e.svc
+		if err := trk(a).Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		p := e.vend("silent")
+		rec := e.record(a, e.admin)
+		e.beat(a, p, online)
+		rec.expect("silent", "online", nil)
+		last := e.clock.Now()
+		const timers = 3 // the flush loop, the stall detector, the agent's deadline
+		e.settle(timers)
+		var offlineAfter time.Duration
+		for e.clock.Since(last) < 10*cfg.PresenceTimeout {
+			e.clock.Advance(1200 * time.Millisecond)
+			if offlineAfter == 0 && e.clock.Since(last) >= 2*cfg.PresenceTimeout {
+				// The deadline is due by now at the latest.
+				rec.expect("silent", "offline", nil)
+				offlineAfter = e.clock.Since(last)
+			}
+			if offlineAfter == 0 {
+				e.settle(timers)
+			} else {
+				e.settle(timers - 1) // offline: no deadline any more
+			}
+		}
+		rec.none("offline once, then nothing")
+		if st, _ := trk(a).LivenessState(p.Agent.ID); st != "offline" {
+			t.Fatalf("after 10 × the timeout of stalls: %s, want offline", st)
+		}
+	})
+}
+
 // TestStallDetectorOff: without StallThreshold (tests on a fake clock that
 // jumps on purpose) a jump is a jump: the deadline passes.
 func TestStallDetectorOff(t *testing.T) {
