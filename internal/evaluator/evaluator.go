@@ -14,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -342,17 +343,71 @@ func (e *Evaluator) evaluateDue(ctx context.Context, now time.Time) (int, error)
 		due = append(due, en.agentID)
 	}
 	e.mu.Unlock()
-	claimed := 0
-	for _, id := range due {
-		ok, err := e.Evaluate(ctx, id, now)
-		if err != nil {
-			return claimed, err
-		}
-		if ok {
-			claimed++
+	// Agents on one shift fall due at the same instant; their claims are
+	// independent rows, so up to dueWorkers run at once (design: Shift
+	// boundaries on time). The first error stops the rest; the agents not
+	// evaluated are due again at the next pass.
+	var (
+		claimed atomic.Int64
+		next    atomic.Int64
+		errOnce sync.Once
+		first   error
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+	)
+	work := func() {
+		for !stop.Load() {
+			i := int(next.Add(1)) - 1
+			if i >= len(due) {
+				return
+			}
+			ok, err := e.Evaluate(ctx, due[i], now)
+			if err != nil {
+				errOnce.Do(func() { first = err })
+				stop.Store(true)
+				e.reschedule(due[i:], now.Add(RetryAfter))
+				return
+			}
+			if ok {
+				claimed.Add(1)
+			}
 		}
 	}
-	return claimed, nil
+	for range min(dueWorkers, len(due)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return int(claimed.Load()), first
+}
+
+// dueWorkers bounds the evaluations of one instant's due agents that run at
+// once: enough to overlap the claims' round trips, few against the store's
+// pool (24 connections on PostgreSQL; SQLite queues them on its writer).
+const dueWorkers = 8
+
+// RetryAfter is how soon the agents of a due evaluation that failed (a
+// claim the store refused) are evaluated again, rather than at their next
+// change or the next pass.
+const RetryAfter = 5 * time.Second
+
+// reschedule makes the agents ids due at the latest at at: those of a due
+// evaluation that failed, whose transition would otherwise wait for their
+// next change.
+func (e *Evaluator) reschedule(ids []string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		en, ok := e.entries[id]
+		if !ok || !en.active || (en.idx >= 0 && !en.due.After(at)) {
+			continue
+		}
+		if en.idx >= 0 {
+			heap.Remove(&e.due, en.idx)
+		}
+		en.due = at
+		e.pushLocked(en)
+	}
 }
 
 // Run runs the evaluator until ctx ends (design: Shift boundaries on time):
