@@ -184,3 +184,40 @@ func sortedFirst(m map[string]bool) string {
 	}
 	return first
 }
+
+// failingStore refuses the claims while fail is set.
+type failingStore struct {
+	*countingStore
+	fail atomic.Bool
+}
+
+func (f *failingStore) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
+	if f.fail.Load() {
+		return false, fmt.Errorf("database unavailable")
+	}
+	return f.countingStore.ClaimTransition(ctx, p)
+}
+
+// TestFailedDueEvaluationRetried (design: Shift boundaries on time): the
+// claim at a shift start fails (the store is down); the timer evaluates the
+// agent again RetryAfter later, not at its next change (17:00) or the next
+// period (10 min away), and the transition is published then.
+func TestFailedDueEvaluationRetried(t *testing.T) {
+	sq := openStore(t)
+	st := &failingStore{countingStore: &countingStore{Store: sq}}
+	clock := clockwork.NewFakeClockAt(monday0900.Add(-10 * time.Second))
+	a := vend(t, sq, 1, "09:00-17:00", clock.Now())
+	in := running(t, st, bus.NewLocal(), clock, 10*time.Minute)
+	blockUntil(t, clock, 2)
+	eventually(t, "the out transition was not published", func() bool { return len(in.events.list()) == 1 })
+	st.fail.Store(true)
+	clock.Advance(10 * time.Second) // 09:00: the claim fails
+	blockUntil(t, clock, 2)         // the failed evaluation re-armed the timer
+	st.fail.Store(false)
+	clock.Advance(evaluator.RetryAfter)
+	want := a.ID + ":in:" + evaluator.ReasonShiftStart
+	eventually(t, "the shift start was not retried "+evaluator.RetryAfter.String()+" after the failed claim", func() bool {
+		got := in.events.list()
+		return len(got) == 2 && got[1] == want
+	})
+}

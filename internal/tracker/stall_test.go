@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/stall"
 )
 
@@ -16,17 +17,8 @@ import (
 // published offline.
 func TestStallExtendsDeadlines(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
-		cfg := crossCfg
-		cfg.StallThreshold = time.Second // ticks every 250 ms
-		e := newLvEnv(t, append(opts, withConfig(cfg))...)
+		e, p, rec := stallEnv(t, opts, "patient") // the detector ticks every 200 ms
 		a := e.svc
-		if err := trk(a).Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		p := e.vend("patient")
-		rec := e.record(a, e.admin)
-		e.beat(a, p, online)
-		rec.expect("patient", "online", nil)
 		const timers = 3 // the flush loop, the stall detector, the agent's deadline
 		step := func(n int, beat bool) {
 			for i := range n {
@@ -67,17 +59,9 @@ func TestStallExtendsDeadlines(t *testing.T) {
 // stayed online throughout.
 func TestContinuousStallBounded(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
-		cfg := crossCfg
-		cfg.StallThreshold = time.Second
-		e := newLvEnv(t, append(opts, withConfig(cfg))...)
+		e, p, rec := stallEnv(t, opts, "silent")
 		a := e.svc
-		if err := trk(a).Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		p := e.vend("silent")
-		rec := e.record(a, e.admin)
-		e.beat(a, p, online)
-		rec.expect("silent", "online", nil)
+		cfg := crossCfg
 		last := e.clock.Now()
 		const timers = 3 // the flush loop, the stall detector, the agent's deadline
 		e.settle(timers)
@@ -100,6 +84,23 @@ func TestContinuousStallBounded(t *testing.T) {
 			t.Fatalf("after 10 × the timeout of stalls: %s, want offline", st)
 		}
 	})
+}
+
+// stallEnv starts a tracker on crossCfg with a stall threshold of 1 s and
+// an agent handle that sent one heartbeat (online, recorded by rec).
+func stallEnv(t *testing.T, opts []envOpt, handle string) (*lvEnv, domain.Principal, *recorder) {
+	t.Helper()
+	cfg := crossCfg
+	cfg.StallThreshold = time.Second
+	e := newLvEnv(t, append(opts, withConfig(cfg))...)
+	if err := trk(e.svc).Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p := e.vend(handle)
+	rec := e.record(e.svc, e.admin)
+	e.beat(e.svc, p, online)
+	rec.expect(handle, "online", nil)
+	return e, p, rec
 }
 
 // TestStallDetectorOff: without StallThreshold (tests on a fake clock that
