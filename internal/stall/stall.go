@@ -35,12 +35,12 @@ import (
 // so an agent that stopped heartbeating could stay online for as long as
 // the overload lasts. So a window extends a deadline by at most the bound
 // (or the wait, when shorter) beyond where it stood before the window,
-// except that the window's first stall always restarts the wait in full
-// (a single SIGSTOP of any length extends as it always did); and the
-// detector records a window's stalls only up to one bound after the window
-// began: a detector that fires continuously says so in the log, once and
-// then every ContinuousLogEvery, and extends nothing more until the process
-// has run a bound without a stall.
+// except that the window's first stall after the wait began always
+// restarts the wait in full (a single SIGSTOP of any length extends as it
+// always did). A detector that fires continuously — its window lasts a
+// bound past its first stall — says so in the log once, then every
+// ContinuousLogEvery, and once more when the process has run a bound
+// without a stall.
 
 // DefaultThreshold is the gap of the ticker that counts as a stall (the
 // server's setting; a threshold of 0 keeps the detector off, as in tests
@@ -77,7 +77,7 @@ type Detector struct {
 	// or not).
 	win                     int
 	winFrom, winFirst, tail time.Time
-	// continuous: the window outlasted the bound and records no more;
+	// continuous: the window has lasted a bound past its first stall;
 	// loggedAt, missed and missedFor are for its periodic log line.
 	continuous bool
 	loggedAt   time.Time
@@ -125,8 +125,8 @@ func (d *Detector) Run(ctx context.Context) {
 }
 
 // Check notes that the process runs now; a gap since the previous check of
-// at least the threshold is a stall, recorded unless its window outlasted
-// the bound. It returns the stalled time it recorded (zero when none).
+// at least the threshold is recorded as a stall. It returns the stall it
+// recorded (zero when none).
 func (d *Detector) Check() time.Duration {
 	if d == nil {
 		return 0
@@ -143,7 +143,7 @@ func (d *Detector) Check() time.Duration {
 	if gap < d.threshold {
 		if d.continuous && now.Sub(d.tail) >= d.bound {
 			d.continuous = false
-			d.log.Info("the server runs without stalls again; deadlines are extended by stalls again", "quiet", now.Sub(d.tail).Round(time.Millisecond))
+			d.log.Info("the server runs without stalls again", "quiet", now.Sub(d.tail).Round(time.Millisecond))
 		}
 		return 0
 	}
@@ -153,45 +153,33 @@ func (d *Detector) Check() time.Duration {
 		d.win++
 		d.winFrom, d.winFirst, d.continuous = from, now, false
 	}
-	// A window records its stalls up to one bound after it began (its
-	// first stall always in full).
-	limit := d.winFrom.Add(d.bound)
-	if limit.Before(d.winFirst) {
-		limit = d.winFirst
-	}
-	to := now
-	if to.After(limit) {
-		to = limit
-	}
-	if !first && !d.continuous && !now.Before(limit) {
+	switch {
+	case first:
+		d.log.Warn("the server could not run (stall); deadlines are extended by it", "stall", gap.Round(time.Millisecond))
+	case !d.continuous && now.Sub(d.winFirst) >= d.bound:
 		d.continuous, d.loggedAt, d.missed, d.missedFor = true, now, 0, 0
-		d.log.Warn("the server stalls continuously; deadlines are no longer extended by its stalls until it runs without one",
-			"window", now.Sub(d.winFrom).Round(time.Millisecond), "bound", d.bound, "quiet_needed", d.bound)
-	}
-	if !from.Before(to) {
+		d.log.Warn("the server stalls continuously; each deadline is extended by at most one bound until it runs that long without a stall",
+			"window", now.Sub(d.winFrom).Round(time.Millisecond), "bound", d.bound)
+	case d.continuous:
 		d.missed++
 		d.missedFor += gap
 		if now.Sub(d.loggedAt) >= ContinuousLogEvery {
-			d.log.Warn("the server still stalls continuously; deadlines are not extended by its stalls",
-				"window", now.Sub(d.winFrom).Round(time.Millisecond), "stalls", d.missed, "stalled", d.missedFor.Round(time.Millisecond))
+			d.log.Warn("the server still stalls continuously; each deadline is extended by at most one bound",
+				"window", now.Sub(d.winFrom).Round(time.Millisecond), "stalls", d.missed, "stalled", d.missedFor.Round(time.Millisecond), "bound", d.bound)
 			d.loggedAt, d.missed, d.missedFor = now, 0, 0
 		}
-		return 0
+	default:
+		d.log.Debug("the server could not run (stall) again in the same stall window", "stall", gap.Round(time.Millisecond),
+			"window", now.Sub(d.winFrom).Round(time.Millisecond))
 	}
-	d.stalls = append(d.stalls, stall{from: from, to: to, win: d.win})
+	d.stalls = append(d.stalls, stall{from: from, to: now, win: d.win})
 	for len(d.stalls) > 0 && now.Sub(d.stalls[0].to) > stallMemory {
 		d.stalls = d.stalls[1:]
 	}
 	if len(d.stalls) > 256 {
 		d.stalls = d.stalls[len(d.stalls)-256:]
 	}
-	if first {
-		d.log.Warn("the server could not run (stall); deadlines are extended by it", "stall", gap.Round(time.Millisecond))
-	} else {
-		d.log.Debug("the server could not run (stall) again in the same stall window", "stall", gap.Round(time.Millisecond),
-			"window", now.Sub(d.winFrom).Round(time.Millisecond))
-	}
-	return to.Sub(from)
+	return gap
 }
 
 // Since returns how long the process was stalled after t: the deadlines of
