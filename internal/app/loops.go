@@ -12,7 +12,8 @@ import (
 const ReapInterval = 5 * time.Second
 
 // Run runs this instance's background loops until ctx ends: the presence
-// evaluator (design: Presence evaluator; every EvaluateInterval), the doorbell sweep
+// evaluator (design: Presence evaluator; every EvaluateInterval and at each
+// agent's next presence change, design: Shift boundaries on time), the doorbell sweep
 // (design: Sweep; every SweepInterval), the lease reaper (every ReapInterval) and the
 // ring recorder. Timers come from the injected clock. It loads the presence
 // cache first.
@@ -22,9 +23,7 @@ func (s *Service) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.bell.RunRecorder(ctx) })
-	wg.Go(func() {
-		s.every(ctx, s.evalEvery, "presence evaluator", func(ctx context.Context) error { _, err := s.eval.Pass(ctx); return err })
-	})
+	wg.Go(func() { s.eval.Run(ctx, s.evalEvery) })
 	wg.Go(func() {
 		s.every(ctx, s.sweepEvery, "doorbell sweep", func(ctx context.Context) error { _, err := s.bell.SweepOnce(ctx); return err })
 	})

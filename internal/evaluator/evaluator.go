@@ -14,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -100,6 +101,10 @@ type Evaluator struct {
 	due      dueHeap
 	lastSync time.Time
 	loaded   bool
+	// armed is the instant Run's timer is set to (zero: Run is not
+	// waiting on it); wake tells Run that an agent fell due before it.
+	armed time.Time
+	wake  chan struct{}
 }
 
 type entry struct {
@@ -139,7 +144,7 @@ func New(c Config) *Evaluator {
 		c.Metrics = nopMetrics{}
 	}
 	e := &Evaluator{store: c.Store, bus: c.Bus, events: c.Events, clock: c.Clock, log: c.Log, metrics: c.Metrics, onIn: c.OnIn, self: c.Instance,
-		entries: map[string]*entry{}}
+		entries: map[string]*entry{}, wake: make(chan struct{}, 1)}
 	// A presence signal refreshes the cache on the bus's delivery goroutine
 	// (one indexed read), so every signal delivered after it — a todo-ready,
 	// a transition — already sees the new presence.
@@ -232,7 +237,7 @@ func (e *Evaluator) putLocked(en *entry, due time.Time) {
 				heap.Remove(&e.due, old.idx)
 			}
 			old.due = due
-			heap.Push(&e.due, old)
+			e.pushLocked(old)
 			return
 		}
 		if old.idx >= 0 {
@@ -248,7 +253,19 @@ func (e *Evaluator) putLocked(en *entry, due time.Time) {
 		return
 	}
 	en.due = due
+	e.pushLocked(en)
+}
+
+// pushLocked schedules en at en.due and wakes Run when en is now the first
+// agent due and earlier than Run's timer (design: Shift boundaries on time).
+func (e *Evaluator) pushLocked(en *entry) {
 	heap.Push(&e.due, en)
+	if en.idx == 0 && (e.armed.IsZero() || en.due.Before(e.armed)) {
+		select {
+		case e.wake <- struct{}{}:
+		default: // a wake is pending already
+		}
+	}
 }
 
 // Load fills the cache from the store (all unrevoked agents). Errors: the
@@ -308,6 +325,17 @@ func (e *Evaluator) Pass(ctx context.Context) (int, error) {
 		e.lastSync = now
 		e.mu.Unlock()
 	}
+	return e.evaluateDue(ctx, now)
+}
+
+// PassDue evaluates, at the clock's now, every cached agent whose presence
+// is due to change, without re-reading the store: what Run does at the
+// instant the first agent falls due (design: Shift boundaries on time). It
+// returns how many transitions this instance claimed. Errors: the store's.
+func (e *Evaluator) PassDue(ctx context.Context) (int, error) { return e.evaluateDue(ctx, e.now()) }
+
+// evaluateDue evaluates the agents due at or before now.
+func (e *Evaluator) evaluateDue(ctx context.Context, now time.Time) (int, error) {
 	var due []string
 	e.mu.Lock()
 	for e.due.Len() > 0 && !e.due[0].due.After(now) {
@@ -315,17 +343,122 @@ func (e *Evaluator) Pass(ctx context.Context) (int, error) {
 		due = append(due, en.agentID)
 	}
 	e.mu.Unlock()
-	claimed := 0
-	for _, id := range due {
-		ok, err := e.Evaluate(ctx, id, now)
-		if err != nil {
-			return claimed, err
-		}
-		if ok {
-			claimed++
+	// Agents on one shift fall due at the same instant; their claims are
+	// independent rows, so up to dueWorkers run at once (design: Shift
+	// boundaries on time). The first error stops the rest; the agents not
+	// evaluated are due again at the next pass.
+	var (
+		claimed atomic.Int64
+		next    atomic.Int64
+		errOnce sync.Once
+		first   error
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+	)
+	work := func() {
+		for !stop.Load() {
+			i := int(next.Add(1)) - 1
+			if i >= len(due) {
+				return
+			}
+			ok, err := e.Evaluate(ctx, due[i], now)
+			if err != nil {
+				errOnce.Do(func() { first = err })
+				stop.Store(true)
+				e.reschedule(due[i:], now.Add(RetryAfter))
+				return
+			}
+			if ok {
+				claimed.Add(1)
+			}
 		}
 	}
-	return claimed, nil
+	for range min(dueWorkers, len(due)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return int(claimed.Load()), first
+}
+
+// dueWorkers bounds the evaluations of one instant's due agents that run at
+// once: enough to overlap the claims' round trips, few against the store's
+// pool (24 connections on PostgreSQL; SQLite queues them on its writer).
+const dueWorkers = 8
+
+// RetryAfter is how soon the agents of a due evaluation that failed (a
+// claim the store refused) are evaluated again, rather than at their next
+// change or the next pass.
+const RetryAfter = 5 * time.Second
+
+// reschedule makes the agents ids due at the latest at at: those of a due
+// evaluation that failed, whose transition would otherwise wait for their
+// next change.
+func (e *Evaluator) reschedule(ids []string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		en, ok := e.entries[id]
+		if !ok || !en.active || (en.idx >= 0 && !en.due.After(at)) {
+			continue
+		}
+		if en.idx >= 0 {
+			heap.Remove(&e.due, en.idx)
+		}
+		en.due = at
+		e.pushLocked(en)
+	}
+}
+
+// Run runs the evaluator until ctx ends (design: Shift boundaries on time):
+// a Pass every `every` (the safety net that re-reads the rows changed
+// since the last one), and between passes a timer set to the instant the
+// first cached agent's presence is due to change (a shift's start or end,
+// an override's until), at which PassDue evaluates the agents due. Every
+// write or signal that makes an agent due earlier re-arms the timer, and
+// every wake-up re-arms it from the clock, so a jump of the wall clock
+// misplaces it for at most one period. A failed pass is logged; the next
+// one retries.
+func (e *Evaluator) Run(ctx context.Context, every time.Duration) {
+	tick := e.clock.NewTicker(every)
+	defer tick.Stop()
+	timer := e.clock.NewTimer(every)
+	defer timer.Stop()
+	defer func() {
+		e.mu.Lock()
+		e.armed = time.Time{}
+		e.mu.Unlock()
+	}()
+	for {
+		e.arm(timer, every)
+		var err error
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.Chan():
+			_, err = e.Pass(ctx)
+		case <-timer.Chan():
+			_, err = e.PassDue(ctx)
+		case <-e.wake:
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("presence evaluator pass failed", "err", err)
+		}
+	}
+}
+
+// arm sets timer to the instant the first cached agent falls due, at most
+// every ahead (nothing due: the timer only wakes Run up, harmlessly).
+func (e *Evaluator) arm(timer clockwork.Timer, every time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	at := now.Add(every)
+	if e.due.Len() > 0 && e.due[0].due.Before(at) {
+		at = e.due[0].due
+	}
+	e.armed = at
+	timer.Reset(max(at.Sub(now), 0))
 }
 
 // Evaluate compares the agent's effective presence at now with the last
@@ -351,7 +484,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, agentID string, now time.Time)
 	en.cause = ""
 	if until != nil {
 		en.due = *until
-		heap.Push(&e.due, en)
+		e.pushLocked(en)
 	}
 	e.mu.Unlock()
 	if p == seen {
@@ -402,8 +535,8 @@ func TransitionReason(in presence.Inputs, cause string, now time.Time) string {
 
 // Refresh re-reads a cached agent after a presence write on any instance
 // (the bus.Presence signal); cause is the write's. It evaluates the agent
-// at the next pass, not now: the writing instance evaluates at once and
-// knows the cause; this avoids racing it for the claim. An agent gone from
+// a second later (Run's timer, or the next pass), not now: the writing
+// instance evaluates at once; this avoids racing it for the claim. An agent gone from
 // the store leaves the cache. A failed read is logged; the next pass
 // retries.
 func (e *Evaluator) Refresh(ctx context.Context, agentID, cause string) {

@@ -37,7 +37,7 @@ func New(o Options) *Tracker {
 	t := &Tracker{store: o.Store, bus: o.Bus, events: o.Events, clock: o.Clock, log: o.Log, metrics: o.Metrics,
 		instance: o.Instance, signal: o.SignalPresence,
 		cfg: cfg, limiter: ratelimit.New(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
-		urgent: map[*lvEntry]struct{}{}, stalls: stall.New(o.Clock, cfg.StallThreshold, o.Log)}
+		urgent: map[*lvEntry]struct{}{}, stalls: stall.New(o.Clock, cfg.StallThreshold, cfg.PresenceTimeout, o.Log)}
 	t.clk = dbClock{clock: o.Clock, read: cfg.DBClock, every: cfg.ClockSyncInterval, stalls: t.stalls, log: o.Log}
 	t.audits.write = o.Store.ApplyReportedChanges
 	for i := range t.shards {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/stall"
 )
 
@@ -16,17 +17,8 @@ import (
 // published offline.
 func TestStallExtendsDeadlines(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
-		cfg := crossCfg
-		cfg.StallThreshold = time.Second // ticks every 250 ms
-		e := newLvEnv(t, append(opts, withConfig(cfg))...)
+		e, p, rec := stallEnv(t, opts, "patient") // the detector ticks every 200 ms
 		a := e.svc
-		if err := trk(a).Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		p := e.vend("patient")
-		rec := e.record(a, e.admin)
-		e.beat(a, p, online)
-		rec.expect("patient", "online", nil)
 		const timers = 3 // the flush loop, the stall detector, the agent's deadline
 		step := func(n int, beat bool) {
 			for i := range n {
@@ -56,6 +48,59 @@ func TestStallExtendsDeadlines(t *testing.T) {
 			t.Errorf("stalled time recorded = %s, want the 5 s jump", got)
 		}
 	})
+}
+
+// TestContinuousStallBounded (design: Stall extension): under sustained
+// overload the stall detector's ticks come 1.2 s apart (threshold 1 s) for
+// 10 × the timeout (3 s) — simulated by the fake clock moving 1.2 s at a
+// time — and the agent sends no heartbeat after the first: it is published
+// offline within timeout + one timeout of extension of its last
+// heartbeat, once. On the old code every gap restarted its deadline and it
+// stayed online throughout.
+func TestContinuousStallBounded(t *testing.T) {
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		e, p, rec := stallEnv(t, opts, "silent")
+		a := e.svc
+		cfg := crossCfg
+		last := e.clock.Now()
+		const timers = 3 // the flush loop, the stall detector, the agent's deadline
+		e.settle(timers)
+		var offlineAfter time.Duration
+		for e.clock.Since(last) < 10*cfg.PresenceTimeout {
+			e.clock.Advance(1200 * time.Millisecond)
+			if offlineAfter == 0 && e.clock.Since(last) >= 2*cfg.PresenceTimeout {
+				// The deadline is due by now at the latest.
+				rec.expect("silent", "offline", nil)
+				offlineAfter = e.clock.Since(last)
+			}
+			if offlineAfter == 0 {
+				e.settle(timers)
+			} else {
+				e.settle(timers - 1) // offline: no deadline any more
+			}
+		}
+		rec.none("offline once, then nothing")
+		if st, _ := trk(a).LivenessState(p.Agent.ID); st != "offline" {
+			t.Fatalf("after 10 × the timeout of stalls: %s, want offline", st)
+		}
+	})
+}
+
+// stallEnv starts a tracker on crossCfg with a stall threshold of 1 s and
+// an agent handle that sent one heartbeat (online, recorded by rec).
+func stallEnv(t *testing.T, opts []envOpt, handle string) (*lvEnv, domain.Principal, *recorder) {
+	t.Helper()
+	cfg := crossCfg
+	cfg.StallThreshold = time.Second
+	e := newLvEnv(t, append(opts, withConfig(cfg))...)
+	if err := trk(e.svc).Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p := e.vend(handle)
+	rec := e.record(e.svc, e.admin)
+	e.beat(e.svc, p, online)
+	rec.expect(handle, "online", nil)
+	return e, p, rec
 }
 
 // TestStallDetectorOff: without StallThreshold (tests on a fake clock that

@@ -54,8 +54,9 @@ type Config struct {
 	// 5 s).
 	ClockSyncInterval time.Duration
 	// StallThreshold turns on the stall detector (internal/stall): a gap
-	// this long in the process's run extends every deadline by it. 0 = off
-	// (the server sets stall.DefaultThreshold).
+	// this long in the process's run extends every deadline by it, by at
+	// most PresenceTimeout per stall window. 0 = off (the server sets
+	// stall.DefaultThreshold).
 	StallThreshold time.Duration
 }
 
