@@ -102,13 +102,13 @@ func (s *Service) HandOff(ctx context.Context, a *domain.Agent, in HandOffInput)
 	if strings.TrimSpace(in.Title) == "" {
 		return HandOffResult{}, domain.Errorf(domain.CodeInvalidArgument, "title is required").At("/title")
 	}
-	if err := validNote("title", in.Title, domain.MaxTitleLen); err != nil {
+	if err := domain.ValidateNote("title", in.Title, domain.MaxTitleLen); err != nil {
 		return HandOffResult{}, err
 	}
-	if err := validJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
+	if err := domain.ValidateJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
 		return HandOffResult{}, err
 	}
-	if err := validText("idempotency_key", in.IdempotencyKey, maxHandoffKeyLen, false); err != nil {
+	if err := domain.ValidateText("idempotency_key", in.IdempotencyKey, maxHandoffKeyLen, false); err != nil {
 		return HandOffResult{}, err
 	}
 	t, err := s.store.GetAgent(ctx, store.AgentRef{ID: target.AgentID})

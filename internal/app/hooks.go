@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -42,23 +41,6 @@ const (
 // duplicate, ignored, ping, refused, rate_limited).
 type HookMetrics interface {
 	HookDelivery(kind, outcome string)
-}
-
-// intakeState is the per-instance state of intake: the rate limiters.
-type intakeState struct {
-	once     sync.Once
-	limit    *rateLimiter // deliveries that pass the signature check
-	failed   *rateLimiter // deliveries that fail it
-	refusals *rateLimiter // refusals recorded in the delivery log
-}
-
-func (s *Service) intakeLimits() *intakeState {
-	s.intake.once.Do(func() {
-		s.intake.limit = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
-		s.intake.failed = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
-		s.intake.refusals = newRateLimiter(hookRefusalRate, hookRefusalBurst)
-	})
-	return &s.intake
 }
 
 // newHookSecret returns "whsec_" + base64 of 32 random bytes: a Standard
@@ -126,7 +108,7 @@ func (s *Service) CreateHook(ctx context.Context, by domain.Person, in HookInput
 	if err := intake.ValidateTemplate(in.TitleTemplate); err != nil {
 		return HookSecretResult{}, err
 	}
-	if err := validCode("kind_label", in.KindLabel); err != nil {
+	if err := domain.ValidateCode("kind_label", in.KindLabel); err != nil {
 		return HookSecretResult{}, err
 	}
 	now := s.now()
@@ -327,16 +309,15 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 		return DeliveryResult{}, err
 	}
 	now := s.now()
-	lim := s.intakeLimits()
 	payload, verr := verifyDelivery(h, in, now)
 	if verr != nil {
-		if ok, wait := lim.failed.Allow(h.ID, now); !ok {
+		if ok, wait := s.hookFail.Allow(h.ID, now); !ok {
 			return s.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &RateLimitedError{RetryAfter: wait,
 				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, int(HookDeliveryRate*60))})
 		}
 		return s.verifyErr(ctx, h, now, verr)
 	}
-	if ok, wait := lim.limit.Allow(h.ID, now); !ok {
+	if ok, wait := s.hookPass.Allow(h.ID, now); !ok {
 		s.countDelivery(h.Kind, "rate_limited")
 		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
 			Err: domain.Errorf(domain.CodeRateLimited, "hook %s takes at most %d deliveries a minute", h.ID, int(HookDeliveryRate*60))}
@@ -379,7 +360,7 @@ func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, reas
 func (s *Service) refuseAs(ctx context.Context, h domain.Hook, now time.Time, outcome, reason string, err error) (DeliveryResult, error) {
 	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
 	s.countDelivery(h.Kind, outcome)
-	if ok, _ := s.intakeLimits().refusals.Allow(h.ID, now); ok {
+	if ok, _ := s.hookRefusals.Allow(h.ID, now); ok {
 		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
 			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
 		if rerr != nil && !errors.Is(rerr, domain.ErrNotFound) {
@@ -412,7 +393,7 @@ func deliveryKey(name, v string) error {
 	if v == "" {
 		return domain.Errorf(domain.CodeInvalidArgument, "the %s header is required", name)
 	}
-	if err := validText("key", v, domain.MaxKeyLen, true); err != nil {
+	if err := domain.ValidateText("key", v, domain.MaxKeyLen, true); err != nil {
 		return domain.Errorf(domain.CodeInvalidArgument, "the %s header must be one line of at most %d bytes", name, domain.MaxKeyLen)
 	}
 	return nil
@@ -424,7 +405,7 @@ func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryI
 	if err := deliveryKey("X-GitHub-Delivery", key); err != nil {
 		return s.refuse(ctx, h, now, "no delivery id", err)
 	}
-	if err := validCode("event", event); err != nil || event == "" {
+	if err := domain.ValidateCode("event", event); err != nil || event == "" {
 		return s.refuse(ctx, h, now, "no event", domain.Errorf(domain.CodeInvalidArgument, "the X-GitHub-Event header must name an event"))
 	}
 	ev, known, err := intake.DecodeGitHub(event, payload)
@@ -496,10 +477,10 @@ func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in Deliver
 	if kind == "" {
 		kind = h.KindLabel
 	}
-	if err := validCode("kind", kind); err != nil {
+	if err := domain.ValidateCode("kind", kind); err != nil {
 		return s.refuse(ctx, h, now, "bad kind", err)
 	}
-	if err := validJSON("payload", body.Payload, domain.MaxPayloadLen); err != nil {
+	if err := domain.ValidateJSON("payload", body.Payload, domain.MaxPayloadLen); err != nil {
 		return s.refuse(ctx, h, now, "bad payload", err)
 	}
 	d := domain.HookDelivery{ID: newID(), HookID: h.ID, Key: key, Event: kind, Outcome: domain.DeliveryCreated, ReceivedAt: now}
