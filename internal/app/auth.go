@@ -31,13 +31,6 @@ const RecheckInterval = 2 * time.Second
 // this TTL.
 const CredentialCacheTTL = 2 * time.Second
 
-// AuthenticatePerson resolves a personal API token into its person, with
-// Person.TokenID set. Errors: unauthenticated (unknown, revoked or expired
-// token; deactivated person — Reason says which).
-func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
-	return s.personByToken(ctx, token)
-}
-
 // AuthenticateAgent resolves an agent credential into a principal carrying
 // the agent and the credential id. Revoked or inactive agents are refused.
 // Errors: unauthenticated, forbidden (agent inactive).
@@ -73,11 +66,11 @@ func (s *Service) Authenticate(ctx context.Context, token string) (domain.Princi
 	return domain.Principal{Person: &p}, nil
 }
 
-// personByToken resolves a personal token into its active person with
-// TokenID set, and records the use (at most once per TokenTouchEvery).
-// Errors: unauthenticated (unknown, revoked or expired token, deactivated
-// person).
-func (s *Service) personByToken(ctx context.Context, token string) (domain.Person, error) {
+// AuthenticatePerson resolves a personal API token into its active person
+// with Person.TokenID set, and records the use (at most once per
+// TokenTouchEvery). Errors: unauthenticated (unknown, revoked or expired
+// token; deactivated person — Reason says which).
+func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
 	if !strings.HasPrefix(token, PersonTokenPrefix) {
 		return domain.Person{}, errUnauthenticated
 	}
@@ -139,7 +132,7 @@ func (s *Service) CheckPersonToken(ctx context.Context, tokenID string) error {
 // token: it creates the server-side session row the cookie will name.
 // Errors: unauthenticated.
 func (s *Service) StartConsoleSession(ctx context.Context, token string, ttl time.Duration) (domain.Person, domain.ConsoleSession, error) {
-	p, err := s.personByToken(ctx, token)
+	p, err := s.AuthenticatePerson(ctx, token)
 	if err != nil {
 		return domain.Person{}, domain.ConsoleSession{}, err
 	}

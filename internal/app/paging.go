@@ -26,7 +26,7 @@ func (s *Service) ListAgentTodosPage(ctx context.Context, by domain.Person, ref 
 	if err != nil {
 		return Page[domain.Todo]{}, err
 	}
-	if err := checkTodoFilter(&f); err != nil {
+	if err := f.Check(); err != nil {
 		return Page[domain.Todo]{}, err
 	}
 	after, err := paging.Decode("todo", cursor)

@@ -236,7 +236,7 @@ func (s *Service) applyPresenceOnce(ctx context.Context, agentID, actor, cause s
 	}
 	now := s.now()
 	cur := s.inputsOf(&a)
-	b := budgetOf(&a)
+	b := presence.BudgetOf(&a)
 	ch, nb, err := decide(cur, b, now)
 	if err != nil {
 		return domain.Agent{}, time.Time{}, err
@@ -287,16 +287,6 @@ func (s *Service) afterPresenceWrite(ctx context.Context, a *domain.Agent, oldP 
 	if _, err := s.eval.Evaluate(ctx, a.ID, now); err != nil {
 		s.log.Warn("presence transition not claimed; the next evaluator pass retries", "agent_id", a.ID, "err", err)
 	}
-}
-
-// budgetOf returns the agent's self clock-in budget (design: Self clock-in cap): the
-// owner's cap and the stored ledger.
-func budgetOf(a *domain.Agent) presence.Budget {
-	b := presence.Budget{Cap: time.Duration(a.SelfClockInCap), Used: a.Presence.SelfInUsed}
-	if a.Presence.SelfInStretch != nil {
-		b.Stretch = *a.Presence.SelfInStretch
-	}
-	return b
 }
 
 // applyAgentPresence applies an agent's own self verb (clock_in, clock_out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/bus"
@@ -25,24 +24,12 @@ import (
 //     person.deactivate, token.create, token.revoke, admin.recover,
 //     agent.hand_over.
 
-// MaxTokenNameLen bounds token names (bytes).
-const MaxTokenNameLen = 100
-
 func (s *Service) mint(personID, name string, expires *time.Time, now time.Time) (domain.PersonToken, string, error) {
-	if strings.TrimSpace(name) == "" {
-		return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "name is required").At("/name")
+	t, err := domain.NewPersonToken(newID(), personID, name, expires, now)
+	if err != nil {
+		return domain.PersonToken{}, "", err
 	}
-	if err := domain.ValidateDisplayName(name); err != nil || len(name) > MaxTokenNameLen {
-		return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "name must be at most %d bytes of UTF-8 without control characters", MaxTokenNameLen).At("/name")
-	}
-	if expires != nil {
-		e := expires.UTC().Truncate(time.Microsecond)
-		if !e.After(now) {
-			return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "expires_at must be in the future").At("/expires_at")
-		}
-		expires = &e
-	}
-	return domain.PersonToken{ID: newID(), PersonID: personID, Name: name, CreatedAt: now, ExpiresAt: expires}, NewToken(PersonTokenPrefix), nil
+	return t, NewToken(PersonTokenPrefix), nil
 }
 
 // CreatePerson creates a person with its first token (named "first",

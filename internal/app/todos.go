@@ -87,24 +87,6 @@ func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 	}
 }
 
-func checkTodoFilter(f *TodoFilter) error {
-	if f.Queue != "" && !domain.ValidName(f.Queue) {
-		return domain.Errorf(domain.CodeInvalidArgument, "queue %q must match ^[a-z0-9][a-z0-9._-]*$", f.Queue).At("/queue")
-	}
-	switch f.State {
-	case "", domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed:
-	default:
-		return domain.Errorf(domain.CodeInvalidArgument, "state %q must be one of pending, claimed, done, failed", f.State).At("/state")
-	}
-	if f.Limit < 0 || f.Limit > domain.MaxListLimit {
-		return domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d", domain.MaxListLimit).At("/limit")
-	}
-	if f.Limit == 0 {
-		f.Limit = domain.DefaultListLimit
-	}
-	return nil
-}
-
 // ListAgentTodos lists the todos of an agent the person owns.
 func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref string, f TodoFilter) ([]domain.Todo, error) {
 	a, err := s.OwnedAgent(ctx, by, ref)
@@ -118,7 +100,7 @@ func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref stri
 // (OwnedAgent), without reading the agent again: the console's cards and
 // agent page. Errors: invalid_argument (/state, /limit), the store's.
 func (s *Service) ListTodosOf(ctx context.Context, a *domain.Agent, f TodoFilter) ([]domain.Todo, error) {
-	if err := checkTodoFilter(&f); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
 	p := store.ListTodosParams{AgentID: a.ID, State: f.State, Limit: f.Limit}
@@ -166,7 +148,7 @@ func (s *Service) AgentListTodos(ctx context.Context, a *domain.Agent, f TodoFil
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTodoFilter(&f); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
 	return s.store.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Queues: qs, State: f.State, Limit: f.Limit})

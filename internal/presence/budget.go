@@ -116,3 +116,13 @@ func clockInOffShift(cur Inputs, b Budget, d time.Duration, now, stretchEnd time
 	nb.Used += grant
 	return ch, nb, nil
 }
+
+// BudgetOf returns the agent's self clock-in budget (design: Self clock-in
+// cap): the owner's cap and the stored ledger.
+func BudgetOf(a *domain.Agent) Budget {
+	b := Budget{Cap: time.Duration(a.SelfClockInCap), Used: a.Presence.SelfInUsed}
+	if a.Presence.SelfInStretch != nil {
+		b.Stretch = *a.Presence.SelfInStretch
+	}
+	return b
+}
