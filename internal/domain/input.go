@@ -98,19 +98,3 @@ func ValidateJSON(field string, raw json.RawMessage, max int) error {
 	}
 	return nil
 }
-
-// ValidatePersonName checks a person's name: required, and a display name.
-func ValidatePersonName(n string) error {
-	if strings.TrimSpace(n) == "" {
-		return Errorf(CodeInvalidArgument, "name is required").At("/name")
-	}
-	return ValidateDisplayName(n)
-}
-
-// ValidateRole checks a person's role (pointer /role): admin or member.
-func ValidateRole(r string) error {
-	if !ValidRole(r) {
-		return Errorf(CodeInvalidArgument, "role %q must be %s or %s", r, RoleAdmin, RoleMember).At("/role")
-	}
-	return nil
-}

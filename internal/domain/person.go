@@ -96,3 +96,19 @@ func NewPersonToken(id, personID, name string, expires *time.Time, now time.Time
 	}
 	return PersonToken{ID: id, PersonID: personID, Name: name, CreatedAt: now, ExpiresAt: expires}, nil
 }
+
+// ValidatePersonName checks a person's name: required, and a display name.
+func ValidatePersonName(n string) error {
+	if strings.TrimSpace(n) == "" {
+		return Errorf(CodeInvalidArgument, "name is required").At("/name")
+	}
+	return ValidateDisplayName(n)
+}
+
+// ValidateRole checks a person's role (pointer /role): admin or member.
+func ValidateRole(r string) error {
+	if !ValidRole(r) {
+		return Errorf(CodeInvalidArgument, "role %q must be %s or %s", r, RoleAdmin, RoleMember).At("/role")
+	}
+	return nil
+}
