@@ -271,6 +271,31 @@ func (s *LivenessClaims) Decode(payload string) error {
 	return nil
 }
 
+// Batches splits the claims into signals whose payloads each hold at most
+// maxBytes bytes (a single claim longer than that travels alone), in
+// order: under PostgreSQL's NOTIFY limit with maxBytes < 8000.
+func (s LivenessClaims) Batches(maxBytes int) []LivenessClaims {
+	var out []LivenessClaims
+	var cur LivenessClaims
+	size := 0
+	for _, c := range s.Claims {
+		n := len(c.AgentID) + len(c.Instance) + 2 + len(strconv.FormatInt(c.Heartbeat.UnixMicro(), 10))
+		if len(cur.Claims) > 0 && size+1+n > maxBytes {
+			out = append(out, cur)
+			cur, size = LivenessClaims{}, 0
+		}
+		if len(cur.Claims) > 0 {
+			size++ // the newline
+		}
+		size += n
+		cur.Claims = append(cur.Claims, c)
+	}
+	if len(cur.Claims) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // LivenessSync (ChannelLiveness) is sent by a starting (or reconnected)
 // instance: every other instance answers with the claims of the fresh
 // heartbeats it holds. Wire form: "?:<instance_id>".
@@ -289,5 +314,40 @@ func (s *LivenessSync) Decode(payload string) error {
 		return errors.New("liveness claims, not a sync request")
 	}
 	*s = LivenessSync{Instance: inst}
+	return nil
+}
+
+// Event (ChannelEvents) is one operator event for the event hubs of every
+// instance (internal/events; design: Operator event stream). Data is the
+// kind's JSON data; OwnerID, the owner of AgentID, picks the subscribers.
+// Wire form: the JSON object {"id","kind","at","agent_id"?,"owner_id"?,"data"}.
+type Event struct {
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	At      time.Time       `json:"at"`
+	AgentID string          `json:"agent_id,omitempty"`
+	OwnerID string          `json:"owner_id,omitempty"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Channel implements Signal.
+func (Event) Channel() string { return ChannelEvents }
+
+// Encode implements Signal.
+func (s Event) Encode() string {
+	b, _ := json.Marshal(s) // strings, a time and raw JSON (valid, or null when empty)
+	return string(b)
+}
+
+// Decode parses the JSON object; one without an id is an error.
+func (s *Event) Decode(payload string) error {
+	var e Event
+	if err := json.Unmarshal([]byte(payload), &e); err != nil {
+		return err
+	}
+	if e.ID == "" {
+		return errors.New("event without an id")
+	}
+	*s = e
 	return nil
 }
