@@ -152,7 +152,7 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 	if in.Active != nil && !*in.Active {
 		s.closeSessions(ctx, a.ID, nil)
 	}
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &updated)
 	if capText != nil {
 		return s.SetSelfClockInCap(ctx, by, a.ID, *capText)
 	}
@@ -174,7 +174,7 @@ func (s *Service) RevokeAgent(ctx context.Context, by domain.Person, ref string)
 	}
 	s.log.Info("agent revoked", "agent", a.Handle, "agent_id", a.ID, "by", by.ID)
 	s.closeSessions(ctx, a.ID, nil)
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &revoked)
 	return revoked, nil
 }
 
@@ -265,6 +265,6 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	}
 	s.log.Info("agent handed over", "agent", a.Handle, "agent_id", a.ID, "from", a.OwnerID, "to", to, "by", by.ID)
 	s.teamSignal(ctx, bus.Team{Kind: bus.TeamOwner, ID: a.ID, OwnerID: to, Handle: a.Handle})
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &updated)
 	return updated, nil
 }

@@ -53,6 +53,14 @@ func (s *Service) presenceWritten(ctx context.Context, a *domain.Agent, cause st
 	s.sendPresence(ctx, bus.Presence{AgentID: a.ID, Cause: cause, Origin: s.instance})
 }
 
+// configWritten is presenceWritten for a write of the agent's
+// configuration (update, revoke, hand-over, clock-in cap): the tracker
+// takes the row too, so this instance reads nothing.
+func (s *Service) configWritten(ctx context.Context, a *domain.Agent) {
+	s.liveness.ConfigWritten(a)
+	s.presenceWritten(ctx, a, "")
+}
+
 // signalPresence tells every instance that an agent's presence inputs
 // changed (bus.Presence).
 func (s *Service) signalPresence(ctx context.Context, agentID, cause string) {

@@ -284,14 +284,30 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 	})
 }
 
+// ConfigWritten refreshes the configuration of a tracked agent from the
+// row a write of this instance just stored (an update, a revoke, a
+// hand-over), with no store read; the other instances read the row on the
+// bus.Presence signal the write sends with this instance as its origin.
+func (t *Tracker) ConfigWritten(a *domain.Agent) {
+	e := t.lookup(a.ID)
+	if e == nil {
+		return
+	}
+	now := t.now()
+	e.mu.Lock()
+	e.refreshConfigLocked(a)
+	t.assessLocked(e, now)
+	e.mu.Unlock()
+}
+
 // onPresenceSignal refreshes the configuration of a tracked agent after a
 // write that may have changed it (e.g. PATCH of billing_mode or active),
 // off the bus's delivery goroutine. A presence or readiness write changes
 // nothing the tracker reads from the row, so it costs no read here (the
 // presence cache reads the row once).
 func (t *Tracker) onPresenceSignal(sig bus.Presence) {
-	if !sig.ConfigChanged() {
-		return
+	if !sig.ConfigChanged() || (sig.Origin != "" && sig.Origin == t.instance) {
+		return // nothing the tracker reads changed, or ConfigWritten had the row
 	}
 	id := sig.AgentID
 	e := t.lookup(id)
