@@ -339,18 +339,27 @@ func (d *decoder) text(st, en int) string {
 	return d.share[st:en]
 }
 
-// formString consumes a string value of form f.
-func (d *decoder) formString(f *form) (string, *domain.Error) {
+// stringValue consumes a string value: its bytes unescaped (they alias the
+// body unless esc) and its span st..en in the body.
+func (d *decoder) stringValue() (raw []byte, st, en int, esc bool, err *domain.Error) {
 	if err := d.want('"', "a string"); err != nil {
-		return "", err
+		return nil, 0, 0, false, err
 	}
-	st, en, esc, err := d.str()
-	if err != nil {
-		return "", err
+	if st, en, esc, err = d.str(); err != nil {
+		return nil, 0, 0, false, err
 	}
-	raw := d.b[st:en]
+	raw = d.b[st:en]
 	if esc {
 		raw = unescape(raw)
+	}
+	return raw, st, en, esc, nil
+}
+
+// formString consumes a string value of form f.
+func (d *decoder) formString(f *form) (string, *domain.Error) {
+	raw, st, en, esc, err := d.stringValue()
+	if err != nil {
+		return "", err
 	}
 	if !f.match(raw) {
 		return "", f.mismatch()
@@ -364,16 +373,9 @@ func (d *decoder) formString(f *form) (string, *domain.Error) {
 // enum consumes a string value that must be a or b, and returns the
 // constant.
 func (d *decoder) enum(a, b string) (string, *domain.Error) {
-	if err := d.want('"', "a string"); err != nil {
-		return "", err
-	}
-	st, en, esc, err := d.str()
+	raw, _, _, _, err := d.stringValue()
 	if err != nil {
 		return "", err
-	}
-	raw := d.b[st:en]
-	if esc {
-		raw = unescape(raw)
 	}
 	switch string(raw) {
 	case a:
@@ -388,16 +390,9 @@ const notUUID = "must be a UUID (8-4-4-4-12 hexadecimal digits)"
 
 // uuid consumes a UUID string and returns it in lower case.
 func (d *decoder) uuid() (string, *domain.Error) {
-	if err := d.want('"', "a string"); err != nil {
-		return "", err
-	}
-	st, en, esc, err := d.str()
+	raw, st, en, esc, err := d.stringValue()
 	if err != nil {
 		return "", err
-	}
-	raw := d.b[st:en]
-	if esc {
-		raw = unescape(raw)
 	}
 	if len(raw) != 36 {
 		return "", invalid(notUUID)
