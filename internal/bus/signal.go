@@ -114,11 +114,53 @@ func (s *AgentSessions) Decode(payload string) error {
 // "clock_out", "operator") or "readiness" (project readiness), which
 // change no configuration. Origin, when set, is the instance that made the
 // write and already cached the row it wrote: its presence cache skips the
-// refresh. Wire form: "<agent_id>:<cause>" or "<agent_id>:<cause>:<origin>".
+// refresh. Config, when set (with Origin), is the configuration the write
+// stored, so a liveness tracker needs no read. Wire form:
+// "<agent_id>:<cause>", "<agent_id>:<cause>:<origin>" or
+// "<agent_id>:<cause>:<origin>:<config>" (AgentConfig's form); an instance
+// that knows no config reads the last part as part of the origin, which is
+// then not its own, and refreshes by reading the row.
 type Presence struct {
 	AgentID string
 	Cause   string
 	Origin  string
+	Config  *AgentConfig
+}
+
+// AgentConfig is what a liveness tracker keeps of an agent's configuration
+// (the agent row after a configuration write). Wire form:
+// "<handle>,<0|1>,<billing_mode>,<tool_class>,<updated_at unix µs>"; the
+// handle, the billing mode and the tool class are names (no "," or ":").
+type AgentConfig struct {
+	Handle                 string
+	Active                 bool // active and not revoked
+	BillingMode, ToolClass string
+	UpdatedAt              time.Time
+}
+
+// ConfigOf returns the configuration of an agent row.
+func ConfigOf(a *domain.Agent) *AgentConfig {
+	return &AgentConfig{Handle: a.Handle, Active: a.Active && !a.Revoked(), BillingMode: a.BillingMode, ToolClass: a.ToolClass, UpdatedAt: a.UpdatedAt}
+}
+
+func (c AgentConfig) encode() string {
+	active := "0"
+	if c.Active {
+		active = "1"
+	}
+	return c.Handle + "," + active + "," + c.BillingMode + "," + c.ToolClass + "," + strconv.FormatInt(c.UpdatedAt.UnixMicro(), 10)
+}
+
+func decodeAgentConfig(s string) (*AgentConfig, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 5 || (parts[1] != "0" && parts[1] != "1") {
+		return nil, fmt.Errorf("agent config %q: want <handle>,<0|1>,<billing_mode>,<tool_class>,<unix_micro>", s)
+	}
+	us, err := strconv.ParseInt(parts[4], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("agent config %q: %w", s, err)
+	}
+	return &AgentConfig{Handle: parts[0], Active: parts[1] == "1", BillingMode: parts[2], ToolClass: parts[3], UpdatedAt: time.UnixMicro(us).UTC()}, nil
 }
 
 // ConfigChanged reports whether the write may have changed the agent's
@@ -131,21 +173,32 @@ func (Presence) Channel() string { return ChannelPresence }
 
 // Encode implements Signal.
 func (s Presence) Encode() string {
-	if s.Origin != "" {
+	switch {
+	case s.Config != nil && s.Origin != "":
+		return s.AgentID + ":" + s.Cause + ":" + s.Origin + ":" + s.Config.encode()
+	case s.Origin != "":
 		return s.AgentID + ":" + s.Cause + ":" + s.Origin
 	}
 	return s.AgentID + ":" + s.Cause
 }
 
-// Decode parses "<agent_id>:<cause>[:<origin>]" (a payload without ":"
-// has no cause).
+// Decode parses "<agent_id>:<cause>[:<origin>[:<config>]]" (a payload
+// without ":" has no cause).
 func (s *Presence) Decode(payload string) error {
 	agentID, rest, _ := strings.Cut(payload, ":")
 	if agentID == "" {
 		return errEmpty
 	}
-	cause, origin, _ := strings.Cut(rest, ":")
+	cause, rest, _ := strings.Cut(rest, ":")
+	origin, cfg, hasCfg := strings.Cut(rest, ":")
 	*s = Presence{AgentID: agentID, Cause: cause, Origin: origin}
+	if hasCfg {
+		c, err := decodeAgentConfig(cfg)
+		if err != nil {
+			return err
+		}
+		s.Config = c
+	}
 	return nil
 }
 

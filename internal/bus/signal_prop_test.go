@@ -67,11 +67,16 @@ func TestCodecsRoundTrip(t *testing.T) {
 		codec(t, bus.AgentSessions{AgentID: genID.Draw(t, "agent"), Credentials: creds})
 	}))
 	t.Run("Presence", rapid.MakeCheck(func(t *rapid.T) {
-		origin := ""
+		s := bus.Presence{AgentID: genID.Draw(t, "agent"), Cause: genCause.Draw(t, "cause")}
 		if rapid.Bool().Draw(t, "origin?") {
-			origin = genID.Draw(t, "origin")
+			s.Origin = genID.Draw(t, "origin")
+			if rapid.Bool().Draw(t, "config?") {
+				s.Config = &bus.AgentConfig{Handle: genName.Draw(t, "handle"), Active: rapid.Bool().Draw(t, "active"),
+					BillingMode: rapid.SampledFrom([]string{"", "api", "plan"}).Draw(t, "mode"), ToolClass: rapid.SampledFrom([]string{"", "claude-code"}).Draw(t, "class"),
+					UpdatedAt: genTime.Draw(t, "updated")}
+			}
 		}
-		codec(t, bus.Presence{AgentID: genID.Draw(t, "agent"), Cause: genCause.Draw(t, "cause"), Origin: origin})
+		codec(t, s)
 	}))
 	t.Run("PresenceTransition", rapid.MakeCheck(func(t *rapid.T) {
 		codec(t, bus.PresenceTransition{AgentID: genID.Draw(t, "agent"), Presence: rapid.SampledFrom([]string{"in", "out"}).Draw(t, "p"),
@@ -143,6 +148,16 @@ func TestWireFormsOfEarlierInstances(t *testing.T) {
 	var s bus.LivenessSync
 	if err := s.Decode("?:i9"); err != nil || s.Instance != "i9" {
 		t.Fatalf("sync: %+v, %v", s, err)
+	}
+	var p bus.Presence
+	if err := p.Decode("a1:operator:i1"); err != nil || p != (bus.Presence{AgentID: "a1", Cause: "operator", Origin: "i1"}) {
+		t.Fatalf("presence: %+v, %v", p, err)
+	}
+	// An earlier instance cut a configuration write's payload after the
+	// cause: the origin it reads is not its own, so it refreshes by reading.
+	cfg := bus.Presence{AgentID: "a1", Origin: "i1", Config: &bus.AgentConfig{Handle: "rev", Active: true, BillingMode: "plan", UpdatedAt: time.UnixMicro(5).UTC()}}
+	if _, rest, _ := strings.Cut(cfg.Encode(), ":"); rest != ":i1:rev,1,plan,,5" {
+		t.Fatalf("configuration signal after the agent id: %q", rest)
 	}
 	const old = `{"id":"e1","kind":"agent.presence_changed","at":"2026-11-30T09:00:00.000123Z","agent_id":"a1","owner_id":"p1","data":{"agent":"rev","state":"online"}}`
 	var e bus.Event
