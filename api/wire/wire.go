@@ -266,6 +266,16 @@ type HookSecretResult struct {
 	Secret string   `json:"secret"`
 }
 
+// DeliveryResult is the body a webhook delivery (POST
+// /v1/hooks/{id}/deliveries) is answered with: Outcome is one of
+// domain.DeliveryCreated, DeliveryDuplicate, DeliveryIgnored,
+// DeliveryPing; TodoID is the todo created (or found, for a duplicate).
+type DeliveryResult struct {
+	Outcome string `json:"outcome"`
+	TodoID  string `json:"todo_id,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
 // --- persons and tokens ---
 
 // PersonInput is the body of POST /v1/persons.

@@ -255,25 +255,14 @@ type DeliveryInput struct {
 	Body   []byte
 }
 
-// DeliveryResult says what became of a delivery: Outcome is one of
-// domain.DeliveryCreated, DeliveryDuplicate, DeliveryIgnored,
-// DeliveryPing; TodoID is the todo created (or found, for a duplicate).
-type DeliveryResult struct {
-	Outcome string `json:"outcome"`
-	TodoID  string `json:"todo_id,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-}
-
 // Deliver handles one webhook delivery (design: Hook signatures): the signature
 // (before anything of the body is parsed), then the hook's rate limit for
 // verified deliveries (a delivery that fails the check takes from a
 // separate per-hook bucket instead), then decoding, the filter, and the
 // todo — created in the same transaction that records the delivery,
 // attributed hook:<id>, push-eligible. A redelivery (the same delivery id
-// for the same hook) creates nothing. The todo's idempotency key is the
-// delivery id in the hook's own namespace, hook:<hook id>:<delivery id>,
-// so a delivery never meets an operator's key, a hand_off key or another
-// hook's delivery id. The doorbell rings after commit through the bus, as
+// for the same hook) creates nothing; the todo's idempotency key is
+// intake.TodoKey's. The doorbell rings after commit through the bus, as
 // for a pushed todo.
 //
 // Errors (nothing is created by any of them): not_found (unknown hook),
