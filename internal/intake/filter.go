@@ -47,11 +47,11 @@ func ValidateFilter(f domain.HookFilter) error {
 				}
 			case "actions":
 				ev, act, hasAct := strings.Cut(v, ".")
-				if supported[ev] == nil {
+				if actionsTaken[ev] == nil {
 					return domain.Errorf(domain.CodeInvalidArgument, "filter action %q: event %q is not one Rollcall takes (%v)", v, ev, SupportedEvents()).At(p)
 				}
-				if hasAct && !slices.Contains(supported[ev], act) {
-					return domain.Errorf(domain.CodeInvalidArgument, "filter action %q: %s takes the actions %v", v, ev, supported[ev]).At(p)
+				if hasAct && !slices.Contains(actionsTaken[ev], act) {
+					return domain.Errorf(domain.CodeInvalidArgument, "filter action %q: %s takes the actions %v", v, ev, actionsTaken[ev]).At(p)
 				}
 			}
 		}

@@ -19,10 +19,10 @@ const (
 	HeaderGitHubDelivery  = github.DeliveryIDHeader      // "X-Github-Delivery"
 )
 
-// supported lists the GitHub events and actions that make todos
+// actionsTaken lists the GitHub events and actions that make todos
 // (design: Hooks); check_run and workflow_run count only when completed with the
 // conclusion "failure".
-var supported = map[string][]string{
+var actionsTaken = map[string][]string{
 	"pull_request":  {"opened", "ready_for_review", "review_requested"},
 	"issues":        {"opened", "labeled"},
 	"issue_comment": {"created"},
@@ -32,8 +32,8 @@ var supported = map[string][]string{
 
 // SupportedEvents returns the GitHub events that can make todos, sorted.
 func SupportedEvents() []string {
-	out := make([]string, 0, len(supported))
-	for e := range supported {
+	out := make([]string, 0, len(actionsTaken))
+	for e := range actionsTaken {
 		out = append(out, e)
 	}
 	slices.Sort(out)
@@ -42,13 +42,13 @@ func SupportedEvents() []string {
 
 // SupportedActions returns the actions of event that can make todos (nil
 // for an event that makes none).
-func SupportedActions(event string) []string { return slices.Clone(supported[event]) }
+func SupportedActions(event string) []string { return slices.Clone(actionsTaken[event]) }
 
 // Supported reports whether a decoded event is one that makes todos: a
 // listed event and action and, for check_run and workflow_run, the
 // conclusion "failure".
 func (e Event) Supported() bool {
-	if !slices.Contains(supported[e.Event], e.Action) {
+	if !slices.Contains(actionsTaken[e.Event], e.Action) {
 		return false
 	}
 	if e.Event == "check_run" || e.Event == "workflow_run" {
@@ -90,7 +90,7 @@ func VerifyGitHub(secret string, h http.Header, body []byte) ([]byte, error) {
 // "ping" decodes to Event{Event: "ping"} with ok true.
 // Errors: ErrBody (not valid JSON for the event).
 func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
-	if event != "ping" && supported[event] == nil {
+	if event != "ping" && actionsTaken[event] == nil {
 		return Event{Event: cut(event)}, false, nil
 	}
 	parsed, perr := github.ParseWebHook(event, payload)
