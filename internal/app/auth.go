@@ -31,17 +31,24 @@ const RecheckInterval = 2 * time.Second
 // this TTL.
 const CredentialCacheTTL = 2 * time.Second
 
+// byToken looks a token up by its hash (find: a store lookup); a token
+// without the prefix, or one the store does not know, is unauthenticated.
+func byToken[A, B any](ctx context.Context, token, prefix string, find func(context.Context, string) (A, B, error)) (a A, b B, err error) {
+	if !strings.HasPrefix(token, prefix) {
+		return a, b, errUnauthenticated
+	}
+	a, b, err = find(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return a, b, errUnauthenticated
+	}
+	return a, b, err
+}
+
 // AuthenticateAgent resolves an agent credential into a principal carrying
 // the agent and the credential id. Revoked or inactive agents are refused.
 // Errors: unauthenticated, forbidden (agent inactive).
 func (s *Service) AuthenticateAgent(ctx context.Context, token string) (domain.Principal, error) {
-	if !strings.HasPrefix(token, AgentTokenPrefix) {
-		return domain.Principal{}, errUnauthenticated
-	}
-	a, credID, err := s.store.AgentByCredentialHash(ctx, HashToken(token))
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Principal{}, errUnauthenticated
-	}
+	a, credID, err := byToken(ctx, token, AgentTokenPrefix, s.store.AgentByCredentialHash)
 	if err != nil {
 		return domain.Principal{}, err
 	}
@@ -71,13 +78,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (domain.Princi
 // TokenTouchEvery). Errors: unauthenticated (unknown, revoked or expired
 // token; deactivated person — Reason says which).
 func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
-	if !strings.HasPrefix(token, PersonTokenPrefix) {
-		return domain.Person{}, errUnauthenticated
-	}
-	p, t, err := s.store.TokenByHash(ctx, HashToken(token))
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Person{}, errUnauthenticated
-	}
+	p, t, err := byToken(ctx, token, PersonTokenPrefix, s.store.TokenByHash)
 	if err != nil {
 		return domain.Person{}, err
 	}
