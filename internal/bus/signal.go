@@ -183,21 +183,22 @@ func (s Presence) Encode() string {
 }
 
 // Decode parses "<agent_id>:<cause>[:<origin>[:<config>]]" (a payload
-// without ":" has no cause).
+// without ":" has no cause; a config that does not parse stays part of the
+// origin).
 func (s *Presence) Decode(payload string) error {
 	agentID, rest, _ := strings.Cut(payload, ":")
 	if agentID == "" {
 		return errEmpty
 	}
 	cause, rest, _ := strings.Cut(rest, ":")
-	origin, cfg, hasCfg := strings.Cut(rest, ":")
-	*s = Presence{AgentID: agentID, Cause: cause, Origin: origin}
-	if hasCfg {
-		c, err := decodeAgentConfig(cfg)
-		if err != nil {
-			return err
+	*s = Presence{AgentID: agentID, Cause: cause, Origin: rest}
+	if origin, cfg, ok := strings.Cut(rest, ":"); ok {
+		// A configuration that does not parse (a later release's form) is
+		// read as part of the origin, as an earlier release reads it: the
+		// signal still refreshes, by reading the row.
+		if c, err := decodeAgentConfig(cfg); err == nil {
+			s.Origin, s.Config = origin, c
 		}
-		s.Config = c
 	}
 	return nil
 }

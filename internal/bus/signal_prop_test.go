@@ -159,6 +159,10 @@ func TestWireFormsOfEarlierInstances(t *testing.T) {
 	if _, rest, _ := strings.Cut(cfg.Encode(), ":"); rest != ":i1:rev,1,plan,,5" {
 		t.Fatalf("configuration signal after the agent id: %q", rest)
 	}
+	var later bus.Presence
+	if err := later.Decode("a1::i1:rev,1,plan,,5,extra"); err != nil || later.Config != nil || later.Origin != "i1:rev,1,plan,,5,extra" {
+		t.Fatalf("a configuration of another form: %+v, %v; want it kept in the origin", later, err)
+	}
 	const old = `{"id":"e1","kind":"agent.presence_changed","at":"2026-11-30T09:00:00.000123Z","agent_id":"a1","owner_id":"p1","data":{"agent":"rev","state":"online"}}`
 	var e bus.Event
 	if err := e.Decode(old); err != nil {
