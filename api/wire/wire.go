@@ -106,6 +106,27 @@ type TodoFilter struct {
 	Limit int
 }
 
+// Check validates the filter and sets Limit 0 to domain.DefaultListLimit.
+// Errors: invalid_argument with pointer /queue, /state or /limit (1 to
+// domain.MaxListLimit).
+func (f *TodoFilter) Check() error {
+	if f.Queue != "" && !domain.ValidName(f.Queue) {
+		return domain.Errorf(domain.CodeInvalidArgument, "queue %q must match ^[a-z0-9][a-z0-9._-]*$", f.Queue).At("/queue")
+	}
+	switch f.State {
+	case "", domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed:
+	default:
+		return domain.Errorf(domain.CodeInvalidArgument, "state %q must be one of pending, claimed, done, failed", f.State).At("/state")
+	}
+	if f.Limit < 0 || f.Limit > domain.MaxListLimit {
+		return domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d", domain.MaxListLimit).At("/limit")
+	}
+	if f.Limit == 0 {
+		f.Limit = domain.DefaultListLimit
+	}
+	return nil
+}
+
 // --- audit ---
 
 // AuditFilter pages the audit log (the query of GET /v1/audit): AgentRef
@@ -243,6 +264,16 @@ type HookSecretResult struct {
 	Hook   HookView `json:"hook"`
 	URL    string   `json:"url"`
 	Secret string   `json:"secret"`
+}
+
+// DeliveryResult is the body a webhook delivery (POST
+// /v1/hooks/{id}/deliveries) is answered with: Outcome is one of
+// domain.DeliveryCreated, DeliveryDuplicate, DeliveryIgnored,
+// DeliveryPing; TodoID is the todo created (or found, for a duplicate).
+type DeliveryResult struct {
+	Outcome string `json:"outcome"`
+	TodoID  string `json:"todo_id,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // --- persons and tokens ---

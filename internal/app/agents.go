@@ -14,46 +14,6 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// MaxNameLen bounds display names (bytes).
-const MaxNameLen = 200
-
-func validCode(field, v string) error {
-	if v != "" && !domain.ValidName(v) {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s %q must match ^[a-z0-9][a-z0-9._-]*$ (at most %d bytes)", field, v, domain.MaxHandleLen).At("/" + field)
-	}
-	return nil
-}
-
-func validDisplayName(n string) error {
-	if len(n) > MaxNameLen || !utf8.ValidString(n) || strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return domain.Errorf(domain.CodeInvalidArgument, "name must be at most %d bytes of UTF-8 without control characters", MaxNameLen).At("/name")
-	}
-	return nil
-}
-
-func validBilling(mode string, modes []string, toolClass string) error {
-	if err := validCode("billing_mode", mode); err != nil {
-		return err
-	}
-	if len(modes) > domain.MaxBillingModes {
-		return domain.Errorf(domain.CodeInvalidArgument, "at most %d billing modes, got %d", domain.MaxBillingModes, len(modes)).At("/billing_modes")
-	}
-	seen := map[string]bool{}
-	for i, m := range modes {
-		if !domain.ValidName(m) {
-			return domain.Errorf(domain.CodeInvalidArgument, "billing mode %q must match ^[a-z0-9][a-z0-9._-]*$", m).At(fmt.Sprintf("/billing_modes/%d", i))
-		}
-		if seen[m] {
-			return domain.Errorf(domain.CodeInvalidArgument, "billing mode %q is listed twice", m).At(fmt.Sprintf("/billing_modes/%d", i))
-		}
-		seen[m] = true
-	}
-	if mode != "" && len(modes) > 0 && !seen[mode] {
-		return domain.Errorf(domain.CodeInvalidArgument, "billing_mode %q is not among billing_modes %v", mode, modes).At("/billing_mode")
-	}
-	return validCode("tool_class", toolClass)
-}
-
 // Vend registers an agent owned by the person and returns its first
 // credential (shown once), its MCP URL and a ready-to-paste `claude mcp add`
 // line. Audited as agent.vend. Errors: invalid_argument (with pointer),
@@ -62,7 +22,7 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 	if !domain.ValidName(in.Handle) {
 		return VendResult{}, domain.Errorf(domain.CodeInvalidArgument, "handle %q must match ^[a-z0-9][a-z0-9._-]*$ (at most %d bytes)", in.Handle, domain.MaxHandleLen).At("/handle")
 	}
-	if err := validDisplayName(in.Name); err != nil {
+	if err := domain.ValidateDisplayName(in.Name); err != nil {
 		return VendResult{}, err
 	}
 	scope := domain.Scope{Queues: in.Queues, Verbs: in.Verbs}
@@ -77,7 +37,7 @@ func (s *Service) Vend(ctx context.Context, by domain.Person, in VendInput) (Ven
 	if err := scope.Validate(); err != nil {
 		return VendResult{}, err
 	}
-	if err := validBilling(in.BillingMode, in.BillingModes, in.ToolClass); err != nil {
+	if err := domain.ValidateBilling(in.BillingMode, in.BillingModes, in.ToolClass); err != nil {
 		return VendResult{}, err
 	}
 	now := s.now()
@@ -127,28 +87,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// ParseRef turns a path reference into an AgentRef: a UUID is an id,
-// anything else a handle.
-func ParseRef(ref string) store.AgentRef {
-	if len(ref) == 36 && strings.Count(ref, "-") == 4 {
-		return store.AgentRef{ID: ref}
-	}
-	return store.AgentRef{Handle: ref}
-}
-
-// OwnedAgent loads an agent the person owns. Another person's agent and an
-// unknown ref both answer not_found, so refs do not leak (design: Owner only).
-func (s *Service) OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
-	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) || len(ref) > 200 {
-		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
-	}
-	a, err := s.store.GetAgent(ctx, ParseRef(ref))
-	if errors.Is(err, domain.ErrNotFound) || (err == nil && a.OwnerID != by.ID) {
-		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
-	}
-	return a, err
-}
-
 // ListAgents lists the person's agents ordered by handle.
 func (s *Service) ListAgents(ctx context.Context, by domain.Person) ([]domain.Agent, error) {
 	return s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: by.ID})
@@ -182,7 +120,7 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 		return a, nil // nothing to change: no write, no audit entry
 	}
 	if in.Name != nil {
-		if err := validDisplayName(*in.Name); err != nil {
+		if err := domain.ValidateDisplayName(*in.Name); err != nil {
 			return domain.Agent{}, err
 		}
 	}
@@ -200,7 +138,7 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 	if in.ToolClass != nil {
 		class = *in.ToolClass
 	}
-	if err := validBilling(mode, modes, class); err != nil {
+	if err := domain.ValidateBilling(mode, modes, class); err != nil {
 		return domain.Agent{}, err
 	}
 	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{
@@ -214,7 +152,7 @@ func (s *Service) UpdateAgent(ctx context.Context, by domain.Person, ref string,
 	if in.Active != nil && !*in.Active {
 		s.closeSessions(ctx, a.ID, nil)
 	}
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &updated)
 	if capText != nil {
 		return s.SetSelfClockInCap(ctx, by, a.ID, *capText)
 	}
@@ -236,7 +174,7 @@ func (s *Service) RevokeAgent(ctx context.Context, by domain.Person, ref string)
 	}
 	s.log.Info("agent revoked", "agent", a.Handle, "agent_id", a.ID, "by", by.ID)
 	s.closeSessions(ctx, a.ID, nil)
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &revoked)
 	return revoked, nil
 }
 
@@ -263,17 +201,6 @@ func (s *Service) RotateCredential(ctx context.Context, by domain.Person, ref st
 	}
 	mcpURL := s.publicURL + "/mcp"
 	return RotateResult{Agent: a, Credential: token, MCPURL: mcpURL, ClaudeMCPAdd: ClaudeMCPAddLine(a.Handle, mcpURL, token)}, nil
-}
-
-// closeSessions asks every instance to close the agent's sessions (all, or
-// those bound to the given credentials).
-func (s *Service) closeSessions(ctx context.Context, agentID string, creds []string) {
-	sig := bus.AgentSessions{AgentID: agentID, Credentials: creds}
-	s.forgetCredentials(agentID)
-	if err := bus.Send(ctx, s.bus, sig); err != nil {
-		s.log.Warn("publishing session close failed; closing local sessions only", "agent_id", agentID, "err", err)
-		s.onAgentSessions(sig)
-	}
 }
 
 // handOver gives an agent to another active person (PATCH /v1/agents/{ref}
@@ -338,6 +265,6 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	}
 	s.log.Info("agent handed over", "agent", a.Handle, "agent_id", a.ID, "from", a.OwnerID, "to", to, "by", by.ID)
 	s.teamSignal(ctx, bus.Team{Kind: bus.TeamOwner, ID: a.ID, OwnerID: to, Handle: a.Handle})
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &updated)
 	return updated, nil
 }

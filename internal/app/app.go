@@ -28,10 +28,12 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/credcache"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 	"github.com/rollcall/rollcall/internal/workgroup"
@@ -47,45 +49,6 @@ const (
 // LivenessConfig configures the heartbeat tracker (design:
 // Configuration sources); zero fields take the keys' defaults.
 type LivenessConfig = tracker.Config
-
-// Options configures a Service.
-type Options struct {
-	Store store.Store
-	Bus   bus.Bus
-	Clock clockwork.Clock // nil = real clock
-	Log   *slog.Logger    // nil = slog.Default()
-	// PublicURL is the base URL agents and operators reach this server at,
-	// e.g. "http://127.0.0.1:7070"; used for mcp_url and the claude mcp add line.
-	PublicURL string
-	// EvaluateInterval is the presence evaluator period (presence.evaluate_interval, default 30 s).
-	EvaluateInterval time.Duration
-	// SweepInterval is the doorbell sweep period (doorbell.sweep_interval, default 30 s).
-	SweepInterval time.Duration
-	// FailoverAfter is doorbell.failover_after (default 30 s): a todo rung
-	// on one of several sessions of its agent here and still unclaimed this
-	// long after is rung on another (design: Doorbell failover).
-	FailoverAfter time.Duration
-	// Liveness configures the heartbeat tracker (design:
-	// Configuration sources); zero fields take the keys' defaults. Unused when Tracker is set.
-	Liveness LivenessConfig
-	// Metrics counts heartbeats, doorbells, digests, sweep rings and
-	// transitions; nil = NopMetrics.
-	Metrics Metrics
-	// InstanceID names this process in liveness claims and event IDs; ""
-	// = 8 random hex digits.
-	InstanceID string
-	// Events is the operator event hub (GET /v1/events); nil = New builds
-	// one on Store, Bus, Clock and Log.
-	Events *events.Hub
-	// Tracker is the liveness tracker; nil = New builds one on the ports
-	// above, Events and Liveness, its presence signal the Service's.
-	Tracker *tracker.Tracker
-	// Background runs the service's background work (the digests of
-	// transitions and catch-ups); nil = a group of the Service's own. Close
-	// closes it. A test that must wait for that work passes its own group
-	// and calls its Wait.
-	Background *workgroup.Group
-}
 
 // Service is the use-case layer. It is safe for concurrent use.
 type Service struct {
@@ -112,63 +75,14 @@ type Service struct {
 	events   *events.Hub      // this instance's operator event hub
 	liveness *tracker.Tracker // the heartbeat tracker
 
-	team   teamState   // persons, tokens, the credential cache (team.go)
-	intake intakeState // hook rate limits (hooks.go)
-}
+	touchMu  sync.Mutex
+	touched  map[string]time.Time // token id → last touch written by this instance (auth.go)
+	creds    *credcache.Cache     // MCP credential lookups (auth.go)
+	verdicts *credcache.Verdicts  // MayAuthenticate's answers (auth.go)
 
-// New builds a Service, its engines, and subscribes them to the bus.
-func New(o Options) *Service {
-	if o.Clock == nil {
-		o.Clock = clockwork.NewRealClock()
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	if o.Bus == nil {
-		o.Bus = bus.NewLocal()
-	}
-	if o.EvaluateInterval <= 0 {
-		o.EvaluateInterval = 30 * time.Second
-	}
-	if o.SweepInterval <= 0 {
-		o.SweepInterval = 30 * time.Second
-	}
-	if o.FailoverAfter <= 0 {
-		o.FailoverAfter = DefaultFailoverAfter
-	}
-	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, metrics: o.Metrics, instance: o.InstanceID}
-	if s.metrics == nil {
-		s.metrics = NopMetrics{}
-	}
-	if s.instance == "" {
-		s.instance = newInstanceID()
-	}
-	s.events = o.Events
-	if s.events == nil {
-		s.events = events.New(events.Options{Store: s.store, Bus: s.bus, Clock: s.clock, Log: s.log})
-	}
-	s.initTeam()
-	s.liveness = o.Tracker
-	if s.liveness == nil {
-		s.liveness = tracker.New(tracker.Options{Store: s.store, Bus: s.bus, Events: s.events, Clock: s.clock, Log: s.log,
-			Metrics: s.metrics, Instance: s.instance, SignalPresence: s.signalPresence, Config: o.Liveness})
-	}
-	s.bg = o.Background
-	if s.bg == nil {
-		s.bg = &workgroup.Group{}
-	}
-	// The engines get the service's ports, never the service.
-	s.eval = evaluator.New(evaluator.Config{Store: s.store, Bus: s.bus, Events: s.events, Clock: s.clock, Log: s.log, Metrics: s.metrics, Instance: s.instance,
-		// Digests do more I/O and run off the bus's delivery goroutine so
-		// doorbells are never queued behind them.
-		OnIn: func(agentID, reason string) {
-			s.background(func() { s.bell.Digest(context.Background(), agentID, reason) })
-		}})
-	s.bell = doorbell.New(doorbell.Config{Store: s.store, Bus: s.bus, Presence: s.eval, Clock: s.clock, Log: s.log, Metrics: s.metrics,
-		FailoverAfter: s.failoverAfter})
-	bus.Listen(s.bus, s.onAgentSessions, nil)
-	return s
+	// The per-hook delivery limits (hooks.go): deliveries that pass the
+	// signature check, those that fail it, refusals recorded in the log.
+	hookPass, hookFail, hookRefusals *ratelimit.Limiter
 }
 
 // The session port is the doorbell engine's; the use cases close sessions
@@ -186,15 +100,6 @@ type (
 
 // DefaultFailoverAfter is doorbell.failover_after's default.
 const DefaultFailoverAfter = doorbell.DefaultFailoverAfter
-
-// onAgentSessions closes this instance's sessions named by a session-close
-// signal.
-func (s *Service) onAgentSessions(sig bus.AgentSessions) {
-	s.forgetCredentials(sig.AgentID)
-	if h := s.sessionHub(); h != nil {
-		h.CloseAgentSessions(sig.AgentID, sig.Credentials)
-	}
-}
 
 // StoreReachable checks that the store answers (the readiness probe): one
 // indexed query for the agents of an owner that cannot exist, bounded by
@@ -275,50 +180,6 @@ func (s *Service) Bootstrap(ctx context.Context, token string) (string, bool, er
 		return "", false, err
 	}
 	return token, true, nil
-}
-
-var errUnauthenticated = &domain.Error{Code: domain.CodeUnauthenticated, Detail: "missing or invalid bearer token"}
-
-// AuthenticatePerson resolves a personal API token into its person, with
-// Person.TokenID set. Errors: unauthenticated (unknown, revoked or expired
-// token; deactivated person — Reason says which).
-func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
-	return s.personByToken(ctx, token)
-}
-
-// AuthenticateAgent resolves an agent credential into a principal carrying
-// the agent and the credential id. Revoked or inactive agents are refused.
-// Errors: unauthenticated, forbidden (agent inactive).
-func (s *Service) AuthenticateAgent(ctx context.Context, token string) (domain.Principal, error) {
-	if !strings.HasPrefix(token, AgentTokenPrefix) {
-		return domain.Principal{}, errUnauthenticated
-	}
-	a, credID, err := s.store.AgentByCredentialHash(ctx, HashToken(token))
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Principal{}, errUnauthenticated
-	}
-	if err != nil {
-		return domain.Principal{}, err
-	}
-	if a.Revoked() {
-		return domain.Principal{}, errUnauthenticated
-	}
-	if !a.Active {
-		return domain.Principal{}, domain.Errorf(domain.CodeForbidden, "agent %s is inactive; its owner can set active=true", a.Handle)
-	}
-	return domain.Principal{Agent: &a, CredentialID: credID}, nil
-}
-
-// Authenticate resolves a bearer token of either kind.
-func (s *Service) Authenticate(ctx context.Context, token string) (domain.Principal, error) {
-	if strings.HasPrefix(token, AgentTokenPrefix) {
-		return s.AuthenticateAgent(ctx, token)
-	}
-	p, err := s.AuthenticatePerson(ctx, token)
-	if err != nil {
-		return domain.Principal{}, err
-	}
-	return domain.Principal{Person: &p}, nil
 }
 
 // storeErr maps store sentinels onto domain errors with a detail.

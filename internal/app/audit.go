@@ -4,20 +4,22 @@ import (
 	"context"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/paging"
 	"github.com/rollcall/rollcall/internal/store"
 )
+
+// maxAuditLimit bounds one read of the audit log (entries).
+const maxAuditLimit = 1000
 
 // ListAudit returns audit entries in ascending seq. With an agent ref the
 // person must own the agent; without one only an admin may read the whole
 // log (forbidden otherwise).
 func (s *Service) ListAudit(ctx context.Context, by domain.Person, f AuditFilter) ([]domain.AuditEntry, error) {
-	p := store.ListAuditParams{AfterSeq: f.AfterSeq, Limit: f.Limit}
-	if f.Limit < 0 || f.Limit > 1000 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and 1000").At("/limit")
+	limit, err := paging.Limit(f.Limit, 100, maxAuditLimit)
+	if err != nil {
+		return nil, err
 	}
-	if p.Limit == 0 {
-		p.Limit = 100
-	}
+	p := store.ListAuditParams{AfterSeq: f.AfterSeq, Limit: limit}
 	if f.AgentRef != "" {
 		a, err := s.OwnedAgent(ctx, by, f.AgentRef)
 		if err != nil {

@@ -53,6 +53,17 @@ func (s *Service) presenceWritten(ctx context.Context, a *domain.Agent, cause st
 	s.sendPresence(ctx, bus.Presence{AgentID: a.ID, Cause: cause, Origin: s.instance})
 }
 
+// configWritten is presenceWritten for a write of the agent's
+// configuration (update, revoke, hand-over, clock-in cap): this instance's
+// tracker takes the row too, and the signal carries the configuration, so
+// another instance's tracker reads nothing either (only its presence cache
+// reads the row).
+func (s *Service) configWritten(ctx context.Context, a *domain.Agent) {
+	s.liveness.ConfigWritten(a)
+	s.eval.Upsert(a, "")
+	s.sendPresence(ctx, bus.Presence{AgentID: a.ID, Origin: s.instance, Config: bus.ConfigOf(a)})
+}
+
 // signalPresence tells every instance that an agent's presence inputs
 // changed (bus.Presence).
 func (s *Service) signalPresence(ctx context.Context, agentID, cause string) {

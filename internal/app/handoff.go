@@ -71,44 +71,20 @@ const maxHandoffKeyLen = 150
 // queue not granted — nothing changes —, bad title, payload or key),
 // conflict (target revoked), forbidden (no grants).
 func (s *Service) HandOff(ctx context.Context, a *domain.Agent, in HandOffInput) (HandOffResult, error) {
-	if len(a.Scope.Handoff) == 0 {
-		return HandOffResult{}, domain.Errorf(domain.CodeForbidden, "this agent has no handoff grants")
-	}
-	granted := make([]string, 0, len(a.Scope.Handoff))
-	for _, g := range a.Scope.Handoff {
-		granted = append(granted, g.Handle+"/"+g.Queue)
-	}
-	list := strings.Join(granted, ", ")
-	if in.To == "" {
-		return HandOffResult{}, domain.Errorf(domain.CodeInvalidArgument, "to is required; granted: %s", list).At("/to")
-	}
-	var target *domain.HandoffGrant
-	toKnown := false
-	for i, g := range a.Scope.Handoff {
-		if g.AgentID == in.To || g.Handle == in.To {
-			toKnown = true
-			if g.Queue == in.Queue {
-				target = &a.Scope.Handoff[i]
-				break
-			}
-		}
-	}
-	if !toKnown {
-		return HandOffResult{}, domain.Errorf(domain.CodeInvalidArgument, "%q is not an agent this agent may hand off to; granted: %s", in.To, list).At("/to")
-	}
-	if target == nil {
-		return HandOffResult{}, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not granted for %s; granted: %s", in.Queue, in.To, list).At("/queue")
+	target, err := a.Scope.HandoffTarget(in.To, in.Queue)
+	if err != nil {
+		return HandOffResult{}, err
 	}
 	if strings.TrimSpace(in.Title) == "" {
 		return HandOffResult{}, domain.Errorf(domain.CodeInvalidArgument, "title is required").At("/title")
 	}
-	if err := validNote("title", in.Title, domain.MaxTitleLen); err != nil {
+	if err := domain.ValidateNote("title", in.Title, domain.MaxTitleLen); err != nil {
 		return HandOffResult{}, err
 	}
-	if err := validJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
+	if err := domain.ValidateJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
 		return HandOffResult{}, err
 	}
-	if err := validText("idempotency_key", in.IdempotencyKey, maxHandoffKeyLen, false); err != nil {
+	if err := domain.ValidateText("idempotency_key", in.IdempotencyKey, maxHandoffKeyLen, false); err != nil {
 		return HandOffResult{}, err
 	}
 	t, err := s.store.GetAgent(ctx, store.AgentRef{ID: target.AgentID})

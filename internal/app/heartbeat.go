@@ -30,11 +30,6 @@ const (
 	DefaultHeartbeatBurst = tracker.DefaultBurst
 )
 
-// rateLimiter is the token-bucket limiter of intake (hooks.go).
-type rateLimiter = ratelimit.Limiter
-
-func newRateLimiter(rate float64, burst int) *rateLimiter { return ratelimit.New(rate, burst) }
-
 // Heartbeat is the one heartbeat use case behind both transports (REST
 // POST /v1/agents/{agent}/heartbeat and the gateway op heartbeat with
 // member agent; design: Heartbeat body, Heartbeat authorization, Liveness states). body is an

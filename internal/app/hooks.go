@@ -2,13 +2,9 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -42,33 +38,6 @@ const (
 // duplicate, ignored, ping, refused, rate_limited).
 type HookMetrics interface {
 	HookDelivery(kind, outcome string)
-}
-
-// intakeState is the per-instance state of intake: the rate limiters.
-type intakeState struct {
-	once     sync.Once
-	limit    *rateLimiter // deliveries that pass the signature check
-	failed   *rateLimiter // deliveries that fail it
-	refusals *rateLimiter // refusals recorded in the delivery log
-}
-
-func (s *Service) intakeLimits() *intakeState {
-	s.intake.once.Do(func() {
-		s.intake.limit = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
-		s.intake.failed = newRateLimiter(HookDeliveryRate, HookDeliveryBurst)
-		s.intake.refusals = newRateLimiter(hookRefusalRate, hookRefusalBurst)
-	})
-	return &s.intake
-}
-
-// newHookSecret returns "whsec_" + base64 of 32 random bytes: a Standard
-// Webhooks signing key, and as a string the HMAC key GitHub uses.
-func newHookSecret() string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("rollcall: crypto/rand failed: " + err.Error())
-	}
-	return "whsec_" + base64.StdEncoding.EncodeToString(b[:])
 }
 
 func (s *Service) hookURL(id string) string { return s.publicURL + "/v1/hooks/" + id + "/deliveries" }
@@ -126,12 +95,12 @@ func (s *Service) CreateHook(ctx context.Context, by domain.Person, in HookInput
 	if err := intake.ValidateTemplate(in.TitleTemplate); err != nil {
 		return HookSecretResult{}, err
 	}
-	if err := validCode("kind_label", in.KindLabel); err != nil {
+	if err := domain.ValidateCode("kind_label", in.KindLabel); err != nil {
 		return HookSecretResult{}, err
 	}
 	now := s.now()
 	h := domain.Hook{ID: newID(), OwnerID: by.ID, AgentID: a.ID, Kind: in.Kind, Queue: in.Queue, Filter: filter,
-		TitleTemplate: in.TitleTemplate, KindLabel: in.KindLabel, Secret: newHookSecret(), CreatedAt: now, UpdatedAt: now}
+		TitleTemplate: in.TitleTemplate, KindLabel: in.KindLabel, Secret: intake.NewSecret(), CreatedAt: now, UpdatedAt: now}
 	err = s.store.CreateHook(ctx, store.CreateHookParams{Hook: h, Audit: domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "hook.create", AgentID: a.ID,
 		Data: map[string]any{"hook_id": h.ID, "kind": h.Kind, "queue": h.Queue, "filter": h.Filter, "title_template": h.TitleTemplate, "kind_label": h.KindLabel},
@@ -230,7 +199,7 @@ func (s *Service) RotateHookSecret(ctx context.Context, by domain.Person, id str
 	if err != nil {
 		return HookSecretResult{}, err
 	}
-	h, err = s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: newHookSecret(), Now: s.now(),
+	h, err = s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: intake.NewSecret(), Now: s.now(),
 		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: h.AgentID, Data: map[string]any{"hook_id": h.ID}}})
 	if err != nil {
 		return HookSecretResult{}, storeErr(err, fmt.Sprintf("hook %q not found", id), "")
@@ -250,7 +219,7 @@ func (s *Service) rotateHookSecretsOf(ctx context.Context, by domain.Person, a d
 		return err
 	}
 	for _, h := range hs {
-		_, err := s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: newHookSecret(), Now: s.now(),
+		_, err := s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: intake.NewSecret(), Now: s.now(),
 			Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: a.ID,
 				Data: map[string]any{"hook_id": h.ID, "reason": "agent.hand_over"}}})
 		if err != nil && !errors.Is(err, domain.ErrNotFound) { // a hook deleted meanwhile needs no secret
@@ -286,25 +255,14 @@ type DeliveryInput struct {
 	Body   []byte
 }
 
-// DeliveryResult says what became of a delivery: Outcome is one of
-// domain.DeliveryCreated, DeliveryDuplicate, DeliveryIgnored,
-// DeliveryPing; TodoID is the todo created (or found, for a duplicate).
-type DeliveryResult struct {
-	Outcome string `json:"outcome"`
-	TodoID  string `json:"todo_id,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-}
-
 // Deliver handles one webhook delivery (design: Hook signatures): the signature
 // (before anything of the body is parsed), then the hook's rate limit for
 // verified deliveries (a delivery that fails the check takes from a
 // separate per-hook bucket instead), then decoding, the filter, and the
 // todo — created in the same transaction that records the delivery,
 // attributed hook:<id>, push-eligible. A redelivery (the same delivery id
-// for the same hook) creates nothing. The todo's idempotency key is the
-// delivery id in the hook's own namespace, hook:<hook id>:<delivery id>,
-// so a delivery never meets an operator's key, a hand_off key or another
-// hook's delivery id. The doorbell rings after commit through the bus, as
+// for the same hook) creates nothing; the todo's idempotency key is
+// intake.TodoKey's. The doorbell rings after commit through the bus, as
 // for a pushed todo.
 //
 // Errors (nothing is created by any of them): not_found (unknown hook),
@@ -327,16 +285,18 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 		return DeliveryResult{}, err
 	}
 	now := s.now()
-	lim := s.intakeLimits()
-	payload, verr := verifyDelivery(h, in, now)
+	payload, verr := intake.Verify(h, in.Header, in.Body, now)
 	if verr != nil {
-		if ok, wait := lim.failed.Allow(h.ID, now); !ok {
+		if ok, wait := s.hookFail.Allow(h.ID, now); !ok {
 			return s.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &RateLimitedError{RetryAfter: wait,
 				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, int(HookDeliveryRate*60))})
 		}
-		return s.verifyErr(ctx, h, now, verr)
+		if r, ok := intake.Refused(verr); ok {
+			return s.refuse(ctx, h, now, r)
+		}
+		return DeliveryResult{}, verr
 	}
-	if ok, wait := lim.limit.Allow(h.ID, now); !ok {
+	if ok, wait := s.hookPass.Allow(h.ID, now); !ok {
 		s.countDelivery(h.Kind, "rate_limited")
 		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
 			Err: domain.Errorf(domain.CodeRateLimited, "hook %s takes at most %d deliveries a minute", h.ID, int(HookDeliveryRate*60))}
@@ -349,20 +309,6 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 	}
 }
 
-// verifyDelivery checks the delivery's signature (and, for Standard
-// Webhooks, its timestamp) with the hook's secret and returns the body to
-// decode (GitHub's form deliveries carry it in a field).
-func verifyDelivery(h domain.Hook, in DeliveryInput, now time.Time) ([]byte, error) {
-	if h.Kind == domain.HookGitHub {
-		return intake.VerifyGitHub(h.Secret, in.Header, in.Body)
-	}
-	return in.Body, intake.VerifyStandard(h.Secret, in.Header, in.Body, now)
-}
-
-// hookTodoKey is the idempotency key of the todo a delivery makes: the
-// delivery id in the hook's namespace (see Deliver).
-func hookTodoKey(hookID, deliveryID string) string { return "hook:" + hookID + ":" + deliveryID }
-
 func (s *Service) countDelivery(kind, outcome string) {
 	if m, ok := s.metrics.(HookMetrics); ok {
 		m.HookDelivery(kind, outcome)
@@ -371,15 +317,15 @@ func (s *Service) countDelivery(kind, outcome string) {
 
 // refuse logs, counts and (within the refusal budget) records a refused
 // delivery and returns err. The body is never logged or echoed.
-func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, reason string, err error) (DeliveryResult, error) {
-	return s.refuseAs(ctx, h, now, domain.DeliveryRefused, reason, err)
+func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, r intake.Refusal) (DeliveryResult, error) {
+	return s.refuseAs(ctx, h, now, domain.DeliveryRefused, r.Reason, r.Err)
 }
 
 // refuseAs is refuse counted under outcome (refused or rate_limited).
 func (s *Service) refuseAs(ctx context.Context, h domain.Hook, now time.Time, outcome, reason string, err error) (DeliveryResult, error) {
 	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
 	s.countDelivery(h.Kind, outcome)
-	if ok, _ := s.intakeLimits().refusals.Allow(h.ID, now); ok {
+	if ok, _ := s.hookRefusals.Allow(h.ID, now); ok {
 		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
 			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
 		if rerr != nil && !errors.Is(rerr, domain.ErrNotFound) {
@@ -389,129 +335,61 @@ func (s *Service) refuseAs(ctx context.Context, h domain.Hook, now time.Time, ou
 	return DeliveryResult{}, err
 }
 
-var errBadSignature = &domain.Error{Code: domain.CodeUnauthenticated, Detail: "the delivery's signature is missing or does not verify with this hook's secret"}
+func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, payload []byte, now time.Time) (DeliveryResult, error) {
+	// Verified: from here on the sender is the repository's webhook.
+	v, r := intake.ReadGitHub(h, in.Header, payload, now, newID)
+	if r != nil {
+		return s.refuse(ctx, h, now, *r)
+	}
+	if v.Todo != nil {
+		if _, r, err := s.hookAgent(ctx, h); r != nil || err != nil {
+			return s.refuseOr(ctx, h, now, r, err)
+		}
+	}
+	return s.record(ctx, h, v)
+}
 
-func (s *Service) verifyErr(ctx context.Context, h domain.Hook, now time.Time, err error) (DeliveryResult, error) {
-	switch {
-	case errors.Is(err, intake.ErrUnsigned):
-		return s.refuse(ctx, h, now, "missing signature", errBadSignature)
-	case errors.Is(err, intake.ErrBadSignature):
-		return s.refuse(ctx, h, now, "bad signature", errBadSignature)
-	case errors.Is(err, intake.ErrStale):
-		return s.refuse(ctx, h, now, "stale timestamp", domain.Errorf(domain.CodeInvalidArgument,
-			"webhook-timestamp is more than %s away from the server's time", intake.Tolerance))
-	case errors.Is(err, intake.ErrContentType):
-		return s.refuse(ctx, h, now, "unsupported content type", &domain.Error{Code: domain.CodeInvalidArgument, Reason: "unsupported_media_type",
-			Detail: "Content-Type must be application/json (or application/x-www-form-urlencoded for GitHub)"})
+func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
+	key, r := intake.StandardKey(in.Header)
+	if r != nil {
+		return s.refuse(ctx, h, now, *r)
+	}
+	body, err := intake.DecodeStandard(in.Body)
+	if err != nil {
+		return s.refuse(ctx, h, now, intake.Refusal{Reason: "bad body", Err: domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object {title, queue?, kind?, payload?}: %v", errors.Unwrap(err))})
+	}
+	a, r, err := s.hookAgent(ctx, h)
+	if r != nil || err != nil {
+		return s.refuseOr(ctx, h, now, r, err)
+	}
+	v, r := intake.ReadStandard(h, a, key, body, now, newID)
+	if r != nil {
+		return s.refuse(ctx, h, now, *r)
+	}
+	return s.record(ctx, h, v)
+}
+
+// hookAgent reads the hook's agent; a revoked one refuses the delivery.
+func (s *Service) hookAgent(ctx context.Context, h domain.Hook) (domain.Agent, *intake.Refusal, error) {
+	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
+	if err == nil && a.Revoked() {
+		return a, &intake.Refusal{Reason: "agent revoked", Err: domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos")}, nil
+	}
+	return a, nil, err
+}
+
+// refuseOr refuses the delivery for r, or fails it with err.
+func (s *Service) refuseOr(ctx context.Context, h domain.Hook, now time.Time, r *intake.Refusal, err error) (DeliveryResult, error) {
+	if r != nil {
+		return s.refuse(ctx, h, now, *r)
 	}
 	return DeliveryResult{}, err
 }
 
-// deliveryKey checks a delivery id header: required, one line, ≤ 200 bytes.
-func deliveryKey(name, v string) error {
-	if v == "" {
-		return domain.Errorf(domain.CodeInvalidArgument, "the %s header is required", name)
-	}
-	if err := validText("key", v, domain.MaxKeyLen, true); err != nil {
-		return domain.Errorf(domain.CodeInvalidArgument, "the %s header must be one line of at most %d bytes", name, domain.MaxKeyLen)
-	}
-	return nil
-}
-
-func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, payload []byte, now time.Time) (DeliveryResult, error) {
-	// Verified: from here on the sender is the repository's webhook.
-	key, event := in.Header.Get(intake.HeaderGitHubDelivery), in.Header.Get(intake.HeaderGitHubEvent)
-	if err := deliveryKey("X-GitHub-Delivery", key); err != nil {
-		return s.refuse(ctx, h, now, "no delivery id", err)
-	}
-	if err := validCode("event", event); err != nil || event == "" {
-		return s.refuse(ctx, h, now, "no event", domain.Errorf(domain.CodeInvalidArgument, "the X-GitHub-Event header must name an event"))
-	}
-	ev, known, err := intake.DecodeGitHub(event, payload)
-	if err != nil {
-		return s.refuse(ctx, h, now, "body is not a "+event+" event", domain.Errorf(domain.CodeInvalidArgument, "the body is not a valid %s event", event))
-	}
-	d := domain.HookDelivery{ID: newID(), HookID: h.ID, Key: key, Event: ev.Event, Action: ev.Action, ReceivedAt: now}
-	var todo *domain.Todo
-	switch {
-	case event == "ping":
-		d.Outcome = domain.DeliveryPing
-	case !known || !ev.Supported():
-		d.Outcome, d.Reason = domain.DeliveryIgnored, "event or action not taken"
-	default:
-		if ok, why := intake.Match(h.Filter, ev); !ok {
-			d.Outcome, d.Reason = domain.DeliveryIgnored, why
-			break
-		}
-		a, err := s.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
-		if err != nil {
-			return DeliveryResult{}, err
-		}
-		if a.Revoked() {
-			return s.refuse(ctx, h, now, "agent revoked", domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos"))
-		}
-		payload, _ := json.Marshal(struct {
-			intake.Event
-			Delivery string `json:"delivery"`
-		}{ev, key})
-		kind := h.KindLabel
-		if kind == "" {
-			kind = ev.Event
-		}
-		d.Outcome = domain.DeliveryCreated
-		todo = &domain.Todo{ID: newID(), AgentID: h.AgentID, Queue: h.Queue, Title: intake.Render(h.TitleTemplate, ev),
-			Payload: payload, Kind: kind, Source: domain.HookGitHub, IdempotencyKey: hookTodoKey(h.ID, key), PushEligible: true,
-			CreatedBy: "hook:" + h.ID, State: domain.TodoPending, MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
-	}
-	return s.record(ctx, h, d, todo)
-}
-
-// standardSource is the todo source of a Standard Webhooks delivery.
-const standardSource = "webhook"
-
-func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
-	key := in.Header.Get(intake.HeaderStandardID)
-	if err := deliveryKey("webhook-id", key); err != nil {
-		return s.refuse(ctx, h, now, "bad webhook-id", err)
-	}
-	body, err := intake.DecodeStandard(in.Body)
-	if err != nil {
-		return s.refuse(ctx, h, now, "bad body", domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object {title, queue?, kind?, payload?}: %v", errors.Unwrap(err)))
-	}
-	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
-	if err != nil {
-		return DeliveryResult{}, err
-	}
-	if a.Revoked() {
-		return s.refuse(ctx, h, now, "agent revoked", domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos"))
-	}
-	queue := h.Queue
-	if body.Queue != "" {
-		if !a.Scope.HasQueue(body.Queue) {
-			return s.refuse(ctx, h, now, "queue not in scope", domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in the agent's scope", body.Queue).At("/queue"))
-		}
-		queue = body.Queue
-	}
-	kind := body.Kind
-	if kind == "" {
-		kind = h.KindLabel
-	}
-	if err := validCode("kind", kind); err != nil {
-		return s.refuse(ctx, h, now, "bad kind", err)
-	}
-	if err := validJSON("payload", body.Payload, domain.MaxPayloadLen); err != nil {
-		return s.refuse(ctx, h, now, "bad payload", err)
-	}
-	d := domain.HookDelivery{ID: newID(), HookID: h.ID, Key: key, Event: kind, Outcome: domain.DeliveryCreated, ReceivedAt: now}
-	todo := &domain.Todo{ID: newID(), AgentID: h.AgentID, Queue: queue, Title: intake.Safe(body.Title, "webhook delivery"),
-		Payload: body.Payload, Kind: kind, Source: standardSource, IdempotencyKey: hookTodoKey(h.ID, key), PushEligible: true,
-		CreatedBy: "hook:" + h.ID, State: domain.TodoPending, MaxAttempts: domain.DefaultMaxAttempts, CreatedAt: now, UpdatedAt: now}
-	return s.record(ctx, h, d, todo)
-}
-
 // record writes the delivery (and its todo) and rings after commit.
-func (s *Service) record(ctx context.Context, h domain.Hook, d domain.HookDelivery, todo *domain.Todo) (DeliveryResult, error) {
-	res, err := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: d, Todo: todo})
+func (s *Service) record(ctx context.Context, h domain.Hook, v intake.Verified) (DeliveryResult, error) {
+	d := v.Delivery
+	res, err := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: d, Todo: v.Todo})
 	if errors.Is(err, domain.ErrNotFound) {
 		return DeliveryResult{}, domain.Errorf(domain.CodeNotFound, "hook %q not found", h.ID) // deleted meanwhile
 	}

@@ -147,7 +147,7 @@ func (s *Service) SetPresence(ctx context.Context, by domain.Person, ref string,
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	after, _, err := s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
+	after, _, err := s.applyPresence(ctx, a, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, now time.Time) (presence.Change, error) {
 		return presence.OperatorOverride(cur, by.ID, in.Presence, in.Until, now)
 	})
 	if err != nil {
@@ -162,7 +162,7 @@ func (s *Service) ClearPresence(ctx context.Context, by domain.Person, ref strin
 	if err != nil {
 		return AgentPresence{}, err
 	}
-	after, _, err := s.applyPresence(ctx, a.ID, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, _ time.Time) (presence.Change, error) {
+	after, _, err := s.applyPresence(ctx, a, "operator:"+by.ID, ReasonOperator, func(cur presence.Inputs, _ time.Time) (presence.Change, error) {
 		if cur.Override == "" {
 			return presence.Change{Action: presence.Keep}, nil
 		}
@@ -209,13 +209,14 @@ func (s *Service) SetShift(ctx context.Context, by domain.Person, ref string, sh
 	return s.agentPresence(ctx, &a)
 }
 
-// applyPresence reads the agent row, lets decide compute the override
-// change, writes it with an audit entry (unless Keep), logs one line,
+// applyPresence takes the agent row just read (OwnedAgent: the verbs
+// decide on stored state, not on a cache, and read it once), lets decide
+// compute the override change, writes it with an audit entry (unless Keep), logs one line,
 // signals every instance and evaluates the transition right away
 // (design: Presence evaluator). It returns the row
 // after the change (the unchanged row on Keep) and the decision time.
-func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (domain.Agent, time.Time, error) {
-	return s.applyPresenceOnce(ctx, agentID, actor, cause, false, func(cur presence.Inputs, b presence.Budget, now time.Time) (presence.Change, presence.Budget, error) {
+func (s *Service) applyPresence(ctx context.Context, a domain.Agent, actor, cause string, decide func(presence.Inputs, time.Time) (presence.Change, error)) (domain.Agent, time.Time, error) {
+	return s.applyPresenceOnce(ctx, a, actor, cause, false, func(cur presence.Inputs, b presence.Budget, now time.Time) (presence.Change, presence.Budget, error) {
 		ch, err := decide(cur, now)
 		return ch, b, err
 	})
@@ -226,17 +227,13 @@ func (s *Service) applyPresence(ctx context.Context, agentID, actor, cause strin
 // ledger is written with the override when it changed). With guarded the
 // write happens only while the override columns still hold what decide
 // saw, else store.ErrPresenceChanged.
-func (s *Service) applyPresenceOnce(ctx context.Context, agentID, actor, cause string, guarded bool, decide func(presence.Inputs, presence.Budget, time.Time) (presence.Change, presence.Budget, error)) (domain.Agent, time.Time, error) {
-	a, err := s.freshAgent(ctx, agentID)
-	if err != nil {
-		return domain.Agent{}, time.Time{}, err
-	}
+func (s *Service) applyPresenceOnce(ctx context.Context, a domain.Agent, actor, cause string, guarded bool, decide func(presence.Inputs, presence.Budget, time.Time) (presence.Change, presence.Budget, error)) (domain.Agent, time.Time, error) {
 	if a.Revoked() {
 		return domain.Agent{}, time.Time{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; its presence cannot change", a.Handle)
 	}
 	now := s.now()
 	cur := s.inputsOf(&a)
-	b := budgetOf(&a)
+	b := presence.BudgetOf(&a)
 	ch, nb, err := decide(cur, b, now)
 	if err != nil {
 		return domain.Agent{}, time.Time{}, err
@@ -269,7 +266,7 @@ func (s *Service) applyPresenceOnce(ctx context.Context, agentID, actor, cause s
 		return domain.Agent{}, time.Time{}, err
 	}
 	if err != nil {
-		return domain.Agent{}, time.Time{}, storeErr(err, fmt.Sprintf("agent %q not found", agentID), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
+		return domain.Agent{}, time.Time{}, storeErr(err, fmt.Sprintf("agent %q not found", a.ID), fmt.Sprintf("agent %s is revoked; its presence cannot change", a.Handle))
 	}
 	if cause == ReasonClockIn && ch.Action == presence.Set && ch.Override.Presence == presence.Out {
 		cause = evaluator.ReasonClockOut
@@ -289,16 +286,6 @@ func (s *Service) afterPresenceWrite(ctx context.Context, a *domain.Agent, oldP 
 	}
 }
 
-// budgetOf returns the agent's self clock-in budget (design: Self clock-in cap): the
-// owner's cap and the stored ledger.
-func budgetOf(a *domain.Agent) presence.Budget {
-	b := presence.Budget{Cap: time.Duration(a.SelfClockInCap), Used: a.Presence.SelfInUsed}
-	if a.Presence.SelfInStretch != nil {
-		b.Stretch = *a.Presence.SelfInStretch
-	}
-	return b
-}
-
 // applyAgentPresence applies an agent's own self verb (clock_in, clock_out)
 // with the override guard: a write of the owner's that lands between the
 // read and the write (an operator out override) is never overwritten; the
@@ -306,7 +293,11 @@ func budgetOf(a *domain.Agent) presence.Budget {
 // the owner's word beats the agent's).
 func (s *Service) applyAgentPresence(ctx context.Context, agentID, cause string, decide func(presence.Inputs, presence.Budget, time.Time) (presence.Change, presence.Budget, error)) (domain.Agent, time.Time, error) {
 	for attempt := 0; ; attempt++ {
-		a, now, err := s.applyPresenceOnce(ctx, agentID, "agent:"+agentID, cause, true, decide)
+		a, err := s.freshAgent(ctx, agentID)
+		if err != nil {
+			return domain.Agent{}, time.Time{}, err
+		}
+		a, now, err := s.applyPresenceOnce(ctx, a, "agent:"+agentID, cause, true, decide)
 		if !errors.Is(err, store.ErrPresenceChanged) {
 			return a, now, err
 		}
@@ -345,6 +336,6 @@ func (s *Service) SetSelfClockInCap(ctx context.Context, by domain.Person, ref, 
 		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), fmt.Sprintf("agent %s is revoked; it cannot be changed", a.Handle))
 	}
 	s.log.Info("self clock-in cap changed", "agent", a.Handle, "agent_id", a.ID, "cap", presence.FormatCap(d), "by", by.ID)
-	s.signalPresence(ctx, a.ID, "")
+	s.configWritten(ctx, &updated)
 	return updated, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/bus"
@@ -26,60 +24,12 @@ import (
 //     person.deactivate, token.create, token.revoke, admin.recover,
 //     agent.hand_over.
 
-// TokenTouchEvery bounds how often a token's last_used_at is written
-// (per token and instance).
-const TokenTouchEvery = time.Minute
-
-// MaxTokenNameLen bounds token names (bytes).
-const MaxTokenNameLen = 100
-
-// RecheckInterval is how often open streams and connections re-check their
-// credential or token (design: Revocation within 5 s: revocation holds within 5 s on every
-// instance even when a bus signal is lost).
-const RecheckInterval = 2 * time.Second
-
-// CredentialCacheTTL is how long an MCP credential lookup is reused
-// (design: Credential cache). A revoke invalidates it at once on the instance that
-// revoked and, through the bus, on the others; a lost signal is bounded by
-// this TTL.
-const CredentialCacheTTL = 2 * time.Second
-
-func requireAdmin(by domain.Person, what string) error {
-	if !by.Admin {
-		return &domain.Error{Code: domain.CodeForbidden, Reason: "admin_required", Detail: what + " needs an admin"}
-	}
-	return nil
-}
-
-func validPersonName(n string) error {
-	if strings.TrimSpace(n) == "" {
-		return domain.Errorf(domain.CodeInvalidArgument, "name is required").At("/name")
-	}
-	return validDisplayName(n)
-}
-
-func validRole(r string) error {
-	if !domain.ValidRole(r) {
-		return domain.Errorf(domain.CodeInvalidArgument, "role %q must be %s or %s", r, domain.RoleAdmin, domain.RoleMember).At("/role")
-	}
-	return nil
-}
-
 func (s *Service) mint(personID, name string, expires *time.Time, now time.Time) (domain.PersonToken, string, error) {
-	if strings.TrimSpace(name) == "" {
-		return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "name is required").At("/name")
+	t, err := domain.NewPersonToken(newID(), personID, name, expires, now)
+	if err != nil {
+		return domain.PersonToken{}, "", err
 	}
-	if err := validDisplayName(name); err != nil || len(name) > MaxTokenNameLen {
-		return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "name must be at most %d bytes of UTF-8 without control characters", MaxTokenNameLen).At("/name")
-	}
-	if expires != nil {
-		e := expires.UTC().Truncate(time.Microsecond)
-		if !e.After(now) {
-			return domain.PersonToken{}, "", domain.Errorf(domain.CodeInvalidArgument, "expires_at must be in the future").At("/expires_at")
-		}
-		expires = &e
-	}
-	return domain.PersonToken{ID: newID(), PersonID: personID, Name: name, CreatedAt: now, ExpiresAt: expires}, NewToken(PersonTokenPrefix), nil
+	return t, NewToken(PersonTokenPrefix), nil
 }
 
 // CreatePerson creates a person with its first token (named "first",
@@ -89,13 +39,13 @@ func (s *Service) CreatePerson(ctx context.Context, by domain.Person, in PersonI
 	if err := requireAdmin(by, "creating a person"); err != nil {
 		return PersonCreated{}, err
 	}
-	if err := validPersonName(in.Name); err != nil {
+	if err := domain.ValidatePersonName(in.Name); err != nil {
 		return PersonCreated{}, err
 	}
 	if in.Role == "" {
 		in.Role = domain.RoleMember
 	}
-	if err := validRole(in.Role); err != nil {
+	if err := domain.ValidateRole(in.Role); err != nil {
 		return PersonCreated{}, err
 	}
 	now := s.now()
@@ -149,12 +99,12 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 		return domain.Person{}, storeErr(err, fmt.Sprintf("person %q not found", id), "")
 	}
 	if in.Name != nil {
-		if err := validPersonName(*in.Name); err != nil {
+		if err := domain.ValidatePersonName(*in.Name); err != nil {
 			return domain.Person{}, err
 		}
 	}
 	if in.Role != nil {
-		if err := validRole(*in.Role); err != nil {
+		if err := domain.ValidateRole(*in.Role); err != nil {
 			return domain.Person{}, err
 		}
 	}
@@ -288,146 +238,6 @@ func (s *Service) RecoverAdmin(ctx context.Context) (domain.Person, string, erro
 	return p, secret, err
 }
 
-// --- authentication of persons ---
-
-// personByToken resolves a personal token into its active person with
-// TokenID set, and records the use (at most once per TokenTouchEvery).
-// Errors: unauthenticated (unknown, revoked or expired token, deactivated
-// person).
-func (s *Service) personByToken(ctx context.Context, token string) (domain.Person, error) {
-	if !strings.HasPrefix(token, PersonTokenPrefix) {
-		return domain.Person{}, errUnauthenticated
-	}
-	p, t, err := s.store.TokenByHash(ctx, HashToken(token))
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Person{}, errUnauthenticated
-	}
-	if err != nil {
-		return domain.Person{}, err
-	}
-	now := s.now()
-	switch {
-	case t.RevokedAt != nil:
-		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "token_revoked", Detail: "this token was revoked"}
-	case !t.Usable(now):
-		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "token_expired", Detail: "this token expired; create a new one"}
-	case !p.Active:
-		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "person_deactivated", Detail: "this person was deactivated"}
-	}
-	p.TokenID = t.ID
-	s.touch(ctx, t.ID, now)
-	return p, nil
-}
-
-func (s *Service) touch(ctx context.Context, tokenID string, now time.Time) {
-	s.team.mu.Lock()
-	last, ok := s.team.touched[tokenID]
-	if ok && now.Sub(last) < TokenTouchEvery {
-		s.team.mu.Unlock()
-		return
-	}
-	if len(s.team.touched) > 10000 {
-		clear(s.team.touched)
-	}
-	s.team.touched[tokenID] = now
-	s.team.mu.Unlock()
-	if err := s.store.TouchToken(ctx, store.TouchTokenParams{ID: tokenID, At: now, Every: TokenTouchEvery}); err != nil {
-		s.log.Warn("recording a token's last use failed", "token_id", tokenID, "err", err)
-	}
-}
-
-// CheckPersonToken re-checks the token a stream was opened with: nil while
-// it still authenticates its person. Errors: unauthenticated.
-func (s *Service) CheckPersonToken(ctx context.Context, tokenID string) error {
-	p, t, err := s.store.TokenByID(ctx, tokenID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return errUnauthenticated
-	}
-	if err != nil {
-		return err
-	}
-	if !t.Usable(s.now()) || !p.Active {
-		return errUnauthenticated
-	}
-	return nil
-}
-
-// --- console sessions ---
-
-// StartConsoleSession signs a person in to the console with a personal
-// token: it creates the server-side session row the cookie will name.
-// Errors: unauthenticated.
-func (s *Service) StartConsoleSession(ctx context.Context, token string, ttl time.Duration) (domain.Person, domain.ConsoleSession, error) {
-	p, err := s.personByToken(ctx, token)
-	if err != nil {
-		return domain.Person{}, domain.ConsoleSession{}, err
-	}
-	now := s.now()
-	cs := domain.ConsoleSession{ID: NewToken(""), PersonID: p.ID, TokenID: p.TokenID, CreatedAt: now, ExpiresAt: now.Add(ttl)}
-	if err := s.store.CreateConsoleSession(ctx, cs); err != nil {
-		return domain.Person{}, domain.ConsoleSession{}, err
-	}
-	p.SessionID = cs.ID
-	return p, cs, nil
-}
-
-// ConsoleSession resolves a console session id: the person while the
-// session is live (not signed out, not expired), its token usable and the
-// person active. Errors: unauthenticated.
-func (s *Service) ConsoleSession(ctx context.Context, id string) (domain.Person, error) {
-	cs, t, p, err := s.store.ConsoleSessionByID(ctx, id)
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Person{}, errUnauthenticated
-	}
-	if err != nil {
-		return domain.Person{}, err
-	}
-	now := s.now()
-	if !cs.Live(now) || !t.Usable(now) || !p.Active {
-		return domain.Person{}, errUnauthenticated
-	}
-	p.TokenID, p.SessionID = t.ID, cs.ID
-	return p, nil
-}
-
-// EndConsoleSession signs a console session out (every instance sees the
-// ended row on the next request).
-func (s *Service) EndConsoleSession(ctx context.Context, id string) error {
-	return s.store.EndConsoleSession(ctx, id, s.now())
-}
-
-// --- signals and the MCP credential cache ---
-
-type teamState struct {
-	mu      sync.Mutex
-	touched map[string]time.Time // token id → last touch written by this instance
-
-	credMu sync.Mutex
-	creds  map[string]credEntry // credential hash → lookup
-
-	verdictMu sync.Mutex
-	verdicts  map[string]verdict // token hash → MayAuthenticate's answer
-}
-
-// verdict is a remembered answer of MayAuthenticate: ok for a person token
-// that authenticated, !ok for a hash no credential has.
-type verdict struct {
-	ok bool
-	at time.Time
-}
-
-type credEntry struct {
-	p  domain.Principal
-	at time.Time
-}
-
-func (s *Service) initTeam() {
-	s.team.touched = map[string]time.Time{}
-	s.team.creds = map[string]credEntry{}
-	s.team.verdicts = map[string]verdict{}
-	bus.Listen(s.bus, s.onTeam, nil)
-}
-
 // teamSignal tells every instance (this one at once) that a token or a
 // person can no longer authenticate, or that an agent changed owner.
 func (s *Service) teamSignal(ctx context.Context, sig bus.Team) {
@@ -447,207 +257,6 @@ func (s *Service) onTeam(sig bus.Team) {
 		s.forgetCredentials(sig.ID) // cached lookups carry the old owner
 		s.events.SetOwner(sig.ID, sig.OwnerID, sig.Handle)
 	}
-}
-
-// AuthenticateAgentCached is AuthenticateAgent with a short-lived cache
-// (CredentialCacheTTL) for MCP requests: a tool call does not look its
-// credential up in the store every time. Revoking, rotating or
-// deactivating invalidates the agent's entries at once on this instance
-// and on the others when the bus signal arrives.
-func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (domain.Principal, error) {
-	if !strings.HasPrefix(token, AgentTokenPrefix) {
-		return domain.Principal{}, errUnauthenticated
-	}
-	h := HashToken(token)
-	now := s.clock.Now()
-	if p, ok := s.cachedCredential(h, now); ok {
-		return p, nil
-	}
-	p, err := s.AuthenticateAgent(ctx, token)
-	if err != nil {
-		s.team.credMu.Lock()
-		delete(s.team.creds, h)
-		s.team.credMu.Unlock()
-		return p, err
-	}
-	s.cacheCredential(h, p, now)
-	return p, nil
-}
-
-// cacheCredential remembers the lookup p of the credential hash h, made at
-// now (bounded: see putBounded).
-func (s *Service) cacheCredential(h string, p domain.Principal, now time.Time) {
-	a := *p.Agent
-	s.team.credMu.Lock()
-	defer s.team.credMu.Unlock()
-	putBounded(s.team.creds, h, credEntry{p: domain.Principal{Agent: &a, CredentialID: p.CredentialID}, at: now}, now,
-		func(e credEntry) time.Time { return e.at })
-}
-
-// putBounded stores v under k in m, a cache whose entries expire
-// CredentialCacheTTL after at(entry): at 10 000 entries the expired ones
-// go, and if none had expired, all. Callers hold m's lock.
-func putBounded[V any](m map[string]V, k string, v V, now time.Time, at func(V) time.Time) {
-	if len(m) >= 10000 {
-		for key, e := range m {
-			if now.Sub(at(e)) >= CredentialCacheTTL {
-				delete(m, key)
-			}
-		}
-		if len(m) >= 10000 {
-			clear(m)
-		}
-	}
-	m[k] = v
-}
-
-// cachedCredential returns the cached lookup of the credential hash h while
-// it is younger than CredentialCacheTTL.
-func (s *Service) cachedCredential(h string, now time.Time) (domain.Principal, bool) {
-	s.team.credMu.Lock()
-	e, ok := s.team.creds[h]
-	s.team.credMu.Unlock()
-	if !ok || now.Sub(e.at) >= CredentialCacheTTL || now.Sub(e.at) < 0 {
-		return domain.Principal{}, false
-	}
-	a := *e.p.Agent
-	return domain.Principal{Agent: &a, CredentialID: e.p.CredentialID}, true
-}
-
-// MayAuthenticate reports whether a bearer token could authenticate: the
-// edge's check of a client over the failed-auth limit (design: The
-// failed-auth limit). false means it certainly cannot — not a Rollcall
-// token, no credential has its hash, a revoked agent, a revoked or expired
-// token, a deactivated person; true means the handler decides (it
-// authenticates, or the agent is inactive, or the store could not tell).
-//
-// A token seen within CredentialCacheTTL costs no store round trip: an
-// agent credential that authenticated is in the credential cache (where the
-// MCP request that follows finds it), a person token that authenticated
-// and a hash no credential has are remembered here. Remembering an unknown
-// hash refuses no credential created later, on this instance or another:
-// a new credential is 256 fresh random bits (NewToken), so its hash is
-// never one that was looked up before. A remembered yes that has gone stale
-// (a token revoked since) only lets the handler answer. Otherwise it costs
-// one indexed lookup by hash, and never records a token's use.
-func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
-	agent := strings.HasPrefix(token, AgentTokenPrefix)
-	if !agent && !strings.HasPrefix(token, PersonTokenPrefix) {
-		return false
-	}
-	h := HashToken(token)
-	now := s.clock.Now()
-	if agent {
-		if _, ok := s.cachedCredential(h, now); ok {
-			return true
-		}
-	}
-	s.team.verdictMu.Lock()
-	v, seen := s.team.verdicts[h]
-	s.team.verdictMu.Unlock()
-	if seen && now.Sub(v.at) < CredentialCacheTTL && now.Sub(v.at) >= 0 {
-		return v.ok
-	}
-	var ok bool
-	var err error
-	if agent {
-		ok, err = s.agentMayAuthenticate(ctx, h, now)
-	} else {
-		ok, err = s.personMayAuthenticate(ctx, h, now)
-	}
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		s.rememberVerdict(h, false, now)
-		return false
-	case err != nil:
-		return true // the store could not tell: the handler decides
-	}
-	return ok
-}
-
-// agentMayAuthenticate looks the agent credential hash h up for
-// MayAuthenticate: false for a revoked agent; an active agent's lookup goes
-// into the credential cache. Errors: the store's (domain.ErrNotFound for an
-// unknown hash).
-func (s *Service) agentMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
-	a, credID, err := s.store.AgentByCredentialHash(ctx, h)
-	if err != nil {
-		return false, err
-	}
-	if a.Active && !a.Revoked() {
-		s.cacheCredential(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
-	}
-	return !a.Revoked(), nil
-}
-
-// personMayAuthenticate looks the person token hash h up for
-// MayAuthenticate: false for a revoked or expired token or a deactivated
-// person; a yes is remembered. Errors: the store's (domain.ErrNotFound for
-// an unknown hash).
-func (s *Service) personMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
-	p, t, err := s.store.TokenByHash(ctx, h)
-	if err != nil {
-		return false, err
-	}
-	ok := t.RevokedAt == nil && t.Usable(s.now()) && p.Active
-	if ok {
-		s.rememberVerdict(h, true, now)
-	}
-	return ok, nil
-}
-
-// rememberVerdict records MayAuthenticate's answer for the token hash h,
-// bounded like the credential cache.
-func (s *Service) rememberVerdict(h string, ok bool, now time.Time) {
-	s.team.verdictMu.Lock()
-	defer s.team.verdictMu.Unlock()
-	putBounded(s.team.verdicts, h, verdict{ok: ok, at: now}, now, func(v verdict) time.Time { return v.at })
-}
-
-// forgetCredentials drops the cached lookups of an agent.
-func (s *Service) forgetCredentials(agentID string) {
-	s.team.credMu.Lock()
-	for k, v := range s.team.creds {
-		if v.p.Agent.ID == agentID {
-			delete(s.team.creds, k)
-		}
-	}
-	s.team.credMu.Unlock()
-}
-
-// LiveCredentials reports which agent credential ids still authenticate
-// (credential unrevoked, agent active and unrevoked).
-func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
-	return s.store.LiveCredentials(ctx, ids)
-}
-
-// NoLongerValid is the periodic re-check of open gateway connections and
-// MCP sessions (design: Revocation within 5 s; every RecheckInterval): byCred maps each
-// credential id to what it holds open; one store query (bounded by 10 s)
-// finds the credentials that no longer authenticate, and their holders are
-// returned for closing. A store error returns it and nothing to close: the
-// holders stay until a check can tell.
-func NoLongerValid[T any](s *Service, byCred map[string][]T) ([]T, error) {
-	if len(byCred) == 0 {
-		return nil, nil
-	}
-	ids := make([]string, 0, len(byCred))
-	for id := range byCred {
-		ids = append(ids, id)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	live, err := s.LiveCredentials(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	var dead []T
-	for id, held := range byCred {
-		if !live[id] {
-			dead = append(dead, held...)
-		}
-	}
-	return dead, nil
 }
 
 // ListAgentsOf lists the agents of another person, ordered by handle, so an

@@ -6,50 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
-
-// validText checks a one-line text field: valid UTF-8, at most max bytes,
-// no control characters (NUL, line breaks, escapes …).
-func validText(field, v string, max int, required bool) error {
-	if required && strings.TrimSpace(v) == "" {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s is required", field).At("/" + field)
-	}
-	if len(v) > max || !utf8.ValidString(v) {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s must be valid UTF-8 of at most %d bytes", field, max).At("/" + field)
-	}
-	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s contains a control character (U+%04X) at byte %d; it must be one line of text", field, []rune(v[i:])[0], i).At("/" + field)
-	}
-	return nil
-}
-
-// validNote checks free text that may span lines (a failure reason): valid
-// UTF-8, at most max bytes, no NUL.
-func validNote(field, v string, max int) error {
-	if len(v) > max || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s must be valid UTF-8 without NUL bytes, at most %d bytes", field, max).At("/" + field)
-	}
-	return nil
-}
-
-func validJSON(field string, raw json.RawMessage, max int) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	if len(raw) > max {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s is %d bytes; at most %d are allowed", field, len(raw), max).At("/" + field)
-	}
-	if !json.Valid(raw) || !utf8.Valid(raw) {
-		return domain.Errorf(domain.CodeInvalidArgument, "%s is not valid JSON in UTF-8", field).At("/" + field)
-	}
-	return nil
-}
 
 // PushTodo creates a todo for an agent the person owns (attributed to the
 // owner and push-eligible; design: Push eligibility, Idempotency keys). With an idempotency key that a live
@@ -76,19 +37,19 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 	if strings.TrimSpace(in.Title) == "" {
 		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "title is required").At("/title")
 	}
-	if err := validNote("title", in.Title, domain.MaxTitleLen); err != nil {
+	if err := domain.ValidateNote("title", in.Title, domain.MaxTitleLen); err != nil {
 		return domain.Todo{}, false, err
 	}
-	if err := validJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
+	if err := domain.ValidateJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
 		return domain.Todo{}, false, err
 	}
-	if err := validCode("kind", in.Kind); err != nil {
+	if err := domain.ValidateCode("kind", in.Kind); err != nil {
 		return domain.Todo{}, false, err
 	}
-	if err := validCode("source", in.Source); err != nil {
+	if err := domain.ValidateCode("source", in.Source); err != nil {
 		return domain.Todo{}, false, err
 	}
-	if err := validText("idempotency_key", in.IdempotencyKey, domain.MaxKeyLen, false); err != nil {
+	if err := domain.ValidateText("idempotency_key", in.IdempotencyKey, domain.MaxKeyLen, false); err != nil {
 		return domain.Todo{}, false, err
 	}
 	if in.MaxAttempts < 0 || in.MaxAttempts > 100 {
@@ -126,24 +87,6 @@ func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 	}
 }
 
-func checkTodoFilter(f *TodoFilter) error {
-	if f.Queue != "" && !domain.ValidName(f.Queue) {
-		return domain.Errorf(domain.CodeInvalidArgument, "queue %q must match ^[a-z0-9][a-z0-9._-]*$", f.Queue).At("/queue")
-	}
-	switch f.State {
-	case "", domain.TodoPending, domain.TodoClaimed, domain.TodoDone, domain.TodoFailed:
-	default:
-		return domain.Errorf(domain.CodeInvalidArgument, "state %q must be one of pending, claimed, done, failed", f.State).At("/state")
-	}
-	if f.Limit < 0 || f.Limit > domain.MaxListLimit {
-		return domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d", domain.MaxListLimit).At("/limit")
-	}
-	if f.Limit == 0 {
-		f.Limit = domain.DefaultListLimit
-	}
-	return nil
-}
-
 // ListAgentTodos lists the todos of an agent the person owns.
 func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref string, f TodoFilter) ([]domain.Todo, error) {
 	a, err := s.OwnedAgent(ctx, by, ref)
@@ -157,7 +100,7 @@ func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref stri
 // (OwnedAgent), without reading the agent again: the console's cards and
 // agent page. Errors: invalid_argument (/state, /limit), the store's.
 func (s *Service) ListTodosOf(ctx context.Context, a *domain.Agent, f TodoFilter) ([]domain.Todo, error) {
-	if err := checkTodoFilter(&f); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
 	p := store.ListTodosParams{AgentID: a.ID, State: f.State, Limit: f.Limit}
@@ -205,7 +148,7 @@ func (s *Service) AgentListTodos(ctx context.Context, a *domain.Agent, f TodoFil
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTodoFilter(&f); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
 	return s.store.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Queues: qs, State: f.State, Limit: f.Limit})
@@ -259,7 +202,7 @@ func (s *Service) Renew(ctx context.Context, a *domain.Agent, todoID string, lea
 
 // Complete is the complete verb; result is optional JSON (≤ 64 KiB).
 func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, result json.RawMessage) (domain.Todo, error) {
-	if err := validJSON("result", result, domain.MaxResultLen); err != nil {
+	if err := domain.ValidateJSON("result", result, domain.MaxResultLen); err != nil {
 		return domain.Todo{}, err
 	}
 	t, err := s.store.CompleteTodo(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: todoID, Result: result, Now: s.now()})
@@ -272,7 +215,7 @@ func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, 
 // Fail is the fail verb: records a failed attempt; retried with backoff
 // until max_attempts, then dead-lettered.
 func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason string) (domain.Todo, error) {
-	if err := validNote("reason", reason, 2000); err != nil {
+	if err := domain.ValidateNote("reason", reason, 2000); err != nil {
 		return domain.Todo{}, err
 	}
 	t, err := s.store.FailTodo(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: s.now()})

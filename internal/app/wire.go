@@ -25,6 +25,7 @@ type (
 	HookInput          = wire.HookInput
 	HookView           = wire.HookView
 	HookSecretResult   = wire.HookSecretResult
+	DeliveryResult     = wire.DeliveryResult
 	PersonInput        = wire.PersonInput
 	PersonUpdate       = wire.PersonUpdate
 	PersonCreated      = wire.PersonCreated

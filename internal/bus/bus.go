@@ -20,9 +20,9 @@ const (
 	// agent) or "<agent_id>:<credential_id>,…" (close the sessions bound to
 	// those credentials) after a revoke or a credential rotation.
 	ChannelAgentSessions = "rollcall_agent_sessions"
-	// ChannelPresence carries "<agent_id>:<cause>[:<origin>]" after a write
-	// that may change an agent's presence (override, shift, readiness, vend,
-	// update); see Presence.
+	// ChannelPresence carries "<agent_id>:<cause>[:<origin>[:<config>]]"
+	// after a write that may change an agent's presence (override, shift,
+	// readiness, vend, update); see Presence.
 	ChannelPresence = "rollcall_presence"
 	// ChannelPresenceTransition carries "<agent_id>:<in|out>:<reason>" from
 	// the one instance that claimed a transition (design: Transition claim).

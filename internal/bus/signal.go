@@ -114,11 +114,53 @@ func (s *AgentSessions) Decode(payload string) error {
 // "clock_out", "operator") or "readiness" (project readiness), which
 // change no configuration. Origin, when set, is the instance that made the
 // write and already cached the row it wrote: its presence cache skips the
-// refresh. Wire form: "<agent_id>:<cause>" or "<agent_id>:<cause>:<origin>".
+// refresh. Config, when set (with Origin), is the configuration the write
+// stored, so a liveness tracker needs no read. Wire form:
+// "<agent_id>:<cause>", "<agent_id>:<cause>:<origin>" or
+// "<agent_id>:<cause>:<origin>:<config>" (AgentConfig's form); an instance
+// that knows no config reads the last part as part of the origin, which is
+// then not its own, and refreshes by reading the row.
 type Presence struct {
 	AgentID string
 	Cause   string
 	Origin  string
+	Config  *AgentConfig
+}
+
+// AgentConfig is what a liveness tracker keeps of an agent's configuration
+// (the agent row after a configuration write). Wire form:
+// "<handle>,<0|1>,<billing_mode>,<tool_class>,<updated_at unix µs>"; the
+// handle, the billing mode and the tool class are names (no "," or ":").
+type AgentConfig struct {
+	Handle                 string
+	Active                 bool // active and not revoked
+	BillingMode, ToolClass string
+	UpdatedAt              time.Time
+}
+
+// ConfigOf returns the configuration of an agent row.
+func ConfigOf(a *domain.Agent) *AgentConfig {
+	return &AgentConfig{Handle: a.Handle, Active: a.Active && !a.Revoked(), BillingMode: a.BillingMode, ToolClass: a.ToolClass, UpdatedAt: a.UpdatedAt}
+}
+
+func (c AgentConfig) encode() string {
+	active := "0"
+	if c.Active {
+		active = "1"
+	}
+	return c.Handle + "," + active + "," + c.BillingMode + "," + c.ToolClass + "," + strconv.FormatInt(c.UpdatedAt.UnixMicro(), 10)
+}
+
+func decodeAgentConfig(s string) (*AgentConfig, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 5 || (parts[1] != "0" && parts[1] != "1") {
+		return nil, fmt.Errorf("agent config %q: want <handle>,<0|1>,<billing_mode>,<tool_class>,<unix_micro>", s)
+	}
+	us, err := strconv.ParseInt(parts[4], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("agent config %q: %w", s, err)
+	}
+	return &AgentConfig{Handle: parts[0], Active: parts[1] == "1", BillingMode: parts[2], ToolClass: parts[3], UpdatedAt: time.UnixMicro(us).UTC()}, nil
 }
 
 // ConfigChanged reports whether the write may have changed the agent's
@@ -131,21 +173,33 @@ func (Presence) Channel() string { return ChannelPresence }
 
 // Encode implements Signal.
 func (s Presence) Encode() string {
-	if s.Origin != "" {
+	switch {
+	case s.Config != nil && s.Origin != "":
+		return s.AgentID + ":" + s.Cause + ":" + s.Origin + ":" + s.Config.encode()
+	case s.Origin != "":
 		return s.AgentID + ":" + s.Cause + ":" + s.Origin
 	}
 	return s.AgentID + ":" + s.Cause
 }
 
-// Decode parses "<agent_id>:<cause>[:<origin>]" (a payload without ":"
-// has no cause).
+// Decode parses "<agent_id>:<cause>[:<origin>[:<config>]]" (a payload
+// without ":" has no cause; a config that does not parse stays part of the
+// origin).
 func (s *Presence) Decode(payload string) error {
 	agentID, rest, _ := strings.Cut(payload, ":")
 	if agentID == "" {
 		return errEmpty
 	}
-	cause, origin, _ := strings.Cut(rest, ":")
-	*s = Presence{AgentID: agentID, Cause: cause, Origin: origin}
+	cause, rest, _ := strings.Cut(rest, ":")
+	*s = Presence{AgentID: agentID, Cause: cause, Origin: rest}
+	if origin, cfg, ok := strings.Cut(rest, ":"); ok {
+		// A configuration that does not parse (a later release's form) is
+		// read as part of the origin, as an earlier release reads it: the
+		// signal still refreshes, by reading the row.
+		if c, err := decodeAgentConfig(cfg); err == nil {
+			s.Origin, s.Config = origin, c
+		}
+	}
 	return nil
 }
 
@@ -271,6 +325,31 @@ func (s *LivenessClaims) Decode(payload string) error {
 	return nil
 }
 
+// Batches splits the claims into signals whose payloads each hold at most
+// maxBytes bytes (a single claim longer than that travels alone), in
+// order: under PostgreSQL's NOTIFY limit with maxBytes < 8000.
+func (s LivenessClaims) Batches(maxBytes int) []LivenessClaims {
+	var out []LivenessClaims
+	var cur LivenessClaims
+	size := 0
+	for _, c := range s.Claims {
+		n := len(c.AgentID) + len(c.Instance) + 2 + len(strconv.FormatInt(c.Heartbeat.UnixMicro(), 10))
+		if len(cur.Claims) > 0 && size+1+n > maxBytes {
+			out = append(out, cur)
+			cur, size = LivenessClaims{}, 0
+		}
+		if len(cur.Claims) > 0 {
+			size++ // the newline
+		}
+		size += n
+		cur.Claims = append(cur.Claims, c)
+	}
+	if len(cur.Claims) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // LivenessSync (ChannelLiveness) is sent by a starting (or reconnected)
 // instance: every other instance answers with the claims of the fresh
 // heartbeats it holds. Wire form: "?:<instance_id>".
@@ -289,5 +368,40 @@ func (s *LivenessSync) Decode(payload string) error {
 		return errors.New("liveness claims, not a sync request")
 	}
 	*s = LivenessSync{Instance: inst}
+	return nil
+}
+
+// Event (ChannelEvents) is one operator event for the event hubs of every
+// instance (internal/events; design: Operator event stream). Data is the
+// kind's JSON data; OwnerID, the owner of AgentID, picks the subscribers.
+// Wire form: the JSON object {"id","kind","at","agent_id"?,"owner_id"?,"data"}.
+type Event struct {
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	At      time.Time       `json:"at"`
+	AgentID string          `json:"agent_id,omitempty"`
+	OwnerID string          `json:"owner_id,omitempty"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Channel implements Signal.
+func (Event) Channel() string { return ChannelEvents }
+
+// Encode implements Signal.
+func (s Event) Encode() string {
+	b, _ := json.Marshal(s) // strings, a time and raw JSON (valid, or null when empty)
+	return string(b)
+}
+
+// Decode parses the JSON object; one without an id is an error.
+func (s *Event) Decode(payload string) error {
+	var e Event
+	if err := json.Unmarshal([]byte(payload), &e); err != nil {
+		return err
+	}
+	if e.ID == "" {
+		return errors.New("event without an id")
+	}
+	*s = e
 	return nil
 }

@@ -65,6 +65,37 @@ func (s Scope) HandoffAllowed(agentID, q string) bool {
 	return slices.ContainsFunc(s.Handoff, func(g HandoffGrant) bool { return g.AgentID == agentID && g.Queue == q })
 }
 
+// HandoffTarget returns the grant the hand_off verb uses for to (an agent
+// id or handle) and queue. Errors, with the granted pairs listed:
+// forbidden (no grants), invalid_argument with pointer /to (to missing or
+// not granted) or /queue (queue not granted for to).
+func (s Scope) HandoffTarget(to, queue string) (HandoffGrant, error) {
+	if len(s.Handoff) == 0 {
+		return HandoffGrant{}, Errorf(CodeForbidden, "this agent has no handoff grants")
+	}
+	granted := make([]string, 0, len(s.Handoff))
+	for _, g := range s.Handoff {
+		granted = append(granted, g.Handle+"/"+g.Queue)
+	}
+	list := strings.Join(granted, ", ")
+	if to == "" {
+		return HandoffGrant{}, Errorf(CodeInvalidArgument, "to is required; granted: %s", list).At("/to")
+	}
+	toKnown := false
+	for _, g := range s.Handoff {
+		if g.AgentID == to || g.Handle == to {
+			toKnown = true
+			if g.Queue == queue {
+				return g, nil
+			}
+		}
+	}
+	if !toKnown {
+		return HandoffGrant{}, Errorf(CodeInvalidArgument, "%q is not an agent this agent may hand off to; granted: %s", to, list).At("/to")
+	}
+	return HandoffGrant{}, Errorf(CodeInvalidArgument, "queue %q is not granted for %s; granted: %s", queue, to, list).At("/queue")
+}
+
 // Bounds of a vend or update body (design: Input bounds; api/openapi.yaml
 // maxItems).
 const (

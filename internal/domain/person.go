@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Roles of a person (design: Persons and roles).
 const (
@@ -68,4 +71,44 @@ type ConsoleSession struct {
 // Live reports whether the session is usable at now.
 func (s ConsoleSession) Live(now time.Time) bool {
 	return s.EndedAt == nil && now.Before(s.ExpiresAt)
+}
+
+// MaxTokenNameLen bounds personal token names (bytes).
+const MaxTokenNameLen = 100
+
+// NewPersonToken checks a new personal token's name (required, a display
+// name of at most MaxTokenNameLen bytes) and expiry (in the future, kept in
+// µs UTC) and returns the token id of person personID, created at now.
+// Errors: invalid_argument with pointer /name or /expires_at.
+func NewPersonToken(id, personID, name string, expires *time.Time, now time.Time) (PersonToken, error) {
+	if strings.TrimSpace(name) == "" {
+		return PersonToken{}, Errorf(CodeInvalidArgument, "name is required").At("/name")
+	}
+	if err := ValidateDisplayName(name); err != nil || len(name) > MaxTokenNameLen {
+		return PersonToken{}, Errorf(CodeInvalidArgument, "name must be at most %d bytes of UTF-8 without control characters", MaxTokenNameLen).At("/name")
+	}
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Microsecond)
+		if !e.After(now) {
+			return PersonToken{}, Errorf(CodeInvalidArgument, "expires_at must be in the future").At("/expires_at")
+		}
+		expires = &e
+	}
+	return PersonToken{ID: id, PersonID: personID, Name: name, CreatedAt: now, ExpiresAt: expires}, nil
+}
+
+// ValidatePersonName checks a person's name: required, and a display name.
+func ValidatePersonName(n string) error {
+	if strings.TrimSpace(n) == "" {
+		return Errorf(CodeInvalidArgument, "name is required").At("/name")
+	}
+	return ValidateDisplayName(n)
+}
+
+// ValidateRole checks a person's role (pointer /role): admin or member.
+func ValidateRole(r string) error {
+	if !ValidRole(r) {
+		return Errorf(CodeInvalidArgument, "role %q must be %s or %s", r, RoleAdmin, RoleMember).At("/role")
+	}
+	return nil
 }

@@ -87,16 +87,6 @@ type StreamMissedData struct {
 	Buffer int `json:"buffer"`
 }
 
-// eventWire is an Event as it travels over the bus.
-type eventWire struct {
-	ID      string          `json:"id"`
-	Kind    string          `json:"kind"`
-	At      time.Time       `json:"at"`
-	AgentID string          `json:"agent_id,omitempty"`
-	OwnerID string          `json:"owner_id,omitempty"`
-	Data    json.RawMessage `json:"data"`
-}
-
 // AgentReader is the part of the store the hub reads: an agent's owner and
 // handle, for events whose publisher does not know them.
 type AgentReader interface {
@@ -146,7 +136,7 @@ func New(o Options) *Hub {
 	}
 	e := &Hub{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, subs: map[*Subscription]struct{}{},
 		lastPub: map[string]liveness.PublishPair{}, owners: map[string]agentIdent{}}
-	e.bus.Subscribe(bus.ChannelEvents, e.onBus)
+	bus.Listen(e.bus, e.deliver, func(_ string, err error) { e.log.Warn("malformed event on the bus ignored", "err", err) })
 	return e
 }
 
@@ -176,7 +166,7 @@ func (e *Hub) PresenceTransitionHere(ctx context.Context, agentID, presence, rea
 		return
 	}
 	raw, _ := json.Marshal(PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
-	e.deliver(eventWire{ID: newEventID(), Kind: KindPresenceTransition, At: e.now(),
+	e.deliver(bus.Event{ID: newEventID(), Kind: KindPresenceTransition, At: e.now(),
 		AgentID: agentID, OwnerID: id.owner, Data: raw})
 }
 
@@ -192,28 +182,18 @@ func (e *Hub) Publish(ctx context.Context, kind, agentID, ownerID string, data a
 	if id, ok := e.cachedIdent(agentID); ok {
 		ownerID = id.owner // an agent handed over: its new owner
 	}
-	w := eventWire{ID: newEventID(), Kind: kind, At: e.now(),
+	w := bus.Event{ID: newEventID(), Kind: kind, At: e.now(),
 		AgentID: agentID, OwnerID: ownerID, Data: raw}
-	payload, _ := json.Marshal(w) // strings, a time and raw JSON
-	if err := e.bus.Publish(ctx, bus.ChannelEvents, string(payload)); err != nil {
+	if err := bus.Send(ctx, e.bus, w); err != nil {
 		e.log.Warn("event not broadcast; delivered on this instance only", "kind", kind, "agent_id", agentID, "err", err)
 		e.deliver(w)
 	}
 }
 
-func (e *Hub) onBus(payload string) {
-	var w eventWire
-	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.ID == "" {
-		e.log.Warn("malformed event on the bus ignored", "err", err)
-		return
-	}
-	e.deliver(w)
-}
-
 // deliver appends the event to the ring and hands it to the matching
 // subscribers without blocking: a subscriber whose buffer is full is closed
 // (its client reconnects with Last-Event-ID and resumes from the ring).
-func (e *Hub) deliver(w eventWire) {
+func (e *Hub) deliver(w bus.Event) {
 	ev := Event{ID: w.ID, Kind: w.Kind, At: w.At, AgentID: w.AgentID, Data: w.Data, OwnerID: w.OwnerID}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -38,6 +38,18 @@ func next(t *testing.T, sub *events.Subscription) events.Event {
 	panic("unreachable")
 }
 
+// subscribe subscribes ownerID after lastEventID and closes the
+// subscription when the test ends.
+func subscribe(t *testing.T, h *events.Hub, ownerID, lastEventID string) *events.Subscription {
+	t.Helper()
+	sub, err := h.Subscribe(ownerID, lastEventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	return sub
+}
+
 func changed(state string) events.PresenceChangedData {
 	return events.PresenceChangedData{Agent: "builder", State: state}
 }
@@ -47,11 +59,7 @@ func changed(state string) events.PresenceChangedData {
 // agent (two instances publishing the same change) are delivered once.
 func TestOwnAgentsOnlyAndOnce(t *testing.T) {
 	h, _ := newHub(t)
-	mine, err := h.Subscribe("me", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Close()
+	mine := subscribe(t, h, "me", "")
 	ctx := t.Context()
 	h.Publish(ctx, events.KindPresenceChanged, "a-bob", "bob", changed("online"))
 	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("online"))
@@ -74,11 +82,7 @@ func TestOwnAgentsOnlyAndOnce(t *testing.T) {
 // Missed.
 func TestResume(t *testing.T) {
 	h, _ := newHub(t)
-	watch, err := h.Subscribe("me", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close()
+	watch := subscribe(t, h, "me", "")
 	ctx := t.Context()
 	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("online"))
 	first := next(t, watch)
@@ -86,19 +90,11 @@ func TestResume(t *testing.T) {
 	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("degraded"))
 	second := next(t, watch)
 
-	sub, err := h.Subscribe("me", first.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := subscribe(t, h, "me", first.ID)
 	if sub.Missed || len(sub.Backlog) != 1 || sub.Backlog[0].ID != second.ID {
 		t.Fatalf("resume after %s: missed=%v backlog=%+v, want [%s]", first.ID, sub.Missed, sub.Backlog, second.ID)
 	}
-	gone, err := h.Subscribe("me", "9999-gone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gone.Close()
+	gone := subscribe(t, h, "me", "9999-gone")
 	if !gone.Missed || len(gone.Backlog) != 0 {
 		t.Errorf("unknown Last-Event-ID: missed=%v backlog=%d, want missed", gone.Missed, len(gone.Backlog))
 	}

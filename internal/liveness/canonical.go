@@ -206,3 +206,6 @@ func appendString(b []byte, s string) []byte {
 	b, _ = jsontext.AppendQuote(b, s)
 	return b
 }
+
+// MarshalJSON returns h.Canonical().
+func (h Heartbeat) MarshalJSON() ([]byte, error) { return h.Canonical(), nil }

@@ -82,10 +82,6 @@ func decode(body []byte) (Heartbeat, *domain.Error) {
 
 // ---- pointers and errors ----
 
-func invalid(format string, args ...any) *domain.Error {
-	return domain.Errorf(domain.CodeInvalidArgument, format, args...)
-}
-
 // syntax reports malformed JSON at the cursor. decode replaces it with the
 // report of encoding/json, which agrees with the walk on what is malformed.
 func (d *decoder) syntax() *domain.Error {
@@ -343,18 +339,27 @@ func (d *decoder) text(st, en int) string {
 	return d.share[st:en]
 }
 
-// formString consumes a string value of form f.
-func (d *decoder) formString(f *form) (string, *domain.Error) {
+// stringValue consumes a string value: its bytes unescaped (they alias the
+// body unless esc) and its span st..en in the body.
+func (d *decoder) stringValue() (raw []byte, st, en int, esc bool, err *domain.Error) {
 	if err := d.want('"', "a string"); err != nil {
-		return "", err
+		return nil, 0, 0, false, err
 	}
-	st, en, esc, err := d.str()
-	if err != nil {
-		return "", err
+	if st, en, esc, err = d.str(); err != nil {
+		return nil, 0, 0, false, err
 	}
-	raw := d.b[st:en]
+	raw = d.b[st:en]
 	if esc {
 		raw = unescape(raw)
+	}
+	return raw, st, en, esc, nil
+}
+
+// formString consumes a string value of form f.
+func (d *decoder) formString(f *form) (string, *domain.Error) {
+	raw, st, en, esc, err := d.stringValue()
+	if err != nil {
+		return "", err
 	}
 	if !f.match(raw) {
 		return "", f.mismatch()
@@ -368,16 +373,9 @@ func (d *decoder) formString(f *form) (string, *domain.Error) {
 // enum consumes a string value that must be a or b, and returns the
 // constant.
 func (d *decoder) enum(a, b string) (string, *domain.Error) {
-	if err := d.want('"', "a string"); err != nil {
-		return "", err
-	}
-	st, en, esc, err := d.str()
+	raw, _, _, _, err := d.stringValue()
 	if err != nil {
 		return "", err
-	}
-	raw := d.b[st:en]
-	if esc {
-		raw = unescape(raw)
 	}
 	switch string(raw) {
 	case a:
@@ -392,16 +390,9 @@ const notUUID = "must be a UUID (8-4-4-4-12 hexadecimal digits)"
 
 // uuid consumes a UUID string and returns it in lower case.
 func (d *decoder) uuid() (string, *domain.Error) {
-	if err := d.want('"', "a string"); err != nil {
-		return "", err
-	}
-	st, en, esc, err := d.str()
+	raw, st, en, esc, err := d.stringValue()
 	if err != nil {
 		return "", err
-	}
-	raw := d.b[st:en]
-	if esc {
-		raw = unescape(raw)
 	}
 	if len(raw) != 36 {
 		return "", invalid(notUUID)
@@ -587,7 +578,7 @@ func seenIn[E any](s *distinct, list []E, key func(E) string, v string) bool {
 // member's. It returns the members seen, bit i for names[i].
 func (d *decoder) members(base string, elem int, names []string, member func(i int) *domain.Error) (uint16, *domain.Error) {
 	if err := d.want('{', "an object"); err != nil {
-		return 0, err.At(at(base, elem))
+		return 0, err.At(pointerAt(base, elem))
 	}
 	d.i++
 	var seen uint16
@@ -603,23 +594,23 @@ func (d *decoder) members(base string, elem int, names []string, member func(i i
 		}
 		i := indexKey(names, k)
 		if i < 0 {
-			return seen, unknownMember(at(base, elem), k)
+			return seen, unknownMember(pointerAt(base, elem), k)
 		}
 		if seen&(1<<i) != 0 {
-			return seen, duplicateKey(at(base, elem)+"/"+names[i], names[i]) // the names need no escaping
+			return seen, duplicateKey(pointerAt(base, elem)+"/"+names[i], names[i]) // the names need no escaping
 		}
 		seen |= 1 << i
 		if err := member(i); err != nil {
 			if err.Pointer == "" {
-				err = err.At(at(base, elem) + "/" + names[i])
+				err = err.At(pointerAt(base, elem) + "/" + names[i])
 			}
 			return seen, err
 		}
 	}
 }
 
-// at is the pointer base, or base/elem when elem ≥ 0.
-func at(base string, elem int) string {
+// pointerAt is the pointer base, or base/elem when elem ≥ 0.
+func pointerAt(base string, elem int) string {
 	if elem < 0 {
 		return base
 	}
@@ -845,4 +836,69 @@ func (d *decoder) readinessEntry(n int) (ReadinessEntry, *domain.Error) {
 		return e, missing(elemPtr(base, n)+"/ready", "ready")
 	}
 	return e, nil
+}
+
+// DecodeHeartbeat decodes and checks one `agent_heartbeat.v1` body
+// (design: Heartbeat body, Value forms). It is the one decoder both transports use.
+//
+// Errors are *domain.Error with Code domain.CodeUnknownMember (a member not
+// in the body table (design: Heartbeat body), at any level; Pointer is the RFC 6901 pointer of that member) or
+// domain.CodeInvalidArgument (Pointer is the offending member or list
+// element). In detail:
+//
+//   - A body longer than MaxBodyBytes, or one that is not exactly one
+//     well-formed JSON value (RFC 8259; whitespace around it is allowed, any
+//     other trailing data is not), is invalid_argument with Pointer "" and a
+//     Detail naming the byte offset. This is reported whatever else is wrong
+//     with the body.
+//   - Otherwise the first violation in document order is reported, read left
+//     to right: a member is judged at its key (unknown, duplicate key) and
+//     then at its value (type, form, duplicate list element); rules that need
+//     a whole object (required members, the state/degraded_reasons rule) are
+//     judged at its closing brace. The result is deterministic.
+//   - A top level that is not an object: invalid_argument, Pointer "".
+//   - A JSON null is never accepted, also not for optional members: omit the
+//     member instead. (For project_readiness, null would be ambiguous
+//     between "unchanged" and "clear".)
+//   - A key that appears twice in one object is invalid_argument at the
+//     second occurrence (keys are compared after unescaping).
+//   - A missing required member is invalid_argument pointing at where it
+//     belongs (e.g. /state, /billing_evidence/method).
+//   - state is "online" or "degraded"; "degraded" without non-empty
+//     details.degraded_reasons, or "online" with them, is invalid_argument at
+//     /state.
+//   - Strings must have the form of their member: name
+//     ^[a-z0-9][a-z0-9._-]*$ (≤ MaxNameLen bytes), version
+//     ^[0-9A-Za-z][0-9A-Za-z.+_-]*$ (≤ MaxVersionLen), code
+//     ^[a-z0-9][a-z0-9_.:-]*$ (≤ MaxCodeLen), UUID 8-4-4-4-12 hex. The
+//     rejected value is not echoed in Detail (it may be a secret).
+//   - A repeated list element is invalid_argument at the repeated element
+//     (e.g. /details/degraded_reasons/2); a repeated readiness queue at
+//     /project_readiness (design: Heartbeat body).
+//   - details.protocol_version is a JSON integer literal without fraction
+//     or exponent, 1 ≤ n ≤ MaxProtocolVersion.
+//
+// Nesting: the decoder walks only members (design: Heartbeat body) describes (at most three
+// levels deep) and rejects any other value at its first byte, so nesting is
+// bounded by the schema; the well-formedness check of a rejected body is
+// iterative (encoding/json, itself bounded at 10000 levels).
+//
+// Strings of the returned value may share one copy of body when the body is
+// small; body itself is not retained and may be reused by the caller.
+func DecodeHeartbeat(body []byte) (Heartbeat, error) {
+	h, err := decode(body)
+	if err != nil {
+		return Heartbeat{}, err
+	}
+	return h, nil
+}
+
+// UnmarshalJSON decodes b with DecodeHeartbeat.
+func (h *Heartbeat) UnmarshalJSON(b []byte) error {
+	v, err := DecodeHeartbeat(b)
+	if err != nil {
+		return err
+	}
+	*h = v
+	return nil
 }

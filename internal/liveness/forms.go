@@ -57,3 +57,7 @@ func (f *form) match(b []byte) bool {
 func (f *form) mismatch() *domain.Error {
 	return invalid("must be %s: %s, at most %d bytes", f.what, f.re, f.max)
 }
+
+func invalid(format string, args ...any) *domain.Error {
+	return domain.Errorf(domain.CodeInvalidArgument, format, args...)
+}

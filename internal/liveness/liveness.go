@@ -178,3 +178,8 @@ func sameReadinessUnordered(a, b []ReadinessEntry) bool {
 	}
 	return len(m) == 0
 }
+
+// Reported returns the two audited reported values of h (design: Billing-mode audit).
+func (h Heartbeat) Reported() Reported {
+	return Reported{BillingMode: h.BillingMode, ToolClass: h.ToolClass}
+}

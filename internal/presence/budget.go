@@ -54,7 +54,7 @@ func ParseSelfClockInCap(s string) (time.Duration, error) {
 		return 0, capErr("%q is not a duration (want e.g. \"8h\", \"90m\" or \"0\")", s)
 	}
 	if d < 0 || d > MaxSelfClockInCap {
-		return 0, capErr("must be between 0 and %s, got %s", fmtDuration(MaxSelfClockInCap), fmtDuration(d))
+		return 0, capErr("must be between 0 and %s, got %s", domain.FormatDuration(MaxSelfClockInCap), domain.FormatDuration(d))
 	}
 	if d%time.Second != 0 {
 		return 0, capErr("must be a whole number of seconds, got %s", d)
@@ -106,7 +106,7 @@ func clockInOffShift(cur Inputs, b Budget, d time.Duration, now, stretchEnd time
 		}
 		return Change{}, b, forbidden(ReasonSelfClockInCap,
 			"you have used your self clock-in cap of %s for this off-shift stretch; your shift starts at %s",
-			fmtDuration(b.Cap), stretchEnd.UTC().Format(time.RFC3339))
+			domain.FormatDuration(b.Cap), stretchEnd.UTC().Format(time.RFC3339))
 	}
 	until := now.Add(grant)
 	ch := setOrKeep(cur, now, Override{Presence: In, Until: &until, SetAt: now, By: ByAgent})
@@ -115,4 +115,14 @@ func clockInOffShift(cur Inputs, b Budget, d time.Duration, now, stretchEnd time
 	}
 	nb.Used += grant
 	return ch, nb, nil
+}
+
+// BudgetOf returns the agent's self clock-in budget (design: Self clock-in
+// cap): the owner's cap and the stored ledger.
+func BudgetOf(a *domain.Agent) Budget {
+	b := Budget{Cap: time.Duration(a.SelfClockInCap), Used: a.Presence.SelfInUsed}
+	if a.Presence.SelfInStretch != nil {
+		b.Stretch = *a.Presence.SelfInStretch
+	}
+	return b
 }

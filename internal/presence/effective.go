@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// Presence values (the presence_override and presence_seen columns).
-const (
-	In  = "in"
-	Out = "out"
-)
-
 // Sources of an effective presence (design: Effective presence).
 const (
 	SourceAgent    = "agent"    // an override set by the agent (clock_in / clock_out)
@@ -146,3 +140,11 @@ func sourceOf(by string) string {
 }
 
 func ptr(t time.Time) *time.Time { return &t }
+
+// Override is the content of the override columns (design: Presence columns).
+type Override struct {
+	Presence string     // "in" or "out"
+	Until    *time.Time // its own end, exclusive; nil for none (the next shift boundary still ends it)
+	SetAt    time.Time  // when it was set; the first shift boundary after it ends it
+	By       string     // "agent" or "operator:<person_id>"
+}

@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// Presence values (the presence_override and presence_seen columns).
+const (
+	In  = "in"
+	Out = "out"
+)
+
 // maxOffset bounds |UTC offset| of any zone in the database (real offsets
 // stay within ±15 h 57 min, historical local mean times included).
 const maxOffset = 16 * 3600

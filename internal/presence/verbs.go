@@ -14,60 +14,6 @@ const (
 	MaxClockIn     = 8 * time.Hour // largest `for` accepted
 )
 
-// Action says what a Change does to the override columns.
-type Action int
-
-const (
-	// Keep: write nothing; the columns already say this.
-	Keep Action = iota
-	// Set: write Change.Override into the override columns.
-	Set
-	// Clear: set presence_override, override_until, override_set_at and
-	// override_by to null.
-	Clear
-)
-
-func (a Action) String() string {
-	switch a {
-	case Keep:
-		return "keep"
-	case Set:
-		return "set"
-	case Clear:
-		return "clear"
-	}
-	return "action(?)"
-}
-
-// Override is the content of the override columns (design: Presence columns).
-type Override struct {
-	Presence string     // "in" or "out"
-	Until    *time.Time // its own end, exclusive; nil for none (the next shift boundary still ends it)
-	SetAt    time.Time  // when it was set; the first shift boundary after it ends it
-	By       string     // "agent" or "operator:<person_id>"
-}
-
-// Change is what a presence verb asks the caller to store. It never changes
-// the shift.
-type Change struct {
-	Action   Action
-	Override Override // meaningful only when Action == Set
-}
-
-// Apply returns in with the change applied to its override fields.
-func (c Change) Apply(in Inputs) Inputs {
-	switch c.Action {
-	case Set:
-		in.Override = c.Override.Presence
-		in.OverrideUntil = c.Override.Until
-		in.OverrideSetAt = c.Override.SetAt
-		in.OverrideBy = c.Override.By
-	case Clear:
-		in.Override, in.OverrideUntil, in.OverrideSetAt, in.OverrideBy = "", nil, time.Time{}, ""
-	}
-	return in
-}
-
 // ClockOut is the `clock_out {}` self verb (design: Self verbs) at now: an
 // "out" override by the agent. With a shift it lasts until the shift's next
 // start (and, like every override, ends at the first shift boundary after now);
@@ -152,25 +98,13 @@ func checkFor(d time.Duration) error {
 		return forErr("must be positive, got %s", d)
 	}
 	if d > MaxClockIn {
-		return forErr("must be at most %s, got %s", fmtDuration(MaxClockIn), fmtDuration(d))
+		return forErr("must be at most %s, got %s", domain.FormatDuration(MaxClockIn), domain.FormatDuration(d))
 	}
 	return nil
 }
 
 func forErr(format string, args ...any) error {
 	return domain.Errorf(domain.CodeInvalidArgument, "for: "+format, args...).At("/for")
-}
-
-// fmtDuration writes 8h0m0s as 8h and 1h30m0s as 1h30m.
-func fmtDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }
 
 // OperatorOverride is `PUT /v1/agents/{ref}/presence`
@@ -189,21 +123,4 @@ func OperatorOverride(cur Inputs, personID, presence string, until *time.Time, n
 			"until: must be after now").At("/until")
 	}
 	return setOrKeep(cur, now, Override{Presence: presence, Until: until, SetAt: now, By: ByOperator(personID)}), nil
-}
-
-// setOrKeep returns Keep when cur already holds a live override with the
-// same presence, author and end as o, and Set otherwise.
-func setOrKeep(cur Inputs, now time.Time, o Override) Change {
-	if _, live := overrideLive(cur, now); live &&
-		cur.Override == o.Presence && cur.OverrideBy == o.By && sameTime(cur.OverrideUntil, o.Until) {
-		return Change{Action: Keep}
-	}
-	return Change{Action: Set, Override: o}
-}
-
-func sameTime(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(*b)
 }

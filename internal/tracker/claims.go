@@ -2,8 +2,6 @@ package tracker
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/bus"
@@ -38,45 +36,39 @@ const maxClaimPayload = 7000
 func (t *Tracker) publishClaim(agentID string, hb time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := t.bus.Publish(ctx, bus.ChannelLiveness, claimLine(agentID, t.instance, hb)); err != nil {
+	claim := bus.LivenessClaims{Claims: []bus.LivenessClaim{{AgentID: agentID, Instance: t.instance, Heartbeat: hb}}}
+	if err := bus.Send(ctx, t.bus, claim); err != nil {
 		t.log.Warn("liveness claim not broadcast; another instance may time the agent out early", "agent_id", agentID, "err", err)
 	}
-}
-
-func claimLine(agentID, instance string, hb time.Time) string {
-	return agentID + ":" + instance + ":" + strconv.FormatInt(hb.UnixMicro(), 10)
 }
 
 // RequestClaims asks every other instance to claim the agents whose fresh
 // heartbeats it holds (Start does; the server also calls it after the bus
 // reconnected, since claims sent meanwhile were lost).
 func (t *Tracker) RequestClaims(ctx context.Context) {
-	if err := t.bus.Publish(ctx, bus.ChannelLiveness, "?:"+t.instance); err != nil {
+	if err := bus.Send(ctx, t.bus, bus.LivenessSync{Instance: t.instance}); err != nil {
 		t.log.Warn("liveness claim request not broadcast", "err", err)
 	}
 }
 
-// onLivenessSignal handles claims and claim requests of every instance.
-// It runs on the bus's delivery goroutine and only takes entry locks.
-func (t *Tracker) onLivenessSignal(payload string) {
-	if inst, ok := strings.CutPrefix(payload, "?:"); ok {
-		if inst != t.instance && !t.stopped.Load() {
-			go t.answerClaimRequest()
+// onClaims yields the agents another instance claims. It runs on the bus's
+// delivery goroutine and only takes entry locks.
+func (t *Tracker) onClaims(sig bus.LivenessClaims) {
+	for _, c := range sig.Claims {
+		if c.Instance == t.instance {
+			continue
 		}
-		return
+		if e := t.lookup(c.AgentID); e != nil {
+			t.yield(e, c.Heartbeat)
+		}
 	}
-	for line := range strings.SplitSeq(payload, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[1] == t.instance {
-			continue
-		}
-		us, err := strconv.ParseInt(parts[2], 10, 64)
-		if err != nil {
-			continue
-		}
-		if e := t.lookup(parts[0]); e != nil {
-			t.yield(e, time.UnixMicro(us).UTC())
-		}
+}
+
+// onSync answers another instance's claim request off the bus's delivery
+// goroutine.
+func (t *Tracker) onSync(sig bus.LivenessSync) {
+	if sig.Instance != t.instance && !t.stopped.Load() {
+		go t.answerClaimRequest()
 	}
 }
 
@@ -104,33 +96,19 @@ func (t *Tracker) yield(e *lvEntry, hb time.Time) {
 // and holds a fresh heartbeat of, batched under the NOTIFY limit.
 func (t *Tracker) answerClaimRequest() {
 	now := t.now()
-	var b strings.Builder
-	flush := func() {
-		if b.Len() == 0 {
-			return
+	var all bus.LivenessClaims
+	for _, e := range t.entries() {
+		e.mu.Lock()
+		if e.owned && !e.fromStart && !e.lastHB.IsZero() && t.stateOf(e, now) != liveness.StateOffline {
+			all.Claims = append(all.Claims, bus.LivenessClaim{AgentID: e.id, Instance: t.instance, Heartbeat: e.lastHB})
 		}
+		e.mu.Unlock()
+	}
+	for _, batch := range all.Batches(maxClaimPayload) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := t.bus.Publish(ctx, bus.ChannelLiveness, b.String()); err != nil {
+		if err := bus.Send(ctx, t.bus, batch); err != nil {
 			t.log.Warn("liveness claims not broadcast", "err", err)
 		}
 		cancel()
-		b.Reset()
 	}
-	for _, e := range t.entries() {
-		e.mu.Lock()
-		fresh := e.owned && !e.fromStart && !e.lastHB.IsZero() && t.stateOf(e, now) != liveness.StateOffline
-		line := claimLine(e.id, t.instance, e.lastHB)
-		e.mu.Unlock()
-		if !fresh {
-			continue
-		}
-		if b.Len()+len(line)+1 > maxClaimPayload {
-			flush()
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(line)
-	}
-	flush()
 }

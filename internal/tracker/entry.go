@@ -284,18 +284,42 @@ func (t *Tracker) publishLocked(e *lvEntry) {
 	})
 }
 
+// ConfigWritten refreshes the configuration of a tracked agent from the
+// row a write of this instance just stored (an update, a revoke, a
+// hand-over), with no store read; the bus.Presence signal of the write
+// carries the configuration to the other instances.
+func (t *Tracker) ConfigWritten(a *domain.Agent) {
+	if e := t.lookup(a.ID); e != nil {
+		t.refreshConfig(e, a)
+	}
+}
+
+func (t *Tracker) refreshConfig(e *lvEntry, a *domain.Agent) {
+	now := t.now()
+	e.mu.Lock()
+	e.refreshConfigLocked(a)
+	t.assessLocked(e, now)
+	e.mu.Unlock()
+}
+
 // onPresenceSignal refreshes the configuration of a tracked agent after a
-// write that may have changed it (e.g. PATCH of billing_mode or active),
-// off the bus's delivery goroutine. A presence or readiness write changes
-// nothing the tracker reads from the row, so it costs no read here (the
-// presence cache reads the row once).
+// write that may have changed it (e.g. PATCH of billing_mode or active). A
+// presence or readiness write changes nothing the tracker reads from the
+// row, so it costs no read here (the presence cache reads the row once);
+// nor does a configuration write whose signal carries the configuration.
+// A signal without it (from an instance of an earlier release) is answered
+// by reading the row, off the bus's delivery goroutine.
 func (t *Tracker) onPresenceSignal(sig bus.Presence) {
-	if !sig.ConfigChanged() {
-		return
+	if !sig.ConfigChanged() || (sig.Origin != "" && sig.Origin == t.instance) {
+		return // nothing the tracker reads changed, or ConfigWritten had the row
 	}
 	id := sig.AgentID
 	e := t.lookup(id)
 	if e == nil {
+		return
+	}
+	if c := sig.Config; c != nil {
+		t.refreshConfig(e, &domain.Agent{ID: id, Handle: c.Handle, Active: c.Active, BillingMode: c.BillingMode, ToolClass: c.ToolClass, UpdatedAt: c.UpdatedAt})
 		return
 	}
 	go func() {
@@ -308,10 +332,6 @@ func (t *Tracker) onPresenceSignal(sig bus.Presence) {
 			}
 			return
 		}
-		now := t.now()
-		e.mu.Lock()
-		e.refreshConfigLocked(&a)
-		t.assessLocked(e, now)
-		e.mu.Unlock()
+		t.refreshConfig(e, &a)
 	}()
 }

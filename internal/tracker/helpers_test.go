@@ -115,15 +115,21 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 		s = o.wrap(s)
 	}
 	e := &lvEnv{t: t, clock: clockwork.NewFakeClockAt(t0), store: s, bus: bus.NewLocal(), dbPath: dbPath}
-	e.svc = e.instance("a", o.cfg, o.realClock)
-	tok, _, err := e.svc.Bootstrap(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.admin, err = e.svc.AuthenticatePerson(t.Context(), tok); err != nil {
-		t.Fatal(err)
-	}
+	e.start(o)
 	return e
+}
+
+// start builds the first instance and its admin.
+func (e *lvEnv) start(o envOptions) {
+	e.t.Helper()
+	e.svc = e.instance("a", o.cfg, o.realClock)
+	tok, _, err := e.svc.Bootstrap(e.t.Context(), "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.admin, err = e.svc.AuthenticatePerson(e.t.Context(), tok); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // instance builds another Service (another instance) on the same store, bus

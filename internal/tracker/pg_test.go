@@ -28,13 +28,6 @@ func newPgEnv(t testing.TB, o envOptions) *lvEnv {
 		s = o.wrap(st)
 	}
 	e := &lvEnv{t: t, clock: clockwork.NewFakeClockAt(t0), store: s, bus: bus.NewLocal()}
-	e.svc = e.instance("a", o.cfg, o.realClock)
-	tok, _, err := e.svc.Bootstrap(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.admin, err = e.svc.AuthenticatePerson(t.Context(), tok); err != nil {
-		t.Fatal(err)
-	}
+	e.start(o)
 	return e
 }

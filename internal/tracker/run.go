@@ -43,7 +43,8 @@ func New(o Options) *Tracker {
 	for i := range t.shards {
 		t.shards[i].m = map[string]*lvEntry{}
 	}
-	t.bus.Subscribe(bus.ChannelLiveness, t.onLivenessSignal)
+	bus.Listen(t.bus, t.onClaims, nil)
+	bus.Listen(t.bus, t.onSync, nil)
 	bus.Listen(t.bus, t.onPresenceSignal, nil)
 	return t
 }

@@ -1,0 +1,333 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Authentication (design: Personal tokens, Console sessions, Credential
+// cache, Revocation within 5 s): a bearer token, a console session or an
+// agent credential resolves into its principal; revocations close what is
+// open on every instance.
+
+// TokenTouchEvery bounds how often a token's last_used_at is written
+// (per token and instance).
+const TokenTouchEvery = time.Minute
+
+// RecheckInterval is how often open streams and connections re-check their
+// credential or token (design: Revocation within 5 s: revocation holds within 5 s on every
+// instance even when a bus signal is lost).
+const RecheckInterval = 2 * time.Second
+
+// CredentialCacheTTL is how long an MCP credential lookup is reused
+// (design: Credential cache). A revoke invalidates it at once on the instance that
+// revoked and, through the bus, on the others; a lost signal is bounded by
+// this TTL.
+const CredentialCacheTTL = 2 * time.Second
+
+// byToken looks a token up by its hash (find: a store lookup); a token
+// without the prefix, or one the store does not know, is unauthenticated.
+func byToken[A, B any](ctx context.Context, token, prefix string, find func(context.Context, string) (A, B, error)) (a A, b B, err error) {
+	if !strings.HasPrefix(token, prefix) {
+		return a, b, errUnauthenticated
+	}
+	a, b, err = find(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return a, b, errUnauthenticated
+	}
+	return a, b, err
+}
+
+// AuthenticateAgent resolves an agent credential into a principal carrying
+// the agent and the credential id. Revoked or inactive agents are refused.
+// Errors: unauthenticated, forbidden (agent inactive).
+func (s *Service) AuthenticateAgent(ctx context.Context, token string) (domain.Principal, error) {
+	a, credID, err := byToken(ctx, token, AgentTokenPrefix, s.store.AgentByCredentialHash)
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	if a.Revoked() {
+		return domain.Principal{}, errUnauthenticated
+	}
+	if !a.Active {
+		return domain.Principal{}, domain.Errorf(domain.CodeForbidden, "agent %s is inactive; its owner can set active=true", a.Handle)
+	}
+	return domain.Principal{Agent: &a, CredentialID: credID}, nil
+}
+
+// Authenticate resolves a bearer token of either kind.
+func (s *Service) Authenticate(ctx context.Context, token string) (domain.Principal, error) {
+	if strings.HasPrefix(token, AgentTokenPrefix) {
+		return s.AuthenticateAgent(ctx, token)
+	}
+	p, err := s.AuthenticatePerson(ctx, token)
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	return domain.Principal{Person: &p}, nil
+}
+
+// AuthenticatePerson resolves a personal API token into its active person
+// with Person.TokenID set, and records the use (at most once per
+// TokenTouchEvery). Errors: unauthenticated (unknown, revoked or expired
+// token; deactivated person — Reason says which).
+func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
+	p, t, err := byToken(ctx, token, PersonTokenPrefix, s.store.TokenByHash)
+	if err != nil {
+		return domain.Person{}, err
+	}
+	now := s.now()
+	switch {
+	case t.RevokedAt != nil:
+		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "token_revoked", Detail: "this token was revoked"}
+	case !t.Usable(now):
+		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "token_expired", Detail: "this token expired; create a new one"}
+	case !p.Active:
+		return domain.Person{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "person_deactivated", Detail: "this person was deactivated"}
+	}
+	p.TokenID = t.ID
+	s.touch(ctx, t.ID, now)
+	return p, nil
+}
+
+func (s *Service) touch(ctx context.Context, tokenID string, now time.Time) {
+	s.touchMu.Lock()
+	last, ok := s.touched[tokenID]
+	if ok && now.Sub(last) < TokenTouchEvery {
+		s.touchMu.Unlock()
+		return
+	}
+	if len(s.touched) > 10000 {
+		clear(s.touched)
+	}
+	s.touched[tokenID] = now
+	s.touchMu.Unlock()
+	if err := s.store.TouchToken(ctx, store.TouchTokenParams{ID: tokenID, At: now, Every: TokenTouchEvery}); err != nil {
+		s.log.Warn("recording a token's last use failed", "token_id", tokenID, "err", err)
+	}
+}
+
+// CheckPersonToken re-checks the token a stream was opened with: nil while
+// it still authenticates its person. Errors: unauthenticated.
+func (s *Service) CheckPersonToken(ctx context.Context, tokenID string) error {
+	p, t, err := s.store.TokenByID(ctx, tokenID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return errUnauthenticated
+	}
+	if err != nil {
+		return err
+	}
+	if !t.Usable(s.now()) || !p.Active {
+		return errUnauthenticated
+	}
+	return nil
+}
+
+// StartConsoleSession signs a person in to the console with a personal
+// token: it creates the server-side session row the cookie will name.
+// Errors: unauthenticated.
+func (s *Service) StartConsoleSession(ctx context.Context, token string, ttl time.Duration) (domain.Person, domain.ConsoleSession, error) {
+	p, err := s.AuthenticatePerson(ctx, token)
+	if err != nil {
+		return domain.Person{}, domain.ConsoleSession{}, err
+	}
+	now := s.now()
+	cs := domain.ConsoleSession{ID: NewToken(""), PersonID: p.ID, TokenID: p.TokenID, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := s.store.CreateConsoleSession(ctx, cs); err != nil {
+		return domain.Person{}, domain.ConsoleSession{}, err
+	}
+	p.SessionID = cs.ID
+	return p, cs, nil
+}
+
+// ConsoleSession resolves a console session id: the person while the
+// session is live (not signed out, not expired), its token usable and the
+// person active. Errors: unauthenticated.
+func (s *Service) ConsoleSession(ctx context.Context, id string) (domain.Person, error) {
+	cs, t, p, err := s.store.ConsoleSessionByID(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Person{}, errUnauthenticated
+	}
+	if err != nil {
+		return domain.Person{}, err
+	}
+	now := s.now()
+	if !cs.Live(now) || !t.Usable(now) || !p.Active {
+		return domain.Person{}, errUnauthenticated
+	}
+	p.TokenID, p.SessionID = t.ID, cs.ID
+	return p, nil
+}
+
+// EndConsoleSession signs a console session out (every instance sees the
+// ended row on the next request).
+func (s *Service) EndConsoleSession(ctx context.Context, id string) error {
+	return s.store.EndConsoleSession(ctx, id, s.now())
+}
+
+// AuthenticateAgentCached is AuthenticateAgent with a short-lived cache
+// (CredentialCacheTTL) for MCP requests: a tool call does not look its
+// credential up in the store every time. Revoking, rotating or
+// deactivating invalidates the agent's entries at once on this instance
+// and on the others when the bus signal arrives.
+func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (domain.Principal, error) {
+	if !strings.HasPrefix(token, AgentTokenPrefix) {
+		return domain.Principal{}, errUnauthenticated
+	}
+	h := HashToken(token)
+	now := s.clock.Now()
+	if p, ok := s.creds.Get(h, now); ok {
+		return p, nil
+	}
+	p, err := s.AuthenticateAgent(ctx, token)
+	if err != nil {
+		s.creds.Drop(h)
+		return p, err
+	}
+	s.creds.Put(h, p, now)
+	return p, nil
+}
+
+// MayAuthenticate reports whether a bearer token could authenticate: the
+// edge's check of a client over the failed-auth limit (design: The
+// failed-auth limit). false means it certainly cannot — not a Rollcall
+// token, no credential has its hash, a revoked agent, a revoked or expired
+// token, a deactivated person; true means the handler decides (it
+// authenticates, or the agent is inactive, or the store could not tell).
+//
+// A token seen within CredentialCacheTTL costs no store round trip: an
+// agent credential that authenticated is in the credential cache (where the
+// MCP request that follows finds it), a person token that authenticated
+// and a hash no credential has are remembered as verdicts. Remembering an
+// unknown hash refuses no credential created later, on this instance or
+// another: a new credential is 256 fresh random bits (NewToken), so its
+// hash is never one that was looked up before. A remembered yes that has
+// gone stale (a token revoked since) only lets the handler answer.
+// Otherwise it costs one indexed lookup by hash, and never records a
+// token's use.
+func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
+	agent := strings.HasPrefix(token, AgentTokenPrefix)
+	if !agent && !strings.HasPrefix(token, PersonTokenPrefix) {
+		return false
+	}
+	h := HashToken(token)
+	now := s.clock.Now()
+	if agent {
+		if _, ok := s.creds.Get(h, now); ok {
+			return true
+		}
+	}
+	if ok, seen := s.verdicts.Get(h, now); seen {
+		return ok
+	}
+	var ok bool
+	var err error
+	if agent {
+		ok, err = s.agentMayAuthenticate(ctx, h, now)
+	} else {
+		ok, err = s.personMayAuthenticate(ctx, h, now)
+	}
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		s.verdicts.Put(h, false, now)
+		return false
+	case err != nil:
+		return true // the store could not tell: the handler decides
+	}
+	return ok
+}
+
+// agentMayAuthenticate looks the agent credential hash h up for
+// MayAuthenticate: false for a revoked agent; an active agent's lookup goes
+// into the credential cache. Errors: the store's (domain.ErrNotFound for an
+// unknown hash).
+func (s *Service) agentMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	a, credID, err := s.store.AgentByCredentialHash(ctx, h)
+	if err != nil {
+		return false, err
+	}
+	if a.Active && !a.Revoked() {
+		s.creds.Put(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
+	}
+	return !a.Revoked(), nil
+}
+
+// personMayAuthenticate looks the person token hash h up for
+// MayAuthenticate: false for a revoked or expired token or a deactivated
+// person; a yes is remembered. Errors: the store's (domain.ErrNotFound for
+// an unknown hash).
+func (s *Service) personMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	p, t, err := s.store.TokenByHash(ctx, h)
+	if err != nil {
+		return false, err
+	}
+	ok := t.RevokedAt == nil && t.Usable(s.now()) && p.Active
+	if ok {
+		s.verdicts.Put(h, true, now)
+	}
+	return ok, nil
+}
+
+// forgetCredentials drops the cached lookups of an agent.
+func (s *Service) forgetCredentials(agentID string) { s.creds.ForgetAgent(agentID) }
+
+// LiveCredentials reports which agent credential ids still authenticate
+// (credential unrevoked, agent active and unrevoked).
+func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
+	return s.store.LiveCredentials(ctx, ids)
+}
+
+// NoLongerValid is the periodic re-check of open gateway connections and
+// MCP sessions (design: Revocation within 5 s; every RecheckInterval): byCred maps each
+// credential id to what it holds open; one store query (bounded by 10 s)
+// finds the credentials that no longer authenticate, and their holders are
+// returned for closing. A store error returns it and nothing to close: the
+// holders stay until a check can tell.
+func NoLongerValid[T any](s *Service, byCred map[string][]T) ([]T, error) {
+	if len(byCred) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(byCred))
+	for id := range byCred {
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	live, err := s.LiveCredentials(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var dead []T
+	for id, held := range byCred {
+		if !live[id] {
+			dead = append(dead, held...)
+		}
+	}
+	return dead, nil
+}
+
+// onAgentSessions closes this instance's sessions named by a session-close
+// signal.
+func (s *Service) onAgentSessions(sig bus.AgentSessions) {
+	s.forgetCredentials(sig.AgentID)
+	if h := s.sessionHub(); h != nil {
+		h.CloseAgentSessions(sig.AgentID, sig.Credentials)
+	}
+}
+
+// closeSessions asks every instance to close the agent's sessions (all, or
+// those bound to the given credentials).
+func (s *Service) closeSessions(ctx context.Context, agentID string, creds []string) {
+	sig := bus.AgentSessions{AgentID: agentID, Credentials: creds}
+	s.forgetCredentials(agentID)
+	if err := bus.Send(ctx, s.bus, sig); err != nil {
+		s.log.Warn("publishing session close failed; closing local sessions only", "agent_id", agentID, "err", err)
+		s.onAgentSessions(sig)
+	}
+}
