@@ -224,10 +224,14 @@ func (s *Server) pingAnswered(x *session, id string) {
 		p.id = ""
 		p.readSeq = max(p.readSeq, p.seq)
 	}
+	first := !p.answered
 	p.answered = true
 	recovered := p.late
 	p.late = false
 	s.mu.Unlock()
+	if first {
+		s.log.Debug("mcp session answered its first ping: it is judged by pings from now on", "session", x.id, "agent_id", x.agentID)
+	}
 	reason := ""
 	if recovered {
 		reason = "recovered"
