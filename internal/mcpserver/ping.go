@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -25,18 +24,6 @@ import (
 // pingIDPrefix starts the JSON-RPC id of every ping this server sends: a
 // POSTed response with such an id is an answer to one.
 const pingIDPrefix = "rollcall-ping-"
-
-// pingState is one session's ping in flight and what its answers proved.
-// Guarded by Server.mu.
-type pingState struct {
-	n        uint64    // pings sent; the next id is pingIDPrefix + n+1
-	id       string    // the ping in flight, "" = none
-	sent     time.Time // when the last ping was sent
-	seq      uint64    // replay-log sequence when the ping in flight was written
-	readSeq  uint64    // replay-log sequence at the last answered ping: every event up to it was read
-	answered bool      // the client answered a ping at least once
-	late     bool      // stalled: the ping in flight went unanswered for PingTimeout
-}
 
 // pingEvery is the period of the ping scan: the smaller of interval and
 // timeout, so a ping is sent and found late within one step of its due
@@ -201,19 +188,6 @@ func (s *Server) pingUnsent(x *session, id string) {
 	s.mu.Unlock()
 }
 
-// pingAnswer returns the id of a POSTed JSON-RPC response to one of this
-// server's pings (a result or an error: either proves the client reads).
-func (m jsonrpcPeek) pingAnswer() (string, bool) {
-	if m.Method != "" || (m.Result == nil && m.Error == nil) {
-		return "", false
-	}
-	var id string
-	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, pingIDPrefix) {
-		return "", false
-	}
-	return id, true
-}
-
 // pingAnswered records the client's answer to ping id: the session is not
 // stalled, and when id is the ping in flight every event written before it
 // counts as read.
@@ -238,11 +212,4 @@ func (s *Server) pingAnswered(x *session, id string) {
 		s.log.Info("mcp session answers pings again", "session", x.id, "agent_id", x.agentID)
 	}
 	s.emit(Event{Kind: PingAnswered, SessionID: x.id, AgentID: x.agentID, Reason: reason})
-}
-
-// pingResetLocked ends a stall on proof that the client acts (a request, a
-// new stream): the ping in flight is dropped and the next one is due a
-// PingInterval after the last. Callers hold s.mu.
-func (x *session) pingResetLocked() {
-	x.ping.id, x.ping.late = "", false
 }

@@ -239,6 +239,19 @@ type jsonrpcPeek struct {
 	} `json:"params"`
 }
 
+// pingAnswer returns the id of a POSTed JSON-RPC response to one of this
+// server's pings (a result or an error: either proves the client reads).
+func (m jsonrpcPeek) pingAnswer() (string, bool) {
+	if m.Method != "" || (m.Result == nil && m.Error == nil) {
+		return "", false
+	}
+	var id string
+	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, pingIDPrefix) {
+		return "", false
+	}
+	return id, true
+}
+
 // jsonrpcError is a JSON-RPC 2.0 error response with a null id.
 type jsonrpcError struct {
 	JSONRPC string `json:"jsonrpc"`

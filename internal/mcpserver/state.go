@@ -20,7 +20,8 @@ import (
 // The records of the MCP endpoint: its configuration and lifecycle events,
 // the Server, and what it holds per session (the session, its GET streams,
 // its replay log). The operations on them are in sessions.go (sessions and
-// streams), resume.go (replay) and server.go (requests).
+// streams), resume.go (replay), ping.go (liveness by ping) and server.go
+// (requests).
 
 // ServerName is the initialize result's serverInfo.name (design: MCP sessions).
 const ServerName = "rollcall"
@@ -348,4 +349,23 @@ type stream struct {
 	sse     bool // the response is 200 text/event-stream
 	flushed bool // flushed once
 	done    bool // the handler returned or a write failed: w is off limits
+}
+
+// pingState is one session's ping in flight and what its answers proved.
+// Guarded by Server.mu.
+type pingState struct {
+	n        uint64    // pings sent; the next id is pingIDPrefix + n+1
+	id       string    // the ping in flight, "" = none
+	sent     time.Time // when the last ping was sent
+	seq      uint64    // replay-log sequence when the ping in flight was written
+	readSeq  uint64    // replay-log sequence at the last answered ping: every event up to it was read
+	answered bool      // the client answered a ping at least once
+	late     bool      // stalled: the ping in flight went unanswered for PingTimeout
+}
+
+// pingResetLocked ends a stall on proof that the client acts (a request, a
+// new stream): the ping in flight is dropped and the next one is due a
+// PingInterval after the last. Callers hold s.mu.
+func (x *session) pingResetLocked() {
+	x.ping.id, x.ping.late = "", false
 }
