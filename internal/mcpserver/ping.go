@@ -53,9 +53,10 @@ type pingOut struct {
 }
 
 // pingScan stalls the sessions whose ping in flight is PingTimeout old
-// (only those whose client answered one before: a client that never
-// answers pings is not judged by them) and sends a ping on every other
-// open stream whose last ping is PingInterval old.
+// and whose client has made no request since (only those whose client
+// answered one before: a client that never answers pings is not judged by
+// them), and sends a ping on every other open stream whose last ping is
+// PingInterval old.
 func (s *Server) pingScan() {
 	now := s.opts.Clock.Now()
 	var out []pingOut
@@ -68,6 +69,9 @@ func (s *Server) pingScan() {
 			continue
 		}
 		p := &x.ping
+		if p.id != "" && now.Sub(p.sent) >= s.opts.PingTimeout && x.lastPost.After(p.sent) {
+			p.id = "" // the client acted since: the ping counts as lost, not unanswered
+		}
 		switch {
 		case p.id != "":
 			if p.answered && !p.late && now.Sub(p.sent) >= s.opts.PingTimeout {

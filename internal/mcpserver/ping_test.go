@@ -361,3 +361,27 @@ func TestGoClientAnswersPingsAndIsNeverDemoted(t *testing.T) {
 		t.Errorf("LastRequestAt moved from %v to %v by ping answers", before, got)
 	}
 }
+
+// TestRequestAfterAPingKeepsTheSessionUnstalled: a client that makes a
+// request after a ping it leaves unanswered is not stalled (it acts); the
+// ping counts as lost and the next one, also unanswered with no request
+// since, stalls the session.
+func TestRequestAfterAPingKeepsTheSessionUnstalled(t *testing.T) {
+	e := newEnv(t, withAppClock, withPings)
+	a := e.vend("ada", allVerbs, "q1")
+	peer := e.pingPeer(a.Credential)
+	e.pingRound(pingInterval, []string{peer.id}, []string{peer.id})
+	peer.freeze()
+	e.pingRound(pingInterval, []string{peer.id}, nil)
+	e.clock.Advance(time.Second)
+	wantStatus(t, e.raw(http.MethodPost, a.Credential, peer.id, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`), http.StatusOK)
+	e.clock.Advance(pingTimeout)
+	e.srv.PingScan()
+	if si := sessionInfo(t, e, a.Agent.ID, peer.id); si.Stalled || !si.Streaming {
+		t.Fatalf("session that made a request after the ping listed %+v, want streaming and not stalled", si)
+	}
+	e.pingRound(pingInterval-pingTimeout-time.Second, []string{peer.id}, nil) // a new ping
+	e.clock.Advance(pingTimeout)
+	e.srv.PingScan()
+	e.waitEvent(peer.id, mcpserver.PingStalled)
+}

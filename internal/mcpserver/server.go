@@ -224,7 +224,7 @@ func (s *Server) acted(x *session) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	x.lastPost, x.stalled = now, false
-	x.pingResetLocked()
+	x.ping.late = false // the ping in flight stays: its answer tells what was read
 	s.mu.Unlock()
 }
 

@@ -363,8 +363,8 @@ type pingState struct {
 	late     bool      // stalled: the ping in flight went unanswered for PingTimeout
 }
 
-// pingResetLocked ends a stall on proof that the client acts (a request, a
-// new stream): the ping in flight is dropped and the next one is due a
+// pingResetLocked ends a stall when a new stream opens: the ping in
+// flight went out on the old one and is dropped; the next one is due a
 // PingInterval after the last. Callers hold s.mu.
 func (x *session) pingResetLocked() {
 	x.ping.id, x.ping.late = "", false
