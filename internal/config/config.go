@@ -65,6 +65,16 @@ type Config struct {
 		SweepInterval time.Duration `koanf:"sweep_interval"`
 		FailoverAfter time.Duration `koanf:"failover_after"`
 	} `koanf:"doorbell"`
+	// MCP holds the MCP endpoint's session liveness probe (design: Session
+	// liveness by ping).
+	MCP struct {
+		// PingInterval is how often a JSON-RPC ping is sent on each
+		// session's open GET stream.
+		PingInterval time.Duration `koanf:"ping_interval"`
+		// PingTimeout is how long a ping may go unanswered before the
+		// session counts as stalled.
+		PingTimeout time.Duration `koanf:"ping_timeout"`
+	} `koanf:"mcp"`
 	Console struct {
 		// SessionKey seals console session cookies; every instance behind
 		// one load balancer needs the same value. Empty = a random key per
@@ -132,6 +142,8 @@ var Keys = []Key{
 	{"presence.evaluate_interval", 30 * time.Second, "presence evaluator period"},
 	{"doorbell.sweep_interval", 30 * time.Second, "doorbell sweep period"},
 	{"doorbell.failover_after", 30 * time.Second, "ring a still-unclaimed todo on another session of the agent after this long"},
+	{"mcp.ping_interval", 10 * time.Second, "a JSON-RPC ping is sent on each MCP session's open stream this often"},
+	{"mcp.ping_timeout", 5 * time.Second, "an MCP session whose client leaves a ping unanswered this long is stalled: its doorbells go to another session"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
 	// The HTTP edge (README "Running it for a team").
 	{"allowed_hosts", []string{}, "extra Host names accepted besides loopback names and the host of public_url (comma list)"},
@@ -397,6 +409,7 @@ func (c Config) Validate() error {
 		"sync.heartbeat_interval": c.Sync.HeartbeatInterval, "billing.mismatch_alert_after": c.Billing.MismatchAlertAfter,
 		"shutdown.total_timeout": c.Shutdown.TotalTimeout, "presence.evaluate_interval": c.Presence.EvaluateInterval,
 		"doorbell.sweep_interval": c.Doorbell.SweepInterval, "doorbell.failover_after": c.Doorbell.FailoverAfter,
+		"mcp.ping_interval": c.MCP.PingInterval, "mcp.ping_timeout": c.MCP.PingTimeout,
 	} {
 		if d < MinDuration {
 			errs = append(errs, fmt.Errorf("%s must be a duration of at least %s in Go syntax (e.g. \"30s\", \"10m\"), got %s — a bare number is read as nanoseconds", name, MinDuration, d))

@@ -52,6 +52,13 @@
 //     a newer GET replaces an older one; SSE comment keepalives are written
 //     from one goroutine for all streams; sessions without a stream expire
 //     after Options.IdleTimeout.
+//   - Liveness by ping (ping.go; design: Session liveness by ping): every
+//     Options.PingInterval (10 s) a JSON-RPC ping request goes on each
+//     open stream; a session that answered a ping before and leaves one
+//     unanswered for Options.PingTimeout (5 s) is stalled — its unread
+//     doorbells go to another session at once, and it is listed as not
+//     streaming and stalled until it answers, POSTs or opens a stream. The
+//     answers (POSTed responses) are taken here, never passed to mcp-go.
 //   - Resumable streams (resume.go): every message event on a GET stream
 //     carries an SSE event id (random per session, then a sequence number)
 //     and is kept in a per-session log bounded by Options.ReplayEvents (200)

@@ -2,3 +2,7 @@ package mcpserver
 
 // ExpiryScanEvery exposes the expiry scan period to the tests.
 var ExpiryScanEvery = expiryScanEvery
+
+// PingScan runs one ping scan now (the ping loop runs it every tick of
+// Options.Clock; at one clock reading a second scan changes nothing).
+func (s *Server) PingScan() { s.pingScan() }

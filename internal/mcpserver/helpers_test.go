@@ -96,7 +96,9 @@ func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) 
 	if e.admin, err = e.svc.AuthenticatePerson(ctx, token); err != nil {
 		t.Fatalf("AuthenticatePerson: %v", err)
 	}
-	o := mcpserver.Options{Log: log, OnEvent: e.record}
+	// Pings are off unless a test asks for them (withPings): tests that
+	// advance the fake clock by minutes would otherwise race the answers.
+	o := mcpserver.Options{Log: log, OnEvent: e.record, PingInterval: -1}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -67,6 +67,10 @@ func New(svc *app.Service, opts Options) *Server {
 		s.loops.Add(1)
 		go s.keepAliveLoop()
 	}
+	if opts.PingInterval > 0 {
+		s.loops.Add(1)
+		go s.pingLoop()
+	}
 	if opts.IdleTimeout > 0 || opts.InitTimeout > 0 || opts.StreamlessIdleTimeout > 0 {
 		s.loops.Add(1)
 		go s.expireLoop()
@@ -181,6 +185,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet:
 		s.serveStream(w, r, sess)
 	default:
+		if id, ok := msg.pingAnswer(); ok {
+			// Not passed to mcp-go (which drops it with 202 too) and not
+			// counted as the client acting: the client process reads, its
+			// model may not (design: Session liveness by ping).
+			s.pingAnswered(sess, id)
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		if msg.Method == string(mcp.MethodNotificationInitialized) {
 			s.markInitialized(sess)
 		}
@@ -205,21 +217,39 @@ func (s *Server) deleteByID(w http.ResponseWriter, r *http.Request) {
 	s.http.ServeHTTP(w, r)
 }
 
-// acted records that the session's client made a request (not a GET):
-// proof it still acts, which clears a stall (design: Stream writes).
+// acted records that the session's client made a request (not a GET, not
+// a ping answer): proof it still acts, which clears a stall (design: Stream
+// writes, Session liveness by ping).
 func (s *Server) acted(x *session) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	x.lastPost, x.stalled = now, false
+	x.ping.late = false // the ping in flight stays: its answer tells what was read
 	s.mu.Unlock()
 }
 
 // jsonrpcPeek is what ServeHTTP reads of a POSTed message.
 type jsonrpcPeek struct {
-	Method string `json:"method"`
+	Method string          `json:"method"`
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
 	Params struct {
 		Meta *mcp.Meta `json:"_meta"`
 	} `json:"params"`
+}
+
+// pingAnswer returns the id of a POSTed JSON-RPC response to one of this
+// server's pings (a result or an error: either proves the client reads).
+func (m jsonrpcPeek) pingAnswer() (string, bool) {
+	if m.Method != "" || (m.Result == nil && m.Error == nil) {
+		return "", false
+	}
+	var id string
+	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, pingIDPrefix) {
+		return "", false
+	}
+	return id, true
 }
 
 // jsonrpcError is a JSON-RPC 2.0 error response with a null id.

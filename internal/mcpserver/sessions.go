@@ -88,7 +88,12 @@ func (x *session) streaming() bool {
 
 // AgentSessions lists this instance's initialized sessions of the agent
 // (the client sent notifications/initialized), oldest first. Streaming is
-// true while a GET stream of the session is open. Implements app.SessionHub.
+// true while a GET stream of the session is open and the session is not
+// stalled by ping; Stalled is true after a stream write ran past
+// Options.WriteTimeout or while a ping goes unanswered past
+// Options.PingTimeout (design: Stream writes, Session liveness by ping): the
+// doorbell rings such a session after every other and never fails over to
+// it. Implements app.SessionHub.
 func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 	now := s.opts.Clock.Now()
 	s.mu.RLock()
@@ -100,8 +105,8 @@ func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 			if x.inflight > 0 {
 				active = now
 			}
-			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming(), OpenedAt: x.openedAt,
-				LastActive: active, LastRequestAt: x.lastPost, Stalled: x.stalled})
+			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming() && !x.ping.late, OpenedAt: x.openedAt,
+				LastActive: active, LastRequestAt: x.lastPost, Stalled: x.stalled || x.ping.late})
 		}
 	}
 	s.mu.RUnlock()
@@ -635,6 +640,7 @@ func (st *stream) opened() {
 	st.open.Store(true)
 	x.streamed = true
 	x.stalled = false
+	x.pingResetLocked()
 	first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
 	s.mu.Unlock()
 	if first {

@@ -20,7 +20,8 @@ import (
 // The records of the MCP endpoint: its configuration and lifecycle events,
 // the Server, and what it holds per session (the session, its GET streams,
 // its replay log). The operations on them are in sessions.go (sessions and
-// streams), resume.go (replay) and server.go (requests).
+// streams), resume.go (replay), ping.go (liveness by ping) and server.go
+// (requests).
 
 // ServerName is the initialize result's serverInfo.name (design: MCP sessions).
 const ServerName = "rollcall"
@@ -50,6 +51,10 @@ const (
 	// GET stream once it has been idle this long (design: Session cap: health
 	// checks and CLIs that never send DELETE).
 	DefaultStreamlessIdleTimeout = 2 * time.Minute
+	// DefaultPingInterval and DefaultPingTimeout are mcp.ping_interval and
+	// mcp.ping_timeout's defaults (design: Session liveness by ping).
+	DefaultPingInterval = 10 * time.Second
+	DefaultPingTimeout  = 5 * time.Second
 )
 
 // Options configures a Server. The zero value is usable.
@@ -98,6 +103,13 @@ type Options struct {
 	// WriteTimeout bounds one keepalive write on a stream; a client that
 	// does not read for that long loses the stream. 0 = DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// PingInterval is how often a JSON-RPC ping request is written on each
+	// initialized session's open GET stream; PingTimeout is how long it may
+	// go unanswered before the session is stalled (design: Session liveness
+	// by ping). 0 = DefaultPingInterval, DefaultPingTimeout; a negative
+	// PingInterval disables the pings.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
 	// Hub is the instance's connection hub, shared with the gateway
 	// (design: Connection hub): sessions register in it under their agent
 	// and credential, and its revocations and re-check close them. nil = a
@@ -148,6 +160,12 @@ func (o Options) withDefaults() Options {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.PingInterval == 0 {
+		o.PingInterval = DefaultPingInterval
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = DefaultPingTimeout
+	}
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
@@ -180,6 +198,13 @@ const (
 	SessionClosed EventKind = "session_closed" // Reason says why
 	StreamOpened  EventKind = "stream_opened"  // a GET stream's headers are written and flushed
 	StreamClosed  EventKind = "stream_closed"  // that GET request has ended
+	// PingSent: a ping request was written on the session's stream;
+	// PingAnswered: its client answered it (Reason "recovered" when that
+	// ended a stall); PingStalled: it went unanswered for PingTimeout and
+	// the session is stalled (design: Session liveness by ping).
+	PingSent     EventKind = "ping_sent"
+	PingAnswered EventKind = "ping_answered"
+	PingStalled  EventKind = "ping_stalled"
 )
 
 // Event is one lifecycle event of a session.
@@ -187,7 +212,7 @@ type Event struct {
 	Kind      EventKind
 	SessionID string
 	AgentID   string
-	Reason    string // SessionClosed only
+	Reason    string // SessionClosed and PingAnswered only
 }
 
 func (s *Server) emit(e Event) {
@@ -291,6 +316,8 @@ type session struct {
 	queued []queuedNote
 
 	rp replayLog // SSE event ids and replay (resume.go)
+
+	ping pingState // liveness by ping (ping.go)
 }
 
 // AgentID implements connhub.Conn.
@@ -322,4 +349,23 @@ type stream struct {
 	sse     bool // the response is 200 text/event-stream
 	flushed bool // flushed once
 	done    bool // the handler returned or a write failed: w is off limits
+}
+
+// pingState is one session's ping in flight and what its answers proved.
+// Guarded by Server.mu.
+type pingState struct {
+	n        uint64    // pings sent; the next id is pingIDPrefix + n+1
+	id       string    // the ping in flight, "" = none
+	sent     time.Time // when the last ping was sent
+	seq      uint64    // replay-log sequence when the ping in flight was written
+	readSeq  uint64    // replay-log sequence at the last answered ping: every event up to it was read
+	answered bool      // the client answered a ping at least once
+	late     bool      // stalled: the ping in flight went unanswered for PingTimeout
+}
+
+// pingResetLocked ends a stall when a new stream opens: the ping in
+// flight went out on the old one and is dropped; the next one is due a
+// PingInterval after the last. Callers hold s.mu.
+func (x *session) pingResetLocked() {
+	x.ping.id, x.ping.late = "", false
 }
