@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestE2EConsoleFleetTodoCountsLive drives Debian's chromium against the
+// real binary: the fleet page, loaded before a todo is pushed to an agent,
+// shows the agent's new todo counts without a reload, as it shows liveness
+// and presence changes (design: Console). Without chromium the test skips,
+// unless ROLLCALL_REQUIRE_BROWSER=1.
+func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
+	exe := os.Getenv("ROLLCALL_CHROMIUM")
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if exe != "" {
+			break
+		}
+		exe, _ = exec.LookPath(name)
+	}
+	if exe == "" {
+		if os.Getenv("ROLLCALL_REQUIRE_BROWSER") == "1" {
+			t.Fatal("chromium is not installed and ROLLCALL_REQUIRE_BROWSER=1")
+		}
+		t.Skip("chromium is not installed; set ROLLCALL_REQUIRE_BROWSER=1 to fail instead")
+	}
+	a := startSQLite(t)
+	ag := vend(t, a, "counted", []string{"q"}, allVerbs)
+	id := ag.Agent.ID
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Env("TZ=UTC"), chromedp.WindowSize(1280, 900))
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	if err := chromedp.Do(browser); err != nil { // starts the browser: no timeout
+		t.Fatalf("start chromium: %v", err)
+	}
+	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, wait)
+		defer cancel()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	counts := func(step string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, wait)
+		defer cancel()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, id))))
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		return strings.Join(strings.Fields(s), " ")
+	}
+	mark := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`window.__noReload = true`)(ctx, tg)
+		return err
+	})
+
+	run("sign in and open the fleet page",
+		chromedp.Navigate(a.URL+"/console/signin"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), adminToken),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, id))),
+		mark,
+	)
+	before := counts("counts before the push")
+	if before != "0 pending 0 claimed 0 held" {
+		t.Fatalf("a fresh agent's card shows %q", before)
+	}
+
+	cli(t, a, "todo", "push", "counted", "--queue", "q", "--title", "pushed after the page loaded")
+	live := fmt.Sprintf(`document.querySelector('#agent-%s .counts').textContent.replace(/\s+/g, ' ').trim() !== %q`, id, before)
+	ctx, cancel := context.WithTimeout(browser, 10*time.Second) // the push's event arrives in well under a second
+	_, liveErr := chromedp.Run(ctx, chromedp.Poll[any](live, chromedp.WithPollingInterval(100*time.Millisecond)))
+	cancel()
+	noReload, err := chromedp.Run(browser, chromedp.Evaluate[bool](`window.__noReload === true`))
+	if err != nil || !noReload {
+		t.Fatalf("the fleet page reloaded (marker %v, %v)", noReload, err)
+	}
+	shown := counts("counts after the push")
+	run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, id))))
+	reloaded := counts("counts after a reload")
+	if reloaded == before {
+		t.Fatalf("even after a reload the card shows %q: the push did not change the counts", reloaded)
+	}
+	if liveErr != nil || shown != reloaded {
+		t.Errorf("the fleet page shows %q 10 s after a todo was pushed, a reload shows %q: the todo counts do not update live (%v)", shown, reloaded, liveErr)
+	}
+}
