@@ -85,6 +85,17 @@ func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 		// Lossy by design (design: Bus delivery): the sweep re-rings.
 		s.log.Warn("todo-ready signal not published", "todo_id", t.ID, "err", err)
 	}
+	s.events.TodosChanged(ctx, t.AgentID)
+}
+
+// todosChanged publishes agent.todos_changed for the agent of a todo the
+// use case changed (err == nil), after commit (design: Operator event
+// stream), and passes t and err through.
+func (s *Service) todosChanged(ctx context.Context, t domain.Todo, err error) (domain.Todo, error) {
+	if err == nil && t.AgentID != "" {
+		s.events.TodosChanged(ctx, t.AgentID)
+	}
+	return t, err
 }
 
 // ListAgentTodos lists the todos of an agent the person owns.
@@ -169,7 +180,7 @@ func (s *Service) Claim(ctx context.Context, a *domain.Agent, todoID string, lea
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Todo{}, todoNotFound(todoID)
 	}
-	return t, storeErr(err, "", fmt.Sprintf("todo %q is not claimable (already claimed, finished, or waiting for a retry)", todoID))
+	return s.todosChanged(ctx, t, storeErr(err, "", fmt.Sprintf("todo %q is not claimable (already claimed, finished, or waiting for a retry)", todoID)))
 }
 
 // ClaimNext is the claim_next verb: the oldest claimable todo in the queue
@@ -184,7 +195,7 @@ func (s *Service) ClaimNext(ctx context.Context, a *domain.Agent, queue string, 
 		return domain.Todo{}, err
 	}
 	t, err := s.store.ClaimNext(ctx, store.ClaimNextParams{AgentID: a.ID, Queues: qs, Lease: lease, Now: s.now()})
-	return t, storeErr(err, "no claimable todo in "+strings.Join(qs, ","), "")
+	return s.todosChanged(ctx, t, storeErr(err, "no claimable todo in "+strings.Join(qs, ","), ""))
 }
 
 // Renew is the renew verb: extends the lease of a todo the agent holds.
@@ -209,7 +220,7 @@ func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, 
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Todo{}, todoNotFound(todoID)
 	}
-	return t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID))
+	return s.todosChanged(ctx, t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID)))
 }
 
 // Fail is the fail verb: records a failed attempt; retried with backoff
@@ -222,14 +233,24 @@ func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason stri
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Todo{}, todoNotFound(todoID)
 	}
-	return t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID))
+	return s.todosChanged(ctx, t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID)))
 }
 
-// ReapOnce returns expired leases once (see store.ReapExpiredLeases).
+// ReapOnce returns expired leases once (see store.ReapExpiredLeases) and
+// publishes agent.todos_changed for their agents: one todo read per reaped
+// lease tells its agent (the store returns todo ids only).
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 	ids, err := s.store.ReapExpiredLeases(ctx, store.ReapParams{Now: s.now(), Limit: 1000})
 	if len(ids) > 0 {
 		s.log.Info("expired leases returned", "count", len(ids))
+	}
+	for _, id := range ids {
+		t, gerr := s.store.GetTodo(ctx, id)
+		if gerr != nil {
+			s.log.Warn("todos event of a reaped lease not published: todo lookup failed", "todo_id", id, "err", gerr)
+			continue
+		}
+		s.events.TodosChanged(ctx, t.AgentID)
 	}
 	return len(ids), err
 }

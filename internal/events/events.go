@@ -1,6 +1,7 @@
 // Package events holds the operator event hub of one instance: the event
 // stream of GET /v1/events and the console (agent.presence_changed from the
-// liveness tracker, agent.presence_transition from the presence evaluator),
+// liveness tracker, agent.presence_transition from the presence evaluator,
+// agent.todos_changed from the todo use cases),
 // broadcast over the bus to the hubs of every instance, kept in a ring for
 // Last-Event-ID resumption and fanned out to each person's subscribers
 // filtered to their own agents (design: Operator event stream).
@@ -33,6 +34,11 @@ const (
 	// KindPresenceTransition: an agent's in/out presence changed (design:
 	// Operator event stream). Data: PresenceTransitionData.
 	KindPresenceTransition = "agent.presence_transition"
+	// KindTodosChanged: an agent's todos changed (pushed, claimed,
+	// completed, failed, a lease reaped), so its counts may have: re-read
+	// them. Coalesced per agent (TodosWindow; design: Operator event
+	// stream). Data: TodosChangedData.
+	KindTodosChanged = "agent.todos_changed"
 	// KindStreamMissed is sent to a subscriber whose Last-Event-ID is no
 	// longer (or never was) in the buffer: events were missed, so the client
 	// should re-read the state it shows. Data: StreamMissedData.
@@ -80,6 +86,19 @@ type PresenceTransitionData struct {
 	Reason   string `json:"reason"`   // the digest reason (design: Digest on return)
 }
 
+// TodosChangedData is the data of agent.todos_changed. It carries no
+// counts: the client re-reads the agent's todos (or its console card).
+type TodosChangedData struct {
+	Agent string `json:"agent"` // handle
+}
+
+// TodosWindow is the coalescing window of agent.todos_changed: each
+// instance publishes it at most once per window per agent, the first change
+// at once and the changes within the window as one more event at its end,
+// so a burst of 1 000 pushes costs two events, and the last one follows the
+// last change.
+const TodosWindow = 250 * time.Millisecond
+
 // StreamMissedData is the data of stream.missed.
 type StreamMissedData struct {
 	LastEventID string `json:"last_event_id"`
@@ -120,6 +139,9 @@ type Hub struct {
 	lastPub map[string]liveness.PublishPair // agent id → last presence_changed pair delivered
 	closed  bool
 
+	todosMu sync.Mutex
+	todos   map[string]bool // agent id → window open; true = a change is waiting for its end
+
 	ownerMu sync.Mutex
 	owners  map[string]agentIdent // agent id → owner and handle (the owner changes on a hand-over)
 }
@@ -135,7 +157,7 @@ func New(o Options) *Hub {
 		o.Log = slog.Default()
 	}
 	e := &Hub{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, subs: map[*Subscription]struct{}{},
-		lastPub: map[string]liveness.PublishPair{}, owners: map[string]agentIdent{}}
+		lastPub: map[string]liveness.PublishPair{}, owners: map[string]agentIdent{}, todos: map[string]bool{}}
 	bus.Listen(e.bus, e.deliver, func(_ string, err error) { e.log.Warn("malformed event on the bus ignored", "err", err) })
 	return e
 }
@@ -153,6 +175,50 @@ func (e *Hub) PresenceTransition(ctx context.Context, agentID, presence, reason 
 		return
 	}
 	e.Publish(ctx, KindPresenceTransition, agentID, id.owner, PresenceTransitionData{Agent: id.handle, Presence: presence, Reason: reason})
+}
+
+// TodosChanged publishes agent.todos_changed for an agent whose todos
+// changed, coalesced per agent within TodosWindow (see there); use cases
+// call it after commit. The owner and handle are looked up (and cached).
+func (e *Hub) TodosChanged(ctx context.Context, agentID string) {
+	e.todosMu.Lock()
+	if _, open := e.todos[agentID]; open {
+		e.todos[agentID] = true
+		e.todosMu.Unlock()
+		return
+	}
+	e.todos[agentID] = false
+	e.todosMu.Unlock()
+	e.publishTodos(ctx, agentID)
+	e.clock.AfterFunc(TodosWindow, func() { e.todosWindowEnd(agentID) })
+}
+
+// todosWindowEnd closes an agent's window, or publishes the changes it
+// collected and opens the next one.
+func (e *Hub) todosWindowEnd(agentID string) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	e.todosMu.Lock()
+	waiting := e.todos[agentID]
+	if !waiting || closed {
+		delete(e.todos, agentID)
+		e.todosMu.Unlock()
+		return
+	}
+	e.todos[agentID] = false
+	e.todosMu.Unlock()
+	e.publishTodos(context.Background(), agentID)
+	e.clock.AfterFunc(TodosWindow, func() { e.todosWindowEnd(agentID) })
+}
+
+func (e *Hub) publishTodos(ctx context.Context, agentID string) {
+	id, err := e.ident(ctx, agentID)
+	if err != nil {
+		e.log.Warn("todos event not published: agent lookup failed", "agent_id", agentID, "err", err)
+		return
+	}
+	e.Publish(ctx, KindTodosChanged, agentID, id.owner, TodosChangedData{Agent: id.handle})
 }
 
 // PresenceTransitionHere delivers agent.presence_transition to this
