@@ -56,7 +56,8 @@
 //
 // GET /console/events is an SSE stream of the signed-in person's agent
 // events from app.Service.SubscribeEvents (agent.presence_changed from the liveness
-// tracker, agent.presence_transition from the presence evaluator). On an
+// tracker, agent.presence_transition from the presence evaluator,
+// agent.todos_changed from the todo use cases, coalesced per agent). On an
 // event the page fetches GET /console/agents/{id}/card and swaps the card's
 // status part (controls keep focus and typed input) and announces the new
 // state in an aria-live region. Reconnects resume with Last-Event-ID; when

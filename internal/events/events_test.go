@@ -129,3 +129,61 @@ func TestCloseTokenOwnerAndHub(t *testing.T) {
 		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestTodosChangedCoalesced: a burst of 1 000 todo changes of one agent
+// publishes agent.todos_changed once at once and once more at the end of
+// the window (the last change is never lost); changes in the next window
+// make one more event at its end; only the owner receives them.
+func TestTodosChangedCoalesced(t *testing.T) {
+	b := bus.NewLocal()
+	t.Cleanup(func() { _ = b.Close() })
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	h := events.New(events.Options{Bus: b, Clock: clock}) // SetOwner fills the owner cache: no store read
+	h.SetOwner("a-me", "me", "builder")
+	mine := subscribe(t, h, "me", "")
+	ctx := t.Context()
+	check := func(ev events.Event) {
+		t.Helper()
+		var d events.TodosChangedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil || ev.Kind != events.KindTodosChanged || ev.AgentID != "a-me" || d.Agent != "builder" || ev.ID == "" {
+			t.Fatalf("event = %+v %s, want agent.todos_changed of a-me (builder)", ev, ev.Data)
+		}
+	}
+
+	for range 1000 {
+		h.TodosChanged(ctx, "a-me")
+	}
+	first := next(t, mine)
+	check(first)
+	clock.Advance(events.TodosWindow) // the window ends with changes waiting
+	check(next(t, mine))
+	if err := clock.BlockUntilContext(ctx, 1); err != nil { // the next window is open
+		t.Fatal(err)
+	}
+	for range 3 {
+		h.TodosChanged(ctx, "a-me")
+	}
+	clock.Advance(events.TodosWindow)
+	check(next(t, mine))
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(events.TodosWindow) // a window without changes ends and publishes nothing
+	h.Publish(ctx, events.KindPresenceChanged, "a-me", "me", changed("online"))
+	if ev := next(t, mine); ev.Kind != events.KindPresenceChanged {
+		t.Fatalf("after the quiet window got %+v %s, want the presence_changed marker", ev, ev.Data)
+	}
+
+	again := subscribe(t, h, "me", first.ID)
+	var kinds []string
+	for _, ev := range again.Backlog {
+		kinds = append(kinds, ev.Kind)
+	}
+	want := []string{events.KindTodosChanged, events.KindTodosChanged, events.KindPresenceChanged}
+	if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+		t.Errorf("events after the first = %v, want %v (1 003 changes make 3 events)", kinds, want)
+	}
+	if bob := subscribe(t, h, "bob", first.ID); len(bob.Backlog) != 0 {
+		t.Errorf("another person received %d of the agent's events", len(bob.Backlog))
+	}
+}

@@ -14,8 +14,9 @@ import (
 // GET /v1/events: the operator event stream (Server-Sent Events;
 // design: Operator event stream, Console sessions). A person receives the
 // events of their own agents only: agent.presence_changed (the liveness
-// pair; design: Presence-changed events) and agent.presence_transition (in/out;
-// design: Effective presence). Every
+// pair; design: Presence-changed events), agent.presence_transition (in/out;
+// design: Effective presence) and agent.todos_changed (the agent's todos
+// changed, coalesced per agent; design: Operator event stream). Every
 // event has an id; a client that reconnects with Last-Event-ID resumes
 // after that event while it is among the last events.BufferSize events,
 // and otherwise first receives a stream.missed event (re-read the state you
