@@ -55,14 +55,7 @@ func TestOnePresenceCacheRead(t *testing.T) {
 	defer s1.Close()
 	s2 := app.New(app.Options{Store: c2, Bus: b, Clock: clock, InstanceID: "i2"})
 	defer s2.Close()
-	tok, _, err := s1.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := s1.AuthenticatePerson(ctx, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := bootstrapAdmin(t, s1)
 	v, err := s1.Vend(ctx, admin, app.VendInput{Handle: "rev", Queues: []string{"build"}, Verbs: []string{"claim_next"}, BillingModes: []string{"api", "plan"}})
 	if err != nil {
 		t.Fatal(err)
