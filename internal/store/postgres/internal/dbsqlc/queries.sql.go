@@ -1595,9 +1595,9 @@ func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellT
 }
 
 const pruneDeliveries = `-- name: PruneDeliveries :execrows
-DELETE FROM hook_deliveries WHERE id IN (
+DELETE FROM hook_deliveries WHERE id = ANY (ARRAY(
     SELECT old.id FROM hook_deliveries AS old WHERE old.received_at < $1 LIMIT $2
-)
+))
 `
 
 type PruneDeliveriesParams struct {
@@ -1606,7 +1606,9 @@ type PruneDeliveriesParams struct {
 }
 
 // One batch of the delivery log's pruning: at most lim deliveries received
-// before the cutoff, found through hook_deliveries_age.
+// before the cutoff, found through hook_deliveries_age. = ANY (ARRAY(...))
+// deletes them by primary key; IN (SELECT ...) let the planner hash-join a
+// scan of the whole table.
 func (q *Queries) PruneDeliveries(ctx context.Context, arg PruneDeliveriesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, pruneDeliveries, arg.Before, arg.Lim)
 	if err != nil {
