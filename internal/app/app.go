@@ -60,7 +60,8 @@ type Service struct {
 	evalEvery  time.Duration
 	sweepEvery time.Duration
 
-	failoverAfter time.Duration
+	failoverAfter     time.Duration
+	deliveryRetention time.Duration // hooks.delivery_retention (hooks.go)
 
 	hubMu sync.RWMutex
 	hub   SessionHub

@@ -33,6 +33,15 @@ const (
 	hookRefusalBurst  = 10
 )
 
+// The delivery log's retention (design: Delivery log retention): every
+// instance deletes, every DeliveryPruneInterval and once when its loops
+// start, the deliveries received more than the retention ago
+// (hooks.delivery_retention, default DefaultDeliveryRetention).
+const (
+	DefaultDeliveryRetention = 7 * 24 * time.Hour
+	DeliveryPruneInterval    = 10 * time.Minute
+)
+
 // HookMetrics is an optional extension of Metrics: a Metrics that also
 // implements it counts hook deliveries by kind and outcome (created,
 // duplicate, ignored, ping, refused, rate_limited).
@@ -189,6 +198,21 @@ func (s *Service) HookDeliveries(ctx context.Context, by domain.Person, id strin
 		limit = 20
 	}
 	return s.store.ListDeliveries(ctx, store.ListDeliveriesParams{HookID: h.ID, Limit: limit})
+}
+
+// PruneDeliveriesOnce deletes, in batches of store.DefaultPruneBatch, the
+// deliveries of every hook received before now minus the retention, and
+// returns how many it deleted. now is the injected clock's, the clock
+// Deliver stamps received_at with; instances' clocks differ by far less
+// than the retention. A redelivery within the retention stays a
+// duplicate; a delivery id pruned is new again (design: Delivery log
+// retention).
+func (s *Service) PruneDeliveriesOnce(ctx context.Context) (int64, error) {
+	n, err := s.store.PruneDeliveries(ctx, store.PruneDeliveriesParams{Before: s.now().Add(-s.deliveryRetention)})
+	if n > 0 {
+		s.log.Info("delivery log pruned", "deleted", n, "retention", s.deliveryRetention)
+	}
+	return n, err
 }
 
 // RotateHookSecret replaces the hook's secret and returns the new one

@@ -15,7 +15,8 @@ const ReapInterval = 5 * time.Second
 // evaluator (design: Presence evaluator; every EvaluateInterval and at each
 // agent's next presence change, design: Shift boundaries on time), the doorbell sweep
 // (design: Sweep; every SweepInterval), the lease reaper (every ReapInterval) and the
-// ring recorder. Timers come from the injected clock. It loads the presence
+// ring recorder, and the delivery log's pruning (design: Delivery log
+// retention; every DeliveryPruneInterval, and once at the start). Timers come from the injected clock. It loads the presence
 // cache first.
 func (s *Service) Run(ctx context.Context) {
 	if err := s.eval.Load(ctx); err != nil && ctx.Err() == nil {
@@ -30,21 +31,37 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() {
 		s.every(ctx, doorbell.FailoverTick(s.failoverAfter), "doorbell failover", func(ctx context.Context) error { s.bell.FailoverOnce(ctx); return nil })
 	})
+	wg.Go(func() {
+		s.loop(ctx, DeliveryPruneInterval, "delivery log prune", true, func(ctx context.Context) error { _, err := s.PruneDeliveriesOnce(ctx); return err })
+	})
 	s.every(ctx, ReapInterval, "lease reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
 	wg.Wait()
 }
 
 func (s *Service) every(ctx context.Context, d time.Duration, name string, f func(context.Context) error) {
+	s.loop(ctx, d, name, false, f)
+}
+
+// loop runs f every d of the injected clock until ctx ends, and once
+// before the first tick when atStart (the ticker exists by then). A failed
+// pass is logged; the next tick tries again.
+func (s *Service) loop(ctx context.Context, d time.Duration, name string, atStart bool, f func(context.Context) error) {
 	t := s.clock.NewTicker(d)
 	defer t.Stop()
+	pass := func() {
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn(name+" pass failed", "err", err)
+		}
+	}
+	if atStart {
+		pass()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn(name+" pass failed", "err", err)
-			}
+			pass()
 		}
 	}
 }

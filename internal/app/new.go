@@ -35,6 +35,10 @@ type Options struct {
 	// on one of several sessions of its agent here and still unclaimed this
 	// long after is rung on another (design: Doorbell failover).
 	FailoverAfter time.Duration
+	// DeliveryRetention is hooks.delivery_retention (default 7 days): the
+	// prune loop deletes deliveries received longer ago (design: Delivery
+	// log retention).
+	DeliveryRetention time.Duration
 	// Liveness configures the heartbeat tracker (design:
 	// Configuration sources); zero fields take the keys' defaults. Unused when Tracker is set.
 	Liveness LivenessConfig
@@ -77,8 +81,11 @@ func New(o Options) *Service {
 	if o.FailoverAfter <= 0 {
 		o.FailoverAfter = DefaultFailoverAfter
 	}
+	if o.DeliveryRetention <= 0 {
+		o.DeliveryRetention = DefaultDeliveryRetention
+	}
 	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, metrics: o.Metrics, instance: o.InstanceID}
+		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, deliveryRetention: o.DeliveryRetention, metrics: o.Metrics, instance: o.InstanceID}
 	if s.metrics == nil {
 		s.metrics = NopMetrics{}
 	}

@@ -65,6 +65,13 @@ type Config struct {
 		SweepInterval time.Duration `koanf:"sweep_interval"`
 		FailoverAfter time.Duration `koanf:"failover_after"`
 	} `koanf:"doorbell"`
+	// Hooks holds the webhook intake's settings (design: Hooks).
+	Hooks struct {
+		// DeliveryRetention is how long a delivery stays in the delivery
+		// log (at least MinDeliveryRetention); within it a redelivery is a
+		// duplicate (design: Delivery log retention).
+		DeliveryRetention time.Duration `koanf:"delivery_retention"`
+	} `koanf:"hooks"`
 	// MCP holds the MCP endpoint's session liveness probe (design: Session
 	// liveness by ping).
 	MCP struct {
@@ -142,6 +149,7 @@ var Keys = []Key{
 	{"presence.evaluate_interval", 30 * time.Second, "presence evaluator period"},
 	{"doorbell.sweep_interval", 30 * time.Second, "doorbell sweep period"},
 	{"doorbell.failover_after", 30 * time.Second, "ring a still-unclaimed todo on another session of the agent after this long"},
+	{"hooks.delivery_retention", 7 * 24 * time.Hour, "deliveries are kept in the delivery log this long; a redelivery within it is a duplicate"},
 	{"mcp.ping_interval", 10 * time.Second, "a JSON-RPC ping is sent on each MCP session's open stream this often"},
 	{"mcp.ping_timeout", 5 * time.Second, "an MCP session whose client leaves a ping unanswered this long is stalled: its doorbells go to another session"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
@@ -398,6 +406,11 @@ func knownList() string {
 // number in YAML is read as nanoseconds, and loops that fast would spin.
 const MinDuration = 10 * time.Millisecond
 
+// MinDeliveryRetention is the smallest accepted hooks.delivery_retention:
+// senders retry for hours, and a shorter log would take their retries for
+// new deliveries (design: Delivery log retention).
+const MinDeliveryRetention = time.Hour
+
 // Validate checks combinations: positive durations, a store URL of a known
 // scheme, and agent.presence_timeout > sync.heartbeat_interval
 // (design: Heartbeat interval: otherwise an adapter following the interval
@@ -414,6 +427,9 @@ func (c Config) Validate() error {
 		if d < MinDuration {
 			errs = append(errs, fmt.Errorf("%s must be a duration of at least %s in Go syntax (e.g. \"30s\", \"10m\"), got %s — a bare number is read as nanoseconds", name, MinDuration, d))
 		}
+	}
+	if c.Hooks.DeliveryRetention < MinDeliveryRetention {
+		errs = append(errs, fmt.Errorf("hooks.delivery_retention must be a duration of at least %s in Go syntax (e.g. \"168h\" for 7 days), got %s", MinDeliveryRetention, c.Hooks.DeliveryRetention))
 	}
 	if c.Agent.PresenceTimeout <= c.Sync.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("agent.presence_timeout (%s) must be greater than sync.heartbeat_interval (%s)", c.Agent.PresenceTimeout, c.Sync.HeartbeatInterval))

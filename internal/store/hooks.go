@@ -35,6 +35,14 @@ type HookStore interface {
 	// ListDeliveries returns a hook's deliveries, newest first, at most
 	// Limit (<= 0: 20).
 	ListDeliveries(ctx context.Context, p ListDeliveriesParams) ([]domain.HookDelivery, error)
+	// PruneDeliveries deletes the deliveries of every hook received before
+	// p.Before (design: Delivery log retention), p.Batch rows per statement
+	// (<= 0: DefaultPruneBatch), each batch committed on its own so no
+	// statement holds its locks long, until a batch deletes fewer than
+	// p.Batch; it returns how many it deleted. Idempotent: two instances
+	// pruning at once delete each row once. A ctx that ends stops it
+	// between batches with ctx's error and the count so far.
+	PruneDeliveries(ctx context.Context, p PruneDeliveriesParams) (int64, error)
 }
 
 // CreateHookParams inserts a hook.
@@ -77,6 +85,16 @@ type RecordDeliveryResult struct {
 	Duplicate bool                // the key was recorded before: nothing changed
 	Todo      domain.Todo         // the todo created or found (zero without one)
 	Created   bool                // a new todo row was inserted
+}
+
+// DefaultPruneBatch is PruneDeliveries' batch size when p.Batch <= 0.
+const DefaultPruneBatch = 10000
+
+// PruneDeliveriesParams selects the deliveries PruneDeliveries deletes:
+// those received strictly before Before, Batch at a time.
+type PruneDeliveriesParams struct {
+	Before time.Time
+	Batch  int
 }
 
 // ListDeliveriesParams pages a hook's deliveries.

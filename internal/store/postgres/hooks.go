@@ -146,3 +146,12 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 	rows, err := s.q.ListDeliveries(ctx, dbsqlc.ListDeliveriesParams{HookID: p.HookID, Limit: int32(min(limit, 1<<31-1))})
 	return storeutil.All(rows, mapErr("list deliveries", err), deliveryFrom)
 }
+
+// PruneDeliveries implements store.HookStore: each batch is one statement
+// in its own implicit transaction.
+func (s *Store) PruneDeliveries(ctx context.Context, p store.PruneDeliveriesParams) (int64, error) {
+	return storeutil.Batches(ctx, p.Batch, store.DefaultPruneBatch, func(lim int) (int64, error) {
+		n, err := s.q.PruneDeliveries(ctx, dbsqlc.PruneDeliveriesParams{Before: micro(p.Before), Lim: int32(min(lim, 1<<31-1))})
+		return n, mapErr("prune deliveries", err)
+	})
+}

@@ -141,3 +141,15 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 	rows, err := s.rq.ListDeliveries(ctx, dbsqlc.ListDeliveriesParams{HookID: p.HookID, Limit: int64(limit)})
 	return storeutil.All(rows, mapErr("list deliveries", err), deliveryFrom)
 }
+
+// PruneDeliveries implements store.HookStore: each batch is one write
+// transaction, so other writers wait at most one batch.
+func (s *Store) PruneDeliveries(ctx context.Context, p store.PruneDeliveriesParams) (int64, error) {
+	return storeutil.Batches(ctx, p.Batch, store.DefaultPruneBatch, func(lim int) (n int64, err error) {
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			n, err = s.txq(tx).PruneDeliveries(ctx, dbsqlc.PruneDeliveriesParams{Before: micros(p.Before), Lim: int64(lim)})
+			return mapErr("prune deliveries", err)
+		})
+		return n, err
+	})
+}

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ var hookTests = []contractTest{
 	{"HandoffGrantsRoundTrip", testHandoffGrants},
 	{"RecordDeliveryDedupes", testRecordDelivery},
 	{"RecordDeliveryRace", testRecordDeliveryRace},
+	{"PruneDeliveriesByAge", testPruneDeliveries},
 	{"CreateTodoAuditOnlyWhenCreated", testCreateTodoAudit},
 }
 
@@ -258,5 +261,69 @@ func testCreateTodoAudit(t *testing.T, in Instance) {
 	}
 	if n := auditCount(t, s); n != before+1 {
 		t.Fatalf("audit entries %d → %d, want +1", before, n)
+	}
+}
+
+// testPruneDeliveries: deliveries of every hook received before the cutoff
+// go, in batches until none is left; those at or after it stay; a pruned
+// key is new again (design: Delivery log retention).
+func testPruneDeliveries(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("reviewer", ownerID, "reviews"))
+	h1, h2 := newHook(a, domain.HookGitHub), newHook(a, domain.HookStandard)
+	createHook(t, s, h1)
+	createHook(t, s, h2)
+	cutoff := at(24 * time.Hour)
+	var old []string
+	for i := range 7 { // 7 old deliveries over both hooks, keyed and refused
+		d := domain.HookDelivery{ID: uuid.NewString(), HookID: h1.ID, Key: fmt.Sprintf("old-%d", i), Outcome: domain.DeliveryIgnored,
+			ReceivedAt: cutoff.Add(-time.Duration(7-i) * time.Hour)}
+		if i%2 == 1 {
+			d.HookID = h2.ID
+		}
+		if i == 6 {
+			d.Key, d.Outcome, d.Reason, d.ReceivedAt = "", domain.DeliveryRefused, "bad signature", cutoff.Add(-time.Microsecond)
+		}
+		record(t, s, d, nil)
+		old = append(old, d.ID)
+	}
+	keep := map[string]bool{}
+	for i, hid := range []string{h1.ID, h2.ID} {
+		d := domain.HookDelivery{ID: uuid.NewString(), HookID: hid, Key: fmt.Sprintf("new-%d", i), Outcome: domain.DeliveryIgnored,
+			ReceivedAt: cutoff.Add(time.Duration(i) * time.Hour)} // the first exactly at the cutoff
+		record(t, s, d, nil)
+		keep[d.ID] = true
+	}
+	n, err := s.PruneDeliveries(ctx, store.PruneDeliveriesParams{Before: cutoff, Batch: 3})
+	if err != nil || n != 7 {
+		t.Fatalf("PruneDeliveries = %d, %v; want 7 in batches of 3", n, err)
+	}
+	left := map[string]bool{}
+	for _, hid := range []string{h1.ID, h2.ID} {
+		ds, err := s.ListDeliveries(ctx, store.ListDeliveriesParams{HookID: hid, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			left[d.ID] = true
+		}
+	}
+	if d := cmp.Diff(keep, left); d != "" {
+		t.Fatalf("deliveries left (-want +got):\n%s\npruned ids: %v", d, old)
+	}
+	if n, err := s.PruneDeliveries(ctx, store.PruneDeliveriesParams{Before: cutoff}); err != nil || n != 0 {
+		t.Fatalf("second PruneDeliveries = %d, %v; want 0 (idempotent)", n, err)
+	}
+	// A pruned key is new again; a kept one is still a duplicate.
+	if res := record(t, s, domain.HookDelivery{ID: uuid.NewString(), HookID: h1.ID, Key: "old-0", Outcome: domain.DeliveryIgnored, ReceivedAt: at(25 * time.Hour)}, nil); res.Duplicate {
+		t.Fatalf("pruned key old-0 redelivered: %+v, want new", res)
+	}
+	if res := record(t, s, domain.HookDelivery{ID: uuid.NewString(), HookID: h1.ID, Key: "new-0", Outcome: domain.DeliveryIgnored, ReceivedAt: at(25 * time.Hour)}, nil); !res.Duplicate {
+		t.Fatalf("kept key new-0 redelivered: %+v, want duplicate", res)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.PruneDeliveries(done, store.PruneDeliveriesParams{Before: at(48 * time.Hour)}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PruneDeliveries on an ended ctx = %v, want context.Canceled", err)
 	}
 }

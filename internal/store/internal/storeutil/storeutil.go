@@ -2,10 +2,11 @@
 // time normalisation, slice normalisation, mapping generated rows (rows.go),
 // building a chained audit entry
 // (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
-// It does no I/O.
+// It does no I/O of its own (Batches runs the adapter's deletes).
 package storeutil
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -145,3 +146,24 @@ const TodoCols = `id, agent_id, queue, title, payload, kind, source, idempotency
 	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
 	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
 	finished_at, next_ring_at`
+
+// Batches runs del with lim = batch (<= 0: defaultBatch) until it deletes
+// fewer than lim rows, and returns the total deleted: the loop of a pruning
+// done in bounded statements. ctx ending stops it between batches with
+// ctx's error; del's error stops it at once.
+func Batches(ctx context.Context, batch, defaultBatch int, del func(lim int) (int64, error)) (int64, error) {
+	if batch <= 0 {
+		batch = defaultBatch
+	}
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		n, err := del(batch)
+		total += n
+		if err != nil || n < int64(batch) {
+			return total, err
+		}
+	}
+}

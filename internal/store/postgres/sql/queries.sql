@@ -231,6 +231,15 @@ UPDATE hook_deliveries SET todo_id = $2 WHERE id = $1;
 -- Newest first.
 SELECT * FROM hook_deliveries WHERE hook_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2;
 
+-- name: PruneDeliveries :execrows
+-- One batch of the delivery log's pruning: at most lim deliveries received
+-- before the cutoff, found through hook_deliveries_age. = ANY (ARRAY(...))
+-- deletes them by primary key; IN (SELECT ...) let the planner hash-join a
+-- scan of the whole table.
+DELETE FROM hook_deliveries WHERE id = ANY (ARRAY(
+    SELECT old.id FROM hook_deliveries AS old WHERE old.received_at < sqlc.arg(before) LIMIT sqlc.arg(lim)
+));
+
 -- name: AdvisoryXactLock :exec
 -- Holds the advisory lock key until the transaction ends.
 SELECT pg_advisory_xact_lock($1);

@@ -231,6 +231,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 -- Newest first.
 SELECT * FROM hook_deliveries WHERE hook_id = ? ORDER BY received_at DESC, id DESC LIMIT ?;
 
+-- name: PruneDeliveries :execrows
+-- One batch of the delivery log's pruning: at most lim deliveries received
+-- before the cutoff, found through hook_deliveries_age.
+DELETE FROM hook_deliveries WHERE id IN (
+    SELECT old.id FROM hook_deliveries AS old WHERE old.received_at < sqlc.arg(before) LIMIT sqlc.arg(lim)
+);
+
 -- name: CountPersons :one
 SELECT count(*) FROM persons;
 

@@ -1594,6 +1594,29 @@ func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellT
 	return items, nil
 }
 
+const pruneDeliveries = `-- name: PruneDeliveries :execrows
+DELETE FROM hook_deliveries WHERE id = ANY (ARRAY(
+    SELECT old.id FROM hook_deliveries AS old WHERE old.received_at < $1 LIMIT $2
+))
+`
+
+type PruneDeliveriesParams struct {
+	Before time.Time
+	Lim    int32
+}
+
+// One batch of the delivery log's pruning: at most lim deliveries received
+// before the cutoff, found through hook_deliveries_age. = ANY (ARRAY(...))
+// deletes them by primary key; IN (SELECT ...) let the planner hash-join a
+// scan of the whole table.
+func (q *Queries) PruneDeliveries(ctx context.Context, arg PruneDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneDeliveries, arg.Before, arg.Lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const renewLease = `-- name: RenewLease :one
 UPDATE todos SET lease_expires_at = $1::timestamptz, updated_at = $2::timestamptz
 WHERE id = $3 AND agent_id = $4 AND state = 'claimed' AND lease_expires_at > $2

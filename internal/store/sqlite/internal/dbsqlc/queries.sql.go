@@ -1622,6 +1622,27 @@ func (q *Queries) PersistHeartbeatState(ctx context.Context, arg PersistHeartbea
 	return result.RowsAffected()
 }
 
+const pruneDeliveries = `-- name: PruneDeliveries :execrows
+DELETE FROM hook_deliveries WHERE id IN (
+    SELECT old.id FROM hook_deliveries AS old WHERE old.received_at < ?1 LIMIT ?2
+)
+`
+
+type PruneDeliveriesParams struct {
+	Before int64
+	Lim    int64
+}
+
+// One batch of the delivery log's pruning: at most lim deliveries received
+// before the cutoff, found through hook_deliveries_age.
+func (q *Queries) PruneDeliveries(ctx context.Context, arg PruneDeliveriesParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, pruneDeliveries, arg.Before, arg.Lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const reapExpiredLeases = `-- name: ReapExpiredLeases :many
 UPDATE todos SET
     state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
