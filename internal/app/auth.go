@@ -218,60 +218,23 @@ func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
 	}
 	h := HashToken(token)
 	now := s.clock.Now()
-	if agent {
-		if _, ok := s.creds.Get(h, now); ok {
-			return true
+	if !agent {
+		return s.verdicts.Decide(h, now, func() (bool, bool, error) {
+			p, t, err := s.store.TokenByHash(ctx, h)
+			return err == nil && t.RevokedAt == nil && t.Usable(s.now()) && p.Active, true, err
+		})
+	}
+	if _, ok := s.creds.Get(h, now); ok {
+		return true
+	}
+	// An agent's yes is kept in the credential cache, not as a verdict.
+	return s.verdicts.Decide(h, now, func() (bool, bool, error) {
+		a, credID, err := s.store.AgentByCredentialHash(ctx, h)
+		if err == nil && a.Active && !a.Revoked() {
+			s.creds.Put(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
 		}
-	}
-	if ok, seen := s.verdicts.Get(h, now); seen {
-		return ok
-	}
-	var ok bool
-	var err error
-	if agent {
-		ok, err = s.agentMayAuthenticate(ctx, h, now)
-	} else {
-		ok, err = s.personMayAuthenticate(ctx, h, now)
-	}
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		s.verdicts.Put(h, false, now)
-		return false
-	case err != nil:
-		return true // the store could not tell: the handler decides
-	}
-	return ok
-}
-
-// agentMayAuthenticate looks the agent credential hash h up for
-// MayAuthenticate: false for a revoked agent; an active agent's lookup goes
-// into the credential cache. Errors: the store's (domain.ErrNotFound for an
-// unknown hash).
-func (s *Service) agentMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
-	a, credID, err := s.store.AgentByCredentialHash(ctx, h)
-	if err != nil {
-		return false, err
-	}
-	if a.Active && !a.Revoked() {
-		s.creds.Put(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
-	}
-	return !a.Revoked(), nil
-}
-
-// personMayAuthenticate looks the person token hash h up for
-// MayAuthenticate: false for a revoked or expired token or a deactivated
-// person; a yes is remembered. Errors: the store's (domain.ErrNotFound for
-// an unknown hash).
-func (s *Service) personMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
-	p, t, err := s.store.TokenByHash(ctx, h)
-	if err != nil {
-		return false, err
-	}
-	ok := t.RevokedAt == nil && t.Usable(s.now()) && p.Active
-	if ok {
-		s.verdicts.Put(h, true, now)
-	}
-	return ok, nil
+		return err == nil && !a.Revoked(), false, err
+	})
 }
 
 // forgetCredentials drops the cached lookups of an agent.
@@ -281,35 +244,6 @@ func (s *Service) forgetCredentials(agentID string) { s.creds.ForgetAgent(agentI
 // (credential unrevoked, agent active and unrevoked).
 func (s *Service) LiveCredentials(ctx context.Context, ids []string) (map[string]bool, error) {
 	return s.store.LiveCredentials(ctx, ids)
-}
-
-// NoLongerValid is the periodic re-check of open gateway connections and
-// MCP sessions (design: Revocation within 5 s; every RecheckInterval): byCred maps each
-// credential id to what it holds open; one store query (bounded by 10 s)
-// finds the credentials that no longer authenticate, and their holders are
-// returned for closing. A store error returns it and nothing to close: the
-// holders stay until a check can tell.
-func NoLongerValid[T any](s *Service, byCred map[string][]T) ([]T, error) {
-	if len(byCred) == 0 {
-		return nil, nil
-	}
-	ids := make([]string, 0, len(byCred))
-	for id := range byCred {
-		ids = append(ids, id)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	live, err := s.LiveCredentials(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	var dead []T
-	for id, held := range byCred {
-		if !live[id] {
-			dead = append(dead, held...)
-		}
-	}
-	return dead, nil
 }
 
 // onAgentSessions closes this instance's sessions named by a session-close

@@ -25,6 +25,7 @@
 package connhub
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"sync"
@@ -65,7 +66,7 @@ type Conn interface {
 	Close(reason string)
 }
 
-// NoLongerValid is the re-check's port to the store (app.NoLongerValid):
+// NoLongerValid is the re-check's port to the store (CheckLive builds it):
 // byCred maps each credential id to the connections opened with it; it
 // returns the connections whose credential no longer authenticates
 // (revoked or rotated credential, revoked or deactivated agent), in one
@@ -242,6 +243,37 @@ func (h *Hub) Recheck() (int, error) {
 		c.Close(ReasonNoLongerValid)
 	}
 	return len(dead), nil
+}
+
+// CheckLive builds the NoLongerValid port from one store query (the use
+// case's LiveCredentials, bounded by 10 s): live reports which of the
+// credential ids still authenticate (credential unrevoked, agent active and
+// unrevoked), and the holders of the others are returned for closing. A
+// store error returns it and nothing to close: the holders stay until a
+// check can tell.
+func CheckLive(live func(ctx context.Context, ids []string) (map[string]bool, error)) NoLongerValid {
+	return func(byCred map[string][]Conn) ([]Conn, error) {
+		if len(byCred) == 0 {
+			return nil, nil
+		}
+		ids := make([]string, 0, len(byCred))
+		for id := range byCred {
+			ids = append(ids, id)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ok, err := live(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		var dead []Conn
+		for id, held := range byCred {
+			if !ok[id] {
+				dead = append(dead, held...)
+			}
+		}
+		return dead, nil
+	}
 }
 
 // recheckLoop runs Recheck every period until Close (design: Revocation

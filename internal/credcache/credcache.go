@@ -9,6 +9,7 @@
 package credcache
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -122,3 +123,26 @@ func (v *Verdicts) Get(hash string, now time.Time) (ok, seen bool) { return v.m.
 
 // Put remembers the verdict ok for hash at now.
 func (v *Verdicts) Put(hash string, ok bool, now time.Time) { v.m.put(hash, ok, now) }
+
+// Decide answers for hash from a verdict younger than the TTL, else from
+// lookup, which reports whether the token could authenticate and whether a
+// yes is to be remembered: a lookup failing with domain.ErrNotFound (no
+// credential has the hash) is remembered as no; any other error answers yes,
+// so that the handler, not the limit, decides while the store cannot tell.
+func (v *Verdicts) Decide(hash string, now time.Time, lookup func() (ok, keep bool, err error)) bool {
+	if ok, seen := v.Get(hash, now); seen {
+		return ok
+	}
+	ok, keep, err := lookup()
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		v.Put(hash, false, now)
+		return false
+	case err != nil:
+		return true
+	}
+	if ok && keep {
+		v.Put(hash, true, now)
+	}
+	return ok
+}

@@ -1,6 +1,7 @@
 package credcache
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -80,5 +81,32 @@ func TestVerdicts(t *testing.T) {
 	}
 	if _, seen := v.Get("yes", t0.Add(2*time.Second)); seen {
 		t.Fatal("served at the TTL")
+	}
+}
+
+// TestDecide: an unknown hash is remembered as no, a kept yes as yes, an
+// unkept yes and a refusal are asked again, and a store error answers yes
+// without being remembered.
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	v := NewVerdicts(2 * time.Second)
+	calls := 0
+	ask := func(hash string, ok, keep bool, err error) bool {
+		return v.Decide(hash, t0, func() (bool, bool, error) { calls++; return ok, keep, err })
+	}
+	if ask("unknown", false, false, domain.ErrNotFound) || ask("unknown", true, true, nil) {
+		t.Fatal("an unknown hash was not refused, or its no not remembered")
+	}
+	if !ask("kept", true, true, nil) || !ask("kept", false, false, nil) {
+		t.Fatal("a kept yes was not remembered")
+	}
+	if !ask("unkept", true, false, nil) || ask("unkept", false, false, nil) {
+		t.Fatal("an unkept yes was remembered")
+	}
+	if !ask("down", false, false, errors.New("store down")) || ask("down", false, false, domain.ErrNotFound) {
+		t.Fatal("a store error did not answer yes, or was remembered")
+	}
+	if calls != 6 {
+		t.Fatalf("%d lookups, want 6 (each remembered verdict saves one)", calls)
 	}
 }

@@ -143,7 +143,7 @@ func New(o Options) *Gateway {
 	if g.hub == nil {
 		svc := o.Service
 		g.hub, g.ownHub = connhub.New(connhub.Options{Bus: o.Bus, Clock: o.Clock, Log: o.Log, Recheck: o.Recheck,
-			NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }}), true
+			NoLongerValid: connhub.CheckLive(svc.LiveCredentials)}), true
 	}
 	return g
 }

@@ -186,7 +186,7 @@ func (o Options) withDefaults() Options {
 // re-check every Options.Recheck.
 func ownHub(svc *app.Service, o Options) *connhub.Hub {
 	return connhub.New(connhub.Options{Clock: o.Clock, Log: o.Log, Recheck: o.Recheck,
-		NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }})
+		NoLongerValid: connhub.CheckLive(svc.LiveCredentials)})
 }
 
 // EventKind names a lifecycle event of Options.OnEvent.

@@ -156,7 +156,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	}
 
 	s.Hub = connhub.New(connhub.Options{Bus: b, Clock: svc.Clock(), Log: o.Log, Recheck: app.RecheckInterval,
-		NoLongerValid: func(m map[string][]connhub.Conn) ([]connhub.Conn, error) { return app.NoLongerValid(svc, m) }})
+		NoLongerValid: connhub.CheckLive(svc.LiveCredentials)})
 	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log, Hub: s.Hub, AllowedHosts: allowedHosts(cfg, url), AllowedOrigins: allowedOrigins(cfg, url),
 		PingInterval: cfg.MCP.PingInterval, PingTimeout: cfg.MCP.PingTimeout})
 	mux := http.NewServeMux()
