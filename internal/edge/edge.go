@@ -88,6 +88,13 @@ type Options struct {
 	// other in at most one indexed lookup. nil = the handler verifies and a 401 past the limit
 	// becomes 429.
 	Verify func(ctx context.Context, token string) bool
+	// Signed reports the requests that authenticate by a signature of their
+	// own rather than a bearer credential (webhook deliveries, whose
+	// senders such as GitHub share addresses): their 401s are not failed
+	// authentications of the client address — the handler limits bad
+	// signatures per hook — and the failed-auth limit never refuses them.
+	// nil = none.
+	Signed func(r *http.Request) bool
 	// Log receives the refusals (info); nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives the failure windows; nil = real clock.
@@ -155,6 +162,10 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 			if rc.SetReadDeadline(time.Now().Add(e.opts.ReadTimeout)) == nil {
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 			}
+		}
+		if e.opts.Signed != nil && e.opts.Signed(r) {
+			next.ServeHTTP(w, r)
+			return
 		}
 		ip, cred := ClientIP(r), credentialKey(r)
 		if e.refusedUnverified(w, r, ip, cred) {

@@ -542,3 +542,32 @@ func TestVerifierDecidesBeforeTheHandler(t *testing.T) {
 		t.Fatalf("stalled body over the limit: %v %q", err, got)
 	}
 }
+
+// A signed route's 401s (a webhook delivery with a bad signature) do not
+// count against the client address, and a client over the limit still has
+// its deliveries answered by the handler: one hook with a rotated secret
+// cannot lock out the other hooks (or persons) behind a sender's address.
+func TestSignedRoutesAreNotCounted(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := New(Options{MaxFailures: 3, Clock: clock, Verify: func(context.Context, string) bool { return false },
+		Signed: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/deliveries") }})
+	srv := httptest.NewServer(e.Handler(authHandler()))
+	defer srv.Close()
+	bad := map[string]string{"Authorization": "Bearer rcp_wrong-secret-0123456789"}
+	for i := range 10 {
+		if resp, _ := get(t, srv.URL+"/v1/hooks/h1/deliveries", nil); resp.StatusCode != 401 {
+			t.Fatalf("bad delivery %d: %d, want the handler's 401", i+1, resp.StatusCode)
+		}
+	}
+	for i := range 3 {
+		if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 401 {
+			t.Fatalf("bearer failure %d after 10 bad deliveries: %d, want 401 (deliveries counted?)", i+1, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, srv.URL+"/v1/agents", bad); resp.StatusCode != 429 {
+		t.Fatalf("the 4th bearer failure: %d, want 429", resp.StatusCode)
+	}
+	if resp, _ := get(t, srv.URL+"/v1/hooks/h2/deliveries", nil); resp.StatusCode != 401 {
+		t.Fatalf("a delivery from a limited address: %d, want the handler's answer", resp.StatusCode)
+	}
+}

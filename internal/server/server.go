@@ -303,7 +303,14 @@ func newEdge(cfg config.Config, publicURL string, o Options, verify func(context
 		conns = -1 // configured off
 	}
 	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
-		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Log: o.Log, Clock: o.Clock})
+		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Signed: hookDelivery, Log: o.Log, Clock: o.Clock})
+}
+
+// hookDelivery matches POST /v1/hooks/{id}/deliveries, the route that
+// authenticates by the hook's signature (design: Hook signatures).
+func hookDelivery(r *http.Request) bool {
+	id, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v1/hooks/"), "/deliveries")
+	return r.Method == http.MethodPost && ok && id != "" && !strings.Contains(id, "/") && strings.HasPrefix(r.URL.Path, "/v1/hooks/")
 }
 
 // allowedHosts and allowedOrigins are the MCP endpoint's own copies of the
