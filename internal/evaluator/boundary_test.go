@@ -46,18 +46,21 @@ func (l *lateness) count() int {
 	return len(l.late)
 }
 
-// TestFleetBoundaryLateness measures (docs/benchmarks.md, "Shift boundaries
-// on time") how late a shift start shared by ROLLCALL_BOUNDARY_AGENTS
-// agents (default 1 000) reaches two instances on one PostgreSQL database,
-// each with its own store pool and its own LISTEN/NOTIFY bus, on the real
-// clock: the time from the boundary to each instance's OnIn of each agent.
-// ROLLCALL_BOUNDARY_MODE=period runs the evaluators as they ran before
-// (a pass every 30 s, no timer). It waits for the next minute boundary at
-// least 20 s away, so it runs only with ROLLCALL_BOUNDARY_BENCH=1.
-func TestFleetBoundaryLateness(t *testing.T) {
-	if os.Getenv("ROLLCALL_BOUNDARY_BENCH") != "1" {
-		t.Skip("a measurement on the real clock; set ROLLCALL_BOUNDARY_BENCH=1")
-	}
+// BenchmarkFleetBoundaryLateness measures (docs/benchmarks.md, "Shift
+// boundaries on time") how late a shift start shared by
+// ROLLCALL_BOUNDARY_AGENTS agents (default 1 000) reaches two instances on
+// one PostgreSQL database, each with its own store pool and its own
+// LISTEN/NOTIFY bus, on the real clock: the time from the boundary to each
+// instance's OnIn of each agent. ROLLCALL_BOUNDARY_MODE=period runs the
+// evaluators as they ran before (a pass every 30 s, no timer). It waits for
+// the next minute boundary at least 20 s away and measures one boundary
+// whatever b.N is (run it with -benchtime 1x).
+func BenchmarkFleetBoundaryLateness(b *testing.B) {
+	b.StopTimer()
+	fleetBoundaryLateness(b)
+}
+
+func fleetBoundaryLateness(t testing.TB) {
 	agents := 1000
 	if n := os.Getenv("ROLLCALL_BOUNDARY_AGENTS"); n != "" {
 		fmt.Sscan(n, &agents)

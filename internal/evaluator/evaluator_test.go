@@ -78,7 +78,7 @@ func openStore(t *testing.T) *sqlite.Store {
 }
 
 // vend stores an agent with the shift ("" = none) and returns it.
-func vend(t *testing.T, st store.Store, n int, shift string, at time.Time) domain.Agent {
+func vend(t testing.TB, st store.Store, n int, shift string, at time.Time) domain.Agent {
 	t.Helper()
 	ctx := t.Context()
 	owner := domain.Person{ID: "00000000-0000-7000-8000-000000000001", Name: "admin", Active: true, CreatedAt: at}
