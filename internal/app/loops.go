@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/doorbell"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // ReapInterval is how often expired leases are returned.
@@ -56,12 +57,5 @@ func (s *Service) loop(ctx context.Context, d time.Duration, name string, atStar
 	if atStart {
 		pass()
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.Chan():
-			pass()
-		}
-	}
+	workgroup.Every(ctx.Done(), t.Chan(), pass)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // DefaultRecheck is the period of the credential re-check when
@@ -281,14 +282,9 @@ func CheckLive(live func(ctx context.Context, ids []string) (map[string]bool, er
 func (h *Hub) recheckLoop(t clockwork.Ticker) {
 	defer close(h.done)
 	defer t.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-t.Chan():
-		}
+	workgroup.Every(h.stop, t.Chan(), func() {
 		if _, err := h.Recheck(); err != nil {
 			h.log.Warn("re-checking connection credentials failed; connections kept until the next check", "err", err)
 		}
-	}
+	})
 }

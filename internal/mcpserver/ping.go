@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // pingIDPrefix starts the JSON-RPC id of every ping this server sends: a
@@ -37,14 +38,7 @@ func (s *Server) pingLoop() {
 	defer s.loops.Done()
 	t := s.opts.Clock.NewTicker(pingEvery(s.opts.PingInterval, s.opts.PingTimeout))
 	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.Chan():
-		}
-		s.pingScan()
-	}
+	workgroup.Every(s.stop, t.Chan(), s.pingScan)
 }
 
 type pingOut struct {

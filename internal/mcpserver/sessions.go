@@ -21,6 +21,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // Errors of Notify. Neither means the caller should wait: the doorbell
@@ -765,12 +766,7 @@ func (s *Server) keepAliveLoop() {
 	t := s.opts.Clock.NewTicker(s.opts.KeepAlive)
 	defer t.Stop()
 	var batch []*stream
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.Chan():
-		}
+	workgroup.Every(s.stop, t.Chan(), func() {
 		batch = batch[:0]
 		s.mu.RLock()
 		for _, x := range s.sessions {
@@ -785,7 +781,7 @@ func (s *Server) keepAliveLoop() {
 			st.ping()
 		}
 		clear(batch)
-	}
+	})
 }
 
 // expireLoop closes sessions idle for Options.IdleTimeout (no request in
@@ -796,12 +792,7 @@ func (s *Server) expireLoop() {
 	defer s.loops.Done()
 	t := s.opts.Clock.NewTicker(expiryScanEvery(s.opts.IdleTimeout, s.opts.InitTimeout, s.opts.StreamlessIdleTimeout))
 	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.Chan():
-		}
+	workgroup.Every(s.stop, t.Chan(), func() {
 		now := s.opts.Clock.Now()
 		var idle, streamless, uninit []string
 		s.mu.RLock()
@@ -826,7 +817,7 @@ func (s *Server) expireLoop() {
 		for _, id := range streamless {
 			s.closeSession(id, "idle without a stream")
 		}
-	}
+	})
 }
 
 // expiryScanEvery is the period of the expiry scan. A session expires at

@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/stall"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // The database's clock (design: Database clock: cross-instance time
@@ -79,19 +80,13 @@ func (c *dbClock) sync(ctx context.Context) error {
 func (c *dbClock) loop(ctx context.Context) {
 	timer := c.clock.NewTimer(c.every)
 	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.Chan():
-		}
+	workgroup.After(ctx.Done(), timer, c.every, func() {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := c.sync(sctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("liveness: database clock not measured", "err", err)
 		}
 		cancel()
-		timer.Reset(c.every)
-	}
+	})
 }
 
 // extend is stall.Detector.Extend for times on this clock: the deadline of
