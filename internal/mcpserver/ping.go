@@ -192,10 +192,16 @@ func (s *Server) pingUnsent(x *session, id string) {
 func (s *Server) pingAnswered(x *session, id string) {
 	s.mu.Lock()
 	p := &x.ping
-	if id == p.id {
-		p.id = ""
-		p.readSeq = max(p.readSeq, p.seq)
+	if id != p.id {
+		// Not the ping in flight (a late answer to an earlier one, or a
+		// made-up id): it proves nothing about the current one, so it
+		// neither ends a stall nor keeps one from coming.
+		s.mu.Unlock()
+		s.log.Debug("mcp session answered a ping that is not in flight; ignored", "session", x.id, "agent_id", x.agentID)
+		return
 	}
+	p.id = ""
+	p.readSeq = max(p.readSeq, p.seq)
 	first := !p.answered
 	p.answered = true
 	recovered := p.late

@@ -311,6 +311,12 @@ func TestStalledSessionRungAgainOnceItAnswers(t *testing.T) {
 		}
 	}
 
+	// An answer that names another ping than the one in flight ends no
+	// stall (nor does it make the next scan hand the doorbells on again).
+	peer.answer("rollcall-ping-made-up")
+	if si := sessionInfo(t, e, a.Agent.ID, peer.id); !si.Stalled {
+		t.Fatalf("an answer to a ping not in flight ended the stall: %+v", si)
+	}
 	peer.thaw()
 	if ev := e.waitEvent(peer.id, mcpserver.PingAnswered); ev.Reason != "recovered" {
 		t.Errorf("answer after the stall: reason %q, want recovered", ev.Reason)
