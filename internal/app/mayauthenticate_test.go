@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // lookupCounter counts the credential lookups by hash that reach the store.
@@ -38,11 +36,7 @@ func (c *lookupCounter) TokenByHash(ctx context.Context, h string) (domain.Perso
 // hashes; a revoked token or agent is a no once its remembered yes expires.
 func TestMayAuthenticate(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	clock := clockwork.NewFakeClock()
 	other := app.New(app.Options{Store: st, Clock: clock})
 	counted := &lookupCounter{Store: st}

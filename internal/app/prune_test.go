@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // pruneStore reports each PruneDeliveries pass (its cutoff and count)
@@ -41,11 +39,7 @@ func (p *pruneStore) PruneDeliveries(ctx context.Context, q store.PruneDeliverie
 // anew (its todo, still live, keeps its key: no second todo).
 func TestDeliveryLogPruning(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prune.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(t0)
 	ps := &pruneStore{Store: st, passes: make(chan prunePass, 16)}

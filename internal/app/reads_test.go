@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // countingStore counts the reads of agent rows one instance makes.
@@ -43,11 +41,7 @@ func (c *countingStore) ListAgentsChangedSince(ctx context.Context, p store.List
 // cache).
 func TestOnePresenceCacheRead(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "reads.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
 	b := bus.NewLocal()
 	c1, c2 := &countingStore{Store: st}, &countingStore{Store: st}

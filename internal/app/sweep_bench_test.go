@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // allSessionsHub is a SessionHub with one streaming session for each of
@@ -37,11 +35,7 @@ func (h allSessionsHub) AgentsWithSessions() []string             { return h.age
 func BenchmarkSweepOnce(b *testing.B) {
 	const agents, perAgent = 500, 20
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(b)
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(t0)
 	owner := domain.Person{ID: "00000000-0000-7000-8000-000000000001", Name: "admin", Active: true, CreatedAt: t0}

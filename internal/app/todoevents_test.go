@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // bootstrapAdmin bootstraps the first admin on s and returns them
@@ -37,11 +35,7 @@ func bootstrapAdmin(t *testing.T, s *app.Service) domain.Person {
 // event stream); another person's stream gets none of them.
 func TestTodoChangesPublishEvents(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "todoevents.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
 	b := bus.NewLocal()
 	s1 := app.New(app.Options{Store: st, Bus: b, Clock: clock, InstanceID: "i1"})
