@@ -309,8 +309,9 @@ func newEdge(cfg config.Config, publicURL string, o Options, verify func(context
 // hookDelivery matches POST /v1/hooks/{id}/deliveries, the route that
 // authenticates by the hook's signature (design: Hook signatures).
 func hookDelivery(r *http.Request) bool {
-	id, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v1/hooks/"), "/deliveries")
-	return r.Method == http.MethodPost && ok && id != "" && !strings.Contains(id, "/") && strings.HasPrefix(r.URL.Path, "/v1/hooks/")
+	rest, hook := strings.CutPrefix(r.URL.Path, "/v1/hooks/")
+	id, deliveries := strings.CutSuffix(rest, "/deliveries")
+	return r.Method == http.MethodPost && hook && deliveries && id != "" && !strings.Contains(id, "/")
 }
 
 // allowedHosts and allowedOrigins are the MCP endpoint's own copies of the
