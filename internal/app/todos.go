@@ -240,17 +240,12 @@ func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason stri
 // publishes agent.todos_changed for their agents: one todo read per reaped
 // lease tells its agent (the store returns todo ids only).
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
-	ids, err := s.store.ReapExpiredLeases(ctx, store.ReapParams{Now: s.now(), Limit: 1000})
-	if len(ids) > 0 {
-		s.log.Info("expired leases returned", "count", len(ids))
+	reaped, err := s.store.ReapExpiredLeases(ctx, store.ReapParams{Now: s.now(), Limit: 1000})
+	if len(reaped) > 0 {
+		s.log.Info("expired leases returned", "count", len(reaped))
 	}
-	for _, id := range ids {
-		t, gerr := s.store.GetTodo(ctx, id)
-		if gerr != nil {
-			s.log.Warn("todos event of a reaped lease not published: todo lookup failed", "todo_id", id, "err", gerr)
-			continue
-		}
-		s.events.TodosChanged(ctx, t.AgentID)
+	for _, r := range reaped {
+		s.events.TodosChanged(ctx, r.AgentID)
 	}
-	return len(ids), err
+	return len(reaped), err
 }

@@ -102,8 +102,8 @@ type Store interface {
 	// ReapExpiredLeases returns claimed todos whose lease expired at or before
 	// Now: pending again while attempt < max_attempts, otherwise dead-lettered
 	// (failed, no retry) with LastError "lease expired". At most Limit rows;
-	// it returns the ids reaped.
-	ReapExpiredLeases(ctx context.Context, p ReapParams) ([]string, error)
+	// it returns the todos reaped, each with its agent.
+	ReapExpiredLeases(ctx context.Context, p ReapParams) ([]Reaped, error)
 	// MarkRung records a doorbell ring: ring_attempts+1, last_ringed_at = At
 	// and next_ring_at = domain.NextRingAt(new ring_attempts, At) (none once
 	// the budget is spent; design: Ring budget), only while the todo is pending.
@@ -257,6 +257,10 @@ type FailTodoParams struct {
 	Reason  string
 	Now     time.Time
 }
+
+// Reaped is a todo whose expired lease ReapExpiredLeases returned, and
+// its agent.
+type Reaped struct{ ID, AgentID string }
 
 // ReapParams bounds one reaper pass.
 type ReapParams struct {

@@ -206,7 +206,7 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // first; rows locked by another reaper are skipped; Limit <= 0 means no
 // limit. The ids come back in no particular order. The ring columns
 // (ring_attempts, last_ringed_at, next_ring_at) are left as they are.
-func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
+func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]store.Reaped, error) {
 	// Hand-written: the picks are a MATERIALIZED CTE with SKIP LOCKED,
 	// evaluated once (an IN subquery with LIMIT and SKIP LOCKED may be
 	// rescanned and take rows past the limit).
@@ -220,15 +220,15 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 			updated_at = $1
 		FROM pick
 		WHERE todos.id = pick.pick_id AND todos.state = 'claimed'
-		RETURNING id`, micro(p.Now), limitArg(p.Limit))
+		RETURNING id, agent_id`, micro(p.Now), limitArg(p.Limit))
 	if err != nil {
 		return nil, mapErr("reap leases", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	reaped, err := pgx.CollectRows(rows, pgx.RowToStructByPos[store.Reaped])
 	if err != nil {
 		return nil, mapErr("reap leases", err)
 	}
-	return storeutil.Strings(ids), nil
+	return reaped, nil
 }
 
 // MarkRung implements store.Store (design: Sweep): it changes only a

@@ -210,17 +210,21 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // first; Limit <= 0 means no limit. The ids come back in no particular order.
 // The ring columns (ring_attempts, last_ringed_at, next_ring_at) are left as
 // they are.
-func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]string, error) {
-	var ids []string
+func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]store.Reaped, error) {
+	var rows []dbsqlc.ReapExpiredLeasesRow
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		ids, err = s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
+		rows, err = s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
 		return mapErr("reap leases", err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return storeutil.Strings(ids), nil
+	out := make([]store.Reaped, len(rows))
+	for i, r := range rows {
+		out[i] = store.Reaped{ID: r.ID, AgentID: r.AgentID}
+	}
+	return out, nil
 }
 
 // MarkRung implements store.Store (design: Sweep): it changes only a

@@ -545,8 +545,15 @@ func testReaper(t *testing.T, in Instance) {
 
 	reap := func(now time.Time) []string {
 		t.Helper()
-		ids, err := s.ReapExpiredLeases(ctx, store.ReapParams{Now: now, Limit: 100})
+		reaped, err := s.ReapExpiredLeases(ctx, store.ReapParams{Now: now, Limit: 100})
 		must(t, "ReapExpiredLeases", err)
+		ids := make([]string, 0, len(reaped))
+		for _, r := range reaped {
+			if r.AgentID != a.ID {
+				t.Fatalf("reaped %s of agent %q, want %q", r.ID, r.AgentID, a.ID)
+			}
+			ids = append(ids, r.ID)
+		}
 		sort.Strings(ids)
 		return ids
 	}

@@ -185,7 +185,7 @@ UPDATE todos SET
     updated_at = sqlc.arg(now)
 WHERE id IN (SELECT t.id FROM todos t WHERE t.state = 'claimed' AND t.lease_expires_at <= sqlc.arg(now)
     ORDER BY t.lease_expires_at, t.id LIMIT sqlc.arg(lim))
-RETURNING id;
+RETURNING id, agent_id;
 
 -- name: AuditTail :one
 SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1;

@@ -1651,7 +1651,7 @@ UPDATE todos SET
     updated_at = ?1
 WHERE id IN (SELECT t.id FROM todos t WHERE t.state = 'claimed' AND t.lease_expires_at <= ?1
     ORDER BY t.lease_expires_at, t.id LIMIT ?2)
-RETURNING id
+RETURNING id, agent_id
 `
 
 type ReapExpiredLeasesParams struct {
@@ -1659,21 +1659,26 @@ type ReapExpiredLeasesParams struct {
 	Lim int64
 }
 
+type ReapExpiredLeasesRow struct {
+	ID      string
+	AgentID string
+}
+
 // Expired claims go back to pending, or at max_attempts to dead letter;
 // the oldest leases first, at most lim (negative: all).
-func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesParams) ([]string, error) {
+func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesParams) ([]ReapExpiredLeasesRow, error) {
 	rows, err := q.db.QueryContext(ctx, reapExpiredLeases, arg.Now, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []ReapExpiredLeasesRow
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var i ReapExpiredLeasesRow
+		if err := rows.Scan(&i.ID, &i.AgentID); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
