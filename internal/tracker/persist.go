@@ -74,11 +74,33 @@ func (t *Tracker) flushLocked(ctx context.Context, es []*lvEntry) (int, error) {
 func (t *Tracker) persistSoon(e *lvEntry) {
 	t.urgentMu.Lock()
 	t.urgent[e] = struct{}{}
-	start := !t.urgentRun
-	t.urgentRun = true
+	// Once stopped, Stop's final flush writes what is dirty; no new writer
+	// starts that could outlive the store.
+	start := !t.urgentRun && !t.stopped.Load()
+	if start {
+		t.urgentRun = true
+		t.urgentDone = make(chan struct{})
+	}
 	t.urgentMu.Unlock()
 	if start {
 		go t.writeTransitions()
+	}
+}
+
+// waitTransitions waits, within ctx, for a running transition writer to
+// end; Stop calls it after setting stopped so that no write or log line of
+// the writer happens after Stop returns.
+func (t *Tracker) waitTransitions(ctx context.Context) {
+	t.urgentMu.Lock()
+	done := t.urgentDone
+	running := t.urgentRun
+	t.urgentMu.Unlock()
+	if !running || done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 
@@ -98,6 +120,7 @@ func (t *Tracker) writeTransitions() {
 		if len(batch) == 0 || t.stopped.Load() {
 			// Stopped: the final flush of Stop writes what is dirty.
 			t.urgentRun = false
+			close(t.urgentDone)
 			t.urgentMu.Unlock()
 			return
 		}
@@ -114,8 +137,18 @@ func (t *Tracker) writeTransitions() {
 				t.urgent[e] = struct{}{}
 			}
 			t.urgentMu.Unlock()
-			time.Sleep(transitionRetry) // a backoff, not a wait for correctness
+			t.sleepUnlessStopped(transitionRetry) // a backoff, not a wait for correctness
 			continue
 		}
+	}
+}
+
+// sleepUnlessStopped pauses for d, or less when Stop is called meanwhile.
+func (t *Tracker) sleepUnlessStopped(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-t.stopCh:
 	}
 }

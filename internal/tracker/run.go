@@ -37,7 +37,7 @@ func New(o Options) *Tracker {
 	t := &Tracker{store: o.Store, bus: o.Bus, events: o.Events, clock: o.Clock, log: o.Log, metrics: o.Metrics,
 		instance: o.Instance, signal: o.SignalPresence,
 		cfg: cfg, limiter: ratelimit.New(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
-		urgent: map[*lvEntry]struct{}{}, stalls: stall.New(o.Clock, cfg.StallThreshold, cfg.PresenceTimeout, o.Log)}
+		urgent: map[*lvEntry]struct{}{}, stopCh: make(chan struct{}), stalls: stall.New(o.Clock, cfg.StallThreshold, cfg.PresenceTimeout, o.Log)}
 	t.clk = dbClock{clock: o.Clock, read: cfg.DBClock, every: cfg.ClockSyncInterval, stalls: t.stalls, log: o.Log}
 	t.audits.write = o.Store.ApplyReportedChanges
 	for i := range t.shards {
@@ -173,7 +173,9 @@ func (t *Tracker) loadOne(a *domain.Agent, start time.Time) bool {
 // returns the flush's error. Heartbeats accepted afterwards are kept in
 // memory only.
 func (t *Tracker) Stop(ctx context.Context) error {
-	t.stopped.Store(true)
+	if t.stopped.CompareAndSwap(false, true) {
+		close(t.stopCh)
+	}
 	t.runMu.Lock()
 	if t.cancel != nil {
 		t.cancel()
@@ -193,6 +195,7 @@ func (t *Tracker) Stop(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, t.cfg.ShutdownTimeout)
 		defer cancel()
 	}
+	t.waitTransitions(ctx)
 	n, err := t.flush(ctx)
 	t.log.Info("liveness tracker stopped", "rows_flushed", n, "err", err)
 	return err

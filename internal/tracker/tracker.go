@@ -168,7 +168,8 @@ type Tracker struct {
 	seed      maphash.Seed
 	shards    [64]lvShard
 	stopped   atomic.Bool
-	written   atomic.Int64 // rows written by flush passes
+	stopCh    chan struct{} // closed by Stop; ends the transition writer's backoff
+	written   atomic.Int64  // rows written by flush passes
 	flushMu   sync.Mutex
 	flushedAt time.Time // end of the last flush pass (guarded by flushMu)
 	runMu     sync.Mutex
@@ -178,9 +179,10 @@ type Tracker struct {
 	clk    dbClock // the database's clock (clock.go)
 	stalls *stall.Detector
 
-	urgentMu  sync.Mutex
-	urgent    map[*lvEntry]struct{} // transitions to write at once (flush.go)
-	urgentRun bool
+	urgentMu   sync.Mutex
+	urgent     map[*lvEntry]struct{} // transitions to write at once (flush.go)
+	urgentRun  bool
+	urgentDone chan struct{} // closed when the running writer ends
 
 	audits auditBatcher // group commit of reported changes (audit.go)
 }

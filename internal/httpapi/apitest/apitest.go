@@ -9,11 +9,13 @@
 package apitest
 
 import (
+	"context"
 	"database/sql"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,10 +49,18 @@ func New(t testing.TB) *Env {
 	t.Cleanup(func() { _ = st.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		w := &testWriter{t: t}
+		t.Cleanup(w.close) // runs after the service stopped (cleanups run last-in first-out)
+		log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC))
 	svc := app.New(app.Options{Store: st, Clock: clock, Log: log})
+	// Stop the tracker's writers and background work before the store
+	// closes, so nothing of this test writes or logs after it ended.
+	t.Cleanup(func() {
+		_ = svc.StopLiveness(context.Background())
+		svc.Close()
+	})
 	token, created, err := svc.Bootstrap(ctx, "")
 	if err != nil || !created {
 		t.Fatalf("Bootstrap = %v, %v", created, err)
@@ -90,9 +100,25 @@ func (e *Env) Exec(t testing.TB, query string, args ...any) {
 	}
 }
 
-type testWriter struct{ t testing.TB }
+// testWriter sends log lines to t.Log until the test's cleanup closes it;
+// t.Log after the test ended panics.
+type testWriter struct {
+	mu     sync.Mutex
+	t      testing.TB
+	closed bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(string(p))
+	}
 	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 }
