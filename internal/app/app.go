@@ -214,6 +214,11 @@ func (s *Service) SubscribeEvents(ownerID, tokenID, lastEventID string) (*events
 	return s.events.SubscribeWith(ownerID, tokenID, lastEventID)
 }
 
+// EventsCursor is the id of the newest operator event this instance holds
+// ("" when none): taken before a page reads the state it shows, it is the
+// Last-Event-ID the page's stream resumes from (events.Hub.Cursor).
+func (s *Service) EventsCursor() string { return s.events.Cursor() }
+
 // CloseEvents ends every event subscription and refuses new ones (server
 // shutdown: open SSE streams end instead of holding it).
 func (s *Service) CloseEvents() { s.events.Close() }

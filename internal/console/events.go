@@ -24,12 +24,22 @@ type consoleEvent struct {
 }
 
 // eventStream is GET /console/events: a text/event-stream of the signed-in
-// person's agent events (the event hub filters by owner). Event "agent" carries
+// person's agent events (the event hub filters by owner), resumed after the
+// Last-Event-ID header or else the since query parameter (the page's
+// cursor, see fleetView.Since). Event "agent" carries
 // consoleEvent; event "missed" tells the page to refresh every card (the
 // Last-Event-ID it resumed from is no longer buffered). At shutdown the
 // hub closes the subscription and the stream ends.
 func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) {
-	sub, err := h.svc.SubscribeEvents(v.person.ID, v.person.TokenID, r.Header.Get("Last-Event-ID"))
+	// The browser's Last-Event-ID (a reconnect) comes first; a page's first
+	// connection resumes from the cursor taken before it read what it shows
+	// (since), so an event between the page's reads and this subscription
+	// is not lost (design: Console live updates).
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get("since")
+	}
+	sub, err := h.svc.SubscribeEvents(v.person.ID, v.person.TokenID, last)
 	if err != nil {
 		http.Error(w, "live updates are unavailable: "+err.Error(), http.StatusServiceUnavailable)
 		return

@@ -19,6 +19,7 @@ import (
 type fleetView struct {
 	Cards []cardView
 	Vend  vendForm
+	Since string // the event cursor taken before the cards were read
 }
 
 // vendForm is the vend form with the values and errors of a refused
@@ -44,12 +45,13 @@ func allVerbs() map[string]bool {
 // renderFleet renders the fleet page; override replaces the card of the
 // same agent (a presence form that was refused, with its error).
 func (h *Handler) renderFleet(w http.ResponseWriter, r *http.Request, v *visit, status int, vf vendForm, override cardView) {
+	since := h.svc.EventsCursor() // before the reads: see Console live updates
 	agents, err := h.svc.ListAgents(r.Context(), v.person)
 	if err != nil {
 		h.fail(w, r, v, err)
 		return
 	}
-	view := fleetView{Vend: vf}
+	view := fleetView{Vend: vf, Since: since}
 	for i := range agents {
 		c, err := h.buildCard(r.Context(), v, &agents[i])
 		if err != nil {
@@ -96,6 +98,7 @@ func (h *Handler) cardFragment(w http.ResponseWriter, r *http.Request, v *visit)
 // --- agent page ---
 
 type agentView struct {
+	Since          string // the event cursor taken before the card was read
 	Card           cardView
 	Queues         []string
 	ShiftValue     string
@@ -150,6 +153,7 @@ func (h *Handler) agentPage(w http.ResponseWriter, r *http.Request, v *visit) {
 // (shift value and error, push form, presence error on the card).
 func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, status int, form agentView) {
 	ctx := r.Context()
+	since := h.svc.EventsCursor() // before the reads: see Console live updates
 	a, err := h.svc.OwnedAgent(ctx, v.person, r.PathValue("ref"))
 	if err != nil {
 		h.fail(w, r, v, err)
@@ -162,7 +166,7 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 	}
 	card.Back = "agent"
 	card.UntilValue, card.UntilError, card.PresenceError = form.Card.UntilValue, form.Card.UntilError, form.Card.PresenceError
-	view := agentView{Card: card, Queues: a.Scope.Queues, ShiftValue: a.Presence.Shift, Push: form.Push}
+	view := agentView{Since: since, Card: card, Queues: a.Scope.Queues, ShiftValue: a.Presence.Shift, Push: form.Push}
 	if form.ShiftError != "" {
 		view.ShiftValue, view.ShiftError = form.ShiftValue, form.ShiftError
 	}

@@ -381,6 +381,19 @@ func (e *Hub) SubscribeWith(ownerID, tokenID, lastEventID string) (*Subscription
 	return sub, nil
 }
 
+// Cursor returns the id of the newest buffered event ("" when the buffer is
+// empty). A page that reads the state it shows after taking the cursor and
+// then subscribes with it as the Last-Event-ID misses no event that came in
+// between (design: Console live updates).
+func (e *Hub) Cursor() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == 0 {
+		return ""
+	}
+	return e.ring[(e.head+e.n-1)%BufferSize].ID
+}
+
 // Close ends every subscription and refuses new ones; the server calls it
 // at shutdown so open SSE streams end instead of holding the shutdown.
 func (e *Hub) Close() {

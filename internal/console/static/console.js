@@ -91,8 +91,11 @@
   function refreshAll() {
     document.querySelectorAll('article.card[data-card]').forEach(function (c) { refresh(c, true); });
   }
+  // The page names the newest event it had seen before it read the cards
+  // (?since=…), so the stream replays what came in between; without one
+  // (no event buffered yet) the first open refreshes every card instead.
   var es = new EventSource(region.getAttribute('data-events'));
-  var dropped = false;
+  var dropped = region.getAttribute('data-events').indexOf('since=') < 0;
   es.addEventListener('agent', function (ev) {
     var data;
     try { data = JSON.parse(ev.data); } catch (e) { return; }
