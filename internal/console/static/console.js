@@ -93,9 +93,11 @@
   }
   // The page names the newest event it had seen before it read the cards
   // (?since=…), so the stream replays what came in between; without one
-  // (no event buffered yet) the first open refreshes every card instead.
+  // (no event buffered yet) the first open refreshes every card instead,
+  // announcing what changed as an event would have.
   var es = new EventSource(region.getAttribute('data-events'));
-  var dropped = region.getAttribute('data-events').indexOf('since=') < 0;
+  var first = region.getAttribute('data-events').indexOf('since=') < 0;
+  var dropped = false;
   es.addEventListener('agent', function (ev) {
     var data;
     try { data = JSON.parse(ev.data); } catch (e) { return; }
@@ -105,7 +107,11 @@
   es.addEventListener('missed', refreshAll);
   es.onerror = function () { dropped = true; };
   es.onopen = function () {
-    if (dropped) refreshAll(); // events may have passed while disconnected
-    dropped = false;
+    if (first) {
+      document.querySelectorAll('article.card[data-card]').forEach(function (c) { refresh(c, false); });
+    } else if (dropped) {
+      refreshAll(); // events may have passed while disconnected
+    }
+    first = dropped = false;
   };
 })();
