@@ -17,10 +17,9 @@ import (
 // between, never lose a secret. Without a key it logs a warning (secrets
 // stay plaintext) and changes nothing.
 //
-// Errors: a secret that does not open (sealed with a key that is neither
-// configured key, sealed while no key is configured now, or altered) —
-// deliveries to such a hook would all fail, so the start fails naming the
-// hooks and the key ids; store errors.
+// Errors: *UnopenedSecretsError when secrets do not open (sealed with a
+// key that is neither configured key, sealed while no key is configured
+// now, or altered), after resealing all the others; store errors.
 func (s *Service) SealHookSecrets(ctx context.Context) (int, error) {
 	hs, err := s.store.ListHooks(ctx, store.ListHooksParams{})
 	if err != nil {
@@ -54,8 +53,25 @@ func (s *Service) SealHookSecrets(ctx context.Context) (int, error) {
 		s.log.Info("hook secrets sealed", "key_id", s.sealer.KeyID(), "hooks", len(hs), "resealed", n)
 	}
 	if len(bad) > 0 {
-		return n, fmt.Errorf("%d of %d hook secrets do not open with the configured hooks.secret_key / hooks.secret_key_previous (key id %q): %w",
-			len(bad), len(hs), s.sealer.KeyID(), errors.Join(bad...))
+		return n, &UnopenedSecretsError{Errs: bad, Hooks: len(hs), KeyID: s.sealer.KeyID()}
 	}
 	return n, nil
 }
+
+// UnopenedSecretsError is SealHookSecrets' error for stored hook secrets
+// that open with neither configured key: deliveries to those hooks fail
+// until the key that sealed them is configured or their secrets are
+// rotated (a rotation needs no old secret).
+type UnopenedSecretsError struct {
+	Errs  []error // one per hook: intake.ErrUnknownSecretKey, ErrNoSecretKey or ErrSealBroken, naming the hook
+	Hooks int     // hooks checked
+	KeyID string  // id of hooks.secret_key ("" = none set)
+}
+
+func (e *UnopenedSecretsError) Error() string {
+	return fmt.Sprintf("%d of %d hook secrets do not open with the configured hooks.secret_key / hooks.secret_key_previous (key id %q): %v",
+		len(e.Errs), e.Hooks, e.KeyID, errors.Join(e.Errs...))
+}
+
+// Unwrap returns the errors of the hooks.
+func (e *UnopenedSecretsError) Unwrap() []error { return e.Errs }

@@ -24,8 +24,10 @@ import (
 //     not the plaintext, and a delivery signed with the secret is taken;
 //     a hook created or rotated then is stored sealed too;
 //   - a start with the wrong key fails, naming ErrUnknownSecretKey;
-//   - a rotation (new key, the old as previous) reseals every secret with
-//     the new key, after which the new key alone opens them.
+//   - a rotation in the README's steps: the new key as previous reseals
+//     nothing; the keys swapped reseal every secret with the new key, which
+//     an instance still at the first step opens; then the new key alone
+//     opens them.
 func TestHookSecretsSealedAtRest(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "r.db")
@@ -126,6 +128,10 @@ func TestHookSecretsSealedAtRest(t *testing.T) {
 		t.Fatal("a failed start changed a stored secret")
 	}
 
+	// Rotation step 1: the new key known as previous reseals nothing.
+	if _, n, err = start(keyOld, keyNew); err != nil || n != 0 {
+		t.Fatalf("rotation step 1: resealed %d, %v; want 0", n, err)
+	}
 	svc, n, err = start(keyNew, keyOld)
 	if err != nil || n != 2 {
 		t.Fatalf("rotation start: resealed %d, %v; want 2", n, err)
@@ -135,6 +141,17 @@ func TestHookSecretsSealedAtRest(t *testing.T) {
 		if kid, _ := intake.IsSealed(column(id)); kid != newSealer.KeyID() {
 			t.Fatalf("hook %s sealed with key id %s after the rotation, want %s", id, kid, newSealer.KeyID())
 		}
+	}
+	// An instance started at step 1 (before the reseal) opens the secrets
+	// resealed at step 2.
+	step1Sealer, err := intake.NewSealer(keyOld, keyNew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step1 := app.New(app.Options{Store: st, HookSecrets: step1Sealer})
+	t.Cleanup(step1.Close)
+	if res := deliver(step1, fresh.Hook.ID, rotated.Secret, "issues.opened"); res.Outcome != domain.DeliveryCreated {
+		t.Fatalf("delivery on an instance at step 1 after the reseal: %+v", res)
 	}
 	svc, n, err = start(keyNew, "")
 	if err != nil || n != 0 {

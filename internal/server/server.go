@@ -156,10 +156,17 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
 	// Stored hook secrets under the configured key before any delivery
-	// reads one (design: Hook secrets sealed at rest).
+	// reads one (design: Hook secrets sealed at rest). A secret that does
+	// not open leaves the start going: its hook's deliveries fail until
+	// the right key is configured or the secret is rotated (which needs no
+	// old secret), the way out when a key is lost.
 	if _, err := svc.SealHookSecrets(ctx); err != nil {
-		s.closeAll()
-		return nil, fmt.Errorf("hook secrets: %w", err)
+		var unopened *app.UnopenedSecretsError
+		if !errors.As(err, &unopened) {
+			s.closeAll()
+			return nil, fmt.Errorf("hook secrets: %w", err)
+		}
+		o.Log.Error("hook secrets: deliveries to these hooks fail until hooks.secret_key (or hooks.secret_key_previous) is the key that sealed them, or their secrets are rotated", "err", err)
 	}
 
 	token, created, err := svc.Bootstrap(ctx, cfg.BootstrapToken)
