@@ -132,9 +132,8 @@ func TestHookSecretsSealedAtRest(t *testing.T) {
 	if _, n, err = start(keyOld, keyNew); err != nil || n != 0 {
 		t.Fatalf("rotation step 1: resealed %d, %v; want 0", n, err)
 	}
-	svc, n, err = start(keyNew, keyOld)
-	if err != nil || n != 2 {
-		t.Fatalf("rotation start: resealed %d, %v; want 2", n, err)
+	if _, n, err = start(keyNew, keyOld); err != nil || n != 2 {
+		t.Fatalf("rotation step 2: resealed %d, %v; want 2", n, err)
 	}
 	newSealer, _ := intake.NewSealer(keyNew, "")
 	for _, id := range []string{plainHook.Hook.ID, fresh.Hook.ID} {
