@@ -2,6 +2,9 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/ratelimit"
@@ -19,7 +22,11 @@ func SharedFailures(st store.Store) ratelimit.Shared {
 		return nil
 	}
 	return ratelimit.SharedFunc(func(ctx context.Context, keys []string, now time.Time, window time.Duration) ([]ratelimit.Window, error) {
-		ws, err := fc.CountFailures(ctx, store.CountFailuresParams{Keys: keys, Now: now, Window: window})
+		stored := make([]string, len(keys))
+		for i, k := range keys {
+			stored[i] = storedKey(k)
+		}
+		ws, err := fc.CountFailures(ctx, store.CountFailuresParams{Keys: stored, Now: now, Window: window})
 		if err != nil {
 			return nil, err
 		}
@@ -29,6 +36,18 @@ func SharedFailures(st store.Store) ratelimit.Shared {
 		}
 		return out, nil
 	})
+}
+
+// storedKey is the database key of a limiter key: a credential prefix
+// ("cred:" + the first 12 characters of a token) is stored as a SHA-256
+// digest, so the table never holds characters of a token; client
+// addresses and hook ids are stored as they are.
+func storedKey(k string) string {
+	if p, ok := strings.CutPrefix(k, "cred:"); ok {
+		sum := sha256.Sum256([]byte(p))
+		return "cred#" + hex.EncodeToString(sum[:12])
+	}
+	return k
 }
 
 // RateWindowRetention is how long a shared failure window's row stays

@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
@@ -64,6 +67,28 @@ func TestLimitsSharedByInstances(t *testing.T) {
 	}
 	if s := status("GET", b.base+"/v1/agents", a.token, nil, nil); s != 200 {
 		t.Fatalf("the admin's token from the limited address: %d, want 200", s)
+	}
+	// The shared table holds the address and a digest of the credential
+	// prefix, never characters of the token: 21 each, the 20 and a's
+	// refusal (a last saw 19 and asked); b knew the key spent and made no
+	// statement.
+	conn, err := pgx.Connect(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), `SELECT key, count FROM rate_windows ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var k string
+		var n int
+		err := r.Scan(&k, &n)
+		return fmt.Sprintf("%s=%d", k, n), err
+	})
+	if err != nil || len(keys) != 2 || !strings.HasPrefix(keys[0], "cred#") || !strings.HasSuffix(keys[0], "=21") || !strings.HasSuffix(keys[1], "=21") || strings.Contains(strings.Join(keys, " "), "wrong") {
+		t.Fatalf("rate_windows = %v, %v; want the address and a credential digest, 21 each", keys, err)
 	}
 
 	// A hook created on a, delivered to on both.
