@@ -33,6 +33,7 @@ import (
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
@@ -83,7 +84,9 @@ type Service struct {
 
 	// The per-hook delivery limits (hooks.go): deliveries that pass the
 	// signature check, those that fail it, refusals recorded in the log.
-	hookPass, hookFail, hookRefusals *ratelimit.Limiter
+	hookPass, hookRefusals *ratelimit.Limiter
+	hookFail               *ratelimit.Failures // (design: Limits shared by instances)
+	sealer                 *intake.Sealer      // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
 }
 
 // The session port is the doorbell engine's; the use cases close sessions

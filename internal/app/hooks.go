@@ -12,23 +12,32 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Per-hook delivery rate limits (design: Hooks): token buckets of
-// HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
-// minute on each instance (the buckets live in memory). The signature is
-// checked first: a delivery that passes it takes from the hook's delivery
-// bucket (past it: 429), one that fails it (unsigned, bad signature, stale
-// timestamp, unsupported Content-Type) from the hook's separate
-// failed-check bucket (past it: 429 instead of 401/400/415). So a flood of
-// forged deliveries never uses up what the real sender needs, and it is
-// bounded per hook, not per client address (senders such as GitHub share
-// addresses).
-// Refused deliveries are recorded in the delivery log at most
-// hookRefusalBurst at once per hook (then one per 10 s), so a flood of bad
-// signatures cannot grow the table; every refusal is still logged and
-// counted.
+// Per-hook delivery limits (design: Hooks, Failed-signature limit). The
+// signature is checked first, before any limit, so a correctly signed
+// delivery is never refused for what forgers did:
+//   - a delivery that passes it takes from the hook's delivery bucket:
+//     HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
+//     minute on each instance (past it: 429);
+//   - one that fails it (unsigned, bad signature, stale timestamp,
+//     unsupported Content-Type) counts against the hook's failed-check
+//     limit: HookFailedChecks per HookFailedWindow, a fixed window; past it
+//     the delivery is answered 429 instead of 401/400/415, without a
+//     database statement once this instance knows the window is spent. On
+//     PostgreSQL the window is counted in the database, so all instances
+//     together allow HookFailedChecks (design: Limits shared by instances).
+//
+// So a flood of forged deliveries never uses up what the real sender
+// needs, and it is bounded per hook, not per client address (senders such
+// as GitHub share addresses). Refused deliveries are recorded in the
+// delivery log (outcome refused, the reason, never the body, the delivery
+// id or any header) at most hookRefusalBurst at once per hook (then one per
+// 10 s), so a flood of bad signatures cannot grow the table; every refusal
+// is still logged and counted.
 const (
 	HookDeliveryRate  = 1.0
 	HookDeliveryBurst = 60
+	HookFailedChecks  = 60
+	HookFailedWindow  = time.Minute
 	hookRefusalRate   = 0.1
 	hookRefusalBurst  = 10
 )
@@ -110,7 +119,9 @@ func (s *Service) CreateHook(ctx context.Context, by domain.Person, in HookInput
 	now := s.now()
 	h := domain.Hook{ID: newID(), OwnerID: by.ID, AgentID: a.ID, Kind: in.Kind, Queue: in.Queue, Filter: filter,
 		TitleTemplate: in.TitleTemplate, KindLabel: in.KindLabel, Secret: intake.NewSecret(), CreatedAt: now, UpdatedAt: now}
-	err = s.store.CreateHook(ctx, store.CreateHookParams{Hook: h, Audit: domain.AuditRecord{
+	stored := h
+	stored.Secret = s.sealer.Seal(h.ID, h.Secret) // (design: Hook secrets sealed at rest)
+	err = s.store.CreateHook(ctx, store.CreateHookParams{Hook: stored, Audit: domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "hook.create", AgentID: a.ID,
 		Data: map[string]any{"hook_id": h.ID, "kind": h.Kind, "queue": h.Queue, "filter": h.Filter, "title_template": h.TitleTemplate, "kind_label": h.KindLabel},
 	}})
@@ -223,11 +234,13 @@ func (s *Service) RotateHookSecret(ctx context.Context, by domain.Person, id str
 	if err != nil {
 		return HookSecretResult{}, err
 	}
-	h, err = s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: intake.NewSecret(), Now: s.now(),
+	secret := intake.NewSecret()
+	h, err = s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: s.sealer.Seal(h.ID, secret), Now: s.now(),
 		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: h.AgentID, Data: map[string]any{"hook_id": h.ID}}})
 	if err != nil {
 		return HookSecretResult{}, storeErr(err, fmt.Sprintf("hook %q not found", id), "")
 	}
+	h.Secret = secret
 	s.log.Info("hook secret rotated", "hook_id", h.ID, "by", by.ID)
 	v := s.hookView(h, s.handleOf(ctx, h.AgentID))
 	return HookSecretResult{Hook: v, URL: v.URL, Secret: h.Secret}, nil
@@ -243,7 +256,7 @@ func (s *Service) rotateHookSecretsOf(ctx context.Context, by domain.Person, a d
 		return err
 	}
 	for _, h := range hs {
-		_, err := s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: intake.NewSecret(), Now: s.now(),
+		_, err := s.store.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: h.ID, Secret: s.sealer.Seal(h.ID, intake.NewSecret()), Now: s.now(),
 			Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "hook.rotate_secret", AgentID: a.ID,
 				Data: map[string]any{"hook_id": h.ID, "reason": "agent.hand_over"}}})
 		if err != nil && !errors.Is(err, domain.ErrNotFound) { // a hook deleted meanwhile needs no secret
@@ -308,12 +321,16 @@ func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult
 	if err != nil {
 		return DeliveryResult{}, err
 	}
+	if h.Secret, err = s.sealer.Open(h.ID, h.Secret); err != nil {
+		s.log.Error("hook secret does not open; deliveries to the hook fail until hooks.secret_key (or hooks.secret_key_previous) is its key", "hook_id", h.ID, "err", err)
+		return DeliveryResult{}, err
+	}
 	now := s.now()
 	payload, verr := intake.Verify(h, in.Header, in.Body, now)
 	if verr != nil {
-		if ok, wait := s.hookFail.Allow(h.ID, now); !ok {
+		if wait, over := s.hookFail.Fail(ctx, "hook:"+h.ID, now); over {
 			return s.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &RateLimitedError{RetryAfter: wait,
-				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, int(HookDeliveryRate*60))})
+				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, HookFailedChecks)})
 		}
 		if r, ok := intake.Refused(verr); ok {
 			return s.refuse(ctx, h, now, r)

@@ -17,7 +17,8 @@ const ReapInterval = 5 * time.Second
 // agent's next presence change, design: Shift boundaries on time), the doorbell sweep
 // (design: Sweep; every SweepInterval), the lease reaper (every ReapInterval) and the
 // ring recorder, and the delivery log's pruning (design: Delivery log
-// retention; every DeliveryPruneInterval, and once at the start). Timers come from the injected clock. It loads the presence
+// retention; every DeliveryPruneInterval, and once at the start) with the
+// shared failure windows' (design: Limits shared by instances). Timers come from the injected clock. It loads the presence
 // cache first.
 func (s *Service) Run(ctx context.Context) {
 	if err := s.eval.Load(ctx); err != nil && ctx.Err() == nil {
@@ -33,7 +34,13 @@ func (s *Service) Run(ctx context.Context) {
 		s.every(ctx, doorbell.FailoverTick(s.failoverAfter), "doorbell failover", func(ctx context.Context) error { s.bell.FailoverOnce(ctx); return nil })
 	})
 	wg.Go(func() {
-		s.loop(ctx, DeliveryPruneInterval, "delivery log prune", true, func(ctx context.Context) error { _, err := s.PruneDeliveriesOnce(ctx); return err })
+		s.loop(ctx, DeliveryPruneInterval, "delivery log prune", true, func(ctx context.Context) error {
+			_, err := s.PruneDeliveriesOnce(ctx)
+			if _, rerr := s.PruneRateWindowsOnce(ctx); rerr != nil && err == nil {
+				err = rerr
+			}
+			return err
+		})
 	})
 	s.every(ctx, ReapInterval, "lease reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
 	wg.Wait()

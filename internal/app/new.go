@@ -12,6 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
@@ -39,6 +40,10 @@ type Options struct {
 	// prune loop deletes deliveries received longer ago (design: Delivery
 	// log retention).
 	DeliveryRetention time.Duration
+	// HookSecrets seals hook secrets at rest (hooks.secret_key; design:
+	// Hook secrets sealed at rest); nil = plaintext. SealHookSecrets seals
+	// the stored ones at start.
+	HookSecrets *intake.Sealer
 	// Liveness configures the heartbeat tracker (design:
 	// Configuration sources); zero fields take the keys' defaults. Unused when Tracker is set.
 	Liveness LivenessConfig
@@ -85,7 +90,7 @@ func New(o Options) *Service {
 		o.DeliveryRetention = DefaultDeliveryRetention
 	}
 	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, deliveryRetention: o.DeliveryRetention, metrics: o.Metrics, instance: o.InstanceID}
+		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, deliveryRetention: o.DeliveryRetention, sealer: o.HookSecrets, metrics: o.Metrics, instance: o.InstanceID}
 	if s.metrics == nil {
 		s.metrics = NopMetrics{}
 	}
@@ -100,7 +105,9 @@ func New(o Options) *Service {
 	s.creds = credcache.New(CredentialCacheTTL)
 	s.verdicts = credcache.NewVerdicts(CredentialCacheTTL)
 	s.hookPass = ratelimit.New(HookDeliveryRate, HookDeliveryBurst)
-	s.hookFail = ratelimit.New(HookDeliveryRate, HookDeliveryBurst)
+	s.hookFail = ratelimit.NewFailures(HookFailedChecks, HookFailedWindow, SharedFailures(s.store), func(err error) {
+		s.log.Warn("counting a failed signature check in the database failed; counted on this instance", "err", err)
+	})
 	s.hookRefusals = ratelimit.New(hookRefusalRate, hookRefusalBurst)
 	bus.Listen(s.bus, s.onTeam, nil)
 	s.liveness = o.Tracker

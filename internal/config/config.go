@@ -71,6 +71,15 @@ type Config struct {
 		// log (at least MinDeliveryRetention); within it a redelivery is a
 		// duplicate (design: Delivery log retention).
 		DeliveryRetention time.Duration `koanf:"delivery_retention"`
+		// SecretKey seals hook secrets at rest (AES-256-GCM; at least
+		// MinSecretKeyLen characters); the same on every instance. Empty =
+		// secrets stored in plaintext, with a warning at start (design:
+		// Hook secrets sealed at rest).
+		SecretKey string `koanf:"secret_key"`
+		// SecretKeyPrevious is the key being replaced during a rotation:
+		// secrets it sealed still open and are resealed with SecretKey at
+		// start. Empty = none.
+		SecretKeyPrevious string `koanf:"secret_key_previous"`
 	} `koanf:"hooks"`
 	// MCP holds the MCP endpoint's session liveness probe (design: Session
 	// liveness by ping).
@@ -150,6 +159,8 @@ var Keys = []Key{
 	{"doorbell.sweep_interval", 30 * time.Second, "doorbell sweep period"},
 	{"doorbell.failover_after", 30 * time.Second, "ring a still-unclaimed todo on another session of the agent after this long"},
 	{"hooks.delivery_retention", 7 * 24 * time.Hour, "deliveries are kept in the delivery log this long; a redelivery within it is a duplicate"},
+	{"hooks.secret_key", "", "secret that seals hook secrets at rest (at least 32 characters); the same on every instance (default: plaintext, with a warning)"},
+	{"hooks.secret_key_previous", "", "during a rotation, the key being replaced: secrets it sealed still open and are resealed with hooks.secret_key at start"},
 	{"mcp.ping_interval", 10 * time.Second, "a JSON-RPC ping is sent on each MCP session's open stream this often"},
 	{"mcp.ping_timeout", 5 * time.Second, "an MCP session whose client leaves a ping unanswered this long is stalled: its doorbells go to another session"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
@@ -411,6 +422,11 @@ const MinDuration = 10 * time.Millisecond
 // new deliveries (design: Delivery log retention).
 const MinDeliveryRetention = time.Hour
 
+// MinSecretKeyLen is the shortest accepted hooks.secret_key and
+// hooks.secret_key_previous (characters; intake.MinSecretKeyLen, which
+// seals with them): e.g. the output of `openssl rand -base64 32`.
+const MinSecretKeyLen = 32
+
 // Validate checks combinations: positive durations, a store URL of a known
 // scheme, and agent.presence_timeout > sync.heartbeat_interval
 // (design: Heartbeat interval: otherwise an adapter following the interval
@@ -430,6 +446,17 @@ func (c Config) Validate() error {
 	}
 	if c.Hooks.DeliveryRetention < MinDeliveryRetention {
 		errs = append(errs, fmt.Errorf("hooks.delivery_retention must be a duration of at least %s in Go syntax (e.g. \"168h\" for 7 days), got %s", MinDeliveryRetention, c.Hooks.DeliveryRetention))
+	}
+	for name, k := range map[string]string{"hooks.secret_key": c.Hooks.SecretKey, "hooks.secret_key_previous": c.Hooks.SecretKeyPrevious} {
+		if k != "" && len(k) < MinSecretKeyLen {
+			errs = append(errs, fmt.Errorf("%s must be at least %d characters (e.g. the output of `openssl rand -base64 32`), got %d", name, MinSecretKeyLen, len(k)))
+		}
+	}
+	if c.Hooks.SecretKeyPrevious != "" && c.Hooks.SecretKey == "" {
+		errs = append(errs, errors.New("hooks.secret_key_previous is set without hooks.secret_key: set the new key as hooks.secret_key"))
+	}
+	if c.Hooks.SecretKeyPrevious != "" && c.Hooks.SecretKeyPrevious == c.Hooks.SecretKey {
+		errs = append(errs, errors.New("hooks.secret_key_previous equals hooks.secret_key: set it to the key being replaced, or leave it empty"))
 	}
 	if c.Agent.PresenceTimeout <= c.Sync.HeartbeatInterval {
 		errs = append(errs, fmt.Errorf("agent.presence_timeout (%s) must be greater than sync.heartbeat_interval (%s)", c.Agent.PresenceTimeout, c.Sync.HeartbeatInterval))

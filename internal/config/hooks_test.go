@@ -29,3 +29,31 @@ func TestHookDeliveryRetention(t *testing.T) {
 		t.Errorf("59m: err = %v, want one naming hooks.delivery_retention and its minimum", err)
 	}
 }
+
+// TestHookSecretKeys: hooks.secret_key and hooks.secret_key_previous are
+// empty by default, read from the environment, and refused shorter than
+// MinSecretKeyLen, previous without a key, or previous equal to the key.
+func TestHookSecretKeys(t *testing.T) {
+	c, err := Load(nil, nil)
+	if err != nil || c.Hooks.SecretKey != "" || c.Hooks.SecretKeyPrevious != "" {
+		t.Fatalf("defaults: %q %q, %v", c.Hooks.SecretKey, c.Hooks.SecretKeyPrevious, err)
+	}
+	key, old := strings.Repeat("k", 32), strings.Repeat("o", 40)
+	c, err = Load(nil, []string{"ROLLCALL_HOOKS_SECRET_KEY=" + key, "ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=" + old})
+	if err != nil || c.Hooks.SecretKey != key || c.Hooks.SecretKeyPrevious != old {
+		t.Fatalf("from the environment: %q %q, %v", c.Hooks.SecretKey, c.Hooks.SecretKeyPrevious, err)
+	}
+	for _, bad := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY=short"}, "hooks.secret_key must be at least 32 characters"},
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY=" + key, "ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=short"}, "hooks.secret_key_previous must be at least 32 characters"},
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=" + old}, "hooks.secret_key_previous is set without hooks.secret_key"},
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY=" + key, "ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=" + key}, "hooks.secret_key_previous equals hooks.secret_key"},
+	} {
+		if _, err := Load(nil, bad.env); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: err = %v, want %q", bad.env, err, bad.want)
+		}
+	}
+}

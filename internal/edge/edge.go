@@ -54,6 +54,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/ratelimit"
 )
 
 // Options configures the edge. Zero values take the defaults below.
@@ -95,6 +97,10 @@ type Options struct {
 	// signatures per hook — and the failed-auth limit never refuses them.
 	// nil = none.
 	Signed func(r *http.Request) bool
+	// Shared, when set, counts failed authentications in a store all
+	// instances share (PostgreSQL), so together they allow MaxFailures per
+	// Window (design: Limits shared by instances). nil = per process.
+	Shared ratelimit.Shared
 	// Log receives the refusals (info); nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives the failure windows; nil = real clock.
@@ -141,6 +147,9 @@ func New(opts Options) *Edge {
 		e.log = slog.Default()
 	}
 	e.limiter = NewLimiter(opts.MaxFailures, opts.Window, opts.Clock)
+	if opts.Shared != nil {
+		e.limiter.SetShared(opts.Shared, e.log)
+	}
 	return e
 }
 
@@ -450,8 +459,7 @@ func (w *watch) WriteHeader(code int) {
 	if !w.wrote {
 		w.wrote = true
 		if code == http.StatusUnauthorized {
-			wait, blocked := w.e.limiter.Blocked(w.ip, w.cred)
-			w.e.limiter.Fail(w.ip, w.cred) // counted either way: the window does not move
+			wait, blocked := w.e.limiter.FailBlocked(w.ip, w.cred) // counted either way: the window does not move
 			if blocked {
 				w.refused = true
 				w.e.log.Info("authentication refused", "client", w.ip, "reason", "rate_limited", "method", w.r.Method, "path", w.r.URL.Path, "retry_after", wait.Round(time.Second))

@@ -31,8 +31,10 @@ import (
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/httpapi"
+	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 	"github.com/rollcall/rollcall/internal/metrics"
+	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/stall"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
@@ -135,7 +137,14 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m,
+	sealer, err := intake.NewSealer(cfg.Hooks.SecretKey, cfg.Hooks.SecretKeyPrevious)
+	if err != nil {
+		b.Close()
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m, HookSecrets: sealer,
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval, FailoverAfter: cfg.Doorbell.FailoverAfter,
 		DeliveryRetention: cfg.Hooks.DeliveryRetention,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
@@ -145,6 +154,20 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
+
+	// Stored hook secrets under the configured key before any delivery
+	// reads one (design: Hook secrets sealed at rest). A secret that does
+	// not open leaves the start going: its hook's deliveries fail until
+	// the right key is configured or the secret is rotated (which needs no
+	// old secret), the way out when a key is lost.
+	if _, err := svc.SealHookSecrets(ctx); err != nil {
+		var unopened *app.UnopenedSecretsError
+		if !errors.As(err, &unopened) {
+			s.closeAll()
+			return nil, fmt.Errorf("hook secrets: %w", err)
+		}
+		o.Log.Error("hook secrets: deliveries to these hooks fail until hooks.secret_key (or hooks.secret_key_previous) is the key that sealed them, or their secrets are rotated", "err", err)
+	}
 
 	token, created, err := svc.Bootstrap(ctx, cfg.BootstrapToken)
 	if err != nil {
@@ -174,7 +197,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux.Handle(console.Prefix, con)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
-	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate)
+	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate, app.SharedFailures(st))
 	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.CloseEvents) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
@@ -290,8 +313,9 @@ func Redact(u string) string {
 func redact(u string) string { return Redact(u) }
 
 // newEdge builds the HTTP edge of (design: Host and Origin, Trusted proxies, Request timeouts, Failed-authentication limit) from the configuration
-// (Validate has checked the CIDRs).
-func newEdge(cfg config.Config, publicURL string, o Options, verify func(context.Context, string) bool) *edge.Edge {
+// (Validate has checked the CIDRs); shared (PostgreSQL) counts failed
+// authentications for all instances (design: Limits shared by instances).
+func newEdge(cfg config.Config, publicURL string, o Options, verify func(context.Context, string) bool, shared ratelimit.Shared) *edge.Edge {
 	var proxies []netip.Prefix
 	for _, p := range cfg.TrustedProxies {
 		if pf, err := config.ParsePrefix(p); err == nil {
@@ -303,7 +327,7 @@ func newEdge(cfg config.Config, publicURL string, o Options, verify func(context
 		conns = -1 // configured off
 	}
 	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
-		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Signed: hookDelivery, Log: o.Log, Clock: o.Clock})
+		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Signed: hookDelivery, Shared: shared, Log: o.Log, Clock: o.Clock})
 }
 
 // hookDelivery matches POST /v1/hooks/{id}/deliveries, the route that

@@ -22,6 +22,11 @@ type HookStore interface {
 	// RotateHookSecret replaces the hook's secret, bumps updated_at and
 	// appends the audit record; ErrNotFound when the hook is gone.
 	RotateHookSecret(ctx context.Context, p RotateHookSecretParams) (domain.Hook, error)
+	// ResealHookSecret replaces the stored form of the hook's secret (the
+	// same secret, sealed anew: design: Hook secrets sealed at rest) when it
+	// is still p.Old, without touching updated_at or the audit log; false
+	// when the hook is gone or its secret changed meanwhile.
+	ResealHookSecret(ctx context.Context, p ResealHookSecretParams) (bool, error)
 	// DeleteHook deletes the hook and its deliveries and appends the audit
 	// record; ErrNotFound when the hook is gone.
 	DeleteHook(ctx context.Context, p DeleteHookParams) error
@@ -63,6 +68,13 @@ type RotateHookSecretParams struct {
 	Secret string
 	Now    time.Time
 	Audit  domain.AuditRecord
+}
+
+// ResealHookSecretParams replaces the stored form Old of a hook's secret
+// by New.
+type ResealHookSecretParams struct {
+	ID       string
+	Old, New string
 }
 
 // DeleteHookParams deletes a hook.

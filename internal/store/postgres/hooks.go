@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -154,4 +155,35 @@ func (s *Store) PruneDeliveries(ctx context.Context, p store.PruneDeliveriesPara
 		n, err := s.q.PruneDeliveries(ctx, dbsqlc.PruneDeliveriesParams{Before: micro(p.Before), Lim: int32(min(lim, 1<<31-1))})
 		return n, mapErr("prune deliveries", err)
 	})
+}
+
+// CountFailures implements store.FailureCounter with one upsert
+// (design: Limits shared by instances).
+func (s *Store) CountFailures(ctx context.Context, p store.CountFailuresParams) ([]store.FailureWindow, error) {
+	rows, err := s.q.CountFailures(ctx, dbsqlc.CountFailuresParams{Now: micro(p.Now), Keys: p.Keys, Expired: micro(p.Now.Add(-p.Window))})
+	if err != nil {
+		return nil, mapErr("count failures", err)
+	}
+	by := make(map[string]dbsqlc.RateWindow, len(rows))
+	for _, r := range rows {
+		by[r.Key] = r
+	}
+	out := make([]store.FailureWindow, len(p.Keys))
+	for i, k := range p.Keys {
+		r := by[k]
+		out[i] = store.FailureWindow{Key: k, Start: r.WindowStart.UTC(), Count: int(r.Count)}
+	}
+	return out, nil
+}
+
+// PruneRateWindows implements store.FailureCounter.
+func (s *Store) PruneRateWindows(ctx context.Context, before time.Time) (int64, error) {
+	n, err := s.q.PruneRateWindows(ctx, micro(before))
+	return n, mapErr("prune rate windows", err)
+}
+
+// ResealHookSecret implements store.HookStore.
+func (s *Store) ResealHookSecret(ctx context.Context, p store.ResealHookSecretParams) (bool, error) {
+	n, err := s.q.ResealHookSecret(ctx, dbsqlc.ResealHookSecretParams{ID: p.ID, Old: p.Old, Secret: p.New})
+	return n == 1, mapErr("reseal hook secret", err)
 }

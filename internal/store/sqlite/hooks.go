@@ -153,3 +153,13 @@ func (s *Store) PruneDeliveries(ctx context.Context, p store.PruneDeliveriesPara
 		return n, err
 	})
 }
+
+// ResealHookSecret implements store.HookStore.
+func (s *Store) ResealHookSecret(ctx context.Context, p store.ResealHookSecretParams) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		n, err = s.txq(tx).ResealHookSecret(ctx, dbsqlc.ResealHookSecretParams{ID: p.ID, Old: p.Old, Secret: p.New})
+		return mapErr("reseal hook secret", err)
+	})
+	return n == 1, err
+}

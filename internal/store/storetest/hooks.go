@@ -88,6 +88,24 @@ func testHookCRUD(t *testing.T, in Instance) {
 	if _, err := s.RotateHookSecret(ctx, store.RotateHookSecretParams{ID: uuid.NewString(), Secret: "x", Now: at(time.Minute), Audit: hookAudit(h1, "hook.rotate_secret")}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("rotate unknown: %v", err)
 	}
+	// A reseal replaces the stored form only while it is still the one
+	// read, and touches neither updated_at nor the audit log.
+	audits := auditCount(t, s)
+	if ok, err := s.ResealHookSecret(ctx, store.ResealHookSecretParams{ID: h1.ID, Old: "whsec_stale", New: "sealed:v1:x"}); ok || err != nil {
+		t.Fatalf("reseal of a changed secret = %v, %v; want false", ok, err)
+	}
+	if ok, err := s.ResealHookSecret(ctx, store.ResealHookSecretParams{ID: h1.ID, Old: "whsec_new", New: "sealed:v1:x"}); !ok || err != nil {
+		t.Fatalf("reseal = %v, %v; want true", ok, err)
+	}
+	if got, err := s.GetHook(ctx, h1.ID); err != nil || got.Secret != "sealed:v1:x" || !got.UpdatedAt.Equal(at(time.Minute)) {
+		t.Fatalf("resealed hook = %+v, %v", got, err)
+	}
+	if ok, err := s.ResealHookSecret(ctx, store.ResealHookSecretParams{ID: uuid.NewString(), Old: "a", New: "b"}); ok || err != nil {
+		t.Fatalf("reseal of an unknown hook = %v, %v; want false", ok, err)
+	}
+	if n := auditCount(t, s); n != audits {
+		t.Fatalf("audit entries %d → %d: a reseal is not audited", audits, n)
+	}
 	record(t, s, domain.HookDelivery{ID: uuid.NewString(), HookID: h1.ID, Key: "k1", Outcome: domain.DeliveryIgnored, ReceivedAt: at(time.Minute)}, nil)
 	before := auditCount(t, s)
 	if err := s.DeleteHook(ctx, store.DeleteHookParams{ID: h1.ID, Now: at(2 * time.Minute), Audit: hookAudit(h1, "hook.delete")}); err != nil {

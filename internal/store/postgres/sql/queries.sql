@@ -309,3 +309,29 @@ UPDATE console_sessions SET ended_at = sqlc.arg(at)::timestamptz WHERE id = sqlc
 -- The ids among ids of live credentials of active, unrevoked agents.
 SELECT c.id FROM credentials c JOIN agents a ON a.id = c.agent_id
 WHERE c.id = ANY (sqlc.arg(ids)::text[]) AND c.revoked_at IS NULL AND a.revoked_at IS NULL AND a.active;
+
+-- intake hardening: shared failure windows (design: Limits shared by instances)
+
+-- name: CountFailures :many
+-- One failure of each key at now, in one statement: a key without a row, or
+-- whose window started at or before expired (now minus the window), starts
+-- a window at now with 1; any other adds 1 (capped, so a flood cannot
+-- overflow). Returns each key's window after the count.
+INSERT INTO rate_windows AS w (key, window_start, count)
+SELECT k, sqlc.arg(now)::timestamptz, 1 FROM unnest(sqlc.arg(keys)::text[]) AS k
+ON CONFLICT (key) DO UPDATE SET
+    window_start = CASE WHEN w.window_start <= sqlc.arg(expired)::timestamptz THEN excluded.window_start ELSE w.window_start END,
+    count = CASE WHEN w.window_start <= sqlc.arg(expired)::timestamptz THEN 1 ELSE LEAST(w.count + 1, 1000000000) END
+RETURNING w.key, w.window_start, w.count;
+
+-- name: PruneRateWindows :execrows
+-- Windows that started before the cutoff are over: a failure there starts a
+-- new one anyway.
+DELETE FROM rate_windows WHERE window_start < sqlc.arg(before)::timestamptz;
+
+-- intake hardening: hook secrets sealed at rest (design: Hook secrets sealed at rest)
+
+-- name: ResealHookSecret :execrows
+-- Only while the secret is still the one read: a rotation or another
+-- instance's reseal in between wins.
+UPDATE hooks SET secret = sqlc.arg(secret) WHERE id = sqlc.arg(id) AND secret = sqlc.arg(old);

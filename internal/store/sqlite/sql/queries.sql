@@ -304,3 +304,10 @@ UPDATE console_sessions SET ended_at = CAST(sqlc.arg(at) AS INTEGER) WHERE id = 
 -- agents. One statement text for any number of ids, so it is prepared once.
 SELECT c.id FROM credentials c JOIN agents a ON a.id = c.agent_id
 WHERE c.id IN (SELECT value FROM json_each(CAST(sqlc.arg(ids) AS TEXT))) AND c.revoked_at IS NULL AND a.revoked_at IS NULL AND a.active = 1;
+
+-- intake hardening: hook secrets sealed at rest (design: Hook secrets sealed at rest)
+
+-- name: ResealHookSecret :execrows
+-- Only while the secret is still the one read: a rotation or another
+-- instance's reseal in between wins.
+UPDATE hooks SET secret = sqlc.arg(secret) WHERE id = sqlc.arg(id) AND secret = sqlc.arg(old);

@@ -119,6 +119,12 @@ type PersonToken struct {
 	RevokedAt  *time.Time
 }
 
+type RateWindow struct {
+	Key         string
+	WindowStart time.Time
+	Count       int32
+}
+
 type Todo struct {
 	ID             string
 	AgentID        string

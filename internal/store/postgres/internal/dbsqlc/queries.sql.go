@@ -384,6 +384,47 @@ func (q *Queries) ConsoleSessionByID(ctx context.Context, id string) (ConsoleSes
 	return i, err
 }
 
+const countFailures = `-- name: CountFailures :many
+
+INSERT INTO rate_windows AS w (key, window_start, count)
+SELECT k, $1::timestamptz, 1 FROM unnest($2::text[]) AS k
+ON CONFLICT (key) DO UPDATE SET
+    window_start = CASE WHEN w.window_start <= $3::timestamptz THEN excluded.window_start ELSE w.window_start END,
+    count = CASE WHEN w.window_start <= $3::timestamptz THEN 1 ELSE LEAST(w.count + 1, 1000000000) END
+RETURNING w.key, w.window_start, w.count
+`
+
+type CountFailuresParams struct {
+	Now     time.Time
+	Keys    []string
+	Expired time.Time
+}
+
+// intake hardening: shared failure windows (design: Limits shared by instances)
+// One failure of each key at now, in one statement: a key without a row, or
+// whose window started at or before expired (now minus the window), starts
+// a window at now with 1; any other adds 1 (capped, so a flood cannot
+// overflow). Returns each key's window after the count.
+func (q *Queries) CountFailures(ctx context.Context, arg CountFailuresParams) ([]RateWindow, error) {
+	rows, err := q.db.Query(ctx, countFailures, arg.Now, arg.Keys, arg.Expired)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RateWindow
+	for rows.Next() {
+		var i RateWindow
+		if err := rows.Scan(&i.Key, &i.WindowStart, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const countOtherActiveAdmins = `-- name: CountOtherActiveAdmins :one
 SELECT count(*) FROM persons WHERE admin AND deactivated_at IS NULL AND id <> $1
 `
@@ -1617,6 +1658,20 @@ func (q *Queries) PruneDeliveries(ctx context.Context, arg PruneDeliveriesParams
 	return result.RowsAffected(), nil
 }
 
+const pruneRateWindows = `-- name: PruneRateWindows :execrows
+DELETE FROM rate_windows WHERE window_start < $1::timestamptz
+`
+
+// Windows that started before the cutoff are over: a failure there starts a
+// new one anyway.
+func (q *Queries) PruneRateWindows(ctx context.Context, before time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneRateWindows, before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const renewLease = `-- name: RenewLease :one
 UPDATE todos SET lease_expires_at = $1::timestamptz, updated_at = $2::timestamptz
 WHERE id = $3 AND agent_id = $4 AND state = 'claimed' AND lease_expires_at > $2
@@ -1666,6 +1721,28 @@ func (q *Queries) RenewLease(ctx context.Context, arg RenewLeaseParams) (Todo, e
 		&i.NextRingAt,
 	)
 	return i, err
+}
+
+const resealHookSecret = `-- name: ResealHookSecret :execrows
+
+UPDATE hooks SET secret = $1 WHERE id = $2 AND secret = $3
+`
+
+type ResealHookSecretParams struct {
+	Secret string
+	ID     string
+	Old    string
+}
+
+// intake hardening: hook secrets sealed at rest (design: Hook secrets sealed at rest)
+// Only while the secret is still the one read: a rotation or another
+// instance's reseal in between wins.
+func (q *Queries) ResealHookSecret(ctx context.Context, arg ResealHookSecretParams) (int64, error) {
+	result, err := q.db.Exec(ctx, resealHookSecret, arg.Secret, arg.ID, arg.Old)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const revokeCredentials = `-- name: RevokeCredentials :many

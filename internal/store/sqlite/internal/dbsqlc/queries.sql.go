@@ -1756,6 +1756,28 @@ func (q *Queries) ReportedPair(ctx context.Context, id string) (ReportedPairRow,
 	return i, err
 }
 
+const resealHookSecret = `-- name: ResealHookSecret :execrows
+
+UPDATE hooks SET secret = ?1 WHERE id = ?2 AND secret = ?3
+`
+
+type ResealHookSecretParams struct {
+	Secret string
+	ID     string
+	Old    string
+}
+
+// intake hardening: hook secrets sealed at rest (design: Hook secrets sealed at rest)
+// Only while the secret is still the one read: a rotation or another
+// instance's reseal in between wins.
+func (q *Queries) ResealHookSecret(ctx context.Context, arg ResealHookSecretParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, resealHookSecret, arg.Secret, arg.ID, arg.Old)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const revokeCredentials = `-- name: RevokeCredentials :many
 UPDATE credentials SET revoked_at = ?1
 WHERE agent_id = ?2 AND revoked_at IS NULL RETURNING id
