@@ -165,7 +165,7 @@ type Tracker struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 
-	clk    *dbclock.Clock // clock as the database clock (clock.go)
+	clk    *dbclock.Clock // Options.Clock as a database clock (internal/dbclock; clock.go)
 	stalls *stall.Detector
 
 	urgentMu   sync.Mutex
