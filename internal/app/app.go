@@ -4,7 +4,8 @@
 // them (the presence evaluator, internal/evaluator; the doorbell engine,
 // internal/doorbell) and holds no transport code;
 // the MCP, REST and CLI adapters all call the same methods, so every rule
-// exists once. Time comes from an injected clockwork.Clock.
+// exists once. Time comes from an injected clockwork.Clock, shifted onto the
+// database's clock (internal/dbclock; design: Database clock).
 //
 // The Service wires the engines it drives, each built from the narrow ports
 // it uses: the liveness tracker (internal/tracker; the heartbeat use case
@@ -29,6 +30,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/credcache"
+	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
@@ -55,7 +57,8 @@ type LivenessConfig = tracker.Config
 type Service struct {
 	store      store.Store
 	bus        bus.Bus
-	clock      clockwork.Clock
+	clock      clockwork.Clock // dbclock: the database's clock (design: Database clock)
+	dbclock    *dbclock.Clock  // the same clock, for its measurement
 	log        *slog.Logger
 	publicURL  string
 	evalEvery  time.Duration
@@ -116,8 +119,17 @@ func (s *Service) StoreReachable(ctx context.Context) error {
 // Metrics returns the metrics port the Service counts through (never nil).
 func (s *Service) Metrics() Metrics { return s.metrics }
 
-// Clock returns the injected clock.
+// Clock returns the process's database clock (a *dbclock.Clock over the
+// injected clock): its Now is the database's time as measured from this
+// process, its timers run on the injected clock (design: Database clock).
+// Every adapter that stamps or compares a time another instance also
+// stamps or compares (console sessions, gateway, connection re-checks)
+// reads this clock.
 func (s *Service) Clock() clockwork.Clock { return s.clock }
+
+// ClockOffset returns the measured offset of the database's clock from the
+// injected clock (0 without Options.DBNow or before the first measurement).
+func (s *Service) ClockOffset() time.Duration { return s.dbclock.Offset() }
 
 // SetPublicURL sets the base URL once the listener address is known.
 func (s *Service) SetPublicURL(u string) { s.publicURL = strings.TrimRight(u, "/") }
@@ -139,8 +151,9 @@ func (s *Service) sessionHub() SessionHub {
 	return s.hub
 }
 
-// now returns the clock's time in UTC truncated to microseconds, the
-// precision both stores keep.
+// now returns the database clock's time in UTC truncated to microseconds,
+// the precision both stores keep. Every time the store gets as now is this
+// (design: Database clock).
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // HashToken returns the stored form of a token: hex SHA-256. Tokens carry

@@ -105,7 +105,17 @@ func (s *Service) authorizeHeartbeat(ctx context.Context, p domain.Principal, re
 
 // StartLiveness applies the tracker's start rule and starts its flush loop
 // (tracker.Tracker.Start). Errors: the store could not be read.
-func (s *Service) StartLiveness(ctx context.Context) error { return s.liveness.Start(ctx) }
+//
+// The database clock is measured first (bounded: at most 5 s), so the start
+// rule and the first lease, ring or token of a skewed instance are already
+// on the database's clock; a failed measurement is logged and this
+// process's clock is used until Run measures it (design: Database clock).
+func (s *Service) StartLiveness(ctx context.Context) error {
+	if err := s.dbclock.Sync(ctx); err != nil {
+		s.log.Warn("database clock not measured at start; this process's clock is used until it is", "err", err)
+	}
+	return s.liveness.Start(ctx)
+}
 
 // StopLiveness stops the tracker for shutdown: its timers stop without
 // publishing and a last flush writes what is dirty within ctx

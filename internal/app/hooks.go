@@ -213,9 +213,9 @@ func (s *Service) HookDeliveries(ctx context.Context, by domain.Person, id strin
 
 // PruneDeliveriesOnce deletes, in batches of store.DefaultPruneBatch, the
 // deliveries of every hook received before now minus the retention, and
-// returns how many it deleted. now is the injected clock's, the clock
-// Deliver stamps received_at with; instances' clocks differ by far less
-// than the retention. A redelivery within the retention stays a
+// returns how many it deleted. now is the database's clock, the clock
+// Deliver stamps received_at with on every instance (design: Database
+// clock). A redelivery within the retention stays a
 // duplicate; a delivery id pruned is new again (design: Delivery log
 // retention).
 func (s *Service) PruneDeliveriesOnce(ctx context.Context) (int64, error) {

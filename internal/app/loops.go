@@ -25,6 +25,7 @@ func (s *Service) Run(ctx context.Context) {
 		s.log.Error("presence cache not loaded; the evaluator retries on its next pass", "err", err)
 	}
 	var wg sync.WaitGroup
+	wg.Go(func() { s.dbclock.Run(ctx) }) // the offset of the database's clock, every ClockSyncInterval
 	wg.Go(func() { s.bell.RunRecorder(ctx) })
 	wg.Go(func() { s.eval.Run(ctx, s.evalEvery) })
 	wg.Go(func() {

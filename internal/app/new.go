@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/credcache"
+	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
@@ -25,6 +26,17 @@ type Options struct {
 	Bus   bus.Bus
 	Clock clockwork.Clock // nil = real clock
 	Log   *slog.Logger    // nil = slog.Default()
+	// DBNow reads the database's clock (the server passes the store's
+	// DBNow). The Service measures the offset of the database's clock from
+	// Clock before serving (StartLiveness) and every ClockSyncInterval
+	// (Run), and every engine and use case stamps and compares times on
+	// Clock plus that offset (design: Database clock). nil = Clock is the
+	// reference (one instance; tests on a fake clock); Clock may also be a
+	// *dbclock.Clock of the caller's.
+	DBNow dbclock.Reader
+	// ClockSyncInterval is how often the offset is measured again
+	// (default dbclock.DefaultInterval, 5 s).
+	ClockSyncInterval time.Duration
 	// PublicURL is the base URL agents and operators reach this server at,
 	// e.g. "http://127.0.0.1:7070"; used for mcp_url and the claude mcp add line.
 	PublicURL string
@@ -89,7 +101,13 @@ func New(o Options) *Service {
 	if o.DeliveryRetention <= 0 {
 		o.DeliveryRetention = DefaultDeliveryRetention
 	}
-	s := &Service{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
+	// One database clock for the process: every time stamped or compared
+	// with what another instance stamps is read from it (design: Database clock).
+	dbc := dbclock.Of(o.Clock)
+	if o.DBNow != nil {
+		dbc = dbclock.New(o.Clock, o.DBNow, o.ClockSyncInterval, o.Log)
+	}
+	s := &Service{store: o.Store, bus: o.Bus, clock: dbc, dbclock: dbc, log: o.Log, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		evalEvery: o.EvaluateInterval, sweepEvery: o.SweepInterval, failoverAfter: o.FailoverAfter, deliveryRetention: o.DeliveryRetention, sealer: o.HookSecrets, metrics: o.Metrics, instance: o.InstanceID}
 	if s.metrics == nil {
 		s.metrics = NopMetrics{}

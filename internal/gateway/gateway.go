@@ -48,6 +48,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/connhub"
+	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/liveness"
@@ -81,7 +82,8 @@ type Options struct {
 	// 4004. nil = not subscribed.
 	Bus bus.Bus
 	Log *slog.Logger // nil = slog.Default()
-	// Clock drives the deadlines; nil = the Service's clock.
+	// Clock drives the deadlines; nil = the process clock under the
+	// Service's database clock (dbclock.Clock.Base).
 	Clock clockwork.Clock
 	// HeartbeatInterval is announced in hello (sync.heartbeat_interval);
 	// 0 = the tracker's configuration.
@@ -121,7 +123,10 @@ func New(o Options) *Gateway {
 		o.Log = slog.Default()
 	}
 	if o.Clock == nil {
-		o.Clock = o.Service.Clock()
+		// A connection's heartbeat deadline is this process's own wait,
+		// judged with the stall detector that runs on this process's clock:
+		// the database clock's base, not its shifted time.
+		o.Clock = dbclock.Of(o.Service.Clock()).Base()
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = o.Service.HeartbeatInterval()

@@ -114,6 +114,10 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			// Signals sent while the listener was down are lost: catch up
 			// (design: Readiness; missed transitions; never-rung todos).
 			if svc := svcRef.Load(); svc != nil {
+				// lostAt is this process's time; the catch-up compares it
+				// with times other instances stamped: on the database's
+				// clock, the same moment (design: Database clock).
+				lostAt = svc.Clock().Now().Add(-time.Since(lostAt))
 				catchUpRetrying(svc, lostAt, o.Log)
 				svc.RequestLivenessClaims(context.Background()) // claims sent meanwhile were lost too
 			}
@@ -144,14 +148,15 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, Log: o.Log, PublicURL: url, Metrics: m, HookSecrets: sealer,
+	// Every cross-instance time on the database's clock, measured from this
+	// process's (design: Database clock); a stall of this process extends
+	// deadlines (design: Stall extension).
+	svc := app.New(app.Options{Store: st, Bus: b, Clock: o.Clock, DBNow: st.DBNow, Log: o.Log, PublicURL: url, Metrics: m, HookSecrets: sealer,
 		EvaluateInterval: cfg.Presence.EvaluateInterval, SweepInterval: cfg.Doorbell.SweepInterval, FailoverAfter: cfg.Doorbell.FailoverAfter,
 		DeliveryRetention: cfg.Hooks.DeliveryRetention,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
-			// Cross-instance times on the database's clock; a stall
-			// of this process extends deadlines (design: Database clock, Stall extension).
-			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold}})
+			StallThreshold: stall.DefaultThreshold}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 

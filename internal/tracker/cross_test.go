@@ -8,6 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/skewclock"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
@@ -131,11 +132,15 @@ func TestCrossInstanceSkewedClock(t *testing.T) {
 			// persist = 13 s) is smaller than the skew.
 			cfg := tracker.Config{PresenceTimeout: 3 * time.Second, PersistInterval: 5 * time.Second, HeartbeatInterval: time.Second}
 			e := newLvEnv(t, onPostgres(), withConfig(cfg))
-			dbClock := func(context.Context) (time.Time, error) { return e.clock.Now(), nil } // the database's clock
-			cfg.DBClock = dbClock
-			a := e.instanceOn("a2", cfg, e.clock)
-			b := e.instanceOn("b2", cfg, skewclock.New(e.clock, skew))
-			for _, svc := range []*app.Service{a, b} {
+			dbNow := func(context.Context) (time.Time, error) { return e.clock.Now(), nil } // the database's clock
+			clockA := dbclock.New(e.clock, dbNow, 0, quietLog(t))
+			clockB := dbclock.New(skewclock.New(e.clock, skew), dbNow, 0, quietLog(t))
+			a := e.instanceOn("a2", cfg, clockA)
+			b := e.instanceOn("b2", cfg, clockB)
+			for i, svc := range []*app.Service{a, b} {
+				if err := []*dbclock.Clock{clockA, clockB}[i].Sync(t.Context()); err != nil { // as StartLiveness does
+					t.Fatal(err)
+				}
 				if err := trk(svc).Start(t.Context()); err != nil {
 					t.Fatal(err)
 				}

@@ -117,10 +117,10 @@ func (t *Tracker) deadline(e *lvEntry) time.Time {
 		if e.startDeadline.IsZero() {
 			return e.startDeadline
 		}
-		return t.clk.extend(e.startDeadline.Add(-t.cfg.PresenceTimeout), t.cfg.PresenceTimeout)
+		return t.extend(e.startDeadline.Add(-t.cfg.PresenceTimeout), t.cfg.PresenceTimeout)
 	}
 	from := e.alive()
-	return t.clk.extend(from, t.cfg.PresenceTimeout)
+	return t.extend(from, t.cfg.PresenceTimeout)
 }
 
 // assessLocked runs liveness.Assess at now and keeps when the differences

@@ -26,7 +26,7 @@ func (t *Tracker) Owns(agentID string) (owned, tracked bool) { return t.owns(age
 func (t *Tracker) AuditsWaiting() int { return t.audits.waiting() }
 
 // ClockOffset returns the measured offset of the database's clock.
-func (t *Tracker) ClockOffset() time.Duration { return t.clk.offset() }
+func (t *Tracker) ClockOffset() time.Duration { return t.clk.Offset() }
 
 // TransitionsIdle reports whether the transition writer has nothing queued
 // and is not running.

@@ -119,7 +119,7 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, a *domain.A
 		// unless the process itself stalled meanwhile (the heartbeat may
 		// have waited on the socket), which extends the deadline.
 		t.stalls.Check()
-		if !now.Before(t.clk.extend(base, t.cfg.PresenceTimeout)) {
+		if !now.Before(t.extend(base, t.cfg.PresenceTimeout)) {
 			t.goOfflineLocked(e, now)
 		}
 	} else if e.owned && e.fromStart && e.state != liveness.StateOffline && t.stateOf(e, now) == liveness.StateOffline {

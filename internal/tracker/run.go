@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/ratelimit"
@@ -37,8 +38,8 @@ func New(o Options) *Tracker {
 	t := &Tracker{store: o.Store, bus: o.Bus, events: o.Events, clock: o.Clock, log: o.Log, metrics: o.Metrics,
 		instance: o.Instance, signal: o.SignalPresence,
 		cfg: cfg, limiter: ratelimit.New(cfg.RateLimit, cfg.RateBurst), seed: maphash.MakeSeed(),
-		urgent: map[*lvEntry]struct{}{}, stopCh: make(chan struct{}), stalls: stall.New(o.Clock, cfg.StallThreshold, cfg.PresenceTimeout, o.Log)}
-	t.clk = dbClock{clock: o.Clock, read: cfg.DBClock, every: cfg.ClockSyncInterval, stalls: t.stalls, log: o.Log}
+		urgent: map[*lvEntry]struct{}{}, stopCh: make(chan struct{}), clk: dbclock.Of(o.Clock)}
+	t.stalls = stall.New(t.clk.Base(), cfg.StallThreshold, cfg.PresenceTimeout, o.Log) // measures this process's own run
 	t.audits.write = o.Store.ApplyReportedChanges
 	for i := range t.shards {
 		t.shards[i].m = map[string]*lvEntry{}
@@ -66,18 +67,12 @@ func (t *Tracker) Start(ctx context.Context) error {
 		return errors.New("liveness tracker already started")
 	}
 	// The start rule compares stored heartbeats with now: on the database's
-	// clock, measured first.
-	if err := t.clk.sync(ctx); err != nil {
-		t.log.Warn("liveness: database clock not measured at start; this process's clock is used until it is", "err", err)
-	}
+	// clock, which the Service measured first (app.Service.StartLiveness).
 	if err := t.load(ctx); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.loopDone = cancel, make(chan struct{})
-	if t.cfg.DBClock != nil {
-		go t.clk.loop(lctx)
-	}
 	if t.stalls != nil {
 		go t.stalls.Run(lctx)
 	}

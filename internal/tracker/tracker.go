@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/ratelimit"
@@ -42,17 +43,6 @@ type Config struct {
 	// heartbeats (token bucket).
 	RateLimit float64
 	RateBurst int
-	// DBClock reads the database's clock (the server passes the store's
-	// DBNow). The tracker keeps every time it stores or compares across
-	// instances — last heartbeats, claims, deadlines read from rows — on
-	// that clock: it measures the offset of the database's clock from its
-	// own every ClockSyncInterval and applies it, so a skewed wall clock of
-	// one instance changes nothing (design: Database clock). nil = this process's
-	// clock is the reference (one instance; tests on a fake clock).
-	DBClock func(context.Context) (time.Time, error)
-	// ClockSyncInterval is how often the offset is measured again (default
-	// 5 s).
-	ClockSyncInterval time.Duration
 	// StallThreshold turns on the stall detector (internal/stall): a gap
 	// this long in the process's run extends every deadline by it, by at
 	// most PresenceTimeout per stall window. 0 = off (the server sets
@@ -71,7 +61,6 @@ func (c Config) withDefaults() Config {
 	def(&c.HeartbeatInterval, 15*time.Second)
 	def(&c.MismatchAlertAfter, 10*time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
-	def(&c.ClockSyncInterval, 5*time.Second)
 	if c.RateLimit <= 0 {
 		c.RateLimit = DefaultRate
 	}
@@ -139,7 +128,7 @@ type Options struct {
 	Store   Store
 	Bus     bus.Bus
 	Events  Publisher
-	Clock   clockwork.Clock // nil = real clock
+	Clock   clockwork.Clock // nil = real clock; a *dbclock.Clock puts every stored or compared time on the database's clock (design: Database clock)
 	Log     *slog.Logger    // nil = slog.Default()
 	Metrics Metrics         // nil = counts nothing
 	// Instance names this process in liveness claims (required).
@@ -176,7 +165,7 @@ type Tracker struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 
-	clk    dbClock // the database's clock (clock.go)
+	clk    *dbclock.Clock // Options.Clock as a database clock (internal/dbclock; clock.go)
 	stalls *stall.Detector
 
 	urgentMu   sync.Mutex
@@ -255,7 +244,7 @@ func (t *Tracker) Config() Config { return t.cfg }
 func (t *Tracker) Stalls() *stall.Detector { return t.stalls }
 
 // now is the tracker's time: the database's clock (clock.go).
-func (t *Tracker) now() time.Time { return t.clk.now() }
+func (t *Tracker) now() time.Time { return t.clk.Now().UTC().Truncate(time.Microsecond) }
 
 func (t *Tracker) shard(id string) *lvShard {
 	return &t.shards[maphash.String(t.seed, id)%uint64(len(t.shards))]
