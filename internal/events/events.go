@@ -92,6 +92,14 @@ type TodosChangedData struct {
 	Agent string `json:"agent"` // handle
 }
 
+// OwnerTTL is how long a hub trusts the owner of an agent it read from
+// the store or learnt from a hand-over signal: an event published later
+// reads the owner again, so an event written more than OwnerTTL after a
+// hand-over commits goes to the new owner's streams on every instance even
+// when the hand-over's bus signal was lost (design: Operator event stream;
+// inside the 5 s of Revocation within 5 s).
+const OwnerTTL = 2 * time.Second
+
 // TodosWindow is the coalescing window of agent.todos_changed: each
 // instance publishes it at most once per window per agent, the first change
 // at once and the changes within the window as one more event at its end,
@@ -114,6 +122,8 @@ type AgentReader interface {
 
 // Options are the ports a Hub is built from.
 type Options struct {
+	// Store is where owners are read (nil: none is, and an event carries
+	// the owner its publisher gives or the last SetOwner recorded).
 	Store AgentReader
 	Bus   bus.Bus
 	Clock clockwork.Clock // nil = real clock
@@ -146,7 +156,12 @@ type Hub struct {
 	owners  map[string]agentIdent // agent id → owner and handle (the owner changes on a hand-over)
 }
 
-type agentIdent struct{ owner, handle string }
+// agentIdent is an agent's owner and handle as read at readAt (this hub's
+// clock, taken before the read): trusted until readAt+OwnerTTL.
+type agentIdent struct {
+	owner, handle string
+	readAt        time.Time
+}
 
 // New builds a hub and subscribes it to bus.ChannelEvents.
 func New(o Options) *Hub {
@@ -167,7 +182,8 @@ func (e *Hub) now() time.Time { return e.clock.Now().UTC().Truncate(time.Microse
 
 // PresenceTransition publishes agent.presence_transition for an in/out
 // transition (design: Operator event stream); the presence evaluator calls it once per
-// claimed transition. The owner and handle are looked up (and cached).
+// claimed transition. The owner and handle are looked up (cached for at
+// most OwnerTTL).
 func (e *Hub) PresenceTransition(ctx context.Context, agentID, presence, reason string) {
 	id, err := e.ident(ctx, agentID)
 	if err != nil {
@@ -179,7 +195,8 @@ func (e *Hub) PresenceTransition(ctx context.Context, agentID, presence, reason 
 
 // TodosChanged publishes agent.todos_changed for an agent whose todos
 // changed, coalesced per agent within TodosWindow (see there); use cases
-// call it after commit. The owner and handle are looked up (and cached).
+// call it after commit. The owner and handle are looked up (cached for at
+// most OwnerTTL).
 func (e *Hub) TodosChanged(ctx context.Context, agentID string) {
 	e.todosMu.Lock()
 	if _, open := e.todos[agentID]; open {
@@ -236,16 +253,20 @@ func (e *Hub) PresenceTransitionHere(ctx context.Context, agentID, presence, rea
 		AgentID: agentID, OwnerID: id.owner, Data: raw})
 }
 
-// Publish sends one event of kind about agentID (owned by ownerID) with
-// data (marshalled with encoding/json) to the hubs of every instance. When
-// the bus refuses it, the event still reaches this instance's subscribers.
+// Publish sends one event of kind about agentID with data (marshalled
+// with encoding/json) to the hubs of every instance. The event carries the
+// agent's owner as this hub reads it (cached for at most OwnerTTL, so a
+// hand-over whose bus signal was lost is followed within OwnerTTL); ownerID
+// is the publisher's idea of it, used only when the store cannot be read
+// and nothing is cached. When the bus refuses the event, it still reaches
+// this instance's subscribers.
 func (e *Hub) Publish(ctx context.Context, kind, agentID, ownerID string, data any) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		e.log.Error("event not published: data does not marshal", "kind", kind, "err", err)
 		return
 	}
-	if id, ok := e.cachedIdent(agentID); ok {
+	if id, err := e.ident(ctx, agentID); err == nil {
 		ownerID = id.owner // an agent handed over: its new owner
 	}
 	w := bus.Event{ID: newEventID(), Kind: kind, At: e.now(),
@@ -338,6 +359,8 @@ func (s *Subscription) Close() {
 	}
 }
 
+var errNoStore = errors.New("the hub reads no store")
+
 // ErrClosed is returned by Subscribe after Close (server shutdown).
 var ErrClosed = errors.New("event stream closed: the server is shutting down")
 
@@ -406,21 +429,38 @@ func (e *Hub) Close() {
 	}
 }
 
+// ident returns the agent's owner and handle: the cached pair while it is
+// younger than OwnerTTL, else a fresh read of the store (design: Operator
+// event stream). When the read fails the stale pair is returned (the
+// store is unreachable: the last owner known), or the error when none is.
 func (e *Hub) ident(ctx context.Context, agentID string) (agentIdent, error) {
+	now := e.clock.Now() // before the read: a hand-over committed after it is read again within OwnerTTL
 	e.ownerMu.Lock()
 	id, ok := e.owners[agentID]
 	e.ownerMu.Unlock()
-	if ok {
+	if ok && now.Sub(id.readAt) < OwnerTTL {
 		return id, nil
+	}
+	if e.store == nil {
+		if ok {
+			return id, nil
+		}
+		return agentIdent{}, errNoStore
 	}
 	a, err := e.store.GetAgent(ctx, store.AgentRef{ID: agentID})
 	if err != nil {
+		if ok {
+			return id, nil
+		}
 		return agentIdent{}, err
 	}
-	id = agentIdent{owner: a.OwnerID, handle: a.Handle}
+	id = agentIdent{owner: a.OwnerID, handle: a.Handle, readAt: now}
 	e.ownerMu.Lock()
+	defer e.ownerMu.Unlock()
+	if cur, ok := e.owners[agentID]; ok && cur.readAt.After(now) {
+		return cur, nil // a hand-over signal came during the read: it is newer
+	}
 	e.owners[agentID] = id
-	e.ownerMu.Unlock()
 	return id, nil
 }
 
@@ -432,18 +472,12 @@ func newEventID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (e *Hub) cachedIdent(agentID string) (agentIdent, bool) {
-	e.ownerMu.Lock()
-	defer e.ownerMu.Unlock()
-	id, ok := e.owners[agentID]
-	return id, ok
-}
-
-// SetOwner records an agent's new owner and handle (a hand-over): later
-// events of the agent go to the new owner's streams only.
+// SetOwner records an agent's new owner and handle (a hand-over's bus
+// signal): later events of the agent go to the new owner's streams only.
+// A hub the signal does not reach reads the new owner within OwnerTTL.
 func (e *Hub) SetOwner(agentID, ownerID, handle string) {
 	e.ownerMu.Lock()
-	e.owners[agentID] = agentIdent{owner: ownerID, handle: handle}
+	e.owners[agentID] = agentIdent{owner: ownerID, handle: handle, readAt: e.clock.Now()}
 	e.ownerMu.Unlock()
 }
 

@@ -3,17 +3,21 @@ package events_test
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
-// The hub on the real in-process bus. Publish with an explicit owner reads
-// no store, so these tests need none.
+// The hub on the real in-process bus. A hub without a store takes the
+// owner the publisher gives, so most of these tests need none.
 
 const waitBound = 10 * time.Second
 
@@ -185,5 +189,66 @@ func TestTodosChangedCoalesced(t *testing.T) {
 	}
 	if bob := subscribe(t, h, "bob", first.ID); len(bob.Backlog) != 0 {
 		t.Errorf("another person received %d of the agent's events", len(bob.Backlog))
+	}
+}
+
+// TestOwnerFollowsStoreWithoutSignal: a hub that missed a hand-over's bus
+// signal (no SetOwner) routes the agent's events to the owner in the store
+// once its cached owner is OwnerTTL old: before that the cached owner
+// still gets them, from then on only the new owner does — for events with
+// an explicit (stale) owner, presence transitions and todos_changed alike
+// (design: Operator event stream).
+func TestOwnerFollowsStoreWithoutSignal(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	a := domain.Agent{ID: "0b6f7a44-0000-4000-8000-0000000000a1", Handle: "builder", OwnerID: "old", Name: "Builder", Active: true,
+		Scope: domain.Scope{Queues: []string{"q1"}, Verbs: domain.ScopeVerbs}, BillingMode: "subscription",
+		BillingModes: []string{"subscription"}, ToolClass: "claude-code", CreatedAt: start, UpdatedAt: start,
+		SelfClockInCap: domain.ClockInCap(8 * time.Hour)}
+	if err := st.CreateAgent(ctx, store.CreateAgentParams{Agent: a, CredentialID: "0b6f7a44-0000-4000-8000-0000000000c1", CredentialHash: "h",
+		Audit: domain.AuditRecord{Actor: "operator:old", Action: "agent.vend", AgentID: a.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	b := bus.NewLocal()
+	t.Cleanup(func() { _ = b.Close() })
+	clock := clockwork.NewFakeClockAt(start)
+	h := events.New(events.Options{Store: st, Bus: b, Clock: clock})
+	old, neu := subscribe(t, h, "old", ""), subscribe(t, h, "new", "")
+
+	h.Publish(ctx, events.KindPresenceChanged, a.ID, "old", changed("online")) // the owner is read and cached
+	if ev := next(t, old); ev.AgentID != a.ID {
+		t.Fatalf("old owner got %+v", ev)
+	}
+	to := "new"
+	if _, err := st.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, Now: start,
+		Audit: &domain.AuditRecord{Actor: "operator:admin", Action: "agent.hand_over", AgentID: a.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(events.OwnerTTL - time.Millisecond) // the hand-over signal never came
+	h.Publish(ctx, events.KindPresenceChanged, a.ID, "old", changed("offline"))
+	if ev := next(t, old); ev.AgentID != a.ID {
+		t.Fatalf("within OwnerTTL the cached owner got %+v", ev)
+	}
+	clock.Advance(time.Millisecond) // the cached owner is OwnerTTL old
+	h.Publish(ctx, events.KindPresenceChanged, a.ID, "old", changed("online"))
+	h.PresenceTransition(ctx, a.ID, "out", "operator")
+	for _, kind := range []string{events.KindPresenceChanged, events.KindPresenceTransition} {
+		if ev := next(t, neu); ev.Kind != kind || ev.AgentID != a.ID {
+			t.Fatalf("new owner got %+v, want %s of the agent", ev, kind)
+		}
+	}
+	clock.Advance(events.OwnerTTL) // and again after the next re-read
+	h.TodosChanged(ctx, a.ID)
+	if ev := next(t, neu); ev.Kind != events.KindTodosChanged {
+		t.Fatalf("new owner got %+v, want agent.todos_changed", ev)
+	}
+	h.Publish(ctx, events.KindPresenceChanged, "a-fence", "old", changed("online")) // a fence: everything before it was delivered
+	if ev := next(t, old); ev.AgentID != "a-fence" {
+		t.Fatalf("after OwnerTTL the old owner got %+v %s", ev, ev.Data)
 	}
 }

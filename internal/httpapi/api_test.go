@@ -251,6 +251,14 @@ func TestAgentLifecycle(t *testing.T) {
 	if got.RevokedAt == nil {
 		t.Fatalf("after revoke %+v", got)
 	}
+	// A revoked agent keeps its handle: vending it again is a conflict, for
+	// its owner and for anyone else (README: a revoked agent's handle
+	// cannot be reused).
+	for _, who := range []string{e.admin, e.bob} {
+		if p := e.do(t, "POST", "/v1/agents", who, builder).problem(t); p.Status != 409 || p.Code != "conflict" {
+			t.Fatalf("vending a revoked agent's handle again: %+v, want 409 conflict", p)
+		}
+	}
 
 	var audit struct{ Items []domain.AuditEntry }
 	e.do(t, "GET", "/v1/audit?agent=builder", e.admin, nil).want(t, 200, &audit)
