@@ -94,8 +94,7 @@ func ringAttempts(t *testing.T, e *env, id string) int {
 func TestFrozenSessionDoorbellsFailOver(t *testing.T) {
 	e := newEnv(t, withAppClock)
 	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	live := e.listen(a.Credential)
 	frozen, _ := e.rawStreamSession(a.Credential)
 	rings := watchRings(e)
 
@@ -190,8 +189,7 @@ func TestClosingSessionHandsItsDoorbellOn(t *testing.T) {
 func TestKilledClientDoorbellStillRung(t *testing.T) {
 	e := newEnv(t, withAppClock)
 	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	live := e.listen(a.Credential)
 	var earlier []string // a late second ring of an earlier run's todo is fine
 	for i := range 6 {
 		victim, stream := e.rawStreamSession(a.Credential)
@@ -278,8 +276,7 @@ func TestStalledStreamLosesNoDoorbell(t *testing.T) {
 	}
 	e := newEnvServer(t, smallSendBuffers, withAppClock, func(o *mcpserver.Options) { o.WriteTimeout = 300 * time.Millisecond; o.KeepAlive = -1 })
 	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	live := e.listen(a.Credential)
 	resp, body := e.bareInit(a.Credential)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
