@@ -27,15 +27,15 @@ func (h Heartbeat) Canonical() []byte {
 	o.str("tool_class", h.ToolClass)
 	o.str("runtime_version", h.RuntimeVersion)
 	if ev := h.BillingEvidence; ev != nil {
-		o.key("billing_evidence")
-		e := object{b: append(o.b, '{')}
+		e := o.open("billing_evidence")
 		e.str("key_type", &ev.KeyType)
 		e.str("method", &ev.Method)
-		o.b = append(e.b, '}')
+		o.close(e)
 	}
 	if !h.Details.empty() {
-		o.key("details")
-		o.b = h.Details.appendJSON(o.b)
+		d := o.open("details")
+		h.Details.members(&d)
+		o.close(d)
 	}
 	if h.ProjectReadinessPresent {
 		o.key("project_readiness")
@@ -46,8 +46,7 @@ func (h Heartbeat) Canonical() []byte {
 			}
 			e := object{b: append(o.b, '{')}
 			e.str("queue", &r.Queue)
-			e.key("ready")
-			e.b = strconv.AppendBool(e.b, r.Ready)
+			e.boolean("ready", &r.Ready)
 			if r.Reason != "" {
 				e.str("reason", &r.Reason)
 			}
@@ -105,38 +104,34 @@ func (d Details) empty() bool {
 		d.Adapter == nil && d.Runtime == nil && d.ProtocolVersion == nil
 }
 
-func (d Details) appendJSON(b []byte) []byte {
-	o := object{b: append(b, '{')}
+// members writes d's members into o.
+func (d Details) members(o *object) {
 	if c := d.Capabilities; c != nil {
-		o.key("capabilities")
-		c2 := object{b: append(o.b, '{')}
-		c2.str("followups", c.Followups)
-		c2.boolean("components", c.Components)
-		c2.boolean("voice_input", c.VoiceInput)
-		c2.boolean("title", c.Title)
-		c2.boolean("files_out", c.FilesOut)
-		o.b = append(c2.b, '}')
+		co := o.open("capabilities")
+		co.str("followups", c.Followups)
+		co.boolean("components", c.Components)
+		co.boolean("voice_input", c.VoiceInput)
+		co.boolean("title", c.Title)
+		co.boolean("files_out", c.FilesOut)
+		o.close(co)
 	}
 	o.strs("active_runs", d.ActiveRuns)
 	o.strs("degraded_reasons", d.DegradedReasons)
 	if a := d.Adapter; a != nil {
-		o.key("adapter")
-		ao := object{b: append(o.b, '{')}
+		ao := o.open("adapter")
 		ao.str("name", &a.Name)
 		ao.str("version", a.Version)
-		o.b = append(ao.b, '}')
+		o.close(ao)
 	}
 	if r := d.Runtime; r != nil {
-		o.key("runtime")
-		ro := object{b: append(o.b, '{')}
+		ro := o.open("runtime")
 		ro.str("name", &r.Name)
-		o.b = append(ro.b, '}')
+		o.close(ro)
 	}
 	if d.ProtocolVersion != nil {
 		o.key("protocol_version")
 		o.b = strconv.AppendInt(o.b, int64(*d.ProtocolVersion), 10)
 	}
-	return append(o.b, '}')
 }
 
 // object writes the members of one JSON object, placing the commas.
@@ -154,6 +149,15 @@ func (o *object) key(k string) {
 	o.b = append(o.b, k...)
 	o.b = append(o.b, `":`...)
 }
+
+// open writes key k and starts its value, an object; close(in) ends it.
+func (o *object) open(k string) object {
+	o.key(k)
+	return object{b: append(o.b, '{')}
+}
+
+// close ends in, an object open opened in o.
+func (o *object) close(in object) { o.b = append(in.b, '}') }
 
 // str writes member k when v is not nil.
 func (o *object) str(k string, v *string) {
