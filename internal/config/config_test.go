@@ -152,3 +152,49 @@ func TestLivenessKeys(t *testing.T) {
 		t.Errorf("EnvName = %s", EnvName("agent.presence_timeout"))
 	}
 }
+
+// TestDurationKeys: hooks.delivery_retention (default 7 days, at least
+// MinDeliveryRetention) and mcp.ping_interval and mcp.ping_timeout (10 s
+// and 5 s, at least MinDuration): each has its default, is read from its
+// environment variable, takes its minimum and refuses less with an error
+// that names the key.
+func TestDurationKeys(t *testing.T) {
+	for _, k := range []struct {
+		key          string
+		get          func(Config) time.Duration
+		def          time.Duration
+		env          string
+		fromEnv      time.Duration
+		least, below string
+		refusal      string
+	}{
+		{"hooks.delivery_retention", func(c Config) time.Duration { return c.Hooks.DeliveryRetention }, 7 * 24 * time.Hour,
+			"48h", 48 * time.Hour, "1h", "59m", "hooks.delivery_retention must be a duration of at least 1h0m0s"},
+		{"mcp.ping_interval", func(c Config) time.Duration { return c.MCP.PingInterval }, 10 * time.Second,
+			"3s", 3 * time.Second, "10ms", "5ms", "mcp.ping_interval"},
+		{"mcp.ping_timeout", func(c Config) time.Duration { return c.MCP.PingTimeout }, 5 * time.Second,
+			"2s", 2 * time.Second, "10ms", "5ms", "mcp.ping_timeout"},
+	} {
+		t.Run(k.key, func(t *testing.T) {
+			env := func(v string) []string { return []string{EnvName(k.key) + "=" + v} }
+			c, err := Load(nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := k.get(c); got != k.def {
+				t.Errorf("default = %s, want %s", got, k.def)
+			}
+			c, err = Load(nil, env(k.env))
+			if err != nil || k.get(c) != k.fromEnv {
+				t.Errorf("from the environment: %s, %v; want %s", k.get(c), err, k.fromEnv)
+			}
+			if _, err := Load(nil, env(k.least)); err != nil {
+				t.Errorf("%s (the minimum): %v", k.least, err)
+			}
+			_, err = Load(nil, env(k.below))
+			if err == nil || !strings.Contains(err.Error(), k.refusal) {
+				t.Errorf("%s: err = %v, want one containing %q", k.below, err, k.refusal)
+			}
+		})
+	}
+}
