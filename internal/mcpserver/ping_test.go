@@ -191,21 +191,7 @@ func TestFrozenSessionLosesItsDoorbellsByPing(t *testing.T) {
 	frozen.freeze()
 	rings := watchRings(e)
 
-	var onLive, onFrozen []string
-	for range 6 {
-		td := e.push("ada", "q1", "work")
-		switch s := rings.sessions(td.ID); {
-		case slices.Equal(s, []string{live.sessionID()}):
-			onLive = append(onLive, td.ID)
-		case slices.Equal(s, []string{frozen.id}):
-			onFrozen = append(onFrozen, td.ID)
-		default:
-			t.Fatalf("todo %s rung on %v", td.ID, s)
-		}
-	}
-	if len(onFrozen) == 0 {
-		t.Fatal("no doorbell went to the frozen session; the test proves nothing")
-	}
+	onLive, onFrozen := rings.pushSplit(t, e, 6, live.sessionID(), frozen.id)
 	todoNotes(t, live, onLive)
 	testkit.Eventually(t, "the frozen session's stream carries its doorbells", wait, func() bool {
 		return !slices.ContainsFunc(onFrozen, func(id string) bool { return !frozen.saw(id) })
