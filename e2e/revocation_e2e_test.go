@@ -9,14 +9,13 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/rollcall/rollcall/internal/pgtest"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // revocationBound is the bound (design: Revocation within 5 s): a revoked principal is refused
@@ -56,31 +55,7 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 		streamEnded <- time.Now()
 	}()
 
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(b.URL, "http")+"/v1/gateway", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	rctx, rcancel := context.WithTimeout(ctx, wait)
-	defer rcancel()
-	if _, _, err := ws.Read(rctx); err != nil { // hello
-		t.Fatal(err)
-	}
-	if err := ws.Write(rctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+agent.Credential+`"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, m, err := ws.Read(rctx); err != nil || !strings.Contains(string(m), `"ready"`) {
-		t.Fatalf("identify: %s %v", m, err)
-	}
-	gwClosed := make(chan websocket.StatusCode, 1)
-	go func() {
-		for {
-			if _, _, err := ws.Read(context.Background()); err != nil {
-				gwClosed <- websocket.CloseStatus(err)
-				return
-			}
-		}
-	}()
+	gwClosed := testkit.Gateway(t, b.URL, agent.Credential)
 	sess := openGoSession(t, b.URL+"/mcp", agent.Credential)
 
 	// Revoke both behind every instance's back.

@@ -152,3 +152,77 @@ func TestLivenessKeys(t *testing.T) {
 		t.Errorf("EnvName = %s", EnvName("agent.presence_timeout"))
 	}
 }
+
+// TestDurationKeys: hooks.delivery_retention (default 7 days, at least
+// MinDeliveryRetention) and mcp.ping_interval and mcp.ping_timeout (10 s
+// and 5 s, at least MinDuration): each has its default, is read from its
+// environment variable, takes its minimum and refuses less with an error
+// that names the key.
+func TestDurationKeys(t *testing.T) {
+	for _, k := range []struct {
+		key          string
+		get          func(Config) time.Duration
+		def          time.Duration
+		env          string
+		fromEnv      time.Duration
+		least, below string
+		refusal      string
+	}{
+		{"hooks.delivery_retention", func(c Config) time.Duration { return c.Hooks.DeliveryRetention }, 7 * 24 * time.Hour,
+			"48h", 48 * time.Hour, "1h", "59m", "hooks.delivery_retention must be a duration of at least 1h0m0s"},
+		{"mcp.ping_interval", func(c Config) time.Duration { return c.MCP.PingInterval }, 10 * time.Second,
+			"3s", 3 * time.Second, "10ms", "5ms", "mcp.ping_interval"},
+		{"mcp.ping_timeout", func(c Config) time.Duration { return c.MCP.PingTimeout }, 5 * time.Second,
+			"2s", 2 * time.Second, "10ms", "5ms", "mcp.ping_timeout"},
+	} {
+		t.Run(k.key, func(t *testing.T) {
+			env := func(v string) []string { return []string{EnvName(k.key) + "=" + v} }
+			c, err := Load(nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := k.get(c); got != k.def {
+				t.Errorf("default = %s, want %s", got, k.def)
+			}
+			c, err = Load(nil, env(k.env))
+			if err != nil || k.get(c) != k.fromEnv {
+				t.Errorf("from the environment: %s, %v; want %s", k.get(c), err, k.fromEnv)
+			}
+			if _, err := Load(nil, env(k.least)); err != nil {
+				t.Errorf("%s (the minimum): %v", k.least, err)
+			}
+			_, err = Load(nil, env(k.below))
+			if err == nil || !strings.Contains(err.Error(), k.refusal) {
+				t.Errorf("%s: err = %v, want one containing %q", k.below, err, k.refusal)
+			}
+		})
+	}
+}
+
+// TestHookSecretKeys: hooks.secret_key and hooks.secret_key_previous are
+// empty by default, read from the environment, and refused shorter than
+// MinSecretKeyLen, previous without a key, or previous equal to the key.
+func TestHookSecretKeys(t *testing.T) {
+	c, err := Load(nil, nil)
+	if err != nil || c.Hooks.SecretKey != "" || c.Hooks.SecretKeyPrevious != "" {
+		t.Fatalf("defaults: %q %q, %v", c.Hooks.SecretKey, c.Hooks.SecretKeyPrevious, err)
+	}
+	key, old := strings.Repeat("k", 32), strings.Repeat("o", 40)
+	c, err = Load(nil, []string{"ROLLCALL_HOOKS_SECRET_KEY=" + key, "ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=" + old})
+	if err != nil || c.Hooks.SecretKey != key || c.Hooks.SecretKeyPrevious != old {
+		t.Fatalf("from the environment: %q %q, %v", c.Hooks.SecretKey, c.Hooks.SecretKeyPrevious, err)
+	}
+	for _, bad := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY=short"}, "hooks.secret_key must be at least 32 characters"},
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY=" + key, "ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=short"}, "hooks.secret_key_previous must be at least 32 characters"},
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=" + old}, "hooks.secret_key_previous is set without hooks.secret_key"},
+		{[]string{"ROLLCALL_HOOKS_SECRET_KEY=" + key, "ROLLCALL_HOOKS_SECRET_KEY_PREVIOUS=" + key}, "hooks.secret_key_previous equals hooks.secret_key"},
+	} {
+		if _, err := Load(nil, bad.env); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: err = %v, want %q", bad.env, err, bad.want)
+		}
+	}
+}

@@ -1,15 +1,16 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/httpapi"
 )
 
 // keepAlive is how often an idle event stream sends a comment line, so
@@ -60,40 +61,21 @@ func (h *Handler) eventStream(w http.ResponseWriter, r *http.Request, v *visit) 
 	if rc.Flush() != nil {
 		return
 	}
-	tick := time.NewTicker(keepAlive)
-	defer tick.Stop()
 	// Re-check the session row: sign-out, a revoked token or a deactivated
-	// person ends the stream within app.RecheckInterval on every instance.
-	recheck := h.svc.Clock().NewTicker(app.RecheckInterval)
-	defer recheck.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-recheck.Chan():
-			if _, err := h.svc.ConsoleSession(r.Context(), v.sess.ID); err != nil && domain.CodeOf(err) == domain.CodeUnauthenticated {
-				return // signed out, token revoked or expired, person deactivated
-			} // a store error (an outage) keeps the stream until a check can tell
-			continue
-		case ev, ok := <-sub.C():
-			if !ok {
-				return // fell behind or shutting down: the client reconnects and resumes
-			}
-			writeEvent(w, ev)
-		case <-tick.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-		}
-		if rc.Flush() != nil {
-			return
-		}
-	}
+	// person ends the stream within app.RecheckInterval on every instance;
+	// a store error (an outage) keeps the stream until a check can tell.
+	httpapi.PumpEvents(w, r, h.svc.Clock(), sub, keepAlive, func(ctx context.Context) bool {
+		_, err := h.svc.ConsoleSession(ctx, v.sess.ID)
+		return err == nil || domain.CodeOf(err) != domain.CodeUnauthenticated
+	}, func(ev events.Event) error { return writeEvent(w, ev) })
 }
 
-func writeEvent(w http.ResponseWriter, ev events.Event) {
+func writeEvent(w http.ResponseWriter, ev events.Event) error {
 	if ev.AgentID == "" {
-		return
+		return nil
 	}
 	data, _ := json.Marshal(consoleEvent{AgentID: ev.AgentID, Kind: ev.Kind})
 	id := strings.NewReplacer("\n", "", "\r", "").Replace(ev.ID)
-	fmt.Fprintf(w, "id: %s\nevent: agent\ndata: %s\n\n", id, data)
+	_, err := fmt.Fprintf(w, "id: %s\nevent: agent\ndata: %s\n\n", id, data)
+	return err
 }

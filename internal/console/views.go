@@ -214,20 +214,25 @@ func (h *Handler) buildCard(ctx context.Context, v *visit, a *domain.Agent) (car
 // funcs are the template helpers.
 func (h *Handler) funcs() template.FuncMap {
 	return template.FuncMap{
-		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"abs":    func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 15:04 UTC") },
-		"rel":    relative,
-		"plural": plural,
-		"join":   strings.Join,
-		"deref":  func(t *time.Time) time.Time { return *t },
-		"now":    func() time.Time { return h.svc.Clock().Now() },
-		"verbs":  func() []string { return domain.ScopeVerbs },
-		"actor":  actorLabel,
+		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"abs":       func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 15:04 UTC") },
+		"rel":       relative,
+		"plural":    plural,
+		"join":      strings.Join,
+		"deref":     func(t *time.Time) time.Time { return *t },
+		"now":       func() time.Time { return h.svc.Clock().Now() },
+		"verbs":     func() []string { return domain.ScopeVerbs },
+		"actor":     actorLabel,
+		"copyField": func(id, value, what string) copyField { return copyField{id, value, what} },
 		"has": func(m map[string]bool, k string) bool {
 			return m[k]
 		},
 	}
 }
+
+// copyField is the argument of the "copy" template: a read-only input
+// (ID, Value) and its Copy button, which names What for screen readers.
+type copyField struct{ ID, Value, What string }
 
 // relative renders t relative to now: "12s ago", "in 3h 5m", "just now".
 func relative(t, now time.Time) string {

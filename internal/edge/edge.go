@@ -39,6 +39,7 @@ package edge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,25 +128,14 @@ type Edge struct {
 
 // New returns an edge for opts.
 func New(opts Options) *Edge {
-	if opts.ReadTimeout == 0 {
-		opts.ReadTimeout = DefaultReadTimeout
-	}
-	if opts.MaxFailures == 0 {
-		opts.MaxFailures = DefaultMaxFailures
-	}
-	if opts.Window == 0 {
-		opts.Window = DefaultWindow
-	}
-	if opts.MaxConnsPerClient == 0 {
-		opts.MaxConnsPerClient = DefaultMaxConnsPerClient
-	}
+	opts.ReadTimeout = cmp.Or(opts.ReadTimeout, DefaultReadTimeout)
+	opts.MaxFailures = cmp.Or(opts.MaxFailures, DefaultMaxFailures)
+	opts.Window = cmp.Or(opts.Window, DefaultWindow)
+	opts.MaxConnsPerClient = cmp.Or(opts.MaxConnsPerClient, DefaultMaxConnsPerClient)
 	if opts.Clock == nil {
 		opts.Clock = clockwork.NewRealClock()
 	}
-	e := &Edge{opts: opts, log: opts.Log}
-	if e.log == nil {
-		e.log = slog.Default()
-	}
+	e := &Edge{opts: opts, log: cmp.Or(opts.Log, slog.Default())}
 	e.limiter = NewLimiter(opts.MaxFailures, opts.Window, opts.Clock)
 	if opts.Shared != nil {
 		e.limiter.SetShared(opts.Shared, e.log)

@@ -581,29 +581,21 @@ func (e *Evaluator) transitioned(agentID, p string) bool {
 	return true
 }
 
-// Missed is a transition this instance learnt from the store rather than
-// from its broadcast.
-type Missed struct {
-	AgentID  string
-	Presence string // "in" or "out"
-	// Reason is the transition's reason: from the stored source of the
-	// change (presence_changed_by), else as TransitionReason would at the
-	// time MissedTransitions was called.
-	Reason string
-}
-
 // MissedTransitions returns, and marks handled, the cached agents whose
 // stored transition (refreshed by a Load) this instance has not handled:
-// the broadcasts it missed while its bus listener was down.
-func (e *Evaluator) MissedTransitions() []Missed {
+// the broadcasts it missed while its bus listener was down, each as the
+// bus.PresenceTransition that would have carried it. Its Reason comes from
+// the stored source of the change (presence_changed_by), else as
+// TransitionReason would give it now.
+func (e *Evaluator) MissedTransitions() []bus.PresenceTransition {
 	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []Missed
+	var out []bus.PresenceTransition
 	for _, en := range e.entries {
 		if en.active && en.seen != en.handled {
 			en.handled, en.caughtUp = en.seen, true
-			out = append(out, Missed{AgentID: en.agentID, Presence: en.seen, Reason: catchUpReason(en.seen, en.changedBy, en.inputs, now)})
+			out = append(out, bus.PresenceTransition{AgentID: en.agentID, Presence: en.seen, Reason: catchUpReason(en.seen, en.changedBy, en.inputs, now)})
 		}
 	}
 	return out

@@ -207,7 +207,7 @@ func TestMissedTransitionHandledOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := deaf.ev.MissedTransitions()
-	if len(got) != 1 || got[0] != (evaluator.Missed{AgentID: a.ID, Presence: "out", Reason: evaluator.ReasonOperator}) {
+	if len(got) != 1 || got[0] != (bus.PresenceTransition{AgentID: a.ID, Presence: "out", Reason: evaluator.ReasonOperator}) {
 		t.Fatalf("MissedTransitions = %+v, want the operator's out", got)
 	}
 	if again := deaf.ev.MissedTransitions(); len(again) != 0 {

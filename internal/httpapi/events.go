@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
@@ -58,42 +61,59 @@ func (a *api) streamEvents(w http.ResponseWriter, r *http.Request, by domain.Per
 		return nil
 	}
 	_ = rc.Flush()
-	keep := time.NewTicker(SSEKeepAlive)
+	PumpEvents(w, r, a.svc.Clock(), sub, SSEKeepAlive, func(ctx context.Context) bool {
+		err := a.svc.CheckPersonToken(ctx, by.TokenID)
+		if err != nil && domain.CodeOf(err) != domain.CodeUnauthenticated {
+			// The store did not answer (an outage): keep the stream
+			// until a check can tell (a revocation still ends it
+			// within one period of the store's return).
+			a.log.Warn("event stream: re-checking its token failed; stream kept until the next check", "err", err)
+			return true
+		}
+		return err == nil
+	}, func(ev events.Event) error { return writeEvent(w, ev) })
+	return nil
+}
+
+// PumpEvents is the loop of an event stream whose headers and backlog are
+// written (GET /v1/events and the console's stream): it writes each event
+// of sub with write, a keep-alive comment every keepAlive, and flushes
+// after each. Every app.RecheckInterval on clock it asks valid whether the
+// principal behind the stream may still read it, so a revoked or expired
+// token or a deactivated person ends the stream on every instance even when
+// the bus signal is lost (design: Revocation within 5 s); valid answers true
+// while the store cannot tell. It returns when the request ends, sub closes
+// (the client fell behind, or shutdown), valid answers false, or a write or
+// flush fails.
+func PumpEvents(w http.ResponseWriter, r *http.Request, clock clockwork.Clock, sub *events.Subscription, keepAlive time.Duration, valid func(context.Context) bool, write func(events.Event) error) {
+	rc := http.NewResponseController(w)
+	keep := time.NewTicker(keepAlive)
 	defer keep.Stop()
-	// The token is re-checked every app.RecheckInterval: revoking it,
-	// letting it expire or deactivating the person ends the stream on
-	// every instance even when the bus signal is lost (design: Revocation within 5 s).
-	recheck := a.svc.Clock().NewTicker(app.RecheckInterval)
+	recheck := clock.NewTicker(app.RecheckInterval)
 	defer recheck.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
-			return nil
+			return
 		case <-recheck.Chan():
-			if err := a.svc.CheckPersonToken(r.Context(), by.TokenID); err != nil {
-				if domain.CodeOf(err) == domain.CodeUnauthenticated {
-					return nil
-				}
-				// The store did not answer (an outage): keep the stream
-				// until a check can tell (a revocation still ends it
-				// within one period of the store's return).
-				a.log.Warn("event stream: re-checking its token failed; stream kept until the next check", "err", err)
+			if !valid(r.Context()) {
+				return
 			}
 			continue
 		case ev, ok := <-sub.C():
 			if !ok {
-				return nil // lagged or shutting down: the client reconnects
+				return // lagged or shutting down: the client reconnects
 			}
-			if err := writeEvent(w, ev); err != nil {
-				return nil
+			if write(ev) != nil {
+				return
 			}
 		case <-keep.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
-				return nil
+				return
 			}
 		}
-		if err := rc.Flush(); err != nil {
-			return nil
+		if rc.Flush() != nil {
+			return
 		}
 	}
 }

@@ -20,55 +20,41 @@ import (
 // that again yields the same bytes. Canonical does not check h: a value
 // built by hand is encoded as it is (strings escaped as JSON needs).
 func (h Heartbeat) Canonical() []byte {
-	b := make([]byte, 0, h.sizeHint())
-	b = append(b, `{"state":`...)
-	b = appendString(b, h.State)
-	if h.BillingMode != nil {
-		b = append(b, `,"billing_mode":`...)
-		b = appendString(b, *h.BillingMode)
-	}
-	if h.BillingModesSupported != nil {
-		b = append(b, `,"billing_modes_supported":`...)
-		b = appendStrings(b, h.BillingModesSupported)
-	}
-	if h.ToolClass != nil {
-		b = append(b, `,"tool_class":`...)
-		b = appendString(b, *h.ToolClass)
-	}
-	if h.RuntimeVersion != nil {
-		b = append(b, `,"runtime_version":`...)
-		b = appendString(b, *h.RuntimeVersion)
-	}
+	o := object{b: append(make([]byte, 0, h.sizeHint()), '{')}
+	o.str("state", &h.State)
+	o.str("billing_mode", h.BillingMode)
+	o.strs("billing_modes_supported", h.BillingModesSupported)
+	o.str("tool_class", h.ToolClass)
+	o.str("runtime_version", h.RuntimeVersion)
 	if ev := h.BillingEvidence; ev != nil {
-		b = append(b, `,"billing_evidence":{"key_type":`...)
-		b = appendString(b, ev.KeyType)
-		b = append(b, `,"method":`...)
-		b = appendString(b, ev.Method)
-		b = append(b, '}')
+		e := o.open("billing_evidence")
+		e.str("key_type", &ev.KeyType)
+		e.str("method", &ev.Method)
+		o.close(e)
 	}
 	if !h.Details.empty() {
-		b = append(b, `,"details":`...)
-		b = h.Details.appendJSON(b)
+		d := o.open("details")
+		h.Details.members(&d)
+		o.close(d)
 	}
 	if h.ProjectReadinessPresent {
-		b = append(b, `,"project_readiness":[`...)
-		for i, e := range h.ProjectReadiness {
+		o.key("project_readiness")
+		o.b = append(o.b, '[')
+		for i, r := range h.ProjectReadiness {
 			if i > 0 {
-				b = append(b, ',')
+				o.b = append(o.b, ',')
 			}
-			b = append(b, `{"queue":`...)
-			b = appendString(b, e.Queue)
-			b = append(b, `,"ready":`...)
-			b = strconv.AppendBool(b, e.Ready)
-			if e.Reason != "" {
-				b = append(b, `,"reason":`...)
-				b = appendString(b, e.Reason)
+			e := object{b: append(o.b, '{')}
+			e.str("queue", &r.Queue)
+			e.boolean("ready", &r.Ready)
+			if r.Reason != "" {
+				e.str("reason", &r.Reason)
 			}
-			b = append(b, '}')
+			o.b = append(e.b, '}')
 		}
-		b = append(b, ']')
+		o.b = append(o.b, ']')
 	}
-	return append(b, '}')
+	return append(o.b, '}')
 }
 
 // sizeHint estimates the length of Canonical: the strings plus a generous
@@ -118,50 +104,34 @@ func (d Details) empty() bool {
 		d.Adapter == nil && d.Runtime == nil && d.ProtocolVersion == nil
 }
 
-func (d Details) appendJSON(b []byte) []byte {
-	o := object{b: append(b, '{')}
+// members writes d's members into o.
+func (d Details) members(o *object) {
 	if c := d.Capabilities; c != nil {
-		o.key("capabilities")
-		c2 := object{b: append(o.b, '{')}
-		if c.Followups != nil {
-			c2.key("followups")
-			c2.b = appendString(c2.b, *c.Followups)
-		}
-		c2.boolean("components", c.Components)
-		c2.boolean("voice_input", c.VoiceInput)
-		c2.boolean("title", c.Title)
-		c2.boolean("files_out", c.FilesOut)
-		o.b = append(c2.b, '}')
+		co := o.open("capabilities")
+		co.str("followups", c.Followups)
+		co.boolean("components", c.Components)
+		co.boolean("voice_input", c.VoiceInput)
+		co.boolean("title", c.Title)
+		co.boolean("files_out", c.FilesOut)
+		o.close(co)
 	}
-	if d.ActiveRuns != nil {
-		o.key("active_runs")
-		o.b = appendStrings(o.b, d.ActiveRuns)
-	}
-	if d.DegradedReasons != nil {
-		o.key("degraded_reasons")
-		o.b = appendStrings(o.b, d.DegradedReasons)
-	}
+	o.strs("active_runs", d.ActiveRuns)
+	o.strs("degraded_reasons", d.DegradedReasons)
 	if a := d.Adapter; a != nil {
-		o.key("adapter")
-		o.b = append(o.b, `{"name":`...)
-		o.b = appendString(o.b, a.Name)
-		if a.Version != nil {
-			o.b = append(o.b, `,"version":`...)
-			o.b = appendString(o.b, *a.Version)
-		}
-		o.b = append(o.b, '}')
+		ao := o.open("adapter")
+		ao.str("name", &a.Name)
+		ao.str("version", a.Version)
+		o.close(ao)
 	}
 	if r := d.Runtime; r != nil {
-		o.key("runtime")
-		o.b = append(o.b, `{"name":`...)
-		o.b = appendString(o.b, r.Name)
-		o.b = append(o.b, '}')
+		ro := o.open("runtime")
+		ro.str("name", &r.Name)
+		o.close(ro)
 	}
 	if d.ProtocolVersion != nil {
 		o.key("protocol_version")
 		o.b = strconv.AppendInt(o.b, int64(*d.ProtocolVersion), 10)
 	}
-	return append(o.b, '}')
 }
 
 // object writes the members of one JSON object, placing the commas.
@@ -178,6 +148,32 @@ func (o *object) key(k string) {
 	o.b = append(o.b, '"')
 	o.b = append(o.b, k...)
 	o.b = append(o.b, `":`...)
+}
+
+// open writes key k and starts its value, an object; close(in) ends it.
+func (o *object) open(k string) object {
+	o.key(k)
+	return object{b: append(o.b, '{')}
+}
+
+// close ends in, an object open opened in o.
+func (o *object) close(in object) { o.b = append(in.b, '}') }
+
+// str writes member k when v is not nil.
+func (o *object) str(k string, v *string) {
+	if v != nil {
+		o.key(k)
+		o.b = appendString(o.b, *v)
+	}
+}
+
+// strs writes member k as a list when v is not nil (a non-nil empty list
+// is written as []).
+func (o *object) strs(k string, v []string) {
+	if v != nil {
+		o.key(k)
+		o.b = appendStrings(o.b, v)
+	}
 }
 
 func (o *object) boolean(k string, v *bool) {

@@ -31,8 +31,7 @@ func BenchmarkDoorbell(b *testing.B) {
 	go func() { defer close(done); e.svc.Run(ctx) }() // ring records, as in a server
 	b.Cleanup(func() { cancel(); <-done })
 	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(ac.sessionID(), mcpserver.StreamOpened)
+	ac := e.listen(a.Credential)
 
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

@@ -60,6 +60,29 @@ func (l *ringLog) sessions(todo string) []string {
 	return slices.Clone(l.on[todo])
 }
 
+// pushSplit pushes n todos to ada's queue q1 and returns the ones rung on
+// the live session and those rung on the frozen one; a todo rung anywhere
+// else, or none rung on the frozen one (the test would prove nothing),
+// fails t.
+func (l *ringLog) pushSplit(t *testing.T, e *env, n int, live, frozen string) (onLive, onFrozen []string) {
+	t.Helper()
+	for range n {
+		td := e.push("ada", "q1", "work")
+		switch s := l.sessions(td.ID); {
+		case slices.Equal(s, []string{live}):
+			onLive = append(onLive, td.ID)
+		case slices.Equal(s, []string{frozen}):
+			onFrozen = append(onFrozen, td.ID)
+		default:
+			t.Fatalf("todo %s rung on %v", td.ID, s)
+		}
+	}
+	if len(onFrozen) == 0 {
+		t.Fatal("no doorbell went to the frozen session; the test proves nothing")
+	}
+	return onLive, onFrozen
+}
+
 // todoNotes reads channel notifications of ac until every todo of want has
 // had its doorbell, failing on any other todo's.
 func todoNotes(t *testing.T, ac *agentClient, want []string) {
@@ -94,26 +117,11 @@ func ringAttempts(t *testing.T, e *env, id string) int {
 func TestFrozenSessionDoorbellsFailOver(t *testing.T) {
 	e := newEnv(t, withAppClock)
 	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	live := e.listen(a.Credential)
 	frozen, _ := e.rawStreamSession(a.Credential)
 	rings := watchRings(e)
 
-	var onLive, onFrozen []string
-	for range 7 {
-		td := e.push("ada", "q1", "work")
-		switch s := rings.sessions(td.ID); {
-		case slices.Equal(s, []string{live.sessionID()}):
-			onLive = append(onLive, td.ID)
-		case slices.Equal(s, []string{frozen}):
-			onFrozen = append(onFrozen, td.ID)
-		default:
-			t.Fatalf("todo %s rung on %v", td.ID, s)
-		}
-	}
-	if len(onFrozen) == 0 {
-		t.Fatal("no doorbell went to the frozen session; the test proves nothing")
-	}
+	onLive, onFrozen := rings.pushSplit(t, e, 7, live.sessionID(), frozen)
 	todoNotes(t, live, onLive)
 	for _, id := range onLive { // the live agent works what it hears of
 		live.ok("claim", map[string]any{"todo_id": id}, nil)
@@ -190,8 +198,7 @@ func TestClosingSessionHandsItsDoorbellOn(t *testing.T) {
 func TestKilledClientDoorbellStillRung(t *testing.T) {
 	e := newEnv(t, withAppClock)
 	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	live := e.listen(a.Credential)
 	var earlier []string // a late second ring of an earlier run's todo is fine
 	for i := range 6 {
 		victim, stream := e.rawStreamSession(a.Credential)
@@ -278,8 +285,7 @@ func TestStalledStreamLosesNoDoorbell(t *testing.T) {
 	}
 	e := newEnvServer(t, smallSendBuffers, withAppClock, func(o *mcpserver.Options) { o.WriteTimeout = 300 * time.Millisecond; o.KeepAlive = -1 })
 	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
+	live := e.listen(a.Credential)
 	resp, body := e.bareInit(a.Credential)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, body)

@@ -282,6 +282,15 @@ func (e *env) connect(cred string, cfg clientConfig) *agentClient {
 	return ac
 }
 
+// listen connects a 2025-11-25 session of cred with its GET stream open
+// and waits until the server has seen the stream open.
+func (e *env) listen(cred string) *agentClient {
+	e.t.Helper()
+	ac := e.connect(cred, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
+	e.waitEvent(ac.sessionID(), mcpserver.StreamOpened)
+	return ac
+}
+
 func (e *env) dial(cred string, cfg clientConfig) (*agentClient, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	topts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(quiet)}

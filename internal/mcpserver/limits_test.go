@@ -49,8 +49,7 @@ func TestSessionLimitEvicts(t *testing.T) {
 	b := e.vend("bob", allVerbs, "q1")
 	bc := e.connect(b.Credential, clientConfig{version: mcp.ProtocolVersion20251125})
 
-	full := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(full.sessionID(), mcpserver.StreamOpened)
+	full := e.listen(a.Credential)
 	bare := func() string {
 		t.Helper()
 		clock.Advance(time.Second) // distinct last-use times
@@ -115,8 +114,7 @@ func expiryEnv(t *testing.T, initTimeout time.Duration) (*env, *clockwork.FakeCl
 		o.IdleTimeout = time.Hour
 	})
 	a := e.vend("ada", allVerbs, "q1")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(ac.sessionID(), mcpserver.StreamOpened)
+	ac := e.listen(a.Credential)
 	return e, clock, a, ac
 }
 

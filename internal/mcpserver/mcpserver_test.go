@@ -170,8 +170,7 @@ func TestToolsListShowsOnlyTheScope(t *testing.T) {
 func TestTodoDoorbell(t *testing.T) {
 	e := newEnv(t)
 	a := e.vend("ada", allVerbs, "q1", "q2")
-	ac := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(ac.sessionID(), mcpserver.StreamOpened)
+	ac := e.listen(a.Credential)
 	if s := e.sessions(a.Agent.ID); len(s) != 1 || !s[0].Streaming {
 		t.Fatalf("AgentSessions = %+v, want one streaming", s)
 	}

@@ -166,6 +166,20 @@ func (e *env) stall(agent string, p *pingPeer, live []string) {
 	e.waitEvent(p.id, mcpserver.PingStalled)
 }
 
+// listenerAndPeer starts an env with the app clock and pings, vends ada
+// (every verb, queue q1), opens a listening mcp-go client and a ping peer
+// for ada and runs one ping round that both answer.
+func listenerAndPeer(t *testing.T) (*env, app.VendResult, *agentClient, *pingPeer) {
+	t.Helper()
+	e := newEnv(t, withAppClock, withPings)
+	a := e.vend("ada", allVerbs, "q1")
+	live := e.listen(a.Credential)
+	peer := e.pingPeer(a.Credential)
+	both := []string{live.sessionID(), peer.id}
+	e.pingRound(pingInterval, both, both)
+	return e, a, live, peer
+}
+
 // TestFrozenSessionLosesItsDoorbellsByPing: one agent, a live mcp-go
 // client and a peer that answered a ping and then froze. The doorbells the
 // frozen one holds (written to its stream after its last answer, or still
@@ -173,37 +187,17 @@ func (e *env) stall(agent string, p *pingPeer, live []string) {
 // ping_interval + ping_timeout of the freeze, long before
 // doorbell.failover_after — and new ones go to the live one only.
 func TestFrozenSessionLosesItsDoorbellsByPing(t *testing.T) {
-	e := newEnv(t, withAppClock, withPings)
-	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
-	frozen := e.pingPeer(a.Credential)
-	both := []string{live.sessionID(), frozen.id}
-	e.pingRound(pingInterval, both, both) // both answer once
+	e, a, live, frozen := listenerAndPeer(t)
 	frozen.freeze()
 	rings := watchRings(e)
 
-	var onLive, onFrozen []string
-	for range 6 {
-		td := e.push("ada", "q1", "work")
-		switch s := rings.sessions(td.ID); {
-		case slices.Equal(s, []string{live.sessionID()}):
-			onLive = append(onLive, td.ID)
-		case slices.Equal(s, []string{frozen.id}):
-			onFrozen = append(onFrozen, td.ID)
-		default:
-			t.Fatalf("todo %s rung on %v", td.ID, s)
-		}
-	}
-	if len(onFrozen) == 0 {
-		t.Fatal("no doorbell went to the frozen session; the test proves nothing")
-	}
+	onLive, onFrozen := rings.pushSplit(t, e, 6, live.sessionID(), frozen.id)
 	todoNotes(t, live, onLive)
 	testkit.Eventually(t, "the frozen session's stream carries its doorbells", wait, func() bool {
 		return !slices.ContainsFunc(onFrozen, func(id string) bool { return !frozen.saw(id) })
 	})
 	// Written, never read: no ping answer came after them.
-	e.pingRound(pingInterval, both, []string{live.sessionID()})
+	e.pingRound(pingInterval, []string{live.sessionID(), frozen.id}, []string{live.sessionID()})
 	e.clock.Advance(pingTimeout - 1)
 	e.srv.PingScan()
 	if sessionInfo(t, e, a.Agent.ID, frozen.id).Stalled {
@@ -250,10 +244,8 @@ func (ac *agentClient) noNoteOf(todos []string) {
 func TestPassiveSessionsNeverFailOverToAFrozenOne(t *testing.T) {
 	e := newEnv(t, withAppClock, withPings)
 	a := e.vend("ada", allVerbs, "q1")
-	p1 := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(p1.sessionID(), mcpserver.StreamOpened)
-	p2 := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(p2.sessionID(), mcpserver.StreamOpened)
+	p1 := e.listen(a.Credential)
+	p2 := e.listen(a.Credential)
 	frozen := e.pingPeer(a.Credential)
 	passive := []string{p1.sessionID(), p2.sessionID()}
 	all := append(slices.Clone(passive), frozen.id)
@@ -295,13 +287,7 @@ func TestPassiveSessionsNeverFailOverToAFrozenOne(t *testing.T) {
 // left waiting) it is listed streaming again and takes its share of the
 // doorbells.
 func TestStalledSessionRungAgainOnceItAnswers(t *testing.T) {
-	e := newEnv(t, withAppClock, withPings)
-	a := e.vend("ada", allVerbs, "q1")
-	live := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(live.sessionID(), mcpserver.StreamOpened)
-	peer := e.pingPeer(a.Credential)
-	both := []string{live.sessionID(), peer.id}
-	e.pingRound(pingInterval, both, both)
+	e, a, live, peer := listenerAndPeer(t)
 	e.stall(a.Agent.ID, peer, []string{live.sessionID()})
 	rings := watchRings(e)
 	for range 3 {
@@ -347,8 +333,7 @@ func TestStalledSessionRungAgainOnceItAnswers(t *testing.T) {
 func TestGoClientAnswersPingsAndIsNeverDemoted(t *testing.T) {
 	e := newEnv(t, withAppClock, withPings)
 	a := e.vend("ada", allVerbs, "q1")
-	quiet := e.connect(a.Credential, clientConfig{version: mcp.ProtocolVersion20251125, listen: true})
-	e.waitEvent(quiet.sessionID(), mcpserver.StreamOpened)
+	quiet := e.listen(a.Credential)
 	mute, _ := e.rawStreamSession(a.Credential) // never answers a ping
 	before := sessionInfo(t, e, a.Agent.ID, quiet.sessionID()).LastRequestAt
 	e.pingRound(pingInterval, []string{quiet.sessionID(), mute}, []string{quiet.sessionID()})

@@ -7,6 +7,7 @@ package mcpserver_test
 // evaluator and the sweep run when the test calls them.
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -80,18 +81,21 @@ func outAtEight(t *testing.T) (*env, *agentClient) {
 // pass runs one evaluator pass and returns the transitions it claimed.
 func (e *env) pass() int {
 	e.t.Helper()
-	n, err := e.svc.EvaluatePresence(e.ctx)
-	if err != nil {
-		e.t.Fatalf("evaluator pass: %v", err)
-	}
-	return n
+	return e.count("evaluator pass", e.svc.EvaluatePresence)
 }
 
+// sweep runs one doorbell sweep and returns the doorbells it rang.
 func (e *env) sweep() int {
 	e.t.Helper()
-	n, err := e.svc.SweepOnce(e.ctx)
+	return e.count("sweep", e.svc.SweepOnce)
+}
+
+// count runs one engine round and returns its count; an error fails the test.
+func (e *env) count(what string, round func(context.Context) (int, error)) int {
+	e.t.Helper()
+	n, err := round(e.ctx)
 	if err != nil {
-		e.t.Fatalf("sweep: %v", err)
+		e.t.Fatalf("%s: %v", what, err)
 	}
 	return n
 }

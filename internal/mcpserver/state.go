@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -136,38 +137,25 @@ type Options struct {
 
 // withDefaults returns o with every zero field set to its default.
 func (o Options) withDefaults() Options {
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	if o.KeepAlive == 0 {
-		o.KeepAlive = DefaultKeepAlive
-	}
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = DefaultIdleTimeout
-	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
-	if o.StreamlessIdleTimeout == 0 {
-		o.StreamlessIdleTimeout = DefaultStreamlessIdleTimeout
-	}
-	if o.MaxSessionsPerAgent == 0 {
-		o.MaxSessionsPerAgent = DefaultMaxSessionsPerAgent
-	}
+	// 0 takes the default; a negative value stays (it disables, or means
+	// no limit, as the field says).
+	o.Log = cmp.Or(o.Log, slog.Default())
+	o.KeepAlive = cmp.Or(o.KeepAlive, DefaultKeepAlive)
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, DefaultIdleTimeout)
+	o.InitTimeout = cmp.Or(o.InitTimeout, DefaultInitTimeout)
+	o.StreamlessIdleTimeout = cmp.Or(o.StreamlessIdleTimeout, DefaultStreamlessIdleTimeout)
+	o.MaxSessionsPerAgent = cmp.Or(o.MaxSessionsPerAgent, DefaultMaxSessionsPerAgent)
+	o.PingInterval = cmp.Or(o.PingInterval, DefaultPingInterval)
+	o.Recheck = cmp.Or(o.Recheck, app.RecheckInterval)
+	// These take the default for any value below 1.
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
-	if o.PingInterval == 0 {
-		o.PingInterval = DefaultPingInterval
-	}
 	if o.PingTimeout <= 0 {
 		o.PingTimeout = DefaultPingTimeout
-	}
-	if o.Clock == nil {
-		o.Clock = clockwork.NewRealClock()
 	}
 	if o.ReplayEvents <= 0 {
 		o.ReplayEvents = DefaultReplayEvents
@@ -175,8 +163,8 @@ func (o Options) withDefaults() Options {
 	if o.ReplayWindow <= 0 {
 		o.ReplayWindow = DefaultReplayWindow
 	}
-	if o.Recheck == 0 {
-		o.Recheck = app.RecheckInterval
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
 	}
 	return o
 }

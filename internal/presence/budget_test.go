@@ -185,11 +185,7 @@ func TestParseSelfClockInCap(t *testing.T) {
 // never cleared by clock_in (forbidden, nothing changes).
 func TestPropSelfClockInCapBinds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		text, loc, _ := genShift(t)
-		sh, err := ParseShift(text)
-		if err != nil {
-			t.Fatalf("ParseShift(%q): %v", text, err)
-		}
+		sh, _, loc, _ := genParsedShift(t)
 		capMin := rapid.SampledFrom([]int64{0, 1, 30, 60, 180, 480, 720}).Draw(t, "capMin")
 		b := Budget{Cap: time.Duration(capMin) * time.Minute}
 		in := Inputs{Shift: sh}

@@ -100,6 +100,17 @@ func genShift(t *rapid.T) (string, *time.Location, []refWindow) {
 	return text, loc, ws
 }
 
+// genParsedShift draws a shift as genShift does and parses it; a drawn
+// shift that does not parse fails t.
+func genParsedShift(t *rapid.T) (*Shift, string, *time.Location, []refWindow) {
+	text, loc, ws := genShift(t)
+	sh, err := ParseShift(text)
+	if err != nil {
+		t.Fatalf("ParseShift(%q): %v", text, err)
+	}
+	return sh, text, loc, ws
+}
+
 // naiveIn is membership by the local wall clock alone.
 func naiveIn(ws []refWindow, lt time.Time) bool {
 	wd := (int(lt.Weekday()) + 6) % 7
@@ -153,11 +164,7 @@ func transitions(loc *time.Location, from, to time.Time) []time.Time {
 // an interval after falling back, where it holds the answer from just before.
 func TestPropShiftIn(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		text, loc, ws := genShift(t)
-		sh, err := ParseShift(text)
-		if err != nil {
-			t.Fatalf("ParseShift(%q): %v", text, err)
-		}
+		sh, text, loc, ws := genParsedShift(t)
 		at := genTime(t, loc, "t")
 		in, next, ok := sh.In(at)
 
@@ -213,11 +220,7 @@ func TestPropShiftIn(t *testing.T) {
 // TestPropRoundTrip: String() re-parses to an Equal shift and is a fixed point.
 func TestPropRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		text, _, _ := genShift(t)
-		sh, err := ParseShift(text)
-		if err != nil {
-			t.Fatalf("ParseShift(%q): %v", text, err)
-		}
+		sh, text, _, _ := genParsedShift(t)
 		c := sh.String()
 		again, err := ParseShift(c)
 		if err != nil || !again.Equal(sh) || again.String() != c {
@@ -230,9 +233,7 @@ func genInputs(t *rapid.T) (Inputs, time.Time) {
 	var in Inputs
 	loc := time.UTC
 	if rapid.IntRange(0, 3).Draw(t, "hasShift") > 0 {
-		var text string
-		text, loc, _ = genShift(t)
-		in.Shift, _ = ParseShift(text)
+		in.Shift, _, loc, _ = genParsedShift(t)
 	}
 	in.OverrideSetAt = genTime(t, loc, "setAt")
 	in.Override = rapid.SampledFrom([]string{"", In, Out}).Draw(t, "override")

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,39 +10,8 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
-
-// gatewayConn identifies on the instance's gateway with cred and returns a
-// channel that receives the close code.
-func gatewayConn(t *testing.T, in *instance, cred string) <-chan websocket.StatusCode {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(in.base, "http")+"/v1/gateway", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	if _, _, err := ws.Read(ctx); err != nil { // hello
-		t.Fatal(err)
-	}
-	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"op":"identify","d":{"token":"`+cred+`"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, m, err := ws.Read(ctx); err != nil || !strings.Contains(string(m), `"ready"`) {
-		t.Fatalf("identify: %s %v", m, err)
-	}
-	closed := make(chan websocket.StatusCode, 1)
-	go func() {
-		for {
-			if _, _, err := ws.Read(context.Background()); err != nil {
-				closed <- websocket.CloseStatus(err)
-				return
-			}
-		}
-	}()
-	return closed
-}
 
 // bothClosed waits until the agent's gateway connection closed with 4004 and
 // its MCP session left the instance, and the connection hub holds nothing of
@@ -72,7 +40,7 @@ func TestOneHubForBothTransports(t *testing.T) {
 
 	a := vend(t, in, "ada")
 	openSession(t, in, a.Agent.ID, a.Credential)
-	gw := gatewayConn(t, in, a.Credential)
+	gw := testkit.Gateway(t, in.base, a.Credential)
 	eventually(t, "both connections in the hub", func() bool { return len(in.srv.Hub.Conns(a.Agent.ID)) == 2 })
 	if _, err := in.srv.Service.RevokeAgent(context.Background(), in.admin, "ada"); err != nil {
 		t.Fatal(err)
@@ -81,7 +49,7 @@ func TestOneHubForBothTransports(t *testing.T) {
 
 	b := vend(t, in, "bea")
 	openSession(t, in, b.Agent.ID, b.Credential)
-	gw = gatewayConn(t, in, b.Credential)
+	gw = testkit.Gateway(t, in.base, b.Credential)
 	eventually(t, "both connections in the hub", func() bool { return len(in.srv.Hub.Conns(b.Agent.ID)) == 2 })
 	if _, err := in.srv.Store.RevokeAgent(context.Background(), store.RevokeAgentParams{ID: b.Agent.ID, Now: time.Now(),
 		Audit: domain.AuditRecord{Actor: "system", Action: "agent.revoke", AgentID: b.Agent.ID}}); err != nil {

@@ -3,7 +3,8 @@
 // binary (build.go), runs `rollcall serve` processes and waits for the URL
 // they print (server.go), calls the REST API with a bearer token (rest.go), opens
 // mcp-go sessions that record their doorbells (mcp.go), records the
-// operator event stream (events.go), starts a throwaway PostgreSQL
+// operator event stream (events.go), identifies on the gateway
+// (gateway.go), starts a throwaway PostgreSQL
 // cluster (cluster.go) and makes a private CA with a server certificate
 // for TLS tests (tls.go); this file holds the bound and the poll they
 // share. Only tests import it: those above and the in-process tests of

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -118,33 +117,27 @@ func (l *transitionLog) run(ctx context.Context, t *target, ready chan<- struct{
 	}
 	defer resp.Body.Close()
 	signal()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	kind := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			kind = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: ") && kind == "agent.presence_transition":
-			now := time.Now()
-			var ev struct {
-				Data struct {
-					Agent    string `json:"agent"`
-					Presence string `json:"presence"`
-				} `json:"data"`
-			}
-			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev) != nil || ev.Data.Presence != "in" {
-				continue
-			}
-			l.mu.Lock()
-			if _, seen := l.at[ev.Data.Agent]; !seen {
-				l.at[ev.Data.Agent] = now
-				if len(l.at) == l.want {
-					close(l.done)
-				}
-			}
-			l.mu.Unlock()
+	readEvents(resp.Body, func(kind string, data []byte) {
+		if kind != "agent.presence_transition" {
+			return
 		}
-	}
+		now := time.Now()
+		var ev struct {
+			Data struct {
+				Agent    string `json:"agent"`
+				Presence string `json:"presence"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(data, &ev) != nil || ev.Data.Presence != "in" {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, seen := l.at[ev.Data.Agent]; !seen {
+			l.at[ev.Data.Agent] = now
+			if len(l.at) == l.want {
+				close(l.done)
+			}
+		}
+	})
 }

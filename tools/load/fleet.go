@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -335,36 +336,50 @@ func (c *eventCounter) run(ctx context.Context, t *target, ready chan<- struct{}
 			close(ready)
 		}
 		c.mu.Unlock()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		kind := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				last = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				kind = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				var ev struct {
-					Data struct {
-						State string `json:"state"`
-					} `json:"data"`
-				}
-				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev)
-				d := ev.Data
-				c.mu.Lock()
-				switch {
-				case kind == "stream.missed":
-					c.missed = true
-				case kind == "agent.presence_changed" && d.State == "offline":
-					c.offline++
-				case kind == "agent.presence_changed":
-					c.online++
-				}
-				c.mu.Unlock()
-			}
+		if id := readEvents(resp.Body, c.count); id != "" {
+			last = id
 		}
 		resp.Body.Close()
 	}
+}
+
+// count counts one event of the stream.
+func (c *eventCounter) count(kind string, data []byte) {
+	var ev struct {
+		Data struct {
+			State string `json:"state"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(data, &ev)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case kind == "stream.missed":
+		c.missed = true
+	case kind == "agent.presence_changed" && ev.Data.State == "offline":
+		c.offline++
+	case kind == "agent.presence_changed":
+		c.online++
+	}
+}
+
+// readEvents reads the frames of an SSE stream (GET /v1/events) until it
+// ends and calls on with each data line's payload and the event kind last
+// named; it returns the last event id seen ("" = none), to resume from
+// with Last-Event-ID.
+func readEvents(r io.Reader, on func(kind string, data []byte)) (lastID string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	kind := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			lastID = v
+		} else if v, ok := strings.CutPrefix(line, "event: "); ok {
+			kind = v
+		} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+			on(kind, []byte(v))
+		}
+	}
+	return lastID
 }

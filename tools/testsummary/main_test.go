@@ -47,14 +47,16 @@ func TestRun(t *testing.T) {
 //go:embed testdata/skips.jsonl
 var skips []byte
 
-func TestReportNamesSkippedTests(t *testing.T) {
-	s, err := Run(bytes.NewReader(skips), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	s.Report(&out)
-	want := `skipped in ex/db:
+// TestReport: the report of a stream names the skipped tests per package
+// with their reasons, then the packages that failed without a failing
+// test, then the count.
+func TestReport(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		stream []byte
+		want   string
+	}{
+		{"skipped tests named", skips, `skipped in ex/db:
     TestPostgres
         pg_test.go:14: no PostgreSQL: set ROLLCALL_TEST_POSTGRES
     TestQuiet
@@ -63,26 +65,24 @@ skipped in ex/ui:
         ui_test.go:30: chromium is not installed
         apt-get install -y chromium
 2 passed, 0 failed, 3 skipped
-`
-	if got := out.String(); got != want {
-		t.Errorf("report:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-func TestReportFailedPackagesBeforeCount(t *testing.T) {
-	s, err := Run(bytes.NewReader(stream), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	s.Report(&out)
-	want := `skipped in ex/ok:
+`},
+		{"failed packages before the count", stream, `skipped in ex/ok:
     TestS
 FAIL ex/broken (no failing test: build error, panic or timeout)
 FAIL ex/panics (no failing test: build error, panic or timeout)
 2 passed, 4 failed, 1 skipped
-`
-	if got := out.String(); got != want {
-		t.Errorf("report:\n%s\nwant:\n%s", got, want)
+`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Run(bytes.NewReader(c.stream), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			s.Report(&out)
+			if got := out.String(); got != c.want {
+				t.Errorf("report:\n%s\nwant:\n%s", got, c.want)
+			}
+		})
 	}
 }
