@@ -57,7 +57,9 @@ func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(browser, wait)
 		defer cancel()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, id))))
+		// Read in one script: a live refresh may replace the card's status
+		// part between a node lookup and a read of its text.
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('#agent-%s .counts').textContent`, id)))
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
