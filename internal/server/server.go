@@ -37,6 +37,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // Options are the parts of a server that tests inject.
@@ -142,7 +143,10 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
 			// Cross-instance times on the database's clock; a stall
 			// of this process extends deadlines (design: Database clock, Stall extension).
-			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold}})
+			DBClock: st.DBNow, StallThreshold: stall.DefaultThreshold,
+			// Several instances share PostgreSQL: one that dies releases its
+			// agents (design: Owner lease). One SQLite file has one instance.
+			OwnerLease: ownerLease(st.Dialect())}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
@@ -356,4 +360,14 @@ func catchUpRetrying(svc *app.Service, lostAt time.Time, log *slog.Logger) {
 		time.Sleep(delay)
 		delay = min(2*delay, 2*time.Second)
 	}
+}
+
+// ownerLease is the tracker's owner lease for the store's dialect (design:
+// Owner lease): tracker.DefaultOwnerLease on PostgreSQL, none on SQLite,
+// where a second instance on the file refuses to start.
+func ownerLease(dialect string) time.Duration {
+	if dialect == "postgres" {
+		return tracker.DefaultOwnerLease
+	}
+	return 0
 }

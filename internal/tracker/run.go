@@ -70,11 +70,31 @@ func (t *Tracker) Start(ctx context.Context) error {
 	if err := t.clk.sync(ctx); err != nil {
 		t.log.Warn("liveness: database clock not measured at start; this process's clock is used until it is", "err", err)
 	}
+	if t.cfg.OwnerLease > 0 {
+		// Acquired before any owner is recorded, so a death right after
+		// the start still releases its agents (design: Owner lease).
+		if _, err := t.store.RenewOwnerLease(ctx, store.RenewOwnerLeaseParams{Instance: t.instance, ExpiresAt: t.now().Add(t.cfg.OwnerLease)}); err != nil {
+			t.log.Warn("owner lease not acquired at start; retrying in the lease loop", "err", err)
+		} else {
+			t.leaseHeld.Store(true)
+		}
+	}
 	if err := t.load(ctx); err != nil {
 		return err
 	}
+	if t.cfg.OwnerLease > 0 {
+		// After the start rule: an agent it loaded keeps the start rule's
+		// deadline when this instance takes its dead owner's lease over.
+		if _, err := t.checkLeases(ctx); err != nil {
+			t.log.Warn("owner lease: check at start failed; retrying in the lease loop", "err", err)
+		}
+	}
 	lctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.loopDone = cancel, make(chan struct{})
+	if t.cfg.OwnerLease > 0 {
+		t.leaseDone = make(chan struct{})
+		go t.leaseLoop(lctx, t.leaseDone)
+	}
 	if t.cfg.DBClock != nil {
 		go t.clk.loop(lctx)
 	}
@@ -180,6 +200,9 @@ func (t *Tracker) Stop(ctx context.Context) error {
 	if t.cancel != nil {
 		t.cancel()
 		<-t.loopDone
+		if t.leaseDone != nil {
+			<-t.leaseDone
+		}
 	}
 	t.runMu.Unlock()
 	for _, e := range t.entries() {
@@ -197,6 +220,9 @@ func (t *Tracker) Stop(ctx context.Context) error {
 	}
 	t.waitTransitions(ctx)
 	n, err := t.flush(ctx)
+	// Flushed first: whoever takes the agents over reads fresh heartbeats
+	// (design: Owner lease).
+	t.releaseLease(ctx)
 	t.log.Info("liveness tracker stopped", "rows_flushed", n, "err", err)
 	return err
 }

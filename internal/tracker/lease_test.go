@@ -1,0 +1,238 @@
+package tracker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/tracker"
+)
+
+// Owner leases (design: Owner lease): instance A dies (its fake clock
+// stops: no timer, no renewal, no flush runs there again), instance B
+// takes its agents over when A's lease expires on the database's clock and
+// publishes each offline once at its last stored heartbeat + timeout. The
+// persist interval (60 s) is far longer than any wait, so without the lease
+// B's watch would take over only at timeout + 2 × 60 s.
+
+// leaseCfg: presence timeout 3 s, lease 1.5 s renewed every 0.5 s.
+var leaseCfg = tracker.Config{PresenceTimeout: 3 * time.Second, PersistInterval: 60 * time.Second, HeartbeatInterval: time.Second,
+	OwnerLease: 1500 * time.Millisecond, OwnerLeaseRenew: 500 * time.Millisecond}
+
+// leasePair starts A on its own fake clock and B on the environment's,
+// both at t0.
+func leasePair(t *testing.T, e *lvEnv) (a, b *app.Service, clockA *clockwork.FakeClock) {
+	t.Helper()
+	clockA = clockwork.NewFakeClockAt(t0)
+	a = e.instanceOn("lease-a", leaseCfg, clockA)
+	b = e.instanceOn("lease-b", leaseCfg, e.clock)
+	for _, svc := range []*app.Service{a, b} {
+		if err := trk(svc).Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, clockA
+}
+
+// advanceTo moves the clocks to t0 + d (only those given).
+func advanceTo(d time.Duration, clocks ...*clockwork.FakeClock) {
+	for _, c := range clocks {
+		c.Advance(t0.Add(d).Sub(c.Now()))
+	}
+}
+
+// stepAlive moves both clocks to t0 + d with A alive: A renews its lease
+// at the new time before B's clock (and lease loop) gets there, whatever
+// the order the loops' goroutines run in; so does B.
+func stepAlive(t *testing.T, a, b *app.Service, clockA, clockB *clockwork.FakeClock, d time.Duration) {
+	t.Helper()
+	for c := clockA.Now().Sub(t0) + 250*time.Millisecond; c <= d; c += 250 * time.Millisecond {
+		advanceTo(c, clockA)
+		checkLeases(t, a)
+		advanceTo(c, clockB)
+		checkLeases(t, b)
+	}
+}
+
+func checkLeases(t *testing.T, svc *app.Service) {
+	t.Helper()
+	if _, err := trk(svc).CheckLeases(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOwnerLeaseKilledInstance: two agents heartbeat to A until t0+2 s;
+// "steady" was flushed at its last heartbeat, "stale" only at its first
+// (t0). A dies at t0+2 s (its lease, renewed then, expires at t0+3.5 s).
+// B takes over at t0+3.5 s, not before: "stale" (stored heartbeat + 3 s =
+// t0+3 s, passed) is published offline at once, "steady" at t0+5 s exactly
+// — each once.
+func TestOwnerLeaseKilledInstance(t *testing.T) {
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
+		a, b, clockA := leasePair(t, e)
+		rec := e.record(b, e.admin)
+		steady, stale := e.vend("steady"), e.vend("stale")
+		e.beat(a, steady, online)
+		rec.expect("steady", "online", nil)
+		e.beat(a, stale, online)
+		rec.expect("stale", "online", nil)
+		waitIdle(t, a) // the first heartbeats are stored (t0), the later ones not
+		for s := 1; s <= 2; s++ {
+			stepAlive(t, a, b, clockA, e.clock, time.Duration(s)*time.Second)
+			e.beat(a, steady, online)
+			e.beat(a, stale, online)
+		}
+		// The last heartbeat of steady is stored (a flush of steady only).
+		if _, err := trk(a).FlushAgents(t.Context(), steady.Agent.ID); err != nil {
+			t.Fatal(err)
+		}
+		checkLeases(t, a) // A's last renewal: its lease expires at t0+3.5 s
+		// A is dead from here: clockA never moves again.
+
+		advanceTo(3500*time.Millisecond-time.Millisecond, e.clock)
+		checkLeases(t, b)
+		for _, p := range []domain.Principal{steady, stale} {
+			if owned, _ := trk(b).Owns(p.Agent.ID); owned {
+				t.Fatalf("B owns %s before A's lease expired", p.Agent.Handle)
+			}
+		}
+		rec.none("before A's lease expired")
+
+		advanceTo(3500*time.Millisecond, e.clock)
+		checkLeases(t, b)
+		rec.expect("stale", "offline", nil) // its stored heartbeat + 3 s passed at t0+3 s
+		e.waitStatus(b, stale.Agent.ID, "offline", "stale taken over")
+		if st := e.statusOn(b, steady.Agent.ID); st != "online" {
+			t.Fatalf("steady at t0+3.5 s (deadline t0+5 s) on B: %s, want online", st)
+		}
+		advanceTo(5*time.Second-time.Millisecond, e.clock)
+		if st := e.statusOn(b, steady.Agent.ID); st != "online" {
+			t.Fatalf("steady 1 ms before its deadline on B: %s, want online", st)
+		}
+		advanceTo(5*time.Second, e.clock)
+		rec.expect("steady", "offline", nil)
+		e.waitStatus(b, steady.Agent.ID, "offline", "steady's deadline on B")
+		if row := e.agent(steady.Agent.ID); row.Liveness.State != "offline" {
+			// The transition is written at once.
+			waitRow(t, e, steady.Agent.ID, "offline")
+		}
+		advanceTo(20*time.Second, e.clock)
+		checkLeases(t, b)
+		rec.none("after both went offline (published once)")
+	})
+}
+
+// TestOwnerLeaseReconnectNoFalseOffline: A dies at t0+2 s; one agent
+// reconnects to B before the take-over (t0+2.5 s), the other after it but
+// before its deadline (t0+4 s): no offline is ever published, and the store
+// names B as their owner.
+func TestOwnerLeaseReconnectNoFalseOffline(t *testing.T) {
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
+		a, b, clockA := leasePair(t, e)
+		rec := e.record(b, e.admin)
+		early, late := e.vend("early"), e.vend("late")
+		e.beat(a, early, online)
+		rec.expect("early", "online", nil)
+		e.beat(a, late, online)
+		rec.expect("late", "online", nil)
+		stepAlive(t, a, b, clockA, e.clock, 2*time.Second)
+		e.beat(a, early, online)
+		e.beat(a, late, online)
+		if _, err := trk(a).Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		checkLeases(t, a) // expires at t0+3.5 s; A is dead from here
+
+		advanceTo(2500*time.Millisecond, e.clock)
+		e.beat(b, early, online)
+		advanceTo(3500*time.Millisecond, e.clock)
+		checkLeases(t, b) // takes late over: deadline t0+5 s
+		waitOwns(t, b, late.Agent.ID, true) // B's loop may have won the take-over and still be adopting
+		advanceTo(4*time.Second, e.clock)
+		e.beat(b, late, online)
+		for s := 5; s <= 15; s++ {
+			advanceTo(time.Duration(s)*time.Second, e.clock)
+			e.beat(b, early, online)
+			e.beat(b, late, online)
+			checkLeases(t, b)
+		}
+		rec.none("both reconnected to B within the timeout")
+		for _, p := range []domain.Principal{early, late} {
+			if st := e.statusOn(b, p.Agent.ID); st != "online" {
+				t.Errorf("%s on B: %s, want online", p.Agent.Handle, st)
+			}
+			if o, err := e.store.AgentOwner(t.Context(), p.Agent.ID); err != nil || o != "lease-b" {
+				t.Errorf("stored owner of %s = %q, %v; want lease-b", p.Agent.Handle, o, err)
+			}
+		}
+	})
+}
+
+// TestOwnerLeaseCleanShutdown: A stops cleanly at t0+2 s (flush, then its
+// lease is released): B takes its agents over at its next check at once,
+// with the deadlines of the last heartbeats (t0+5 s). The agent that
+// reconnects to B at t0+4 s is never offline; the other is offline at
+// t0+5 s exactly, once.
+func TestOwnerLeaseCleanShutdown(t *testing.T) {
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
+		a, b, clockA := leasePair(t, e)
+		rec := e.record(b, e.admin)
+		back, gone := e.vend("back"), e.vend("gone")
+		e.beat(a, back, online)
+		rec.expect("back", "online", nil)
+		e.beat(a, gone, online)
+		rec.expect("gone", "online", nil)
+		stepAlive(t, a, b, clockA, e.clock, 2*time.Second)
+		e.beat(a, back, online)
+		e.beat(a, gone, online)
+		if err := trk(a).Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		checkLeases(t, b)
+		for _, p := range []domain.Principal{back, gone} {
+			waitOwns(t, b, p.Agent.ID, true)
+		}
+		advanceTo(4*time.Second, e.clock)
+		e.beat(b, back, online)
+		advanceTo(5*time.Second-time.Millisecond, e.clock)
+		rec.none("before the deadline")
+		advanceTo(5*time.Second, e.clock)
+		rec.expect("gone", "offline", nil)
+		advanceTo(6*time.Second, e.clock)
+		e.beat(b, back, online)
+		advanceTo(7*time.Second, e.clock)
+		e.beat(b, back, online)
+		rec.none("back kept heartbeating to B")
+	})
+}
+
+// waitRow waits (bounded) until the stored state of the agent is want.
+func waitRow(t *testing.T, e *lvEnv, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for e.agent(id).Liveness.State != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("stored state of %s = %s, want %s within %s", id, e.agent(id).Liveness.State, want, waitBound)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitIdle waits (bounded) until svc's transition writer has written
+// everything queued.
+func waitIdle(t *testing.T, svc *app.Service) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !trk(svc).TransitionsIdle() {
+		if time.Now().After(deadline) {
+			t.Fatalf("transitions of %s not written within %s", trk(svc).Instance(), waitBound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
