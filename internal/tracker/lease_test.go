@@ -151,7 +151,7 @@ func TestOwnerLeaseReconnectNoFalseOffline(t *testing.T) {
 		advanceTo(2500*time.Millisecond, e.clock)
 		e.beat(b, early, online)
 		advanceTo(3500*time.Millisecond, e.clock)
-		checkLeases(t, b) // takes late over: deadline t0+5 s
+		checkLeases(t, b)                   // takes late over: deadline t0+5 s
 		waitOwns(t, b, late.Agent.ID, true) // B's loop may have won the take-over and still be adopting
 		advanceTo(4*time.Second, e.clock)
 		e.beat(b, late, online)
