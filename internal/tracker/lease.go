@@ -36,6 +36,9 @@ import (
 //   - A clean shutdown flushes, then releases its lease at once (expires it
 //     now): the take-over follows at the next check of another instance,
 //     and, the heartbeats being freshly stored, the deadlines are exact.
+//   - An instance takes no lease over until it has renewed its own without
+//     a break for one lease: after a database outage every instance gets
+//     that long to renew its lease before it counts as dead.
 //   - An instance that finds its own lease gone (it was taken over while
 //     the instance was stalled or cut off from the database) claims its
 //     agents again, on the bus and in the store.
@@ -58,7 +61,11 @@ func (t *Tracker) leaseLoop(ctx context.Context, done chan<- struct{}) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if _, err := t.checkLeases(cctx); err != nil && ctx.Err() == nil {
-			t.log.Warn("owner lease: renewal or check failed; retrying", "err", err)
+			if !t.leaseFailing.Swap(true) { // once per outage, not twice a second
+				t.log.Warn("owner lease: renewal or check failed; retrying", "err", err)
+			}
+		} else if err == nil && t.leaseFailing.Swap(false) {
+			t.log.Info("owner lease: renewed again")
 		}
 	})
 }
@@ -71,6 +78,7 @@ func (t *Tracker) checkLeases(ctx context.Context) (int, error) {
 	now := t.now()
 	held, err := t.store.RenewOwnerLease(ctx, store.RenewOwnerLeaseParams{Instance: t.instance, ExpiresAt: now.Add(t.cfg.OwnerLease)})
 	if err != nil {
+		t.leaseSince.Store(0)
 		return 0, err
 	}
 	if !held && t.leaseHeld.Load() {
@@ -78,6 +86,18 @@ func (t *Tracker) checkLeases(ctx context.Context) (int, error) {
 		t.reclaim(ctx)
 	}
 	t.leaseHeld.Store(true)
+	since := t.leaseSince.Load()
+	if since == 0 {
+		since = now.UnixMicro()
+		t.leaseSince.Store(since)
+	}
+	if now.Sub(time.UnixMicro(since)) < t.cfg.OwnerLease {
+		// This instance has renewed without a break for less than one
+		// lease: it just started or was cut off from the database, as the
+		// others may have been. Their leases get one full lease to be
+		// renewed before any is taken as a death.
+		return 0, nil
+	}
 	dead, err := t.store.ExpiredOwnerLeases(ctx, now, t.instance)
 	if err != nil {
 		return 0, err

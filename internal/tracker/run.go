@@ -77,6 +77,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 			t.log.Warn("owner lease not acquired at start; retrying in the lease loop", "err", err)
 		} else {
 			t.leaseHeld.Store(true)
+			t.leaseSince.Store(t.now().UnixMicro())
 		}
 	}
 	if err := t.load(ctx); err != nil {

@@ -195,6 +195,10 @@ type Tracker struct {
 	loopDone  chan struct{}
 	leaseDone chan struct{} // closed when the lease loop ended (nil: no loop)
 	leaseHeld atomic.Bool   // the lease was acquired at least once
+	// leaseSince is when the lease was renewed first since the last failed
+	// renewal (unix µs, database clock; 0 = the last one failed).
+	leaseSince   atomic.Int64
+	leaseFailing atomic.Bool // the last pass of the lease loop failed
 
 	clk    dbClock // the database's clock (clock.go)
 	stalls *stall.Detector
