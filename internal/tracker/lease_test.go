@@ -1,6 +1,9 @@
 package tracker_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -8,6 +11,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
@@ -235,4 +239,64 @@ func waitIdle(t *testing.T, svc *app.Service) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// outageStore fails every lease renewal while down is set (a database
+// outage as both instances see it).
+type outageStore struct {
+	store.Store
+	down *atomic.Bool
+}
+
+func (s outageStore) RenewOwnerLease(ctx context.Context, p store.RenewOwnerLeaseParams) (bool, error) {
+	if s.down.Load() {
+		return false, errors.New("database unreachable")
+	}
+	return s.Store.RenewOwnerLease(ctx, p)
+}
+
+// TestOwnerLeaseAfterOutage: neither instance can renew its lease from
+// t0+1 s to t0+5 s (a database outage); A keeps receiving heartbeats.
+// When the database is back, B's first pass finds A's lease expired but
+// takes nothing over: B has not renewed its own for one lease yet. A renews
+// meanwhile, and B never publishes A's agent offline.
+func TestOwnerLeaseAfterOutage(t *testing.T) {
+	var down atomic.Bool
+	forStores(t, func(t *testing.T, opts ...envOpt) {
+		down.Store(false)
+		e := newLvEnv(t, append(opts, withConfig(leaseCfg), wrapStore(func(s store.Store) store.Store { return outageStore{Store: s, down: &down} }))...)
+		a, b, clockA := leasePair(t, e)
+		rec := e.record(b, e.admin)
+		p := e.vend("survivor")
+		e.beat(a, p, online)
+		rec.expect("survivor", "online", nil)
+		stepAlive(t, a, b, clockA, e.clock, time.Second)
+
+		down.Store(true)
+		for s := 2; s <= 5; s++ {
+			advanceTo(time.Duration(s)*time.Second, clockA, e.clock)
+			e.beat(a, p, online)
+			_, _ = trk(a).CheckLeases(t.Context()) // fails: the database is down
+			_, _ = trk(b).CheckLeases(t.Context())
+		}
+		down.Store(false)
+		checkLeases(t, b) // A's lease expired at t0+2.5 s; B renewed just now
+		if owned, _ := trk(b).Owns(p.Agent.ID); owned {
+			t.Fatal("B took A's agent over on its first renewal after the outage")
+		}
+		checkLeases(t, a)
+		for c := 5250 * time.Millisecond; c <= 9*time.Second; c += 250 * time.Millisecond {
+			advanceTo(c, clockA)
+			if c%time.Second == 0 {
+				e.beat(a, p, online)
+			}
+			checkLeases(t, a)
+			advanceTo(c, e.clock)
+			checkLeases(t, b)
+		}
+		if owned, _ := trk(b).Owns(p.Agent.ID); owned {
+			t.Fatal("B took A's agent over though A renewed its lease after the outage")
+		}
+		rec.none("A kept its agent through the outage")
+	})
 }
