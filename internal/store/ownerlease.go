@@ -17,7 +17,9 @@ type OwnerLeaseStore interface {
 	// expires at p.ExpiresAt (the row is created when missing). held
 	// reports whether the row existed before the call — false on the first
 	// acquisition, and when another instance took the lease over because
-	// it expired (the caller then claims its agents again).
+	// it expired (the caller then claims its agents again). A renewal never
+	// moves the expiry back (a late renewal computed from an earlier now
+	// keeps the later expiry).
 	RenewOwnerLease(ctx context.Context, p RenewOwnerLeaseParams) (held bool, err error)
 
 	// ReleaseOwnerLease ends the lease of instance at once (a clean

@@ -75,6 +75,8 @@ func (t *Tracker) leaseLoop(ctx context.Context, done chan<- struct{}) {
 // instance wins, and own those agents. It returns how many agents it took
 // over. Errors: a store call failed (the next pass tries again).
 func (t *Tracker) checkLeases(ctx context.Context) (int, error) {
+	t.leaseMu.Lock() // one pass at a time: leaseSince follows the renewals in order
+	defer t.leaseMu.Unlock()
 	now := t.now()
 	held, err := t.store.RenewOwnerLease(ctx, store.RenewOwnerLeaseParams{Instance: t.instance, ExpiresAt: now.Add(t.cfg.OwnerLease)})
 	if err != nil {

@@ -194,6 +194,7 @@ type Tracker struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 	leaseDone chan struct{} // closed when the lease loop ended (nil: no loop)
+	leaseMu   sync.Mutex    // serialises the passes of the lease check
 	leaseHeld atomic.Bool   // the lease was acquired at least once
 	// leaseSince is when the lease was renewed first since the last failed
 	// renewal (unix µs, database clock; 0 = the last one failed).

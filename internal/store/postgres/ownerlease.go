@@ -25,7 +25,7 @@ var _ store.OwnerLeaseStore = (*Store)(nil)
 func (s *Store) RenewOwnerLease(ctx context.Context, p store.RenewOwnerLeaseParams) (bool, error) {
 	var inserted bool
 	err := s.pool.QueryRow(ctx, `INSERT INTO owner_leases (instance_id, expires_at) VALUES ($1, $2)
-		ON CONFLICT (instance_id) DO UPDATE SET expires_at = excluded.expires_at
+		ON CONFLICT (instance_id) DO UPDATE SET expires_at = GREATEST(owner_leases.expires_at, excluded.expires_at)
 		RETURNING xmax = 0`, p.Instance, micro(p.ExpiresAt)).Scan(&inserted)
 	if err != nil {
 		return false, mapErr("renew owner lease", err)

@@ -23,7 +23,7 @@ func (s *Store) RenewOwnerLease(ctx context.Context, p store.RenewOwnerLeasePara
 	held := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		c := s.in(tx)
-		res, err := c.ExecContext(ctx, `UPDATE owner_leases SET expires_at = ? WHERE instance_id = ?`, micros(p.ExpiresAt), p.Instance)
+		res, err := c.ExecContext(ctx, `UPDATE owner_leases SET expires_at = max(expires_at, ?) WHERE instance_id = ?`, micros(p.ExpiresAt), p.Instance)
 		if err != nil {
 			return mapErr("renew owner lease", err)
 		}

@@ -49,7 +49,8 @@ func ownerOf(t *testing.T, s store.Store, agentID string) string {
 }
 
 // testOwnerLeaseAcquireRenew: the first renewal acquires (held = false),
-// the next ones renew (held = true); a lease is expired at and after its
+// the next ones renew (held = true) and never move the expiry back; a
+// lease is expired at and after its
 // expiry (inclusive) and not before; a release expires it at once; the
 // caller's own lease is never listed.
 func testOwnerLeaseAcquireRenew(t *testing.T, in Instance) {
@@ -59,6 +60,10 @@ func testOwnerLeaseAcquireRenew(t *testing.T, in Instance) {
 	}
 	if !renewLease(t, s, "i-a", at(3*time.Second)) {
 		t.Error("second RenewOwnerLease: held = false, want true (renewed)")
+	}
+	// A late renewal computed from an earlier now never moves it back.
+	if !renewLease(t, s, "i-a", at(2500*time.Millisecond)) {
+		t.Error("late RenewOwnerLease: held = false, want true")
 	}
 	renewLease(t, s, "i-b", at(10*time.Second))
 	if got := expiredLeases(t, s, at(3*time.Second-time.Microsecond), ""); len(got) != 0 {
