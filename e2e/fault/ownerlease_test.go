@@ -179,6 +179,9 @@ func TestFaultOwnerLeaseKilled(t *testing.T) {
 		}
 		lag := ev.Read.Sub(time.Unix(0, at.Load()))
 		t.Logf("%s: offline on B %s after its last heartbeat (%s after the kill)", h, lag.Round(time.Millisecond), ev.Read.Sub(killed).Round(time.Millisecond))
+		if lag < 3*time.Second {
+			t.Errorf("%s published offline %s after its last heartbeat: before the presence timeout (3 s), a false offline", h, lag.Round(time.Millisecond))
+		}
 		if lag > bound {
 			t.Errorf("%s published offline %s after its last heartbeat, want ≤ %s (timeout 3 s + 2 s + slack %s)", h, lag.Round(time.Millisecond), bound, leaseSlack)
 		}

@@ -162,15 +162,24 @@ func (t *Tracker) adopt(ctx context.Context, id string) bool {
 		e.mu.Unlock()
 		return false
 	}
-	e.fromStart = false
 	if e.reported == "" {
 		e.reported = a.Liveness.State
 	}
 	e.state = e.reported
 	hb := e.lastHB
+	// The stored heartbeat may be up to one persist interval older than
+	// the agent's last one (the dead owner flushed it that rarely), so a
+	// deadline from it could make a live agent offline early. Every
+	// heartbeat the dead owner took came before its lease ran out, which
+	// is before now: one presence timeout from now is never early, and
+	// within the lease and one check of the death it is the bound (design:
+	// Owner lease). A heartbeat anywhere ends this deadline, as after a
+	// start (the start rule's mechanism).
+	now := t.now()
+	e.fromStart, e.startDeadline = true, now.Add(t.cfg.PresenceTimeout)
 	t.log.Debug("owner lease: agent taken over", "agent_id", e.id, "last_heartbeat", hb, "deadline", t.deadline(e))
-	t.assessLocked(e, t.now())
-	t.armLocked(e, t.deadline(e)) // past already: fires at once, published offline once
+	t.assessLocked(e, now)
+	t.armLocked(e, t.deadline(e))
 	e.mu.Unlock()
 	t.publishClaim(id, hb)
 	return true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
@@ -71,9 +72,9 @@ func checkLeases(t *testing.T, svc *app.Service) {
 // TestOwnerLeaseKilledInstance: two agents heartbeat to A until t0+2 s;
 // "steady" was flushed at its last heartbeat, "stale" only at its first
 // (t0). A dies at t0+2 s (its lease, renewed then, expires at t0+3.5 s).
-// B takes over at t0+3.5 s, not before: "stale" (stored heartbeat + 3 s =
-// t0+3 s, passed) is published offline at once, "steady" at t0+5 s exactly
-// — each once.
+// B takes over at t0+3.5 s, not before, and publishes both offline one
+// timeout later (t0+6.5 s, within timeout + 2 s of the death) — each once,
+// and stale not early although its stored heartbeat is 2 s old.
 func TestOwnerLeaseKilledInstance(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
 		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
@@ -108,21 +109,40 @@ func TestOwnerLeaseKilledInstance(t *testing.T) {
 
 		advanceTo(3500*time.Millisecond, e.clock)
 		checkLeases(t, b)
-		rec.expect("stale", "offline", nil) // its stored heartbeat + 3 s passed at t0+3 s
-		e.waitStatus(b, stale.Agent.ID, "offline", "stale taken over")
-		if st := e.statusOn(b, steady.Agent.ID); st != "online" {
-			t.Fatalf("steady at t0+3.5 s (deadline t0+5 s) on B: %s, want online", st)
+		// Taken over at t0+3.5 s: the deadline of both is one timeout from
+		// then (t0+6.5 s), whatever their stored heartbeat says — stale's
+		// real last heartbeat (t0+2 s) is not in the store, so its stored
+		// one (t0) must not make it offline early.
+		for _, p := range []domain.Principal{steady, stale} {
+			if owned, _ := trk(b).Owns(p.Agent.ID); !owned {
+				t.Fatalf("B does not own %s after the take-over", p.Agent.Handle)
+			}
+			if st := e.statusOn(b, p.Agent.ID); st != "online" {
+				t.Fatalf("%s at the take-over on B: %s, want online", p.Agent.Handle, st)
+			}
 		}
-		advanceTo(5*time.Second-time.Millisecond, e.clock)
-		if st := e.statusOn(b, steady.Agent.ID); st != "online" {
-			t.Fatalf("steady 1 ms before its deadline on B: %s, want online", st)
+		advanceTo(6500*time.Millisecond-time.Millisecond, e.clock)
+		for _, p := range []domain.Principal{steady, stale} {
+			if st := e.statusOn(b, p.Agent.ID); st != "online" {
+				t.Fatalf("%s 1 ms before its deadline on B: %s, want online", p.Agent.Handle, st)
+			}
 		}
-		advanceTo(5*time.Second, e.clock)
-		rec.expect("steady", "offline", nil)
-		e.waitStatus(b, steady.Agent.ID, "offline", "steady's deadline on B")
-		if row := e.agent(steady.Agent.ID); row.Liveness.State != "offline" {
-			// The transition is written at once.
-			waitRow(t, e, steady.Agent.ID, "offline")
+		rec.none("before the deadline of the take-over")
+		advanceTo(6500*time.Millisecond, e.clock)
+		got := map[string]bool{}
+		for range 2 {
+			ev, d := rec.next()
+			if ev.Kind != events.KindPresenceChanged || d.State != "offline" {
+				t.Fatalf("event = %s %s, want agent.presence_changed offline", ev.Kind, ev.Data)
+			}
+			got[d.Agent] = true
+		}
+		if !got["steady"] || !got["stale"] {
+			t.Fatalf("offline at t0+6.5 s: %v, want steady and stale", got)
+		}
+		for _, p := range []domain.Principal{steady, stale} {
+			e.waitStatus(b, p.Agent.ID, "offline", p.Agent.Handle+"'s deadline on B")
+			waitRow(t, e, p.Agent.ID, "offline") // the transition is written at once
 		}
 		advanceTo(20*time.Second, e.clock)
 		checkLeases(t, b)
