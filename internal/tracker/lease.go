@@ -25,17 +25,16 @@ import (
 //     agents over.
 //   - An expired lease is taken over by exactly one instance (the store's
 //     conditional delete decides), which then owns the dead instance's
-//     agents: each one's deadline is its last stored heartbeat +
-//     agent.presence_timeout (never earlier than now), so it is published
-//     offline once, by the winner, at that deadline or at the take-over,
-//     whichever is later — at most lease + renew interval after the death,
-//     which the defaults keep within 2 s. The winner broadcasts a claim for
+//     agents: each one's deadline is the take-over + agent.presence_timeout
+//     (the stored heartbeat may lag the last one by a persist interval;
+//     every heartbeat the dead instance took came before its lease ran
+//     out), so it is published offline once, by the winner, never early
+//     and within timeout + 2 s of the death. The winner broadcasts a claim for
 //     each, so every other instance drops its watch without publishing.
 //   - An agent that reconnects to any instance before its deadline is
 //     owned by that instance again and never goes offline.
 //   - A clean shutdown flushes, then releases its lease at once (expires it
-//     now): the take-over follows at the next check of another instance,
-//     and, the heartbeats being freshly stored, the deadlines are exact.
+//     now): the take-over follows at the next check of another instance.
 //   - An instance takes no lease over until it has renewed its own without
 //     a break for one lease: after a database outage every instance gets
 //     that long to renew its lease before it counts as dead.
