@@ -39,6 +39,7 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // Options are the parts of a server that tests inject.
@@ -156,7 +157,10 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		DeliveryRetention: cfg.Hooks.DeliveryRetention,
 		Liveness: app.LivenessConfig{PresenceTimeout: cfg.Agent.PresenceTimeout, PersistInterval: cfg.Agent.HeartbeatPersistInterval,
 			HeartbeatInterval: cfg.Sync.HeartbeatInterval, MismatchAlertAfter: cfg.Billing.MismatchAlertAfter, ShutdownTimeout: cfg.Shutdown.TotalTimeout,
-			StallThreshold: stall.DefaultThreshold}})
+			StallThreshold: stall.DefaultThreshold,
+			// Several instances share PostgreSQL: one that dies releases its
+			// agents (design: Owner lease). One SQLite file has one instance.
+			OwnerLease: ownerLease(st.Dialect())}})
 	svcRef.Store(svc)
 	s := &Server{Config: cfg, Log: o.Log, Store: st, Bus: b, Service: svc, Metrics: m, URL: url, ln: ln}
 
@@ -385,4 +389,14 @@ func catchUpRetrying(svc *app.Service, lostAt time.Time, log *slog.Logger) {
 		time.Sleep(delay)
 		delay = min(2*delay, 2*time.Second)
 	}
+}
+
+// ownerLease is the tracker's owner lease for the store's dialect (design:
+// Owner lease): tracker.DefaultOwnerLease on PostgreSQL, none on SQLite,
+// where a second instance on the file refuses to start.
+func ownerLease(dialect string) time.Duration {
+	if dialect == "postgres" {
+		return tracker.DefaultOwnerLease
+	}
+	return 0
 }

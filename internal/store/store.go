@@ -32,6 +32,8 @@ type Store interface {
 	LivenessStore
 	// HookStore serves intake: hooks and their deliveries (design: Hooks).
 	HookStore
+	// OwnerLeaseStore serves the instances' owner leases (design: Owner lease).
+	OwnerLeaseStore
 
 	// Dialect names the adapter: "sqlite" or "postgres".
 	Dialect() string

@@ -28,7 +28,9 @@ import (
 //     persist interval, so a stored heartbeat older than timeout + 2 ×
 //     persist interval proves that no instance holds a fresh one: if the
 //     row is not offline by then, the owner is gone, and this instance takes
-//     over and reports offline once (no ghost).
+//     over and reports offline once (no ghost). With owner leases on
+//     (lease.go; design: Owner lease) the lease's take-over tells it within
+//     2 s instead; the watch stays the net.
 
 // maxClaimPayload keeps a batch of claims under PostgreSQL's NOTIFY limit.
 const maxClaimPayload = 7000

@@ -22,4 +22,7 @@
 // bus.ChannelLiveness carrying its heartbeat time; the others drop their
 // timer without publishing (claims.go). So no instance reports an
 // agent offline while another holds a heartbeat fresher than the timeout.
+// An instance that dies releases its agents: its owner lease in the store
+// expires, and the instance that takes it over publishes them offline at
+// their last stored heartbeat + timeout (lease.go; design: Owner lease).
 package tracker

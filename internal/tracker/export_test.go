@@ -38,3 +38,20 @@ func (t *Tracker) TransitionsIdle() bool {
 
 // Instance returns the id naming this process in liveness claims.
 func (t *Tracker) Instance() string { return t.instance }
+
+// CheckLeases runs one pass of the owner-lease loop now (renew, take
+// expired leases over) and returns how many agents it took over.
+func (t *Tracker) CheckLeases(ctx context.Context) (int, error) { return t.checkLeases(ctx) }
+
+// FlushAgents runs one flush pass of the given agents only.
+func (t *Tracker) FlushAgents(ctx context.Context, ids ...string) (int, error) {
+	var es []*lvEntry
+	for _, id := range ids {
+		if e := t.lookup(id); e != nil {
+			es = append(es, e)
+		}
+	}
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	return t.flushLocked(ctx, es)
+}

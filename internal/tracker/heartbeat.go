@@ -153,6 +153,7 @@ func (t *Tracker) Heartbeat(ctx context.Context, p domain.Principal, a *domain.A
 	ok = true
 	if claim {
 		t.publishClaim(e.id, now)
+		t.recordOwner(ctx, e.id, now) // (design: Owner lease)
 	}
 	t.metrics.Heartbeat()
 	return Ack{IntervalMS: t.cfg.HeartbeatInterval.Milliseconds()}, nil

@@ -68,11 +68,32 @@ func (t *Tracker) Start(ctx context.Context) error {
 	}
 	// The start rule compares stored heartbeats with now: on the database's
 	// clock, which the Service measured first (app.Service.StartLiveness).
+	if t.cfg.OwnerLease > 0 {
+		// Acquired before any owner is recorded, so a death right after
+		// the start still releases its agents (design: Owner lease).
+		if _, err := t.store.RenewOwnerLease(ctx, store.RenewOwnerLeaseParams{Instance: t.instance, ExpiresAt: t.now().Add(t.cfg.OwnerLease)}); err != nil {
+			t.log.Warn("owner lease not acquired at start; retrying in the lease loop", "err", err)
+		} else {
+			t.leaseHeld.Store(true)
+			t.leaseSince.Store(t.now().UnixMicro())
+		}
+	}
 	if err := t.load(ctx); err != nil {
 		return err
 	}
+	if t.cfg.OwnerLease > 0 {
+		// After the start rule: an agent it loaded keeps the start rule's
+		// deadline when this instance takes its dead owner's lease over.
+		if _, err := t.checkLeases(ctx); err != nil {
+			t.log.Warn("owner lease: check at start failed; retrying in the lease loop", "err", err)
+		}
+	}
 	lctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.loopDone = cancel, make(chan struct{})
+	if t.cfg.OwnerLease > 0 {
+		t.leaseDone = make(chan struct{})
+		go t.leaseLoop(lctx, t.leaseDone)
+	}
 	if t.stalls != nil {
 		go t.stalls.Run(lctx)
 	}
@@ -175,6 +196,9 @@ func (t *Tracker) Stop(ctx context.Context) error {
 	if t.cancel != nil {
 		t.cancel()
 		<-t.loopDone
+		if t.leaseDone != nil {
+			<-t.leaseDone
+		}
 	}
 	t.runMu.Unlock()
 	for _, e := range t.entries() {
@@ -192,6 +216,9 @@ func (t *Tracker) Stop(ctx context.Context) error {
 	}
 	t.waitTransitions(ctx)
 	n, err := t.flush(ctx)
+	// Flushed first: whoever takes the agents over reads fresh heartbeats
+	// (design: Owner lease).
+	t.releaseLease(ctx)
 	t.log.Info("liveness tracker stopped", "rows_flushed", n, "err", err)
 	return err
 }

@@ -48,6 +48,15 @@ type Config struct {
 	// most PresenceTimeout per stall window. 0 = off (the server sets
 	// stall.DefaultThreshold).
 	StallThreshold time.Duration
+	// OwnerLease is the owner lease this instance holds in the store
+	// (design: Owner lease): when it is not renewed for this long — the
+	// instance died —, another instance takes the agents it owned over and
+	// publishes them offline at their last stored heartbeat + PresenceTimeout.
+	// 0 = no lease (one instance; the server sets DefaultOwnerLease).
+	OwnerLease time.Duration
+	// OwnerLeaseRenew is how often the lease is renewed and the others'
+	// checked (default DefaultOwnerLeaseRenew, at most OwnerLease / 2).
+	OwnerLeaseRenew time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -61,6 +70,9 @@ func (c Config) withDefaults() Config {
 	def(&c.HeartbeatInterval, 15*time.Second)
 	def(&c.MismatchAlertAfter, 10*time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
+	if c.OwnerLease > 0 {
+		def(&c.OwnerLeaseRenew, min(DefaultOwnerLeaseRenew, c.OwnerLease/2))
+	}
 	if c.RateLimit <= 0 {
 		c.RateLimit = DefaultRate
 	}
@@ -99,6 +111,12 @@ type Store interface {
 	PersistHeartbeats(ctx context.Context, p store.PersistHeartbeatsParams) (written int, err error)
 	ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) (wrote []bool, err error)
 	ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error
+	// The owner lease (design: Owner lease; used when Config.OwnerLease > 0).
+	RenewOwnerLease(ctx context.Context, p store.RenewOwnerLeaseParams) (held bool, err error)
+	ReleaseOwnerLease(ctx context.Context, instance string, now time.Time) error
+	ExpiredOwnerLeases(ctx context.Context, now time.Time, except string) ([]string, error)
+	TakeOverOwnerLease(ctx context.Context, p store.TakeOverOwnerLeaseParams) (won bool, agentIDs []string, err error)
+	SetAgentOwner(ctx context.Context, p store.SetAgentOwnerParams) (wrote bool, err error)
 }
 
 // Publisher is the operator event hub as the tracker uses it (the
@@ -164,6 +182,13 @@ type Tracker struct {
 	runMu     sync.Mutex
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
+	leaseDone chan struct{} // closed when the lease loop ended (nil: no loop)
+	leaseMu   sync.Mutex    // serialises the passes of the lease check
+	leaseHeld atomic.Bool   // the lease was acquired at least once
+	// leaseSince is when the lease was renewed first since the last failed
+	// renewal (unix µs, database clock; 0 = the last one failed).
+	leaseSince   atomic.Int64
+	leaseFailing atomic.Bool // the last pass of the lease loop failed
 
 	clk    *dbclock.Clock // Options.Clock as a database clock (internal/dbclock; clock.go)
 	stalls *stall.Detector

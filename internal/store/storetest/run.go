@@ -15,6 +15,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, hookTests...)
 	tests = append(tests, presenceTests...)
 	tests = append(tests, livenessTests...)
+	tests = append(tests, ownerLeaseTests...)
 	h.run(t, tests)
 	t.Run("Migrations/UpDownUp", func(t *testing.T) {
 		if h.Parallel {

@@ -44,6 +44,12 @@ type Agent struct {
 	FirstStreamAt          *time.Time
 }
 
+type AgentOwner struct {
+	AgentID     string
+	InstanceID  string
+	HeartbeatAt time.Time
+}
+
 type Audit struct {
 	Seq      int64
 	At       time.Time
@@ -97,6 +103,11 @@ type HookDelivery struct {
 	Reason     string
 	TodoID     string
 	ReceivedAt time.Time
+}
+
+type OwnerLease struct {
+	InstanceID string
+	ExpiresAt  time.Time
 }
 
 type Person struct {

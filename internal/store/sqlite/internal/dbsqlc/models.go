@@ -44,6 +44,12 @@ type Agent struct {
 	FirstStreamAt          sql.NullInt64
 }
 
+type AgentOwner struct {
+	AgentID     string
+	InstanceID  string
+	HeartbeatAt int64
+}
+
 type Audit struct {
 	Seq      int64
 	At       int64
@@ -97,6 +103,11 @@ type HookDelivery struct {
 	Reason     string
 	TodoID     string
 	ReceivedAt int64
+}
+
+type OwnerLease struct {
+	InstanceID string
+	ExpiresAt  int64
 }
 
 type Person struct {

@@ -1,0 +1,125 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// The owner-lease part of the store port (design: Owner lease):
+// store.OwnerLeaseStore. Hand-written statements on the two tables of
+// migration 00010; every write runs in the one BEGIN IMMEDIATE write
+// transaction, so racing callers are serialised and the conditional delete
+// of a take-over is won by exactly one.
+
+var _ store.OwnerLeaseStore = (*Store)(nil)
+
+// RenewOwnerLease implements store.OwnerLeaseStore.
+func (s *Store) RenewOwnerLease(ctx context.Context, p store.RenewOwnerLeaseParams) (bool, error) {
+	held := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		c := s.in(tx)
+		res, err := c.ExecContext(ctx, `UPDATE owner_leases SET expires_at = max(expires_at, ?) WHERE instance_id = ?`, micros(p.ExpiresAt), p.Instance)
+		if err != nil {
+			return mapErr("renew owner lease", err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			held = true
+			return nil
+		}
+		_, err = c.ExecContext(ctx, `INSERT INTO owner_leases (instance_id, expires_at) VALUES (?, ?)`, p.Instance, micros(p.ExpiresAt))
+		return mapErr("acquire owner lease", err)
+	})
+	return held, err
+}
+
+// ReleaseOwnerLease implements store.OwnerLeaseStore.
+func (s *Store) ReleaseOwnerLease(ctx context.Context, instance string, now time.Time) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := s.in(tx).ExecContext(ctx, `UPDATE owner_leases SET expires_at = min(expires_at, ?) WHERE instance_id = ?`, micros(now), instance)
+		return mapErr("release owner lease", err)
+	})
+}
+
+// ExpiredOwnerLeases implements store.OwnerLeaseStore.
+func (s *Store) ExpiredOwnerLeases(ctx context.Context, now time.Time, except string) ([]string, error) {
+	rows, err := s.read().QueryContext(ctx, `SELECT instance_id FROM owner_leases WHERE expires_at <= ? AND instance_id <> ? ORDER BY instance_id`, micros(now), except)
+	if err != nil {
+		return nil, mapErr("expired owner leases", err)
+	}
+	ids, err := scanStrings(rows)
+	return ids, mapErr("expired owner leases", err)
+}
+
+// TakeOverOwnerLease implements store.OwnerLeaseStore.
+func (s *Store) TakeOverOwnerLease(ctx context.Context, p store.TakeOverOwnerLeaseParams) (bool, []string, error) {
+	var won bool
+	var ids []string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		won, ids = false, nil
+		c := s.in(tx)
+		res, err := c.ExecContext(ctx, `DELETE FROM owner_leases WHERE instance_id = ? AND expires_at <= ?`, p.From, micros(p.Now))
+		if err != nil {
+			return mapErr("take over owner lease", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		won = true
+		rows, err := c.QueryContext(ctx, `UPDATE agent_owners SET instance_id = ? WHERE instance_id = ? RETURNING agent_id`, p.To, p.From)
+		if err != nil {
+			return mapErr("take over owned agents", err)
+		}
+		ids, err = scanStrings(rows)
+		return mapErr("take over owned agents", err)
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	slices.Sort(ids)
+	return won, ids, nil
+}
+
+// SetAgentOwner implements store.OwnerLeaseStore.
+func (s *Store) SetAgentOwner(ctx context.Context, p store.SetAgentOwnerParams) (bool, error) {
+	wrote := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.in(tx).ExecContext(ctx, `INSERT INTO agent_owners (agent_id, instance_id, heartbeat_at) VALUES (?, ?, ?)
+			ON CONFLICT (agent_id) DO UPDATE SET instance_id = excluded.instance_id, heartbeat_at = excluded.heartbeat_at
+			WHERE agent_owners.heartbeat_at <= excluded.heartbeat_at`, p.AgentID, p.Instance, micros(p.HeartbeatAt))
+		if err != nil {
+			return mapErr("set agent owner", err)
+		}
+		n, _ := res.RowsAffected()
+		wrote = n > 0
+		return nil
+	})
+	return wrote, err
+}
+
+// AgentOwner implements store.OwnerLeaseStore.
+func (s *Store) AgentOwner(ctx context.Context, agentID string) (string, error) {
+	var id string
+	err := s.read().QueryRowContext(ctx, `SELECT instance_id FROM agent_owners WHERE agent_id = ?`, agentID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, mapErr("agent owner", err)
+}
+
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
