@@ -202,15 +202,17 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 // authenticates, or the agent is inactive, or the store could not tell).
 //
 // A token seen within CredentialCacheTTL costs no store round trip: an
-// agent credential that authenticated is in the credential cache (where the
-// MCP request that follows finds it), a person token that authenticated
-// and a hash no credential has are remembered as verdicts. Remembering an
-// unknown hash refuses no credential created later, on this instance or
-// another: a new credential is 256 fresh random bits (NewToken), so its
-// hash is never one that was looked up before. A remembered yes that has
-// gone stale (a token revoked since) only lets the handler answer.
-// Otherwise it costs one indexed lookup by hash, and never records a
-// token's use.
+// agent credential in the credential cache answers yes, and every answer
+// of the store is remembered as a verdict. Remembering a no refuses no
+// credential created later, on this instance or another: a new credential
+// is 256 fresh random bits (NewToken), so its hash is never one that was
+// looked up before; revoking and expiring are final, and a person
+// reactivated is served again once the remembered no is older than the
+// TTL. A remembered yes that has gone stale (a token revoked since) only
+// lets the handler answer. Otherwise it costs one probe of the store's
+// unique hash index that reads no row (CredentialMayAuthenticate,
+// TokenMayAuthenticate), fills no cache (the handler's authentication
+// fills the credential cache) and never records a token's use.
 func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
 	agent := strings.HasPrefix(token, AgentTokenPrefix)
 	if !agent && !strings.HasPrefix(token, PersonTokenPrefix) {
@@ -218,22 +220,24 @@ func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
 	}
 	h := HashToken(token)
 	now := s.clock.Now()
-	if !agent {
-		return s.verdicts.Decide(h, now, func() (bool, bool, error) {
-			p, t, err := s.store.TokenByHash(ctx, h)
-			return err == nil && t.RevokedAt == nil && t.Usable(s.now()) && p.Active, true, err
-		})
-	}
-	if _, ok := s.creds.Get(h, now); ok {
-		return true
-	}
-	// An agent's yes is kept in the credential cache, not as a verdict.
-	return s.verdicts.Decide(h, now, func() (bool, bool, error) {
-		a, credID, err := s.store.AgentByCredentialHash(ctx, h)
-		if err == nil && a.Active && !a.Revoked() {
-			s.creds.Put(h, domain.Principal{Agent: &a, CredentialID: credID}, now)
+	if agent {
+		if _, ok := s.creds.Get(h, now); ok {
+			return true
 		}
-		return err == nil && !a.Revoked(), false, err
+	}
+	return s.verdicts.Decide(h, now, func() (bool, bool, error) {
+		var ok bool
+		var err error
+		if agent {
+			ok, err = s.store.CredentialMayAuthenticate(ctx, h)
+		} else {
+			ok, err = s.store.TokenMayAuthenticate(ctx, h, s.now())
+		}
+		if err == nil && !ok {
+			// Remembered as no, like a hash no credential has.
+			return false, false, domain.ErrNotFound
+		}
+		return ok, true, err
 	})
 }
 

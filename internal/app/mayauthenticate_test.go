@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 
@@ -12,10 +13,21 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// lookupCounter counts the credential lookups by hash that reach the store.
+// lookupCounter counts the credential lookups and probes by hash that reach
+// the store.
 type lookupCounter struct {
 	store.Store
 	n atomic.Int64
+}
+
+func (c *lookupCounter) CredentialMayAuthenticate(ctx context.Context, h string) (bool, error) {
+	c.n.Add(1)
+	return c.Store.CredentialMayAuthenticate(ctx, h)
+}
+
+func (c *lookupCounter) TokenMayAuthenticate(ctx context.Context, h string, now time.Time) (bool, error) {
+	c.n.Add(1)
+	return c.Store.TokenMayAuthenticate(ctx, h, now)
 }
 
 func (c *lookupCounter) AgentByCredentialHash(ctx context.Context, h string) (domain.Agent, string, error) {
@@ -33,7 +45,9 @@ func (c *lookupCounter) TokenByHash(ctx context.Context, h string) (domain.Perso
 // store lookup, an unknown one at most one; a credential created on another
 // instance (its own service on the same store, no bus between them)
 // verifies at once although this instance has just remembered unknown
-// hashes; a revoked token or agent is a no once its remembered yes expires.
+// hashes; a revoked token or agent is a no once its remembered yes expires,
+// and that no is remembered too; a deactivated person's token is a no, and
+// a yes again once the person is reactivated and the no has expired.
 func TestMayAuthenticate(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
@@ -90,13 +104,18 @@ func TestMayAuthenticate(t *testing.T) {
 	check("agent credential again", v.Credential, true, 0)
 	check("person token created elsewhere", tok.Token, true, 1)
 	check("person token again", tok.Token, true, 0)
-	// The agent's lookup filled the credential cache the MCP path reads.
+	// The probe filled no cache: the MCP path looks the credential up once
+	// and fills the credential cache, which answers from then on.
 	if _, err := here.AuthenticateAgentCached(ctx, v.Credential); err != nil {
 		t.Fatalf("cached agent credential: %v", err)
 	}
-	if n := lookups(); n != 0 {
-		t.Errorf("the MCP path looked the credential up again: %d lookups", n)
+	if n := lookups(); n != 1 {
+		t.Errorf("the MCP path's first authentication: %d lookups, want 1", n)
 	}
+	if _, err := here.AuthenticateAgentCached(ctx, v.Credential); err != nil {
+		t.Fatalf("cached agent credential: %v", err)
+	}
+	check("agent credential in the credential cache", v.Credential, true, 0)
 
 	// Revoked elsewhere (no signal reaches this instance): a no once what
 	// was remembered is older than CredentialCacheTTL.
@@ -111,4 +130,24 @@ func TestMayAuthenticate(t *testing.T) {
 	check("revoked agent credential", v.Credential, false, 1)
 	check("unknown person token after the TTL", "rcp_unknown-secretsecretsecret", false, 1)
 	check("the admin token", adminToken, true, 1)
+	check("revoked person token again", tok.Token, false, 0)
+	check("revoked agent credential again", v.Credential, false, 0)
+
+	// A deactivated person's token: a no; reactivated, a yes once the
+	// remembered no is older than the TTL.
+	bob, err := other.CreatePerson(ctx, admin, app.PersonInput{Name: "bob", Role: domain.RoleMember})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, on := false, true
+	if _, err := other.UpdatePerson(ctx, admin, bob.Person.ID, app.PersonUpdate{Active: &off}); err != nil {
+		t.Fatal(err)
+	}
+	check("deactivated person's token", bob.Token.Token, false, 1)
+	if _, err := other.UpdatePerson(ctx, admin, bob.Person.ID, app.PersonUpdate{Active: &on}); err != nil {
+		t.Fatal(err)
+	}
+	check("reactivated person's token within the TTL", bob.Token.Token, false, 0)
+	clock.Advance(app.CredentialCacheTTL)
+	check("reactivated person's token after the TTL", bob.Token.Token, true, 1)
 }

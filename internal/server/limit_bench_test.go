@@ -19,8 +19,9 @@ import (
 // authenticators, SQLite store) in process, without TCP (the 192.0.2.1
 // client is over the limit; the reference case is under it). Run on a tree
 // whose edge refuses before verifying, every case is that early 429; with
-// verification first, a wrong token costs its lookup before the 429 and a
-// valid credential is served (docs/benchmarks.md, "Failed-auth limit").
+// verification first, a wrong token costs its check before the 429 (a
+// fresh one each op: one store probe; the same one: a remembered verdict)
+// and a valid credential is served (docs/benchmarks.md, "Failed-auth limit").
 func BenchmarkFailedAuthLimit(b *testing.B) {
 	s, cfg := openSQLite(b, slog.New(slog.DiscardHandler))
 	b.Cleanup(s.closeAll)
@@ -82,6 +83,23 @@ func BenchmarkFailedAuthLimit(b *testing.B) {
 			codes := map[int]int{}
 			for b.Loop() {
 				codes[serve(c.method, c.path, c.token, c.body)]++
+			}
+			b.Logf("statuses %v", codes)
+		})
+	}
+	// A client that sends a new wrong token every request: none was seen
+	// before, so each costs the store's answer for its hash.
+	for _, c := range []struct {
+		name, method, path, format, body string
+	}{
+		{"fresh_wrong_person_token_rest", "GET", "/v1/agents", "rcp_fresh%08d-secretsecretsecret", ""},
+		{"fresh_wrong_agent_credential_mcp", "POST", "/mcp", "rca_fresh%08d-secretsecretsecret", ping},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			codes, i := map[int]int{}, 0
+			for b.Loop() {
+				i++
+				codes[serve(c.method, c.path, fmt.Sprintf(c.format, i), c.body)]++
 			}
 			b.Logf("statuses %v", codes)
 		})

@@ -327,6 +327,17 @@ type TeamStore interface {
 	// unknown session is not an error.
 	EndConsoleSession(ctx context.Context, id string, at time.Time) error
 
+	// CredentialMayAuthenticate reports whether an unrevoked agent
+	// credential has the hash and its agent is not revoked (active or not):
+	// the failed-auth limit's check, one indexed probe that reads no row
+	// (design: The failed-auth limit).
+	CredentialMayAuthenticate(ctx context.Context, hash string) (bool, error)
+	// TokenMayAuthenticate reports whether a personal token has the hash,
+	// unrevoked and unexpired at now, and its person is active: the
+	// failed-auth limit's check, one indexed probe that reads no row
+	// (design: The failed-auth limit).
+	TokenMayAuthenticate(ctx context.Context, hash string, now time.Time) (bool, error)
+
 	// LiveCredentials returns which of the agent credential ids are still
 	// live: credential not revoked, its agent active and not revoked. Open
 	// gateway connections and MCP sessions re-check with it (design: Revocation within 5 s).

@@ -261,3 +261,15 @@ func (s *Store) LiveCredentials(ctx context.Context, ids []string) (map[string]b
 	}
 	return out, nil
 }
+
+// CredentialMayAuthenticate implements store.Store.
+func (s *Store) CredentialMayAuthenticate(ctx context.Context, hash string) (bool, error) {
+	ok, err := s.rq.CredentialMayAuthenticate(ctx, hash)
+	return ok, mapErr("credential may authenticate", err)
+}
+
+// TokenMayAuthenticate implements store.Store.
+func (s *Store) TokenMayAuthenticate(ctx context.Context, hash string, now time.Time) (bool, error) {
+	ok, err := s.rq.TokenMayAuthenticate(ctx, dbsqlc.TokenMayAuthenticateParams{Hash: hash, Now: micros(now)})
+	return ok, mapErr("token may authenticate", err)
+}

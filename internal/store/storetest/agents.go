@@ -20,6 +20,8 @@ var personTests = []contractTest{
 	{"Persons/Tokens", testPersonTokens},
 	{"Persons/ConsoleSessions", testConsoleSessions},
 	{"Agents/LiveCredentials", testLiveCredentials},
+	{"Agents/CredentialMayAuthenticate", testCredentialMayAuthenticate},
+	{"Persons/TokenMayAuthenticate", testTokenMayAuthenticate},
 	{"Agents/HandOver", testHandOver},
 	{"Audit/VerifyScoped", testVerifyScoped},
 }

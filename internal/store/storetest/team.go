@@ -309,3 +309,73 @@ func testVerifyScoped(t *testing.T, in Instance) {
 		t.Fatalf("scoped verify after tampering elsewhere = %+v", mine)
 	}
 }
+
+// The failed-auth limit's probes (design: The failed-auth limit): yes only
+// for a hash an unrevoked credential of an unrevoked agent has (an inactive
+// agent's included: the handler refuses it), no for an unknown hash, a
+// rotated-away credential and a revoked agent.
+func testCredentialMayAuthenticate(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	b := vend(t, s, newAgent("beta", ownerID, "build"))
+	c := vend(t, s, newAgent("gamma", ownerID, "build"))
+	check := func(what, hash string, want bool) {
+		t.Helper()
+		got, err := s.CredentialMayAuthenticate(ctx, hash)
+		must(t, "CredentialMayAuthenticate "+what, err)
+		if got != want {
+			t.Errorf("CredentialMayAuthenticate(%s) = %v, want %v", what, got, want)
+		}
+	}
+	check("live credential", a.CredHash, true)
+	check("unknown hash", "cred-unknown", false)
+	_, err := s.RevokeAgent(ctx, store.RevokeAgentParams{ID: a.ID, Now: at(time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "agent.revoke", AgentID: a.ID}})
+	must(t, "RevokeAgent", err)
+	_, err = s.UpdateAgent(ctx, store.UpdateAgentParams{ID: b.ID, Active: ptr(false), Now: at(time.Minute)})
+	must(t, "deactivate agent", err)
+	newHash := "new-" + c.ID
+	_, err = s.RotateCredential(ctx, store.RotateCredentialParams{AgentID: c.ID, CredentialID: uuid.NewString(), CredentialHash: newHash, Now: at(time.Minute),
+		Audit: domain.AuditRecord{Actor: "system", Action: "agent.rotate_credential", AgentID: c.ID}})
+	must(t, "RotateCredential", err)
+	check("revoked agent", a.CredHash, false)
+	check("inactive agent", b.CredHash, true)
+	check("rotated-away credential", c.CredHash, false)
+	check("rotated-in credential", newHash, true)
+}
+
+// Yes only for a token unrevoked, unexpired at now and of an active person;
+// expiry is compared with the now the caller gives (design: The failed-auth
+// limit).
+func testTokenMayAuthenticate(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	ann, bob := annAndBob(t, s)
+	expiring := domain.PersonToken{ID: uuid.NewString(), PersonID: ann.ID, Name: "expiring", CreatedAt: at(time.Minute), ExpiresAt: ptr(at(time.Hour))}
+	must(t, "CreateToken", s.CreateToken(ctx, store.CreateTokenParams{Token: expiring, Hash: "h-expiring",
+		Audit: domain.AuditRecord{Actor: "system", Action: "token.create"}}))
+	revoked := domain.PersonToken{ID: uuid.NewString(), PersonID: ann.ID, Name: "revoked", CreatedAt: at(time.Minute)}
+	must(t, "CreateToken", s.CreateToken(ctx, store.CreateTokenParams{Token: revoked, Hash: "h-revoked",
+		Audit: domain.AuditRecord{Actor: "system", Action: "token.create"}}))
+	_, err := s.RevokeToken(ctx, store.RevokeTokenParams{PersonID: ann.ID, ID: revoked.ID, Now: at(2 * time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "token.revoke"}})
+	must(t, "RevokeToken", err)
+	check := func(what, hash string, now time.Time, want bool) {
+		t.Helper()
+		got, err := s.TokenMayAuthenticate(ctx, hash, now)
+		must(t, "TokenMayAuthenticate "+what, err)
+		if got != want {
+			t.Errorf("TokenMayAuthenticate(%s) = %v, want %v", what, got, want)
+		}
+	}
+	check("token without expiry", "h-ann", at(3*time.Minute), true)
+	check("unknown hash", "h-unknown", at(3*time.Minute), false)
+	check("revoked token", "h-revoked", at(3*time.Minute), false)
+	check("token before its expiry", "h-expiring", at(time.Hour-time.Microsecond), true)
+	check("token at its expiry", "h-expiring", at(time.Hour), false)
+	check("token after its expiry", "h-expiring", at(2*time.Hour), false)
+	check("active person", "h-bob", at(3*time.Minute), true)
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(false), Now: at(5 * time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "person.deactivate"}})
+	must(t, "deactivate bob", err)
+	check("deactivated person", "h-bob", at(6*time.Minute), false)
+	_, err = s.UpdatePerson(ctx, store.UpdatePersonParams{ID: bob.ID, Active: ptr(true), Now: at(7 * time.Minute), Audit: domain.AuditRecord{Actor: "system", Action: "person.reactivate"}})
+	must(t, "reactivate bob", err)
+	check("reactivated person", "h-bob", at(8*time.Minute), true)
+}

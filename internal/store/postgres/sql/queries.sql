@@ -335,3 +335,19 @@ DELETE FROM rate_windows WHERE window_start < sqlc.arg(before)::timestamptz;
 -- Only while the secret is still the one read: a rotation or another
 -- instance's reseal in between wins.
 UPDATE hooks SET secret = sqlc.arg(secret) WHERE id = sqlc.arg(id) AND secret = sqlc.arg(old);
+
+-- failed-auth limit: could this hash authenticate
+-- name: CredentialMayAuthenticate :one
+-- Whether an unrevoked credential has the hash and its agent is not revoked
+-- (an inactive agent is the handler's to refuse). One probe of the unique
+-- hash index; no row is returned.
+SELECT EXISTS (SELECT 1 FROM credentials c JOIN agents a ON a.id = c.agent_id
+WHERE c.hash = $1 AND c.revoked_at IS NULL AND a.revoked_at IS NULL) AS ok;
+
+-- name: TokenMayAuthenticate :one
+-- Whether an unrevoked token unexpired at now has the hash and its person is
+-- active. One probe of the unique hash index; no row is returned.
+SELECT EXISTS (SELECT 1 FROM person_tokens t JOIN persons p ON p.id = t.person_id
+WHERE t.hash = sqlc.arg(hash) AND t.revoked_at IS NULL
+  AND (t.expires_at IS NULL OR t.expires_at > sqlc.arg(now)::timestamptz)
+  AND p.deactivated_at IS NULL) AS ok;

@@ -436,6 +436,22 @@ func (q *Queries) CountOtherActiveAdmins(ctx context.Context, id string) (int64,
 	return count, err
 }
 
+const credentialMayAuthenticate = `-- name: CredentialMayAuthenticate :one
+SELECT EXISTS (SELECT 1 FROM credentials c JOIN agents a ON a.id = c.agent_id
+WHERE c.hash = $1 AND c.revoked_at IS NULL AND a.revoked_at IS NULL) AS ok
+`
+
+// failed-auth limit: could this hash authenticate
+// Whether an unrevoked credential has the hash and its agent is not revoked
+// (an inactive agent is the handler's to refuse). One probe of the unique
+// hash index; no row is returned.
+func (q *Queries) CredentialMayAuthenticate(ctx context.Context, hash string) (bool, error) {
+	row := q.db.QueryRow(ctx, credentialMayAuthenticate, hash)
+	var ok bool
+	err := row.Scan(&ok)
+	return ok, err
+}
+
 const dBNow = `-- name: DBNow :one
 SELECT clock_timestamp()::timestamptz
 `
@@ -1865,6 +1881,27 @@ func (q *Queries) TodoOfAgent(ctx context.Context, arg TodoOfAgentParams) (bool,
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
+}
+
+const tokenMayAuthenticate = `-- name: TokenMayAuthenticate :one
+SELECT EXISTS (SELECT 1 FROM person_tokens t JOIN persons p ON p.id = t.person_id
+WHERE t.hash = $1 AND t.revoked_at IS NULL
+  AND (t.expires_at IS NULL OR t.expires_at > $2::timestamptz)
+  AND p.deactivated_at IS NULL) AS ok
+`
+
+type TokenMayAuthenticateParams struct {
+	Hash string
+	Now  time.Time
+}
+
+// Whether an unrevoked token unexpired at now has the hash and its person is
+// active. One probe of the unique hash index; no row is returned.
+func (q *Queries) TokenMayAuthenticate(ctx context.Context, arg TokenMayAuthenticateParams) (bool, error) {
+	row := q.db.QueryRow(ctx, tokenMayAuthenticate, arg.Hash, arg.Now)
+	var ok bool
+	err := row.Scan(&ok)
+	return ok, err
 }
 
 const tokenWithPerson = `-- name: TokenWithPerson :one

@@ -394,6 +394,22 @@ func (q *Queries) CountPersons(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const credentialMayAuthenticate = `-- name: CredentialMayAuthenticate :one
+SELECT EXISTS (SELECT 1 FROM credentials c JOIN agents a ON a.id = c.agent_id
+WHERE c.hash = ? AND c.revoked_at IS NULL AND a.revoked_at IS NULL) AS ok
+`
+
+// failed-auth limit: could this hash authenticate
+// Whether an unrevoked credential has the hash and its agent is not revoked
+// (an inactive agent is the handler's to refuse). One probe of the unique
+// hash index; no row is returned.
+func (q *Queries) CredentialMayAuthenticate(ctx context.Context, hash string) (bool, error) {
+	row := q.db.QueryRowContext(ctx, credentialMayAuthenticate, hash)
+	var ok bool
+	err := row.Scan(&ok)
+	return ok, err
+}
+
 const deleteHook = `-- name: DeleteHook :execrows
 DELETE FROM hooks WHERE id = ?
 `
@@ -1887,6 +1903,27 @@ func (q *Queries) TodoOfAgent(ctx context.Context, arg TodoOfAgentParams) (int64
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const tokenMayAuthenticate = `-- name: TokenMayAuthenticate :one
+SELECT EXISTS (SELECT 1 FROM person_tokens t JOIN persons p ON p.id = t.person_id
+WHERE t.hash = ?1 AND t.revoked_at IS NULL
+  AND (t.expires_at IS NULL OR t.expires_at > CAST(?2 AS INTEGER))
+  AND p.deactivated_at IS NULL) AS ok
+`
+
+type TokenMayAuthenticateParams struct {
+	Hash string
+	Now  int64
+}
+
+// Whether an unrevoked token unexpired at now has the hash and its person is
+// active. One probe of the unique hash index; no row is returned.
+func (q *Queries) TokenMayAuthenticate(ctx context.Context, arg TokenMayAuthenticateParams) (bool, error) {
+	row := q.db.QueryRowContext(ctx, tokenMayAuthenticate, arg.Hash, arg.Now)
+	var ok bool
+	err := row.Scan(&ok)
+	return ok, err
 }
 
 const tokenWithPerson = `-- name: TokenWithPerson :one
