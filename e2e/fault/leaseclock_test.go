@@ -16,7 +16,7 @@ import (
 
 // reapEvery is app.ReapInterval: how often each instance returns expired
 // leases, so a lease comes back at most this long after it ended.
-const reapEvery = 5 * time.Second
+const reapEvery = time.Second
 
 // stampSlack bounds how far a time a server stamped may be from the
 // database's clock read around the request (design: Database clock).
