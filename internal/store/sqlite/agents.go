@@ -74,6 +74,7 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 		if err != nil {
 			return mapErr("create agent", err)
 		}
+		s.hashes.add(p.CredentialHash)
 		err = q.InsertCredential(ctx, dbsqlc.InsertCredentialParams{ID: p.CredentialID, AgentID: a.ID,
 			Hash: p.CredentialHash, CreatedAt: micros(a.CreatedAt)})
 		if err != nil {
@@ -199,6 +200,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 		}
 		revoked = storeutil.Strings(revoked)
 		slices.Sort(revoked)
+		s.hashes.add(p.CredentialHash)
 		if err := q.InsertCredential(ctx, dbsqlc.InsertCredentialParams{ID: p.CredentialID, AgentID: p.AgentID,
 			Hash: p.CredentialHash, CreatedAt: micros(p.Now)}); err != nil {
 			return mapErr("rotate credential", err)

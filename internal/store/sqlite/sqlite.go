@@ -58,6 +58,7 @@ type Store struct {
 	ws        stmtCache       // statements prepared on w
 	rs        stmtCache       // statements prepared on r
 	rq        *dbsqlc.Queries // the generated queries on the read pool
+	hashes    hashSet         // every credential and token hash (hashes.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -95,6 +96,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	s.rq = dbsqlc.New(s.read())
+	if err := s.loadHashes(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

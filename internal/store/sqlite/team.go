@@ -59,6 +59,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 		if tokenID == "" {
 			tokenID = "bootstrap-" + p.Person.ID
 		}
+		s.hashes.add(p.TokenHash)
 		if err := q.InsertToken(ctx, dbsqlc.InsertTokenParams{ID: tokenID, PersonID: p.Person.ID, Name: "bootstrap",
 			Hash: p.TokenHash, CreatedAt: at}); err != nil {
 			return mapErr("bootstrap admin token", err)
@@ -78,6 +79,7 @@ func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) er
 			Admin: boolInt(p.Person.Admin), CreatedAt: at, UpdatedAt: at}); err != nil {
 			return mapErr("create person", err)
 		}
+		s.hashes.add(p.TokenHash)
 		if err := insertToken(ctx, q, p.Token, p.TokenHash); err != nil {
 			return err
 		}
@@ -157,6 +159,7 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 		if _, err := q.GetPerson(ctx, p.Token.PersonID); err != nil {
 			return mapErr("create token: person", err)
 		}
+		s.hashes.add(p.Hash)
 		if err := insertToken(ctx, q, p.Token, p.Hash); err != nil {
 			return err
 		}
@@ -264,12 +267,18 @@ func (s *Store) LiveCredentials(ctx context.Context, ids []string) (map[string]b
 
 // CredentialMayAuthenticate implements store.Store.
 func (s *Store) CredentialMayAuthenticate(ctx context.Context, hash string) (bool, error) {
+	if !s.hashes.has(hash) {
+		return false, nil // no credential has it (hashes.go)
+	}
 	ok, err := s.rq.CredentialMayAuthenticate(ctx, hash)
 	return ok, mapErr("credential may authenticate", err)
 }
 
 // TokenMayAuthenticate implements store.Store.
 func (s *Store) TokenMayAuthenticate(ctx context.Context, hash string, now time.Time) (bool, error) {
+	if !s.hashes.has(hash) {
+		return false, nil // no token has it (hashes.go)
+	}
 	ok, err := s.rq.TokenMayAuthenticate(ctx, dbsqlc.TokenMayAuthenticateParams{Hash: hash, Now: micros(now)})
 	return ok, mapErr("token may authenticate", err)
 }
