@@ -68,7 +68,8 @@ type AdapterOptions struct {
 	// before the first connection, and sets RuntimeVersion and Evidence
 	// (asking Claude Code takes a while; hooks must not wait for it).
 	Probe func(context.Context) (runtimeVersion string, ev Evidence)
-	// Log receives the adapter's log; nil = slog.Default().
+	// Log receives the adapter's log; nil = slog.Default(). It should name the
+	// Claude Code process (the CLI adds claude_pid to every line).
 	Log *slog.Logger
 	// Clock drives heartbeats, backoff and the process watch; nil = real.
 	Clock clockwork.Clock
@@ -250,7 +251,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.o.Probe != nil {
 		a.o.RuntimeVersion, a.o.Evidence = a.o.Probe(ctx)
 	}
-	a.log.Info("adapter started", "claude_pid", a.o.Claude.PID, "runtime_version", a.o.RuntimeVersion,
+	// The caller's logger names the process (the CLI adds claude_pid).
+	a.log.Info("adapter started", "runtime_version", a.o.RuntimeVersion,
 		"key_type", a.o.Evidence.KeyType, "method", a.o.Evidence.Method)
 	a.connectLoop(ctx)
 	close(a.ended)
@@ -268,7 +270,7 @@ func (a *Adapter) watch(ctx context.Context, cancel context.CancelFunc) {
 			return
 		case <-t.Chan():
 			if !a.o.Claude.Alive() {
-				a.log.Info("claude code process gone", "claude_pid", a.o.Claude.PID)
+				a.log.Info("claude code process gone")
 				cancel()
 				return
 			}
