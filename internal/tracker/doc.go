@@ -23,6 +23,6 @@
 // timer without publishing (claims.go). So no instance reports an
 // agent offline while another holds a heartbeat fresher than the timeout.
 // An instance that dies releases its agents: its owner lease in the store
-// expires, and the instance that takes it over publishes them offline at
-// their last stored heartbeat + timeout (lease.go; design: Owner lease).
+// expires, and the instance that takes it over publishes them offline one
+// timeout after the take-over (lease.go; design: Owner lease).
 package tracker

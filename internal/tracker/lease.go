@@ -123,8 +123,9 @@ func (t *Tracker) checkLeases(ctx context.Context) (int, error) {
 }
 
 // adopt makes this instance the owner of an agent taken over from a dead
-// instance: its deadline runs from its last stored heartbeat (or a later
-// one known here), and the other instances are told by a claim. An agent
+// instance: its deadline is one timeout from the take-over (never before
+// the agent's last heartbeat + timeout), and the other instances are told
+// by a claim. An agent
 // already owned here (a heartbeat reached this instance first, or the
 // start rule loaded it) keeps its deadline; one stored offline or never
 // heartbeated has nothing to publish. It reports whether it armed a

@@ -19,7 +19,7 @@ import (
 // Owner leases (design: Owner lease): instance A dies (its fake clock
 // stops: no timer, no renewal, no flush runs there again), instance B
 // takes its agents over when A's lease expires on the database's clock and
-// publishes each offline once at its last stored heartbeat + timeout. The
+// publishes each offline once, one timeout after the take-over. The
 // persist interval (60 s) is far longer than any wait, so without the lease
 // B's watch would take over only at timeout + 2 × 60 s.
 
@@ -175,7 +175,7 @@ func TestOwnerLeaseReconnectNoFalseOffline(t *testing.T) {
 		advanceTo(2500*time.Millisecond, e.clock)
 		e.beat(b, early, online)
 		advanceTo(3500*time.Millisecond, e.clock)
-		checkLeases(t, b)                   // takes late over: deadline t0+5 s
+		checkLeases(t, b)                   // takes late over: deadline t0+6.5 s
 		waitOwns(t, b, late.Agent.ID, true) // B's loop may have won the take-over and still be adopting
 		advanceTo(4*time.Second, e.clock)
 		e.beat(b, late, online)
@@ -199,7 +199,7 @@ func TestOwnerLeaseReconnectNoFalseOffline(t *testing.T) {
 
 // TestOwnerLeaseCleanShutdown: A stops cleanly at t0+2 s (flush, then its
 // lease is released): B takes its agents over at its next check at once,
-// with the deadlines of the last heartbeats (t0+5 s). The agent that
+// deadlines one timeout after the take-over (t0+5 s). The agent that
 // reconnects to B at t0+4 s is never offline; the other is offline at
 // t0+5 s exactly, once.
 func TestOwnerLeaseCleanShutdown(t *testing.T) {

@@ -51,7 +51,7 @@ type Config struct {
 	// OwnerLease is the owner lease this instance holds in the store
 	// (design: Owner lease): when it is not renewed for this long — the
 	// instance died —, another instance takes the agents it owned over and
-	// publishes them offline at their last stored heartbeat + PresenceTimeout.
+	// publishes them offline PresenceTimeout after the take-over.
 	// 0 = no lease (one instance; the server sets DefaultOwnerLease).
 	OwnerLease time.Duration
 	// OwnerLeaseRenew is how often the lease is renewed and the others'
