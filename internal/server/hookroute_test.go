@@ -37,28 +37,8 @@ func TestHookDeliveryRoute(t *testing.T) {
 // not 429: the deliveries did not count against the address.
 func TestBadSignaturesDoNotLockTheAddress(t *testing.T) {
 	url, _ := start(t)
-	vend := do(t, "POST", url+"/v1/agents", testAdmin, strings.NewReader(`{"handle":"hooked","queues":["q"]}`))
-	if vend.StatusCode != 201 {
-		t.Fatalf("vend: %d", vend.StatusCode)
-	}
-	req, _ := http.NewRequest("POST", url+"/v1/hooks", strings.NewReader(`{"kind":"github","agent":"hooked","queue":"q"}`))
-	req.Header.Set("Authorization", "Bearer "+testAdmin)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hook struct {
-		Hook struct {
-			URL string `json:"url"`
-		} `json:"hook"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&hook)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 201 || hook.Hook.URL == "" {
-		t.Fatalf("create hook: %d %v %+v", resp.StatusCode, err, hook)
-	}
-	path := hook.Hook.URL[strings.Index(hook.Hook.URL, "/v1/hooks/"):]
+	_, hookURL, _ := GitHubHook(t, url, testAdmin)
+	path := hookURL[strings.Index(hookURL, "/v1/hooks/"):]
 	for i := range 25 {
 		r := do(t, "POST", url+path, "", strings.NewReader(`{"zen":"x"}`),
 			"X-GitHub-Event", "ping", "X-GitHub-Delivery", fmt.Sprintf("d-%d", i), "X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
@@ -69,4 +49,35 @@ func TestBadSignaturesDoNotLockTheAddress(t *testing.T) {
 	if r := do(t, "GET", url+"/v1/agents", "rcp_wrong-0123456789abcdef", nil); r.StatusCode != 401 {
 		t.Fatalf("a wrong bearer token after 25 bad deliveries: %d, want 401 (the deliveries counted against the address)", r.StatusCode)
 	}
+}
+
+// GitHubHook (exported for the external tests) vends the agent "hooked"
+// (queue q) on the server at base with
+// token and creates a GitHub hook for it: the hook's id, delivery URL and
+// secret (shown once).
+func GitHubHook(t *testing.T, base, token string) (id, url, secret string) {
+	t.Helper()
+	if r := do(t, "POST", base+"/v1/agents", token, strings.NewReader(`{"handle":"hooked","queues":["q"]}`)); r.StatusCode != 201 {
+		t.Fatalf("vend: %d", r.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", base+"/v1/hooks", strings.NewReader(`{"kind":"github","agent":"hooked","queue":"q"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hook struct {
+		Hook struct {
+			ID  string `json:"id"`
+			URL string `json:"url"`
+		} `json:"hook"`
+		Secret string `json:"secret"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&hook)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 201 || hook.Hook.ID == "" || hook.Hook.URL == "" || hook.Secret == "" {
+		t.Fatalf("create hook: %d %v %+v", resp.StatusCode, err, hook)
+	}
+	return hook.Hook.ID, hook.Hook.URL, hook.Secret
 }

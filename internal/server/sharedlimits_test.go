@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/intake/intaketest"
 	"github.com/rollcall/rollcall/internal/pgtest"
+	"github.com/rollcall/rollcall/internal/server"
 )
 
 // TestLimitsSharedByInstances (design: Limits shared by instances): two
@@ -92,33 +92,12 @@ func TestLimitsSharedByInstances(t *testing.T) {
 	}
 
 	// A hook created on a, delivered to on both.
-	hdr := http.Header{"Content-Type": {"application/json"}}
-	if s := status("POST", a.base+"/v1/agents", a.token, []byte(`{"handle":"hooked","queues":["q"]}`), hdr); s != 201 {
-		t.Fatalf("vend: %d", s)
-	}
-	req, _ := http.NewRequest("POST", a.base+"/v1/hooks", strings.NewReader(`{"kind":"github","agent":"hooked","queue":"q"}`))
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hook struct {
-		Hook struct {
-			ID string `json:"id"`
-		} `json:"hook"`
-		Secret string `json:"secret"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&hook)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 201 || hook.Secret == "" {
-		t.Fatalf("create hook: %d %v %+v", resp.StatusCode, err, hook)
-	}
-	stored, err := a.srv.Store.GetHook(t.Context(), hook.Hook.ID)
-	if _, sealed := intake.IsSealed(stored.Secret); err != nil || !sealed || strings.Contains(stored.Secret, hook.Secret) {
+	hookID, _, secret := server.GitHubHook(t, a.base, a.token)
+	stored, err := a.srv.Store.GetHook(t.Context(), hookID)
+	if _, sealed := intake.IsSealed(stored.Secret); err != nil || !sealed || strings.Contains(stored.Secret, secret) {
 		t.Fatalf("the stored secret %q (%v) is not sealed", stored.Secret, err)
 	}
-	path := "/v1/hooks/" + hook.Hook.ID + "/deliveries"
+	path := "/v1/hooks/" + hookID + "/deliveries"
 	forged := func(in *instance, i int) int {
 		h, body := intaketest.GitHub(t, "pull_request.opened")
 		h.Set("X-GitHub-Delivery", fmt.Sprintf("forged-%d", i))
@@ -138,7 +117,7 @@ func TestLimitsSharedByInstances(t *testing.T) {
 	for i, in := range both {
 		h, body := intaketest.GitHub(t, "pull_request.opened")
 		h.Set("X-GitHub-Delivery", fmt.Sprintf("signed-%d", i))
-		intaketest.SignGitHub(h, hook.Secret, body)
+		intaketest.SignGitHub(h, secret, body)
 		if s := intaketest.Post(t, in.base+path, h, body); s != 201 {
 			t.Fatalf("a signed delivery on instance %d after the flood: %d, want 201", i, s)
 		}
