@@ -42,14 +42,6 @@ import (
 //     the instance was stalled or cut off from the database) claims its
 //     agents again, on the bus and in the store.
 
-// Defaults of the owner lease (design: Owner lease). The server uses them;
-// Config.OwnerLease = 0 keeps leases off (one instance, tests on a fake
-// clock).
-const (
-	DefaultOwnerLease      = 1500 * time.Millisecond
-	DefaultOwnerLeaseRenew = 500 * time.Millisecond
-)
-
 // leaseLoop renews the lease and checks the others' every
 // Config.OwnerLeaseRenew until ctx ends.
 func (t *Tracker) leaseLoop(ctx context.Context, done chan<- struct{}) {

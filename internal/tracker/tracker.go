@@ -20,6 +20,14 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
+// Defaults of the owner lease (design: Owner lease). The server uses them;
+// Config.OwnerLease = 0 keeps leases off (one instance, tests on a fake
+// clock).
+const (
+	DefaultOwnerLease      = 1500 * time.Millisecond
+	DefaultOwnerLeaseRenew = 500 * time.Millisecond
+)
+
 // Config is what the tracker reads of the configuration (design:
 // Configuration sources). Zero durations take the defaults of those keys.
 type Config struct {
