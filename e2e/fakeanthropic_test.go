@@ -127,7 +127,7 @@ func (b anthBlock) text() string {
 
 var (
 	channelTagRE = regexp.MustCompile(`<channel\s[^>]*>`)
-	todoIDAttrRE = regexp.MustCompile(`todo_id="([^"]+)"`)
+	todoIDAttrRE = regexp.MustCompile(`\btodo_id="([^"]+)"`) // not oldest_todo_id, a digest's attribute
 	jsonIDRE     = regexp.MustCompile(`"id"\s*:\s*"([^"]+)"`)
 )
 

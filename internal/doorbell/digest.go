@@ -115,21 +115,23 @@ func withoutTold(hub SessionHub, sessionID string, pend []store.PendingTodo) []s
 	return out
 }
 
-// BuildDigest renders the digest notification: meta kind=digest, pending
-// (decimal), queues (sorted, comma-joined), reason; no todo_id. Content is
-// one line that stands alone (design: Doorbell message): counts, queue names, the
-// oldest pending age and how to drain them with claim_next, e.g.
+// BuildDigest renders the digest notification (design: Digest names the
+// oldest todo): meta kind=digest, pending (decimal), queues (sorted,
+// comma-joined), reason and oldest_todo_id (the pending todo created
+// first; on a tie the smaller id); no todo_id. Content is one line that
+// stands alone (design: Doorbell message): counts, queue names, the oldest
+// pending age, the oldest todo's id and how to drain them, e.g.
 //
-//	digest: 3 pending todos (q1 2, q2 1), oldest waiting 5m — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found
+//	digest: 3 pending todos (q1 2, q2 1), oldest waiting 5m is todo 01J… — take it first with claim {"todo_id":"01J…"}, or call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found
 //
-// Never a title or payload.
+// Never a title or payload. pend must not be empty.
 func BuildDigest(pend []store.PendingTodo, reason string, now time.Time) domain.ChannelMessage {
 	counts := map[string]int{}
-	oldest := now
+	oldest := pend[0]
 	for _, t := range pend {
 		counts[t.Queue]++
-		if t.CreatedAt.Before(oldest) {
-			oldest = t.CreatedAt
+		if t.CreatedAt.Before(oldest.CreatedAt) || (t.CreatedAt.Equal(oldest.CreatedAt) && t.ID < oldest.ID) {
+			oldest = t
 		}
 	}
 	queues := make([]string, 0, len(counts))
@@ -145,10 +147,15 @@ func BuildDigest(pend []store.PendingTodo, reason string, now time.Time) domain.
 	if len(pend) == 1 {
 		noun = "todo"
 	}
-	content := fmt.Sprintf(`digest: %d pending %s (%s), oldest waiting %s — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`,
-		len(pend), noun, strings.Join(parts, ", "), humanAge(now.Sub(oldest)))
+	age := now.Sub(oldest.CreatedAt)
+	if age < 0 {
+		age = 0
+	}
+	content := fmt.Sprintf(`digest: %d pending %s (%s), oldest waiting %s is todo %s — take it first with claim {"todo_id":%q}, or call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`,
+		len(pend), noun, strings.Join(parts, ", "), humanAge(age), oldest.ID, oldest.ID)
 	return domain.ChannelMessage{Content: domain.Neutralize(content), Meta: map[string]string{
 		"kind": "digest", "pending": strconv.Itoa(len(pend)), "queues": strings.Join(queues, ","), "reason": reason,
+		"oldest_todo_id": oldest.ID,
 	}}
 }
 

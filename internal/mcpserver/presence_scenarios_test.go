@@ -397,8 +397,13 @@ func TestClockInWithNothingWaitingSendsNoDigest(t *testing.T) {
 
 func TestDigestQueuesSortedNoTitles(t *testing.T) {
 	e, _, ac := clockedOut(t, "multi", "reviews", "lane-m")
+	var first domain.Todo
 	for i := range 5 {
-		e.push("multi", "reviews", "secret review title "+string(rune('a'+i)))
+		td := e.push("multi", "reviews", "secret review title "+string(rune('a'+i)))
+		if i == 0 {
+			first = td
+		}
+		e.at(e.clock.Now().Add(time.Minute))
 	}
 	for i := range 2 {
 		e.push("multi", "lane-m", "secret lane title "+string(rune('a'+i)))
@@ -408,9 +413,34 @@ func TestDigestQueuesSortedNoTitles(t *testing.T) {
 	if strings.Contains(content, "secret") {
 		t.Fatalf("digest content carries a title: %q", content)
 	}
-	// It stands alone: what to call to drain the backlog (design: Doorbell message).
-	if want := `digest: 7 pending todos (lane-m 2, reviews 5), oldest waiting 0s — drain them: call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`; content != want {
+	// It stands alone and names the oldest todo, which may be claimed
+	// directly (design: Doorbell message; Digest names the oldest todo).
+	want := `digest: 7 pending todos (lane-m 2, reviews 5), oldest waiting 5m is todo ` + first.ID +
+		` — take it first with claim {"todo_id":"` + first.ID + `"}, or call claim_next {} (or claim_next {"queue":"<name>"}), complete each todo it gives you, and repeat until it answers not_found`
+	if content != want {
 		t.Fatalf("digest content\n got %s\nwant %s", content, want)
+	}
+}
+
+// TestDigestOldestTodoIsClaimable: the digest's meta.oldest_todo_id is the
+// todo pushed first, and claim on that id hands it over.
+func TestDigestOldestTodoIsClaimable(t *testing.T) {
+	e, _, ac := clockedOut(t, "fifo", "q")
+	oldest := e.push("fifo", "q", "first")
+	e.at(e.clock.Now().Add(time.Second))
+	e.push("fifo", "q", "second")
+	ac.ok("clock_in", map[string]any{}, nil)
+	_, meta := channelParams(t, ac.note())
+	if meta["kind"] != "digest" || meta["oldest_todo_id"] != oldest.ID {
+		t.Fatalf("digest meta = %v, want kind=digest oldest_todo_id=%s", meta, oldest.ID)
+	}
+	var got struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	ac.ok("claim", map[string]any{"todo_id": meta["oldest_todo_id"]}, &got)
+	if got.ID != oldest.ID || got.State != "claimed" {
+		t.Fatalf("claim of oldest_todo_id = %+v, want todo %s claimed", got, oldest.ID)
 	}
 }
 
