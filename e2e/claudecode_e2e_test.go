@@ -250,7 +250,7 @@ func TestE2EClaudeCodeInteractive(t *testing.T) {
 	waitUntil(t, "the todo done through the model's claim and complete", func() bool { return todoState(t, srv, id) == "done" })
 	var tag string
 	for _, c := range api.Channels() {
-		if strings.Contains(c, `todo_id="`+id+`"`) {
+		if strings.Contains(c, ` todo_id="`+id+`"`) {
 			tag = c
 		}
 	}
@@ -271,10 +271,8 @@ func TestE2EClaudeCodeInteractive(t *testing.T) {
 	}
 	var digests []string
 	for _, c := range api.Channels()[before:] {
-		for _, hid := range ids {
-			if strings.Contains(c, hid) {
-				t.Fatalf("a held todo was rung on its own instead of in the digest: %s", c)
-			}
+		if m := todoIDAttrRE.FindStringSubmatch(c); m != nil && slices.Contains(ids, m[1]) {
+			t.Fatalf("a held todo was rung on its own instead of in the digest: %s", c)
 		}
 		if !todoIDAttrRE.MatchString(c) {
 			digests = append(digests, c)
@@ -282,6 +280,10 @@ func TestE2EClaudeCodeInteractive(t *testing.T) {
 	}
 	if len(digests) != 1 || !strings.Contains(digests[0], `kind="digest"`) {
 		t.Fatalf("want one digest tag after the clock-in, saw %q", digests)
+	}
+	// Claude Code shows the digest's meta as tag attributes, the oldest todo's id among them.
+	if !strings.Contains(digests[0], `oldest_todo_id="`+ids[0]+`"`) {
+		t.Fatalf("the digest tag does not name the oldest todo %s: %s", ids[0], digests[0])
 	}
 	if n := countPrefix(api.Calls(), "claim_next"); n < 2 {
 		t.Fatalf("the digest was not drained with claim_next: calls %q", api.Calls())
@@ -502,7 +504,7 @@ func TestE2EClaudeCodePlugin(t *testing.T) {
 	waitUntil(t, "the todo done through the plugin channel", func() bool { return todoState(t, srv, id) == "done" })
 	var tag string
 	for _, c := range api.Channels() {
-		if strings.Contains(c, `todo_id="`+id+`"`) && strings.Contains(c, `source="plugin:`+plugin+`:rollcall"`) {
+		if strings.Contains(c, ` todo_id="`+id+`"`) && strings.Contains(c, `source="plugin:`+plugin+`:rollcall"`) {
 			tag = c
 		}
 	}
@@ -604,7 +606,7 @@ func TestE2EClaudeCodeDevPlugin(t *testing.T) {
 	waitUntil(t, "the todo done", func() bool { return todoState(t, srv, id) == "done" })
 	found := false
 	for _, c := range api.Channels() {
-		found = found || (strings.Contains(c, `todo_id="`+id+`"`) && strings.Contains(c, `source="plugin:rollcall-cc-devplug:rollcall"`))
+		found = found || (strings.Contains(c, ` todo_id="`+id+`"`) && strings.Contains(c, `source="plugin:rollcall-cc-devplug:rollcall"`))
 	}
 	if !found {
 		t.Fatalf("the model saw no <channel source=plugin:rollcall-cc-devplug:rollcall … todo_id=%s> tag; saw %q", id, api.Channels())
