@@ -68,15 +68,19 @@ func (c cardView) Tone() string {
 	return "tone-muted"
 }
 
+// stateBadges gives each liveness state its icon, a shape that differs per
+// state (not only by colour), and its label; an unlisted state shows "?"
+// and "Unknown".
+var stateBadges = map[string]struct{ icon, label string }{
+	liveness.StateOnline:   {"●", "Online"},
+	liveness.StateDegraded: {"▲", "Degraded"},
+	liveness.StateOffline:  {"○", "Offline"},
+}
+
 // StateIcon is a shape that differs per state (not only by colour).
 func (c cardView) StateIcon() string {
-	switch c.State {
-	case liveness.StateOnline:
-		return "●"
-	case liveness.StateDegraded:
-		return "▲"
-	case liveness.StateOffline:
-		return "○"
+	if b, ok := stateBadges[c.State]; ok {
+		return b.icon
 	}
 	return "?"
 }
@@ -84,18 +88,14 @@ func (c cardView) StateIcon() string {
 // StateLabel names the liveness state. While the agent is out an offline
 // runtime is expected, and the label says so rather than alarming.
 func (c cardView) StateLabel() string {
-	switch c.State {
-	case liveness.StateOnline:
-		return "Online"
-	case liveness.StateDegraded:
-		return "Degraded"
-	case liveness.StateOffline:
-		if c.Presence == presence.Out {
-			return "Offline (resting)"
-		}
-		return "Offline"
+	b, ok := stateBadges[c.State]
+	switch {
+	case !ok:
+		return "Unknown"
+	case c.State == liveness.StateOffline && c.Presence == presence.Out:
+		return "Offline (resting)"
 	}
-	return "Unknown"
+	return b.label
 }
 
 // PresenceIcon and PresenceLabel describe in/out by its source: an agent
