@@ -224,6 +224,9 @@ func (h *Handler) funcs() template.FuncMap {
 		"verbs":     func() []string { return domain.ScopeVerbs },
 		"actor":     actorLabel,
 		"copyField": func(id, value, what string) copyField { return copyField{id, value, what} },
+		// msg is any: a form's Errors map has no entry for a field without
+		// an error, and the template passes that missing entry as nil.
+		"fieldError": func(id string, msg any) fieldError { return fieldError{id, msg} },
 		"has": func(m map[string]bool, k string) bool {
 			return m[k]
 		},
@@ -233,6 +236,13 @@ func (h *Handler) funcs() template.FuncMap {
 // copyField is the argument of the "copy" template: a read-only input
 // (ID, Value) and its Copy button, which names What for screen readers.
 type copyField struct{ ID, Value, What string }
+
+// fieldError is the argument of the "field-error" template: the id of the
+// error paragraph and its message (nil or "" when the field has none).
+type fieldError struct {
+	ID  string
+	Msg any
+}
 
 // relative renders t relative to now: "12s ago", "in 3h 5m", "just now".
 func relative(t, now time.Time) string {
