@@ -2,8 +2,6 @@ package console
 
 import (
 	"errors"
-
-	"github.com/rollcall/rollcall/internal/httpapi"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/httpapi"
 )
 
 // The Tokens page (everyone) and the People page (admins;

@@ -68,15 +68,19 @@ func (c cardView) Tone() string {
 	return "tone-muted"
 }
 
+// stateBadges gives each liveness state its icon, a shape that differs per
+// state (not only by colour), and its label; an unlisted state shows "?"
+// and "Unknown".
+var stateBadges = map[string]struct{ icon, label string }{
+	liveness.StateOnline:   {"●", "Online"},
+	liveness.StateDegraded: {"▲", "Degraded"},
+	liveness.StateOffline:  {"○", "Offline"},
+}
+
 // StateIcon is a shape that differs per state (not only by colour).
 func (c cardView) StateIcon() string {
-	switch c.State {
-	case liveness.StateOnline:
-		return "●"
-	case liveness.StateDegraded:
-		return "▲"
-	case liveness.StateOffline:
-		return "○"
+	if b, ok := stateBadges[c.State]; ok {
+		return b.icon
 	}
 	return "?"
 }
@@ -84,18 +88,14 @@ func (c cardView) StateIcon() string {
 // StateLabel names the liveness state. While the agent is out an offline
 // runtime is expected, and the label says so rather than alarming.
 func (c cardView) StateLabel() string {
-	switch c.State {
-	case liveness.StateOnline:
-		return "Online"
-	case liveness.StateDegraded:
-		return "Degraded"
-	case liveness.StateOffline:
-		if c.Presence == presence.Out {
-			return "Offline (resting)"
-		}
-		return "Offline"
+	b, ok := stateBadges[c.State]
+	switch {
+	case !ok:
+		return "Unknown"
+	case c.State == liveness.StateOffline && c.Presence == presence.Out:
+		return "Offline (resting)"
 	}
-	return "Unknown"
+	return b.label
 }
 
 // PresenceIcon and PresenceLabel describe in/out by its source: an agent
@@ -224,6 +224,9 @@ func (h *Handler) funcs() template.FuncMap {
 		"verbs":     func() []string { return domain.ScopeVerbs },
 		"actor":     actorLabel,
 		"copyField": func(id, value, what string) copyField { return copyField{id, value, what} },
+		// msg is any: a form's Errors map has no entry for a field without
+		// an error, and the template passes that missing entry as nil.
+		"fieldError": func(id string, msg any) fieldError { return fieldError{id, msg} },
 		"has": func(m map[string]bool, k string) bool {
 			return m[k]
 		},
@@ -233,6 +236,13 @@ func (h *Handler) funcs() template.FuncMap {
 // copyField is the argument of the "copy" template: a read-only input
 // (ID, Value) and its Copy button, which names What for screen readers.
 type copyField struct{ ID, Value, What string }
+
+// fieldError is the argument of the "field-error" template: the id of the
+// error paragraph and its message (nil or "" when the field has none).
+type fieldError struct {
+	ID  string
+	Msg any
+}
 
 // relative renders t relative to now: "12s ago", "in 3h 5m", "just now".
 func relative(t, now time.Time) string {

@@ -97,20 +97,25 @@ func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 	if perr != nil {
 		return Event{Event: event}, false, fmt.Errorf("%w: %v", ErrBody, perr)
 	}
-	if missing := missingObject(parsed); missing != "" {
-		return Event{Event: event}, false, fmt.Errorf("%w: a %s delivery without its %q object", ErrBody, event, missing)
+	// A taken event's delivery always carries its object (the pull request,
+	// issue, check run or workflow run): its absence is a malformed body
+	// (400), never a todo without a subject, and the decoding below may then
+	// read the object's fields without nil checks.
+	missing := func(object string) (Event, bool, error) {
+		return Event{Event: event}, false, fmt.Errorf("%w: a %s delivery without its %q object", ErrBody, event, object)
 	}
 	ev = Event{Event: event}
 	switch p := parsed.(type) {
 	case *github.PingEvent:
-		ev.Repository, ev.Sender = p.GetRepo().GetFullName(), p.GetSender().GetLogin()
 	case *github.PullRequestEvent:
+		if p.PullRequest == nil {
+			return missing("pull_request")
+		}
 		pr := p.GetPullRequest()
 		ev.Action, ev.Number, ev.Title, ev.URL = p.GetAction(), pr.GetNumber(), pr.GetTitle(), pr.GetHTMLURL()
 		if ev.Number == 0 {
 			ev.Number = p.GetNumber()
 		}
-		ev.Repository, ev.Sender = p.GetRepo().GetFullName(), p.GetSender().GetLogin()
 		ev.Labels = labelNames(pr.Labels)
 		ev.Label = p.GetLabel().GetName()
 		ev.Branch = pr.GetHead().GetRef()
@@ -119,28 +124,37 @@ func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 			ev.Reviewer = p.GetRequestedTeam().GetSlug()
 		}
 	case *github.IssuesEvent:
+		if p.Issue == nil {
+			return missing("issue")
+		}
 		is := p.GetIssue()
 		ev.Action, ev.Number, ev.Title, ev.URL = p.GetAction(), is.GetNumber(), is.GetTitle(), is.GetHTMLURL()
-		ev.Repository, ev.Sender = p.GetRepo().GetFullName(), p.GetSender().GetLogin()
 		ev.Labels, ev.Label = labelNames(is.Labels), p.GetLabel().GetName()
 	case *github.IssueCommentEvent:
+		if p.Issue == nil {
+			return missing("issue")
+		}
 		is := p.GetIssue()
 		ev.Action, ev.Number, ev.Title = p.GetAction(), is.GetNumber(), is.GetTitle()
 		ev.URL = p.GetComment().GetHTMLURL()
 		if ev.URL == "" {
 			ev.URL = is.GetHTMLURL()
 		}
-		ev.Repository, ev.Sender = p.GetRepo().GetFullName(), p.GetSender().GetLogin()
 		ev.Labels = labelNames(is.Labels)
 	case *github.CheckRunEvent:
+		if p.CheckRun == nil {
+			return missing("check_run")
+		}
 		cr := p.GetCheckRun()
 		ev.Action, ev.Name, ev.Conclusion, ev.URL = p.GetAction(), cr.GetName(), cr.GetConclusion(), cr.GetHTMLURL()
 		ev.Branch = cr.GetCheckSuite().GetHeadBranch()
 		if len(cr.PullRequests) > 0 {
 			ev.Number = cr.PullRequests[0].GetNumber()
 		}
-		ev.Repository, ev.Sender = p.GetRepo().GetFullName(), p.GetSender().GetLogin()
 	case *github.WorkflowRunEvent:
+		if p.WorkflowRun == nil {
+			return missing("workflow_run")
+		}
 		wr := p.GetWorkflowRun()
 		ev.Action, ev.Name, ev.Conclusion, ev.URL = p.GetAction(), wr.GetName(), wr.GetConclusion(), wr.GetHTMLURL()
 		if ev.Name == "" {
@@ -150,42 +164,17 @@ func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 		if len(wr.PullRequests) > 0 {
 			ev.Number = wr.PullRequests[0].GetNumber()
 		}
-		ev.Repository, ev.Sender = p.GetRepo().GetFullName(), p.GetSender().GetLogin()
 	default:
 		return Event{Event: event}, false, nil
 	}
+	// Every event taken carries the repository and the sender.
+	rs := parsed.(interface {
+		GetRepo() *github.Repository
+		GetSender() *github.User
+	})
+	ev.Repository, ev.Sender = rs.GetRepo().GetFullName(), rs.GetSender().GetLogin()
 	ev.clip()
 	return ev, true, nil
-}
-
-// missingObject names the object a delivery of a taken event must carry and
-// does not ("" when present): GitHub always sends it, so its absence is a
-// malformed body (400), never a todo without a subject — and the decoding
-// above may then read its fields without nil checks.
-func missingObject(parsed any) string {
-	switch p := parsed.(type) {
-	case *github.PullRequestEvent:
-		if p.PullRequest == nil {
-			return "pull_request"
-		}
-	case *github.IssuesEvent:
-		if p.Issue == nil {
-			return "issue"
-		}
-	case *github.IssueCommentEvent:
-		if p.Issue == nil {
-			return "issue"
-		}
-	case *github.CheckRunEvent:
-		if p.CheckRun == nil {
-			return "check_run"
-		}
-	case *github.WorkflowRunEvent:
-		if p.WorkflowRun == nil {
-			return "workflow_run"
-		}
-	}
-	return ""
 }
 
 func labelNames(ls []*github.Label) []string {
