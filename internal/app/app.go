@@ -36,7 +36,6 @@ import (
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/intake"
-	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 	"github.com/rollcall/rollcall/internal/workgroup"
@@ -87,9 +86,8 @@ type Service struct {
 
 	// The per-hook delivery limits (hooks.go): deliveries that pass the
 	// signature check, those that fail it, refusals recorded in the log.
-	hookPass, hookRefusals *ratelimit.Limiter
-	hookFail               *ratelimit.Failures // (design: Limits shared by instances)
-	sealer                 *intake.Sealer      // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
+	receiver *intake.Receiver // webhook deliveries
+	sealer   *intake.Sealer   // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
 }
 
 // The session port is the doorbell engine's; the use cases close sessions

@@ -122,11 +122,8 @@ func New(o Options) *Service {
 	s.touched = map[string]time.Time{}
 	s.creds = credcache.New(CredentialCacheTTL)
 	s.verdicts = credcache.NewVerdicts(CredentialCacheTTL)
-	s.hookPass = ratelimit.New(HookDeliveryRate, HookDeliveryBurst)
-	s.hookFail = ratelimit.NewFailures(HookFailedChecks, HookFailedWindow, SharedFailures(s.store), func(err error) {
-		s.log.Warn("counting a failed signature check in the database failed; counted on this instance", "err", err)
-	})
-	s.hookRefusals = ratelimit.New(hookRefusalRate, hookRefusalBurst)
+	s.receiver = intake.NewReceiver(intake.ReceiverConfig{Store: s.store, Sealer: s.sealer, Now: s.now, NewID: newID, Log: s.log,
+		Metrics: hookMetrics(s.metrics), Shared: ratelimit.SharedFailures(s.store), Publish: s.publishTodoReady})
 	bus.Listen(s.bus, s.onTeam, nil)
 	s.liveness = o.Tracker
 	if s.liveness == nil {
