@@ -31,6 +31,7 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/credcache"
 	"github.com/rollcall/rollcall/internal/dbclock"
+	"github.com/rollcall/rollcall/internal/delivery"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
@@ -86,8 +87,8 @@ type Service struct {
 
 	// The per-hook delivery limits (hooks.go): deliveries that pass the
 	// signature check, those that fail it, refusals recorded in the log.
-	receiver *intake.Receiver // webhook deliveries
-	sealer   *intake.Sealer   // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
+	receiver *delivery.Receiver // webhook deliveries
+	sealer   *intake.Sealer     // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
 }
 
 // The session port is the doorbell engine's; the use cases close sessions

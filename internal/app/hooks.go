@@ -6,18 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rollcall/rollcall/internal/delivery"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
 // Per-hook delivery limits (design: Hooks, Failed-signature limit): see
-// intake.HookDeliveryRate and the rest.
+// delivery.HookDeliveryRate and the rest.
 const (
-	HookDeliveryRate  = intake.HookDeliveryRate
-	HookDeliveryBurst = intake.HookDeliveryBurst
-	HookFailedChecks  = intake.HookFailedChecks
-	HookFailedWindow  = intake.HookFailedWindow
+	HookDeliveryRate  = delivery.HookDeliveryRate
+	HookDeliveryBurst = delivery.HookDeliveryBurst
+	HookFailedChecks  = delivery.HookFailedChecks
+	HookFailedWindow  = delivery.HookFailedWindow
 )
 
 // The delivery log's retention (design: Delivery log retention): every
@@ -30,18 +31,18 @@ const (
 )
 
 // HookMetrics is an optional extension of Metrics that counts hook
-// deliveries (intake.Metrics).
-type HookMetrics = intake.Metrics
+// deliveries (delivery.Metrics).
+type HookMetrics = delivery.Metrics
 
-func hookMetrics(m Metrics) intake.Metrics {
+func hookMetrics(m Metrics) delivery.Metrics {
 	if hm, ok := m.(HookMetrics); ok {
 		return hm
 	}
 	return nil
 }
 
-// DeliveryInput is one delivery as received (intake.DeliveryInput).
-type DeliveryInput = intake.DeliveryInput
+// DeliveryInput is one delivery as received (delivery.Input).
+type DeliveryInput = delivery.Input
 
 func (s *Service) hookURL(id string) string { return s.publicURL + "/v1/hooks/" + id + "/deliveries" }
 

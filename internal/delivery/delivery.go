@@ -1,4 +1,8 @@
-package intake
+// Package delivery takes webhook deliveries (design: Hook signatures,
+// Failed-signature limit): the signature first, then the per-hook limits,
+// decoding and the filter (internal/intake's rules), and the delivery's
+// record with its todo in one transaction, ringing after commit.
+package delivery
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -29,7 +34,7 @@ import (
 //
 // So a flood of forged deliveries never uses up what the real sender
 // needs, and it is bounded per hook, not per client address (senders such
-// as GitHub share addresses). Refused deliveries are recorded in the
+// as GitHub share addresses). intake.Refused deliveries are recorded in the
 // delivery log (outcome refused, the reason, never the body, the delivery
 // id or any header) at most refusalBurst at once per hook (then one per
 // 10 s), so a flood of bad signatures cannot grow the table; every refusal
@@ -57,13 +62,13 @@ type Metrics interface {
 	HookDelivery(kind, outcome string)
 }
 
-// ReceiverConfig holds the Receiver's ports. Store, Now, NewID, Log and
+// Config holds the Receiver's ports. Store, Now, NewID, Log and
 // Publish are required; Sealer nil = hook secrets stored in plaintext;
 // Metrics nil = not counted; Shared nil = failed checks counted on this
 // instance only (design: Limits shared by instances).
-type ReceiverConfig struct {
+type Config struct {
 	Store   Store
-	Sealer  *Sealer
+	Sealer  *intake.Sealer
 	Now     func() time.Time
 	NewID   func() string
 	Log     *slog.Logger
@@ -78,7 +83,7 @@ type ReceiverConfig struct {
 // and the delivery's record with its todo (see Deliver).
 type Receiver struct {
 	store          Store
-	sealer         *Sealer
+	sealer         *intake.Sealer
 	now            func() time.Time
 	newID          func() string
 	log            *slog.Logger
@@ -88,8 +93,8 @@ type Receiver struct {
 	fail           *ratelimit.Failures
 }
 
-// NewReceiver builds a Receiver with the per-hook limits above.
-func NewReceiver(c ReceiverConfig) *Receiver {
+// New builds a Receiver with the per-hook limits above.
+func New(c Config) *Receiver {
 	rc := &Receiver{store: c.Store, sealer: c.Sealer, now: c.Now, newID: c.NewID, log: c.Log, metrics: c.Metrics, publish: c.Publish,
 		pass: ratelimit.New(HookDeliveryRate, HookDeliveryBurst), refusals: ratelimit.New(refusalRate, refusalBurst)}
 	rc.fail = ratelimit.NewFailures(HookFailedChecks, HookFailedWindow, c.Shared, func(err error) {
@@ -101,10 +106,10 @@ func NewReceiver(c ReceiverConfig) *Receiver {
 // PruneFailures drops this instance's spent failed-check windows.
 func (rc *Receiver) PruneFailures(now time.Time) { rc.fail.Prune(now) }
 
-// DeliveryInput is one delivery as received: the hook id of the URL, the
-// request headers and the raw body (at most MaxBody bytes; the
+// Input is one delivery as received: the hook id of the URL, the
+// request headers and the raw body (at most intake.MaxBody bytes; the
 // adapter answers 413 beyond).
-type DeliveryInput struct {
+type Input struct {
 	HookID string
 	Header http.Header
 	Body   []byte
@@ -117,7 +122,7 @@ type DeliveryInput struct {
 // todo — created in the same transaction that records the delivery,
 // attributed hook:<id>, push-eligible. A redelivery (the same delivery id
 // for the same hook) creates nothing; the todo's idempotency key is
-// TodoKey's. The doorbell rings after commit through the bus, as
+// intake.TodoKey's. The doorbell rings after commit through the bus, as
 // for a pushed todo.
 //
 // Errors (nothing is created by any of them): not_found (unknown hook),
@@ -127,7 +132,7 @@ type DeliveryInput struct {
 // headers, a body that is not the event it claims, a queue outside the
 // agent's scope; Reason "unsupported_media_type" for a Content-Type other
 // than JSON or form), conflict (the hook's agent is revoked).
-func (rc *Receiver) Deliver(ctx context.Context, in DeliveryInput) (wire.DeliveryResult, error) {
+func (rc *Receiver) Deliver(ctx context.Context, in Input) (wire.DeliveryResult, error) {
 	nf := domain.Errorf(domain.CodeNotFound, "hook %q not found", in.HookID)
 	if len(in.HookID) != 36 {
 		return wire.DeliveryResult{}, nf
@@ -144,13 +149,13 @@ func (rc *Receiver) Deliver(ctx context.Context, in DeliveryInput) (wire.Deliver
 		return wire.DeliveryResult{}, err
 	}
 	now := rc.now()
-	payload, verr := Verify(h, in.Header, in.Body, now)
+	payload, verr := intake.Verify(h, in.Header, in.Body, now)
 	if verr != nil {
 		if wait, over := rc.fail.Fail(ctx, "hook:"+h.ID, now); over {
 			return rc.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &ratelimit.Error{RetryAfter: wait,
 				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, HookFailedChecks)})
 		}
-		if r, ok := Refused(verr); ok {
+		if r, ok := intake.Refused(verr); ok {
 			return rc.refuse(ctx, h, now, r)
 		}
 		return wire.DeliveryResult{}, verr
@@ -176,7 +181,7 @@ func (rc *Receiver) countDelivery(kind, outcome string) {
 
 // refuse logs, counts and (within the refusal budget) records a refused
 // delivery and returns err. The body is never logged or echoed.
-func (rc *Receiver) refuse(ctx context.Context, h domain.Hook, now time.Time, r Refusal) (wire.DeliveryResult, error) {
+func (rc *Receiver) refuse(ctx context.Context, h domain.Hook, now time.Time, r intake.Refusal) (wire.DeliveryResult, error) {
 	return rc.refuseAs(ctx, h, now, domain.DeliveryRefused, r.Reason, r.Err)
 }
 
@@ -194,9 +199,9 @@ func (rc *Receiver) refuseAs(ctx context.Context, h domain.Hook, now time.Time, 
 	return wire.DeliveryResult{}, err
 }
 
-func (rc *Receiver) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, payload []byte, now time.Time) (wire.DeliveryResult, error) {
-	// Verified: from here on the sender is the repository's webhook.
-	v, r := ReadGitHub(h, in.Header, payload, now, rc.newID)
+func (rc *Receiver) deliverGitHub(ctx context.Context, h domain.Hook, in Input, payload []byte, now time.Time) (wire.DeliveryResult, error) {
+	// intake.Verified: from here on the sender is the repository's webhook.
+	v, r := intake.ReadGitHub(h, in.Header, payload, now, rc.newID)
 	if r != nil {
 		return rc.refuse(ctx, h, now, *r)
 	}
@@ -208,20 +213,20 @@ func (rc *Receiver) deliverGitHub(ctx context.Context, h domain.Hook, in Deliver
 	return rc.record(ctx, h, v)
 }
 
-func (rc *Receiver) deliverStandard(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (wire.DeliveryResult, error) {
-	key, r := StandardKey(in.Header)
+func (rc *Receiver) deliverStandard(ctx context.Context, h domain.Hook, in Input, now time.Time) (wire.DeliveryResult, error) {
+	key, r := intake.StandardKey(in.Header)
 	if r != nil {
 		return rc.refuse(ctx, h, now, *r)
 	}
-	body, err := DecodeStandard(in.Body)
+	body, err := intake.DecodeStandard(in.Body)
 	if err != nil {
-		return rc.refuse(ctx, h, now, Refusal{Reason: "bad body", Err: domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object {title, queue?, kind?, payload?}: %v", errors.Unwrap(err))})
+		return rc.refuse(ctx, h, now, intake.Refusal{Reason: "bad body", Err: domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object {title, queue?, kind?, payload?}: %v", errors.Unwrap(err))})
 	}
 	a, r, err := rc.hookAgent(ctx, h)
 	if r != nil || err != nil {
 		return rc.refuseOr(ctx, h, now, r, err)
 	}
-	v, r := ReadStandard(h, a, key, body, now, rc.newID)
+	v, r := intake.ReadStandard(h, a, key, body, now, rc.newID)
 	if r != nil {
 		return rc.refuse(ctx, h, now, *r)
 	}
@@ -229,16 +234,16 @@ func (rc *Receiver) deliverStandard(ctx context.Context, h domain.Hook, in Deliv
 }
 
 // hookAgent reads the hook's agent; a revoked one refuses the delivery.
-func (rc *Receiver) hookAgent(ctx context.Context, h domain.Hook) (domain.Agent, *Refusal, error) {
+func (rc *Receiver) hookAgent(ctx context.Context, h domain.Hook) (domain.Agent, *intake.Refusal, error) {
 	a, err := rc.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
 	if err == nil && a.Revoked() {
-		return a, &Refusal{Reason: "agent revoked", Err: domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos")}, nil
+		return a, &intake.Refusal{Reason: "agent revoked", Err: domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos")}, nil
 	}
 	return a, nil, err
 }
 
 // refuseOr refuses the delivery for r, or fails it with err.
-func (rc *Receiver) refuseOr(ctx context.Context, h domain.Hook, now time.Time, r *Refusal, err error) (wire.DeliveryResult, error) {
+func (rc *Receiver) refuseOr(ctx context.Context, h domain.Hook, now time.Time, r *intake.Refusal, err error) (wire.DeliveryResult, error) {
 	if r != nil {
 		return rc.refuse(ctx, h, now, *r)
 	}
@@ -246,7 +251,7 @@ func (rc *Receiver) refuseOr(ctx context.Context, h domain.Hook, now time.Time, 
 }
 
 // record writes the delivery (and its todo) and rings after commit.
-func (rc *Receiver) record(ctx context.Context, h domain.Hook, v Verified) (wire.DeliveryResult, error) {
+func (rc *Receiver) record(ctx context.Context, h domain.Hook, v intake.Verified) (wire.DeliveryResult, error) {
 	d := v.Delivery
 	res, err := rc.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: d, Todo: v.Todo})
 	if errors.Is(err, domain.ErrNotFound) {

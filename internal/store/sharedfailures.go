@@ -1,4 +1,4 @@
-package ratelimit
+package store
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/ratelimit"
 )
 
 // SharedFailures returns the shared failure counter of st (design: Limits
@@ -15,23 +15,23 @@ import (
 // (PostgreSQL), nil otherwise (SQLite: one instance, counted in process).
 // The edge's failed-authentication limit and the per-hook failed-check
 // limit both count through it.
-func SharedFailures(st store.Store) Shared {
-	fc, ok := st.(store.FailureCounter)
+func SharedFailures(st Store) ratelimit.Shared {
+	fc, ok := st.(FailureCounter)
 	if !ok {
 		return nil
 	}
-	return SharedFunc(func(ctx context.Context, keys []string, now time.Time, window time.Duration) ([]Window, error) {
+	return ratelimit.SharedFunc(func(ctx context.Context, keys []string, now time.Time, window time.Duration) ([]ratelimit.Window, error) {
 		stored := make([]string, len(keys))
 		for i, k := range keys {
 			stored[i] = storedKey(k)
 		}
-		ws, err := fc.CountFailures(ctx, store.CountFailuresParams{Keys: stored, Now: now, Window: window})
+		ws, err := fc.CountFailures(ctx, CountFailuresParams{Keys: stored, Now: now, Window: window})
 		if err != nil {
 			return nil, err
 		}
-		out := make([]Window, len(ws))
+		out := make([]ratelimit.Window, len(ws))
 		for i, w := range ws {
-			out[i] = Window{Start: w.Start, Count: w.Count}
+			out[i] = ratelimit.Window{Start: w.Start, Count: w.Count}
 		}
 		return out, nil
 	})
