@@ -31,12 +31,12 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/credcache"
 	"github.com/rollcall/rollcall/internal/dbclock"
+	"github.com/rollcall/rollcall/internal/delivery"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/intake"
-	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 	"github.com/rollcall/rollcall/internal/workgroup"
@@ -87,9 +87,8 @@ type Service struct {
 
 	// The per-hook delivery limits (hooks.go): deliveries that pass the
 	// signature check, those that fail it, refusals recorded in the log.
-	hookPass, hookRefusals *ratelimit.Limiter
-	hookFail               *ratelimit.Failures // (design: Limits shared by instances)
-	sealer                 *intake.Sealer      // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
+	receiver *delivery.Receiver // webhook deliveries
+	sealer   *intake.Sealer     // nil = hook secrets in plaintext (design: Hook secrets sealed at rest)
 }
 
 // The session port is the doorbell engine's; the use cases close sessions

@@ -4,42 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
+	"github.com/rollcall/rollcall/internal/delivery"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// Per-hook delivery limits (design: Hooks, Failed-signature limit). The
-// signature is checked first, before any limit, so a correctly signed
-// delivery is never refused for what forgers did:
-//   - a delivery that passes it takes from the hook's delivery bucket:
-//     HookDeliveryBurst refilled at HookDeliveryRate per second, i.e. 60 a
-//     minute on each instance (past it: 429);
-//   - one that fails it (unsigned, bad signature, stale timestamp,
-//     unsupported Content-Type) counts against the hook's failed-check
-//     limit: HookFailedChecks per HookFailedWindow, a fixed window; past it
-//     the delivery is answered 429 instead of 401/400/415, without a
-//     database statement once this instance knows the window is spent. On
-//     PostgreSQL the window is counted in the database, so all instances
-//     together allow HookFailedChecks (design: Limits shared by instances).
-//
-// So a flood of forged deliveries never uses up what the real sender
-// needs, and it is bounded per hook, not per client address (senders such
-// as GitHub share addresses). Refused deliveries are recorded in the
-// delivery log (outcome refused, the reason, never the body, the delivery
-// id or any header) at most hookRefusalBurst at once per hook (then one per
-// 10 s), so a flood of bad signatures cannot grow the table; every refusal
-// is still logged and counted.
+// Per-hook delivery limits (design: Hooks, Failed-signature limit): see
+// delivery.HookDeliveryRate and the rest.
 const (
-	HookDeliveryRate  = 1.0
-	HookDeliveryBurst = 60
-	HookFailedChecks  = 60
-	HookFailedWindow  = time.Minute
-	hookRefusalRate   = 0.1
-	hookRefusalBurst  = 10
+	HookDeliveryRate  = delivery.HookDeliveryRate
+	HookDeliveryBurst = delivery.HookDeliveryBurst
+	HookFailedChecks  = delivery.HookFailedChecks
+	HookFailedWindow  = delivery.HookFailedWindow
 )
 
 // The delivery log's retention (design: Delivery log retention): every
@@ -51,12 +30,19 @@ const (
 	DeliveryPruneInterval    = 10 * time.Minute
 )
 
-// HookMetrics is an optional extension of Metrics: a Metrics that also
-// implements it counts hook deliveries by kind and outcome (created,
-// duplicate, ignored, ping, refused, rate_limited).
-type HookMetrics interface {
-	HookDelivery(kind, outcome string)
+// HookMetrics is an optional extension of Metrics that counts hook
+// deliveries (delivery.Metrics).
+type HookMetrics = delivery.Metrics
+
+func hookMetrics(m Metrics) delivery.Metrics {
+	if hm, ok := m.(HookMetrics); ok {
+		return hm
+	}
+	return nil
 }
+
+// DeliveryInput is one delivery as received (delivery.Input).
+type DeliveryInput = delivery.Input
 
 func (s *Service) hookURL(id string) string { return s.publicURL + "/v1/hooks/" + id + "/deliveries" }
 
@@ -283,15 +269,6 @@ func (s *Service) DeleteHook(ctx context.Context, by domain.Person, id string) (
 	return s.hookView(h, s.handleOf(ctx, h.AgentID)), nil
 }
 
-// DeliveryInput is one delivery as received: the hook id of the URL, the
-// request headers and the raw body (at most intake.MaxBody bytes; the
-// adapter answers 413 beyond).
-type DeliveryInput struct {
-	HookID string
-	Header http.Header
-	Body   []byte
-}
-
 // Deliver handles one webhook delivery (design: Hook signatures): the signature
 // (before anything of the body is parsed), then the hook's rate limit for
 // verified deliveries (a delivery that fails the check takes from a
@@ -310,142 +287,5 @@ type DeliveryInput struct {
 // agent's scope; Reason "unsupported_media_type" for a Content-Type other
 // than JSON or form), conflict (the hook's agent is revoked).
 func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult, error) {
-	nf := domain.Errorf(domain.CodeNotFound, "hook %q not found", in.HookID)
-	if len(in.HookID) != 36 {
-		return DeliveryResult{}, nf
-	}
-	h, err := s.store.GetHook(ctx, in.HookID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return DeliveryResult{}, nf
-	}
-	if err != nil {
-		return DeliveryResult{}, err
-	}
-	if h.Secret, err = s.sealer.Open(h.ID, h.Secret); err != nil {
-		s.log.Error("hook secret does not open; deliveries to the hook fail until hooks.secret_key (or hooks.secret_key_previous) is its key", "hook_id", h.ID, "err", err)
-		return DeliveryResult{}, err
-	}
-	now := s.now()
-	payload, verr := intake.Verify(h, in.Header, in.Body, now)
-	if verr != nil {
-		if wait, over := s.hookFail.Fail(ctx, "hook:"+h.ID, now); over {
-			return s.refuseAs(ctx, h, now, "rate_limited", "too many failed signature checks", &RateLimitedError{RetryAfter: wait,
-				Err: domain.Errorf(domain.CodeRateLimited, "hook %s refuses more than %d deliveries a minute that fail its signature check", h.ID, HookFailedChecks)})
-		}
-		if r, ok := intake.Refused(verr); ok {
-			return s.refuse(ctx, h, now, r)
-		}
-		return DeliveryResult{}, verr
-	}
-	if ok, wait := s.hookPass.Allow(h.ID, now); !ok {
-		s.countDelivery(h.Kind, "rate_limited")
-		return DeliveryResult{}, &RateLimitedError{RetryAfter: wait,
-			Err: domain.Errorf(domain.CodeRateLimited, "hook %s takes at most %d deliveries a minute", h.ID, int(HookDeliveryRate*60))}
-	}
-	switch h.Kind {
-	case domain.HookGitHub:
-		return s.deliverGitHub(ctx, h, in, payload, now)
-	default:
-		return s.deliverStandard(ctx, h, in, now)
-	}
-}
-
-func (s *Service) countDelivery(kind, outcome string) {
-	if m, ok := s.metrics.(HookMetrics); ok {
-		m.HookDelivery(kind, outcome)
-	}
-}
-
-// refuse logs, counts and (within the refusal budget) records a refused
-// delivery and returns err. The body is never logged or echoed.
-func (s *Service) refuse(ctx context.Context, h domain.Hook, now time.Time, r intake.Refusal) (DeliveryResult, error) {
-	return s.refuseAs(ctx, h, now, domain.DeliveryRefused, r.Reason, r.Err)
-}
-
-// refuseAs is refuse counted under outcome (refused or rate_limited).
-func (s *Service) refuseAs(ctx context.Context, h domain.Hook, now time.Time, outcome, reason string, err error) (DeliveryResult, error) {
-	s.log.Warn("hook delivery refused", "hook_id", h.ID, "kind", h.Kind, "reason", reason)
-	s.countDelivery(h.Kind, outcome)
-	if ok, _ := s.hookRefusals.Allow(h.ID, now); ok {
-		_, rerr := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: domain.HookDelivery{
-			ID: newID(), HookID: h.ID, Outcome: domain.DeliveryRefused, Reason: reason, ReceivedAt: now}})
-		if rerr != nil && !errors.Is(rerr, domain.ErrNotFound) {
-			s.log.Warn("recording a refused delivery failed", "hook_id", h.ID, "err", rerr)
-		}
-	}
-	return DeliveryResult{}, err
-}
-
-func (s *Service) deliverGitHub(ctx context.Context, h domain.Hook, in DeliveryInput, payload []byte, now time.Time) (DeliveryResult, error) {
-	// Verified: from here on the sender is the repository's webhook.
-	v, r := intake.ReadGitHub(h, in.Header, payload, now, newID)
-	if r != nil {
-		return s.refuse(ctx, h, now, *r)
-	}
-	if v.Todo != nil {
-		if _, r, err := s.hookAgent(ctx, h); r != nil || err != nil {
-			return s.refuseOr(ctx, h, now, r, err)
-		}
-	}
-	return s.record(ctx, h, v)
-}
-
-func (s *Service) deliverStandard(ctx context.Context, h domain.Hook, in DeliveryInput, now time.Time) (DeliveryResult, error) {
-	key, r := intake.StandardKey(in.Header)
-	if r != nil {
-		return s.refuse(ctx, h, now, *r)
-	}
-	body, err := intake.DecodeStandard(in.Body)
-	if err != nil {
-		return s.refuse(ctx, h, now, intake.Refusal{Reason: "bad body", Err: domain.Errorf(domain.CodeInvalidArgument, "the body must be a JSON object {title, queue?, kind?, payload?}: %v", errors.Unwrap(err))})
-	}
-	a, r, err := s.hookAgent(ctx, h)
-	if r != nil || err != nil {
-		return s.refuseOr(ctx, h, now, r, err)
-	}
-	v, r := intake.ReadStandard(h, a, key, body, now, newID)
-	if r != nil {
-		return s.refuse(ctx, h, now, *r)
-	}
-	return s.record(ctx, h, v)
-}
-
-// hookAgent reads the hook's agent; a revoked one refuses the delivery.
-func (s *Service) hookAgent(ctx context.Context, h domain.Hook) (domain.Agent, *intake.Refusal, error) {
-	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: h.AgentID})
-	if err == nil && a.Revoked() {
-		return a, &intake.Refusal{Reason: "agent revoked", Err: domain.Errorf(domain.CodeConflict, "the hook's agent is revoked; it takes no todos")}, nil
-	}
-	return a, nil, err
-}
-
-// refuseOr refuses the delivery for r, or fails it with err.
-func (s *Service) refuseOr(ctx context.Context, h domain.Hook, now time.Time, r *intake.Refusal, err error) (DeliveryResult, error) {
-	if r != nil {
-		return s.refuse(ctx, h, now, *r)
-	}
-	return DeliveryResult{}, err
-}
-
-// record writes the delivery (and its todo) and rings after commit.
-func (s *Service) record(ctx context.Context, h domain.Hook, v intake.Verified) (DeliveryResult, error) {
-	d := v.Delivery
-	res, err := s.store.RecordDelivery(ctx, store.RecordDeliveryParams{Delivery: d, Todo: v.Todo})
-	if errors.Is(err, domain.ErrNotFound) {
-		return DeliveryResult{}, domain.Errorf(domain.CodeNotFound, "hook %q not found", h.ID) // deleted meanwhile
-	}
-	if err != nil {
-		return DeliveryResult{}, err
-	}
-	if res.Duplicate {
-		s.countDelivery(h.Kind, domain.DeliveryDuplicate)
-		s.log.Info("hook delivery duplicate", "hook_id", h.ID, "key", d.Key)
-		return DeliveryResult{Outcome: domain.DeliveryDuplicate, TodoID: res.Delivery.TodoID}, nil
-	}
-	s.countDelivery(h.Kind, d.Outcome)
-	s.log.Info("hook delivery", "hook_id", h.ID, "key", d.Key, "event", d.Event, "action", d.Action, "outcome", d.Outcome, "reason", d.Reason, "todo_id", res.Todo.ID)
-	if res.Created && res.Todo.PushEligible {
-		s.publishTodoReady(ctx, res.Todo)
-	}
-	return DeliveryResult{Outcome: d.Outcome, TodoID: res.Delivery.TodoID, Reason: d.Reason}, nil
+	return s.receiver.Deliver(ctx, in)
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/credcache"
 	"github.com/rollcall/rollcall/internal/dbclock"
+	"github.com/rollcall/rollcall/internal/delivery"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/intake"
-	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 	"github.com/rollcall/rollcall/internal/workgroup"
@@ -122,11 +122,8 @@ func New(o Options) *Service {
 	s.touched = map[string]time.Time{}
 	s.creds = credcache.New(CredentialCacheTTL)
 	s.verdicts = credcache.NewVerdicts(CredentialCacheTTL)
-	s.hookPass = ratelimit.New(HookDeliveryRate, HookDeliveryBurst)
-	s.hookFail = ratelimit.NewFailures(HookFailedChecks, HookFailedWindow, SharedFailures(s.store), func(err error) {
-		s.log.Warn("counting a failed signature check in the database failed; counted on this instance", "err", err)
-	})
-	s.hookRefusals = ratelimit.New(hookRefusalRate, hookRefusalBurst)
+	s.receiver = delivery.New(delivery.Config{Store: s.store, Sealer: s.sealer, Now: s.now, NewID: newID, Log: s.log,
+		Metrics: hookMetrics(s.metrics), Shared: store.SharedFailures(s.store), Publish: s.publishTodoReady})
 	bus.Listen(s.bus, s.onTeam, nil)
 	s.liveness = o.Tracker
 	if s.liveness == nil {

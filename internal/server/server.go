@@ -206,7 +206,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux.Handle(console.Prefix, con)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
-	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate, app.SharedFailures(st))
+	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate, store.SharedFailures(st))
 	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.CloseEvents) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
