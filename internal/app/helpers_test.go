@@ -1,20 +1,11 @@
 package app_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // openStore opens a fresh SQLite store in tb's temp dir, closed when tb ends.
-func openStore(tb testing.TB) *sqlite.Store {
-	tb.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "r.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
-	return st
-}
+func openStore(tb testing.TB) *sqlite.Store { return testkit.OpenSQLite(tb) }

@@ -80,12 +80,7 @@ type Options struct {
 
 // New builds a Service, its engines, and subscribes them to the bus.
 func New(o Options) *Service {
-	if o.Clock == nil {
-		o.Clock = clockwork.NewRealClock()
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
+	workgroup.Defaults(&o.Clock, &o.Log)
 	if o.Bus == nil {
 		o.Bus = bus.NewLocal()
 	}

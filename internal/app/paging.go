@@ -74,15 +74,15 @@ func (s *Service) ListAuditPage(ctx context.Context, by domain.Person, f AuditFi
 // ListAgentsPage is ListAgents paged (ordered by handle): at most limit
 // agents (default 100, at most 500) after the handle named by cursor.
 func (s *Service) ListAgentsPage(ctx context.Context, by domain.Person, owner string, ofOwner bool, limit int, cursor string) (Page[domain.Agent], error) {
-	limit, err := paging.Limit(limit, 100, domain.MaxListLimit)
-	if err != nil {
+	// The page's limit and cursor are checked before the read.
+	if _, err := paging.Limit(limit, 100, domain.MaxListLimit); err != nil {
 		return Page[domain.Agent]{}, err
 	}
-	after, err := paging.Decode("agent", cursor)
-	if err != nil {
+	if _, err := paging.Decode("agent", cursor); err != nil {
 		return Page[domain.Agent]{}, err
 	}
 	var all []domain.Agent
+	var err error
 	if ofOwner { // an admin finding another person's agents
 		all, err = s.ListAgentsOf(ctx, by, owner)
 	} else {
@@ -91,15 +91,7 @@ func (s *Service) ListAgentsPage(ctx context.Context, by domain.Person, owner st
 	if err != nil {
 		return Page[domain.Agent]{}, err
 	}
-	return paging.Fill("agent", limit, after, func(a domain.Agent) string { return a.Handle }, func(after string, n int) ([]domain.Agent, error) {
-		i := 0
-		if after != "" {
-			for i < len(all) && all[i].Handle <= after {
-				i++
-			}
-		}
-		return all[i:min(i+n, len(all))], nil
-	})
+	return paging.Of("agent", all, func(a domain.Agent) string { return a.Handle }, limit, cursor)
 }
 
 // PageOf pages a short list the use cases hold in memory (persons, tokens,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // Config holds the engine's ports. Store, Bus and Presence are required;
@@ -43,12 +44,7 @@ func (nopMetrics) SweepRung(int) {}
 
 // New builds the engine and subscribes it to bus.TodoReady.
 func New(c Config) *Engine {
-	if c.Clock == nil {
-		c.Clock = clockwork.NewRealClock()
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
+	workgroup.Defaults(&c.Clock, &c.Log)
 	if c.Metrics == nil {
 		c.Metrics = nopMetrics{}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/presence"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // Transition reasons (design: Presence evaluator): why an agent's presence changed.
@@ -134,12 +135,7 @@ func (nopMetrics) PresenceTransition(string) {}
 // New builds an evaluator with an empty cache (Load fills it) and
 // subscribes it to its bus signals.
 func New(c Config) *Evaluator {
-	if c.Clock == nil {
-		c.Clock = clockwork.NewRealClock()
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
+	workgroup.Defaults(&c.Clock, &c.Log)
 	if c.Metrics == nil {
 		c.Metrics = nopMetrics{}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // monday0900 is a Monday; the shift "09:00-17:00" starts then.
@@ -67,15 +67,7 @@ func newInstance(st store.Store, b bus.Bus, clock clockwork.Clock) *instance {
 	return in
 }
 
-func openStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func openStore(t *testing.T) *sqlite.Store { return testkit.OpenSQLite(t) }
 
 // vend stores an agent with the shift ("" = none) and returns it.
 func vend(t testing.TB, st store.Store, n int, shift string, at time.Time) domain.Agent {

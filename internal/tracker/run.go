@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
-	"log/slog"
 	"time"
-
-	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/dbclock"
@@ -16,18 +13,14 @@ import (
 	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/stall"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // New builds a tracker and subscribes it to bus.ChannelLiveness (claims)
 // and bus.ChannelPresence (configuration changes). Start loads the stored
 // state and starts the flush loop.
 func New(o Options) *Tracker {
-	if o.Clock == nil {
-		o.Clock = clockwork.NewRealClock()
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
+	workgroup.Defaults(&o.Clock, &o.Log)
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
 	}
