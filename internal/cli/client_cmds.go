@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/rollcall/rollcall/internal/client"
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
