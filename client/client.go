@@ -313,6 +313,11 @@ func (c *Client) ListPersons(ctx context.Context) ([]wire.Person, error) {
 	return items[wire.Person](c, ctx, "/v1/persons", nil)
 }
 
+// GetPerson returns one person (GET /v1/persons/{id}).
+func (c *Client) GetPerson(ctx context.Context, id string) (wire.Person, error) {
+	return send[wire.Person](c, ctx, http.MethodGet, "/v1/persons/"+url.PathEscape(id), nil, nil)
+}
+
 // UpdatePerson renames, re-roles, deactivates or reactivates a person
 // (PATCH /v1/persons/{id}; admin). Errors: forbidden, not_found,
 // invalid_argument, conflict (reason last_admin).
