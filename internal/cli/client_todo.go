@@ -103,25 +103,25 @@ func todoShow(cf *clientFlags) *cobra.Command {
 }
 
 func printTodo(w io.Writer, td domain.Todo) error {
-	t := newTable(w)
-	t.row("ID:", td.ID)
-	t.row("Agent:", td.AgentID)
-	t.row("Queue:", td.Queue)
-	t.row("Title:", td.Title)
-	t.row("State:", todoState(td))
-	t.row("Attempt:", strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts))
-	t.row("Kind:", orDash(td.Kind))
-	t.row("Source:", orDash(td.Source))
-	t.row("Idempotency key:", orDash(td.IdempotencyKey))
-	t.row("Created by:", td.CreatedBy)
-	t.row("Created:", fmtTime(td.CreatedAt))
-	t.row("Updated:", fmtTime(td.UpdatedAt))
-	t.row("Claimed:", fmtTimePtr(td.ClaimedAt))
-	t.row("Lease until:", fmtTimePtr(td.LeaseExpiresAt))
-	t.row("Finished:", fmtTimePtr(td.FinishedAt))
-	t.row("Rings:", strconv.Itoa(td.RingAttempts)+" (last "+fmtTimePtr(td.LastRingedAt)+")")
-	t.row("Payload:", orDash(string(td.Payload)))
-	t.row("Result:", orDash(string(td.Result)))
-	t.row("Last error:", orDash(td.LastError))
-	return t.flush()
+	return printFields(w,
+		"ID:", td.ID,
+		"Agent:", td.AgentID,
+		"Queue:", td.Queue,
+		"Title:", td.Title,
+		"State:", todoState(td),
+		"Attempt:", strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts),
+		"Kind:", orDash(td.Kind),
+		"Source:", orDash(td.Source),
+		"Idempotency key:", orDash(td.IdempotencyKey),
+		"Created by:", td.CreatedBy,
+		"Created:", fmtTime(td.CreatedAt),
+		"Updated:", fmtTime(td.UpdatedAt),
+		"Claimed:", fmtTimePtr(td.ClaimedAt),
+		"Lease until:", fmtTimePtr(td.LeaseExpiresAt),
+		"Finished:", fmtTimePtr(td.FinishedAt),
+		"Rings:", strconv.Itoa(td.RingAttempts)+" (last "+fmtTimePtr(td.LastRingedAt)+")",
+		"Payload:", orDash(string(td.Payload)),
+		"Result:", orDash(string(td.Result)),
+		"Last error:", orDash(td.LastError),
+	)
 }
