@@ -313,11 +313,6 @@ func (c *Client) ListPersons(ctx context.Context) ([]wire.Person, error) {
 	return items[wire.Person](c, ctx, "/v1/persons", nil)
 }
 
-// GetPerson returns one person (GET /v1/persons/{id}).
-func (c *Client) GetPerson(ctx context.Context, id string) (wire.Person, error) {
-	return send[wire.Person](c, ctx, http.MethodGet, "/v1/persons/"+url.PathEscape(id), nil, nil)
-}
-
 // UpdatePerson renames, re-roles, deactivates or reactivates a person
 // (PATCH /v1/persons/{id}; admin). Errors: forbidden, not_found,
 // invalid_argument, conflict (reason last_admin).
@@ -346,6 +341,11 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (wire.PersonToken, 
 // admin). Errors: forbidden.
 func (c *Client) ListAgentsOf(ctx context.Context, ownerID string) ([]wire.Agent, error) {
 	return items[wire.Agent](c, ctx, "/v1/agents", url.Values{"owner": {ownerID}})
+}
+
+// GetPerson returns one person (GET /v1/persons/{id}).
+func (c *Client) GetPerson(ctx context.Context, id string) (wire.Person, error) {
+	return send[wire.Person](c, ctx, http.MethodGet, "/v1/persons/"+url.PathEscape(id), nil, nil)
 }
 
 // --- plumbing ---

@@ -25,37 +25,32 @@ func todoCreate(cf *clientFlags) *cobra.Command {
 		in      wire.PushInput
 		payload string
 	)
-	cmd := &cobra.Command{
-		Use:     "create AGENT",
-		Aliases: []string{"push"},
-		Short:   "Push a todo to an agent; prints the todo id",
-		Long: `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
+	cmd := newCommand("create AGENT", "Push a todo to an agent; prints the todo id", exactArgs("AGENT"), func(cmd *cobra.Command, args []string) error {
+		if err := requireFlags(cmd, "queue", "title"); err != nil {
+			return err
+		}
+		if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
+			return err
+		}
+		if cmd.Flags().Changed("payload") {
+			if !json.Valid([]byte(payload)) {
+				return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
+			}
+			in.Payload = json.RawMessage(payload)
+		}
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
+			t, created, err := c.PushTodo(ctx, args[0], in)
+			if err == nil && !created {
+				fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
+			}
+			return t, err
+		}, oneLine(func(t wire.Todo) string { return t.ID }))
+	})
+	cmd.Aliases = []string{"push"}
+	cmd.Long = `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
 prints the todo's id. With --idempotency-key, pushing again while the first
 todo is live prints the same id (and says so on stderr) instead of creating
-another.`,
-		Args: exactArgs("AGENT"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "queue", "title"); err != nil {
-				return err
-			}
-			if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("payload") {
-				if !json.Valid([]byte(payload)) {
-					return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
-				}
-				in.Payload = json.RawMessage(payload)
-			}
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
-				t, created, err := c.PushTodo(ctx, args[0], in)
-				if err == nil && !created {
-					fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
-				}
-				return t, err
-			}, oneLine(func(t wire.Todo) string { return t.ID }))
-		},
-	}
+another.`
 	f := cmd.Flags()
 	f.StringVar(&in.Queue, "queue", "", "queue, one of the agent's scope (required)")
 	f.StringVar(&in.Title, "title", "", "one-line title (required)")
