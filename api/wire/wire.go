@@ -1,7 +1,7 @@
 // Package wire holds the request and response bodies of Rollcall's REST API
 // (api/openapi.yaml): what a client sends and gets back, with the JSON
 // shapes the server speaks. It is the seed of a public Go client: the CLI
-// and internal/client use it, and internal/app names the same types
+// and the public client package use it, and internal/app names the same types
 // through aliases, so server and client cannot drift apart.
 //
 // The resources themselves (Agent, Todo, Person, Hook …) are the domain's

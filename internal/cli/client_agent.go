@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollcall/rollcall/api/wire"
-	"github.com/rollcall/rollcall/internal/client"
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -112,22 +112,22 @@ func agentShow(cf *clientFlags) *cobra.Command {
 }
 
 func printAgent(w io.Writer, a domain.Agent) error {
-	t := newTable(w)
-	t.row("ID:", a.ID)
-	t.row("Handle:", a.Handle)
-	t.row("Name:", a.Name)
-	t.row("Owner:", a.OwnerID)
-	t.row("Status:", agentStatus(a))
-	t.row("Queues:", joinOrDash(a.Scope.Queues))
-	t.row("Verbs:", joinOrDash(a.Scope.Verbs))
-	t.row("Billing mode:", orDash(a.BillingMode))
-	t.row("Billing modes:", joinOrDash(a.BillingModes))
-	t.row("Tool class:", orDash(a.ToolClass))
-	t.row("Self clock-in cap:", a.SelfClockInCap.String()+" per off-shift stretch")
-	t.row("Created:", fmtTime(a.CreatedAt))
-	t.row("Updated:", fmtTime(a.UpdatedAt))
-	t.row("Revoked:", fmtTimePtr(a.RevokedAt))
-	return t.flush()
+	return printFields(w,
+		"ID:", a.ID,
+		"Handle:", a.Handle,
+		"Name:", a.Name,
+		"Owner:", a.OwnerID,
+		"Status:", agentStatus(a),
+		"Queues:", joinOrDash(a.Scope.Queues),
+		"Verbs:", joinOrDash(a.Scope.Verbs),
+		"Billing mode:", orDash(a.BillingMode),
+		"Billing modes:", joinOrDash(a.BillingModes),
+		"Tool class:", orDash(a.ToolClass),
+		"Self clock-in cap:", a.SelfClockInCap.String()+" per off-shift stretch",
+		"Created:", fmtTime(a.CreatedAt),
+		"Updated:", fmtTime(a.UpdatedAt),
+		"Revoked:", fmtTimePtr(a.RevokedAt),
+	)
 }
 
 func agentUpdate(cf *clientFlags) *cobra.Command {

@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/rollcall/rollcall/internal/client"
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -335,6 +335,16 @@ func (t *table) row(cols ...string) {
 }
 
 func (t *table) flush() error { return t.tw.Flush() }
+
+// printFields prints one record for a human: label/value pairs
+// ("ID:", id, "Name:", name, …), one pair a line, values aligned.
+func printFields(w io.Writer, pairs ...string) error {
+	t := newTable(w)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		t.row(pairs[i], pairs[i+1])
+	}
+	return t.flush()
+}
 
 // clean makes server-provided text safe for a terminal: control and
 // bidirectional-formatting characters become U+FFFD, so a title cannot

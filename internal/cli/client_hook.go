@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollcall/rollcall/api/wire"
-	"github.com/rollcall/rollcall/internal/client"
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/client"
 )
 
 // TestCLIAgentStatus: `rollcall agent status REF` shows the liveness state,

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )

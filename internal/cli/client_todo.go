@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollcall/rollcall/api/wire"
-	"github.com/rollcall/rollcall/internal/client"
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -25,37 +25,32 @@ func todoCreate(cf *clientFlags) *cobra.Command {
 		in      wire.PushInput
 		payload string
 	)
-	cmd := &cobra.Command{
-		Use:     "create AGENT",
-		Aliases: []string{"push"},
-		Short:   "Push a todo to an agent; prints the todo id",
-		Long: `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
+	cmd := newCommand("create AGENT", "Push a todo to an agent; prints the todo id", exactArgs("AGENT"), func(cmd *cobra.Command, args []string) error {
+		if err := requireFlags(cmd, "queue", "title"); err != nil {
+			return err
+		}
+		if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
+			return err
+		}
+		if cmd.Flags().Changed("payload") {
+			if !json.Valid([]byte(payload)) {
+				return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
+			}
+			in.Payload = json.RawMessage(payload)
+		}
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
+			t, created, err := c.PushTodo(ctx, args[0], in)
+			if err == nil && !created {
+				fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
+			}
+			return t, err
+		}, oneLine(func(t wire.Todo) string { return t.ID }))
+	})
+	cmd.Aliases = []string{"push"}
+	cmd.Long = `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
 prints the todo's id. With --idempotency-key, pushing again while the first
 todo is live prints the same id (and says so on stderr) instead of creating
-another.`,
-		Args: exactArgs("AGENT"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "queue", "title"); err != nil {
-				return err
-			}
-			if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("payload") {
-				if !json.Valid([]byte(payload)) {
-					return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
-				}
-				in.Payload = json.RawMessage(payload)
-			}
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
-				t, created, err := c.PushTodo(ctx, args[0], in)
-				if err == nil && !created {
-					fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
-				}
-				return t, err
-			}, oneLine(func(t wire.Todo) string { return t.ID }))
-		},
-	}
+another.`
 	f := cmd.Flags()
 	f.StringVar(&in.Queue, "queue", "", "queue, one of the agent's scope (required)")
 	f.StringVar(&in.Title, "title", "", "one-line title (required)")
@@ -103,25 +98,25 @@ func todoShow(cf *clientFlags) *cobra.Command {
 }
 
 func printTodo(w io.Writer, td domain.Todo) error {
-	t := newTable(w)
-	t.row("ID:", td.ID)
-	t.row("Agent:", td.AgentID)
-	t.row("Queue:", td.Queue)
-	t.row("Title:", td.Title)
-	t.row("State:", todoState(td))
-	t.row("Attempt:", strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts))
-	t.row("Kind:", orDash(td.Kind))
-	t.row("Source:", orDash(td.Source))
-	t.row("Idempotency key:", orDash(td.IdempotencyKey))
-	t.row("Created by:", td.CreatedBy)
-	t.row("Created:", fmtTime(td.CreatedAt))
-	t.row("Updated:", fmtTime(td.UpdatedAt))
-	t.row("Claimed:", fmtTimePtr(td.ClaimedAt))
-	t.row("Lease until:", fmtTimePtr(td.LeaseExpiresAt))
-	t.row("Finished:", fmtTimePtr(td.FinishedAt))
-	t.row("Rings:", strconv.Itoa(td.RingAttempts)+" (last "+fmtTimePtr(td.LastRingedAt)+")")
-	t.row("Payload:", orDash(string(td.Payload)))
-	t.row("Result:", orDash(string(td.Result)))
-	t.row("Last error:", orDash(td.LastError))
-	return t.flush()
+	return printFields(w,
+		"ID:", td.ID,
+		"Agent:", td.AgentID,
+		"Queue:", td.Queue,
+		"Title:", td.Title,
+		"State:", todoState(td),
+		"Attempt:", strconv.Itoa(td.Attempt)+"/"+strconv.Itoa(td.MaxAttempts),
+		"Kind:", orDash(td.Kind),
+		"Source:", orDash(td.Source),
+		"Idempotency key:", orDash(td.IdempotencyKey),
+		"Created by:", td.CreatedBy,
+		"Created:", fmtTime(td.CreatedAt),
+		"Updated:", fmtTime(td.UpdatedAt),
+		"Claimed:", fmtTimePtr(td.ClaimedAt),
+		"Lease until:", fmtTimePtr(td.LeaseExpiresAt),
+		"Finished:", fmtTimePtr(td.FinishedAt),
+		"Rings:", strconv.Itoa(td.RingAttempts)+" (last "+fmtTimePtr(td.LastRingedAt)+")",
+		"Payload:", orDash(string(td.Payload)),
+		"Result:", orDash(string(td.Result)),
+		"Last error:", orDash(td.LastError),
+	)
 }

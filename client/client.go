@@ -1,16 +1,26 @@
-// Package client is a small typed Go client for Rollcall's operator REST API
-// (api/openapi.yaml). The CLI's client commands are built on it.
+// Package client is the public typed Go client for Rollcall's operator REST
+// API (api/openapi.yaml), import path github.com/rollcall/rollcall/client.
+// The rollcall CLI's client commands are built on it, so there is one client,
+// not two.
+//
+// Construct one with the server's base URL and a person token:
 //
 //	c := client.New("http://127.0.0.1:7070", os.Getenv("ROLLCALL_TOKEN"))
 //	res, err := c.VendAgent(ctx, wire.VendInput{Handle: "builder", Queues: []string{"build"}})
-//	var de *domain.Error
-//	if errors.As(err, &de) { … de.Code, de.Detail, de.Pointer … }
 //
-// Requests and answers are the api/wire types. A response with an error status is
-// returned as *Error, which carries the HTTP status and unwraps to the
-// *domain.Error decoded from the RFC 9457 problem document (code, detail,
-// pointer, reason); errors.As(err, &*domain.Error) works on it. Transport
-// failures are returned as they are, wrapped with the method and URL.
+// Requests and answers are the api/wire types.
+//
+// Errors: a response with an error status is returned as *client.Error, which
+// carries the HTTP status, the RFC 9457 problem document's type, title and
+// instance, and unwraps to the decoded error (code, detail, pointer, reason;
+// its message is "<code>: <detail> (at <pointer>)"). StatusOf(err) returns the
+// HTTP status of an *Error in err's chain, or 0:
+//
+//	if client.StatusOf(err) == http.StatusNotFound { … }
+//	var ce *client.Error
+//	if errors.As(err, &ce) { … ce.Status, ce.Err.Code, ce.Err.Detail … }
+//
+// Transport failures are returned as they are, wrapped with the method and URL.
 package client
 
 import (
@@ -331,6 +341,11 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (wire.PersonToken, 
 // admin). Errors: forbidden.
 func (c *Client) ListAgentsOf(ctx context.Context, ownerID string) ([]wire.Agent, error) {
 	return items[wire.Agent](c, ctx, "/v1/agents", url.Values{"owner": {ownerID}})
+}
+
+// GetPerson returns one person (GET /v1/persons/{id}).
+func (c *Client) GetPerson(ctx context.Context, id string) (wire.Person, error) {
+	return send[wire.Person](c, ctx, http.MethodGet, "/v1/persons/"+url.PathEscape(id), nil, nil)
 }
 
 // --- plumbing ---

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcall/rollcall/client"
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/client"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/httpapi/apitest"
 )
@@ -79,6 +79,14 @@ func TestClientAgainstRealServer(t *testing.T) {
 	}
 	if err := c.Ready(ctx); err != nil {
 		t.Fatalf("Ready = %v", err)
+	}
+	pc, err := c.CreatePerson(ctx, app.PersonInput{Name: "carol", Role: "member"})
+	if err != nil {
+		t.Fatalf("CreatePerson = %v", err)
+	}
+	p, err := c.GetPerson(ctx, pc.Person.ID)
+	if err != nil || p.ID != pc.Person.ID || p.Name != "carol" {
+		t.Fatalf("GetPerson = %+v, %v", p, err)
 	}
 }
 
