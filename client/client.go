@@ -82,6 +82,19 @@ func (e *Error) Error() string { return e.Err.Error() }
 // Unwrap returns the *domain.Error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Code is the problem's code, e.g. "not_found" or "invalid_argument".
+func (e *Error) Code() string { return string(e.Err.Code) }
+
+// Detail is the problem's human-readable detail.
+func (e *Error) Detail() string { return e.Err.Detail }
+
+// Pointer is the RFC 6901 pointer of the request member the problem is
+// about, or "".
+func (e *Error) Pointer() string { return e.Err.Pointer }
+
+// Reason is the problem's machine-readable reason, or "".
+func (e *Error) Reason() string { return e.Err.Reason }
+
 // StatusOf returns the HTTP status of an *Error in err's chain, or 0.
 func StatusOf(err error) int {
 	var e *Error

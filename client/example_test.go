@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -65,8 +66,13 @@ func ExampleClient() {
 
 	_, err = c.GetAgent(ctx, "nobody")
 	fmt.Println("unknown agent status:", client.StatusOf(err))
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		fmt.Println("problem code:", ce.Code())
+	}
 	// Output:
 	// vended builder
 	// pushed compile the docs created: true
 	// unknown agent status: 404
+	// problem code: not_found
 }
