@@ -103,6 +103,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// loadHashes reads every stored hash into s.hashes (at Open, after the
+// migrations; hashes.go).
+func (s *Store) loadHashes(ctx context.Context) error {
+	rows, err := s.w.QueryContext(ctx, `SELECT hash FROM credentials UNION ALL SELECT hash FROM person_tokens`)
+	if err != nil {
+		return mapErr("load credential hashes", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return mapErr("load credential hashes", err)
+		}
+		s.hashes.add(h)
+	}
+	return mapErr("load credential hashes", rows.Err())
+}
+
 // Migrate applies pending migrations to the database at path and closes it;
 // it is what `rollcall migrate` runs (design: Store contract). It takes the instance
 // lock like Open, so it is refused while a server uses the file.
