@@ -83,7 +83,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 
 // CreatePerson implements store.Store.
 func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txAudited(ctx, p.Person.CreatedAt, p.Audit, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.InsertPerson(ctx, dbsqlc.InsertPersonParams{ID: p.Person.ID, Name: p.Person.Name,
 			Admin: p.Person.Admin, CreatedAt: micro(p.Person.CreatedAt)}); err != nil {
@@ -92,8 +92,7 @@ func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) er
 		if err := insertToken(ctx, q, p.Token, p.TokenHash); err != nil {
 			return err
 		}
-		_, err := appendAudit(ctx, tx, p.Person.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -113,7 +112,7 @@ func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 // KeepActiveAdmin check across instances.
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.AdvisoryXactLock(ctx, lockPersons); err != nil {
 			return mapErr("update person", err)
@@ -157,15 +156,14 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 				return mapErr("update person: end sessions", err)
 			}
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return out, err
 }
 
 // CreateToken implements store.Store.
 func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txAudited(ctx, p.Token.CreatedAt, p.Audit, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if _, err := q.GetPerson(ctx, p.Token.PersonID); err != nil {
 			return mapErr("create token: person", err)
@@ -173,8 +171,7 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 		if err := insertToken(ctx, q, p.Token, p.Hash); err != nil {
 			return err
 		}
-		_, err := appendAudit(ctx, tx, p.Token.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -187,7 +184,7 @@ func (s *Store) ListTokens(ctx context.Context, personID string) ([]domain.Perso
 // RevokeToken implements store.Store.
 func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (domain.PersonToken, error) {
 	var t domain.PersonToken
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		now := micro(p.Now)
 		r, err := q.RevokeToken(ctx, dbsqlc.RevokeTokenParams{ID: p.ID, PersonID: p.PersonID, Now: now})
@@ -198,8 +195,7 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 		if err := q.EndTokenSessions(ctx, dbsqlc.EndTokenSessionsParams{TokenID: p.ID, Now: now}); err != nil {
 			return mapErr("revoke token: end sessions", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return t, err
 }
@@ -328,7 +324,7 @@ func agentFrom(r dbsqlc.Agent) (domain.Agent, error) {
 // CreateAgent implements store.Store (design: Agents and handles; vend).
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txAudited(ctx, a.CreatedAt, p.Audit, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		err := q.InsertAgent(ctx, dbsqlc.InsertAgentParams{ID: a.ID, Handle: a.Handle, OwnerID: a.OwnerID,
 			Name: a.Name, Active: a.Active, RevokedAt: storeutil.MicroPtr(a.RevokedAt),
@@ -343,8 +339,7 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 		if err != nil {
 			return mapErr("create agent credential", err)
 		}
-		_, err = appendAudit(ctx, tx, a.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -421,7 +416,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 // revoked_at = Now, active = false, every live credential revoked.
 func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (domain.Agent, error) {
 	var a domain.Agent
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		if err := agentGate(ctx, tx, "revoke agent", p.ID); err != nil {
 			return err
 		}
@@ -437,8 +432,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		if _, err := q.RevokeCredentials(ctx, dbsqlc.RevokeCredentialsParams{AgentID: p.ID, Now: &now}); err != nil {
 			return mapErr("revoke agent credentials", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return a, err
 }
@@ -447,7 +441,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 // come back sorted.
 func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialParams) ([]string, error) {
 	var revoked []string
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		if err := agentGate(ctx, tx, "rotate credential", p.AgentID); err != nil {
 			return err
 		}
@@ -464,8 +458,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 			Hash: p.CredentialHash, CreatedAt: now}); err != nil {
 			return mapErr("rotate credential", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -508,15 +501,14 @@ func deliveryFrom(r dbsqlc.HookDelivery) domain.HookDelivery {
 // CreateHook implements store.HookStore.
 func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error {
 	h := p.Hook
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txAudited(ctx, h.CreatedAt, p.Audit, func(tx pgx.Tx) error {
 		err := dbsqlc.New(tx).InsertHook(ctx, dbsqlc.InsertHookParams{ID: h.ID, OwnerID: h.OwnerID, AgentID: h.AgentID,
 			Kind: h.Kind, Queue: h.Queue, Filter: storeutil.EncodeFilter(h.Filter), TitleTemplate: h.TitleTemplate,
 			KindLabel: h.KindLabel, Secret: h.Secret, CreatedAt: micro(h.CreatedAt), UpdatedAt: micro(h.UpdatedAt)})
 		if err != nil {
 			return mapErr("create hook", err)
 		}
-		_, err = appendAudit(ctx, tx, h.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -537,7 +529,7 @@ func (s *Store) ListHooks(ctx context.Context, p store.ListHooksParams) ([]domai
 // RotateHookSecret implements store.HookStore.
 func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretParams) (domain.Hook, error) {
 	var h domain.Hook
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		r, err := dbsqlc.New(tx).RotateHookSecret(ctx, dbsqlc.RotateHookSecretParams{ID: p.ID, Secret: p.Secret, Now: micro(p.Now)})
 		if err != nil {
 			return mapErr("rotate hook secret", err)
@@ -545,15 +537,14 @@ func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretPa
 		if h, err = hookFrom(r); err != nil {
 			return mapErr("rotate hook secret", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return h, err
 }
 
 // DeleteHook implements store.HookStore.
 func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		n, err := dbsqlc.New(tx).DeleteHook(ctx, p.ID)
 		if err != nil {
 			return mapErr("delete hook", err)
@@ -561,8 +552,7 @@ func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error 
 		if n == 0 {
 			return fmt.Errorf("delete hook: %w", domain.ErrNotFound)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 }
 

@@ -43,7 +43,7 @@ var sweepable = fmt.Sprintf(`state = 'pending' AND push_eligible AND ring_attemp
 // without OverrideSetAt is set at Now.
 func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
 	var a domain.Agent
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		if err := agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
 			return err
 		}
@@ -86,8 +86,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 		if err != nil {
 			return mapErr("update presence", err)
 		}
-		_, err = appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return a, err
 }

@@ -74,7 +74,7 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 
 // CreatePerson implements store.Store.
 func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, p.Person.CreatedAt, p.Audit, func(tx *sql.Tx) error {
 		q := s.txq(tx)
 		at := micros(p.Person.CreatedAt)
 		if err := q.InsertPerson(ctx, dbsqlc.InsertPersonParams{ID: p.Person.ID, Name: p.Person.Name,
@@ -85,8 +85,7 @@ func (s *Store) CreatePerson(ctx context.Context, p store.CreatePersonParams) er
 		if err := insertToken(ctx, q, p.Token, p.TokenHash); err != nil {
 			return err
 		}
-		_, err := s.appendAudit(ctx, tx, p.Person.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -106,7 +105,7 @@ func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 // serialises it, so the KeepActiveAdmin check cannot race.
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		q := s.txq(tx)
 		r, err := q.GetPerson(ctx, p.ID)
 		if err != nil {
@@ -148,15 +147,14 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 				return mapErr("update person: end sessions", err)
 			}
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return out, err
 }
 
 // CreateToken implements store.Store.
 func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, p.Token.CreatedAt, p.Audit, func(tx *sql.Tx) error {
 		q := s.txq(tx)
 		if _, err := q.GetPerson(ctx, p.Token.PersonID); err != nil {
 			return mapErr("create token: person", err)
@@ -165,8 +163,7 @@ func (s *Store) CreateToken(ctx context.Context, p store.CreateTokenParams) erro
 		if err := insertToken(ctx, q, p.Token, p.Hash); err != nil {
 			return err
 		}
-		_, err := s.appendAudit(ctx, tx, p.Token.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -179,7 +176,7 @@ func (s *Store) ListTokens(ctx context.Context, personID string) ([]domain.Perso
 // RevokeToken implements store.Store.
 func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (domain.PersonToken, error) {
 	var t domain.PersonToken
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		q := s.txq(tx)
 		now := micros(p.Now)
 		r, err := q.RevokeToken(ctx, dbsqlc.RevokeTokenParams{ID: p.ID, PersonID: p.PersonID, Now: now})
@@ -190,8 +187,7 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (dom
 		if err := q.EndTokenSessions(ctx, dbsqlc.EndTokenSessionsParams{TokenID: p.ID, Now: now}); err != nil {
 			return mapErr("revoke token: end sessions", err)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return t, err
 }
@@ -336,7 +332,7 @@ func agentFrom(r dbsqlc.Agent) (domain.Agent, error) {
 // CreateAgent implements store.Store (design: Agents and handles; vend).
 func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) error {
 	a := p.Agent
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, a.CreatedAt, p.Audit, func(tx *sql.Tx) error {
 		q := s.txq(tx)
 		err := q.InsertAgent(ctx, dbsqlc.InsertAgentParams{ID: a.ID, Handle: a.Handle, OwnerID: a.OwnerID,
 			Name: a.Name, Active: boolInt(a.Active), RevokedAt: nullMicros(a.RevokedAt),
@@ -352,8 +348,7 @@ func (s *Store) CreateAgent(ctx context.Context, p store.CreateAgentParams) erro
 		if err != nil {
 			return mapErr("create agent credential", err)
 		}
-		_, err = s.appendAudit(ctx, tx, a.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -433,7 +428,7 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 // revoked_at = Now, active = false, every live credential revoked.
 func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (domain.Agent, error) {
 	var a domain.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		if err := s.agentGate(ctx, tx, "revoke agent", p.ID); err != nil {
 			return err
 		}
@@ -450,8 +445,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 		if _, err := q.RevokeCredentials(ctx, dbsqlc.RevokeCredentialsParams{AgentID: p.ID, Now: now}); err != nil {
 			return mapErr("revoke agent credentials", err)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return a, err
 }
@@ -460,7 +454,7 @@ func (s *Store) RevokeAgent(ctx context.Context, p store.RevokeAgentParams) (dom
 // come back sorted.
 func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialParams) ([]string, error) {
 	var revoked []string
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		if err := s.agentGate(ctx, tx, "rotate credential", p.AgentID); err != nil {
 			return err
 		}
@@ -477,8 +471,7 @@ func (s *Store) RotateCredential(ctx context.Context, p store.RotateCredentialPa
 			Hash: p.CredentialHash, CreatedAt: micros(p.Now)}); err != nil {
 			return mapErr("rotate credential", err)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -520,15 +513,14 @@ func deliveryFrom(r dbsqlc.HookDelivery) domain.HookDelivery {
 // CreateHook implements store.HookStore.
 func (s *Store) CreateHook(ctx context.Context, p store.CreateHookParams) error {
 	h := p.Hook
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, h.CreatedAt, p.Audit, func(tx *sql.Tx) error {
 		err := s.txq(tx).InsertHook(ctx, dbsqlc.InsertHookParams{ID: h.ID, OwnerID: h.OwnerID, AgentID: h.AgentID,
 			Kind: h.Kind, Queue: h.Queue, Filter: storeutil.EncodeFilter(h.Filter), TitleTemplate: h.TitleTemplate,
 			KindLabel: h.KindLabel, Secret: h.Secret, CreatedAt: micros(h.CreatedAt), UpdatedAt: micros(h.UpdatedAt)})
 		if err != nil {
 			return mapErr("create hook", err)
 		}
-		_, err = s.appendAudit(ctx, tx, h.CreatedAt, p.Audit)
-		return err
+		return nil
 	})
 }
 
@@ -549,7 +541,7 @@ func (s *Store) ListHooks(ctx context.Context, p store.ListHooksParams) ([]domai
 // RotateHookSecret implements store.HookStore.
 func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretParams) (domain.Hook, error) {
 	var h domain.Hook
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		r, err := s.txq(tx).RotateHookSecret(ctx, dbsqlc.RotateHookSecretParams{ID: p.ID, Secret: p.Secret, Now: micros(p.Now)})
 		if err != nil {
 			return mapErr("rotate hook secret", err)
@@ -557,15 +549,14 @@ func (s *Store) RotateHookSecret(ctx context.Context, p store.RotateHookSecretPa
 		if h, err = hookFrom(r); err != nil {
 			return mapErr("rotate hook secret", err)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return h, err
 }
 
 // DeleteHook implements store.HookStore.
 func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		n, err := s.txq(tx).DeleteHook(ctx, p.ID)
 		if err != nil {
 			return mapErr("delete hook", err)
@@ -573,8 +564,7 @@ func (s *Store) DeleteHook(ctx context.Context, p store.DeleteHookParams) error 
 		if n == 0 {
 			return fmt.Errorf("delete hook: %w", domain.ErrNotFound)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 }
 

@@ -41,7 +41,7 @@ var sweepable = fmt.Sprintf(`d.state = 'pending' AND d.push_eligible AND d.ring_
 // four override columns; a set override without OverrideSetAt is set at Now.
 func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
 	var a domain.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		if err := s.agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
 			return err
 		}
@@ -80,8 +80,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 		if err != nil {
 			return mapErr("update presence", err)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return a, err
 }

@@ -1,6 +1,6 @@
 // Package storeutil holds the few pure helpers both store adapters share:
 // time normalisation, slice normalisation, mapping generated rows (rows.go),
-// building a chained audit entry
+// building a chained audit entry and streaming the chain to its verifier
 // (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
 // It does no I/O of its own (Batches runs the adapter's deletes).
 package storeutil
@@ -166,4 +166,23 @@ func Batches(ctx context.Context, batch, defaultBatch int, del func(lim int) (in
 			return total, err
 		}
 	}
+}
+
+// AuditChainSQL reads the whole audit chain in seq order, every column in
+// table order (what each adapter's scanAudit scans), the same in both
+// dialects. It is hand-written: VerifyAudit streams it, where a generated
+// :many would hold the chain in memory.
+const AuditChainSQL = `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
+		FROM audit ORDER BY seq`
+
+// VerifyChain streams rows of AuditChainSQL, read by scan, through a
+// domain.AuditVerifier (scoped to agentIDs when scoped) and returns its
+// result, holding no entry (design: Audit chain; verify). Error: the first
+// of scan or rows.
+func VerifyChain(rows Rows, scan func(Scanner) (domain.AuditEntry, error), scoped bool, agentIDs []string) (domain.AuditVerifyResult, error) {
+	v := domain.NewAuditVerifier(scoped, agentIDs)
+	if err := Each(rows, scan, v.Add); err != nil {
+		return domain.AuditVerifyResult{}, err
+	}
+	return v.Result(), nil
 }
