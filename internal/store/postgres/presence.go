@@ -169,7 +169,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	// (design: Digest on return); locking the rows in id order first keeps two such
 	// updates from deadlocking.
 	tag, err := s.pool.Exec(ctx, `UPDATE todos
-		SET last_ringed_at = $3, next_ring_at = $3::timestamptz + `+ringDelayNow+`
+		SET last_ringed_at = $3, next_ring_at = $3::timestamptz + `+ring.DelayNow+`
 		WHERE id IN (SELECT id FROM todos
 			WHERE agent_id = $1 AND id = ANY ($2::text[]) AND state = 'pending'
 			ORDER BY id FOR UPDATE)
@@ -223,16 +223,18 @@ var sweepRingSQL = `WITH pick AS MATERIALIZED (
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
 // mean no bound. The rows come back in no particular order.
 func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
-	if len(p.Receivers) == 0 {
-		return []domain.Todo{}, nil
-	}
-	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, storeutil.SortedUnique(p.Receivers),
-		storeutil.Strings(p.Excluded), micro(p.Now), limitArg(p.PerAgent), limitArg(p.Limit))
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, p.Receivers, p.Excluded,
+		micro(p.Now), limitArg(p.PerAgent), limitArg(p.Limit))
 }
 
-// ringTodos runs a ring statement returning storeutil.TodoCols: the todos
-// it rang.
-func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
+// ringTodos runs a ring statement returning storeutil.TodoCols: $1 the
+// receivers (each once), $2 the excluded "<agent_id>:<queue>" pairs, then
+// args. It returns the todos it rang; no receivers ring none.
+func (s *Store) ringTodos(ctx context.Context, what, query string, receivers, excluded []string, args ...any) ([]domain.Todo, error) {
+	if len(receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	args = append([]any{storeutil.SortedUnique(receivers), storeutil.Strings(excluded)}, args...)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(what, err)
@@ -269,11 +271,8 @@ var ringMissedSQL = `WITH pick AS MATERIALIZED (
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
 func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
-	if len(p.Receivers) == 0 {
-		return []domain.Todo{}, nil
-	}
-	return s.ringTodos(ctx, "ring missed", ringMissedSQL, storeutil.SortedUnique(p.Receivers),
-		storeutil.Strings(p.Excluded), micro(p.Since), micro(p.Now), limitArg(p.Limit))
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, p.Receivers, p.Excluded,
+		micro(p.Since), micro(p.Now), limitArg(p.Limit))
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one

@@ -168,7 +168,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	changed := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
-			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ringDelayNow+`
+			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ring.DelayNow+`
 			WHERE agent_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
 			p.AgentID, encodeList(p.IDs), micros(p.At))
 		if err != nil {
@@ -209,24 +209,33 @@ var sweepRingSQL = `UPDATE todos
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
 // mean no bound. The rows come back in no particular order.
 func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
-	if len(p.Receivers) == 0 {
-		return []domain.Todo{}, nil
-	}
-	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-		encodeList(p.Excluded), micros(p.Now), limit(p.PerAgent), limit(p.Limit))
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, p.Receivers, p.Excluded,
+		micros(p.Now), limit(p.PerAgent), limit(p.Limit))
 }
 
 // ringTodos runs a ring statement returning storeutil.TodoCols in one
-// write transaction: the todos it rang.
-func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
-	var out []domain.Todo
+// write transaction: ?1 the receivers (each once), ?2 the excluded
+// "<agent_id>:<queue>" pairs (JSON arrays), then args. It returns the todos
+// it rang; no receivers ring none.
+func (s *Store) ringTodos(ctx context.Context, what, query string, receivers, excluded []string, args ...any) ([]domain.Todo, error) {
+	if len(receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	args = append([]any{encodeList(storeutil.SortedUnique(receivers)), encodeList(excluded)}, args...)
+	return writeRows(ctx, s, what, scanTodo, query, args...)
+}
+
+// writeRows runs query in one write transaction and reads every row it
+// returns with scan: a non-nil slice, or nil and the error (named by what).
+func writeRows[T any](ctx context.Context, s *Store, what string, scan func(storeutil.Scanner) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		rows, err := s.in(tx).QueryContext(ctx, query, args...)
 		if err != nil {
 			return mapErr(what, err)
 		}
 		defer rows.Close()
-		out, err = storeutil.Collect(rows, scanTodo)
+		out, err = storeutil.Collect(rows, scan)
 		return mapErr(what, err)
 	})
 	if err != nil {
@@ -253,11 +262,8 @@ var ringMissedSQL = `UPDATE todos
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
 func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
-	if len(p.Receivers) == 0 {
-		return []domain.Todo{}, nil
-	}
-	return s.ringTodos(ctx, "ring missed", ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-		encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit(p.Limit))
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, p.Receivers, p.Excluded,
+		micros(p.Since), micros(p.Now), limit(p.Limit))
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one
@@ -274,26 +280,13 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := s.in(tx).QueryContext(ctx, `UPDATE todos
-			`+ringSet("?2")+`
-			WHERE rowid IN (
-				SELECT d.rowid FROM json_each(?1) AS f
-				JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')
-				WHERE `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= json_extract(f.value, '$[1]')))
-			RETURNING id`, string(batch), micros(p.At))
-		if err != nil {
-			return mapErr("failover rings", err)
-		}
-		defer rows.Close()
-		out, err = storeutil.Collect(rows, storeutil.ScanString)
-		return mapErr("failover rings", err)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return writeRows(ctx, s, "failover rings", storeutil.ScanString, `UPDATE todos
+		`+ringSet("?2")+`
+		WHERE rowid IN (
+			SELECT d.rowid FROM json_each(?1) AS f
+			JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')
+			WHERE `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= json_extract(f.value, '$[1]')))
+		RETURNING id`, string(batch), micros(p.At))
 }
 
 // The liveness part of the store port (design: Store contract): store.LivenessStore.

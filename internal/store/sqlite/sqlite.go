@@ -37,6 +37,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
@@ -133,23 +134,10 @@ func Migrate(ctx context.Context, path string) error {
 }
 
 // Migrations returns the embedded migration files (migrations/NNNNN_name.sql).
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err) // the embed pattern guarantees the directory
-	}
-	return sub
-}
+func Migrations() fs.FS { return storeutil.MigrationsDir(migrations) }
 
 func migrate(ctx context.Context, db *sql.DB) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
-	if err != nil {
-		return fmt.Errorf("sqlite store: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("sqlite store: migrate: %w", err)
-	}
-	return nil
+	return storeutil.Migrate(ctx, "sqlite store", db, goose.DialectSQLite3, Migrations())
 }
 
 func (s *Store) open(ctx context.Context) error {

@@ -2,7 +2,8 @@
 // time normalisation, slice normalisation, mapping generated rows (rows.go),
 // building a chained audit entry and streaming the chain to its verifier
 // (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
-// It does no I/O of its own (Batches runs the adapter's deletes).
+// It does no I/O of its own (Batches runs the adapter's deletes, Migrate
+// runs goose on the adapter's handle, migrate.go).
 package storeutil
 
 import (
@@ -107,6 +108,35 @@ func RingDelayCase(count string, render func(time.Duration) string) string {
 	}
 	b.WriteString(" END")
 	return b.String()
+}
+
+// RingSQL is the sweep backoff of domain.SweepDelays in one dialect's SQL
+// (RingDelayCase, each delay written by the dialect's render): added to a
+// time it gives next_ring_at, and NULL once the ring budget is spent
+// (design: Ring budget).
+type RingSQL struct {
+	// DelayNow is the delay for the current count (MarkDigestRung).
+	DelayNow string
+	// DelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	DelayAfterRing string
+	cast           string // what makes the parameter a time in a sum ("::timestamptz")
+}
+
+// NewRingSQL renders the backoff with render; cast follows the ring time's
+// parameter where it is added to a delay.
+func NewRingSQL(render func(time.Duration) string, cast string) RingSQL {
+	return RingSQL{DelayNow: RingDelayCase("ring_attempts", render),
+		DelayAfterRing: RingDelayCase("ring_attempts + 1", render), cast: cast}
+}
+
+// Set is the SET clause of a ring rung at the parameter at (MarkRung,
+// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
+// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
+func (r RingSQL) Set(at string) string {
+	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
+		", next_ring_at = " + at + r.cast + " + " + r.DelayAfterRing
 }
 
 // SortedUnique returns the distinct values of ids in ascending order (a
