@@ -10,7 +10,8 @@ import (
 // and records which agents' liveness deadlines it owns, so that when an
 // instance dies without a word the others find its agents and publish them
 // offline. Every time passed in is on the database's clock (design:
-// Database clock). Both adapters implement it and the contract suite
+// Database clock). Both adapters implement it with hand-written statements
+// on the two tables of migration 00010, and the contract suite
 // (storetest: OwnerLease/…) covers it.
 type OwnerLeaseStore interface {
 	// RenewOwnerLease acquires or renews the lease of p.Instance: its row

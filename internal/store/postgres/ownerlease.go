@@ -11,14 +11,10 @@ import (
 	"github.com/rollcall/rollcall/internal/store"
 )
 
-// The owner-lease part of the store port (design: Owner lease):
-// store.OwnerLeaseStore. Hand-written statements on the two tables of
-// migration 00010. A take-over is one READ COMMITTED transaction that
-// starts with the conditional DELETE of the expired lease row: a racing
-// caller blocks on the row lock, finds the row gone once the winner
-// commits, and moves nothing.
-
-var _ store.OwnerLeaseStore = (*Store)(nil)
+// Owner leases (store.OwnerLeaseStore) on PostgreSQL: a take-over is one
+// READ COMMITTED transaction that starts with the conditional DELETE of the
+// expired lease row: a racing caller blocks on the row lock, finds the row
+// gone once the winner commits, and moves nothing.
 
 // RenewOwnerLease implements store.OwnerLeaseStore. The upsert reports
 // through xmax whether the row existed (0 = inserted).

@@ -21,34 +21,24 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
-//go:embed migrations/*.sql
-var migrations embed.FS
-
-// Advisory lock keys, distinct from goose's default.
+// Advisory lock keys, distinct from goose's default (lockMigrate: migrate.go).
 const (
 	lockAudit     int64 = 0x726f6c6c63616c01 // "rollcal" + 1: the audit chain tail (xact)
 	lockBootstrap int64 = 0x726f6c6c63616c02 // the first person (xact)
-	lockMigrate   int64 = 0x726f6c6c63616c03 // migrations (session)
 )
 
 // Store is the PostgreSQL adapter of store.Store. It is safe for concurrent
@@ -87,15 +77,6 @@ func Migrate(ctx context.Context, url string) error {
 	return migrate(ctx, pool)
 }
 
-// Migrations returns the embedded migration files (migrations/NNNNN_name.sql).
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err) // the embed pattern guarantees the directory
-	}
-	return sub
-}
-
 // DefaultPoolMaxConns is the pool size when the URL sets no pool_max_conns.
 // pgx's own default (max(4, CPUs)) is too small for a server: on a 2-core
 // host, 4 connections are all taken by a burst of audited heartbeats and a
@@ -132,36 +113,6 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("postgres store: connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	return pool, nil
-}
-
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() // does not close the pool
-	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations(), goose.WithSessionLocker(migrationLock{}))
-	if err != nil {
-		return fmt.Errorf("postgres store: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("postgres store: migrate: %w", err)
-	}
-	return nil
-}
-
-// migrationLock serialises migrations of instances starting together. Unlike
-// goose's polling locker (5 s steps) it waits in pg_advisory_lock, so the
-// second instance proceeds as soon as the first is done; ctx bounds the wait.
-type migrationLock struct{}
-
-var _ lock.SessionLocker = migrationLock{}
-
-func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate)
-	return err
-}
-
-func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, lockMigrate)
-	return err
 }
 
 // Dialect returns "postgres".

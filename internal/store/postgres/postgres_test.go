@@ -21,30 +21,15 @@ import (
 // fresh database, dropped afterwards; the contract suite's subtests each get
 // a fresh schema in it (CREATE DATABASE costs ~0.5 s here, a schema ~10 ms).
 
-func openT(tb testing.TB, url string) *Store {
-	tb.Helper()
-	s, err := Open(tb.Context(), url)
-	if err != nil {
-		tb.Fatalf("Open: %v", err)
-	}
-	tb.Cleanup(func() { _ = s.Close() })
-	return s
-}
+// openT opens the adapter at url; tb.Cleanup closes it.
+func openT(tb testing.TB, url string) *Store { return storetest.OpenT(tb, Open, url) }
 
 // emptyDB opens a fresh schema in the database at dbURL and a goose
 // provider of the migrations on it; it returns the schema's URL. t.Cleanup
 // closes it.
 func emptyDB(t *testing.T, dbURL string) (*sql.DB, *goose.Provider, string) {
 	u := pgtest.FreshSchema(t, dbURL)
-	db, err := sql.Open("pgx", u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, p := storetest.Unmigrated(t, "pgx", u, goose.DialectPostgres, Migrations())
 	return db, p, u
 }
 

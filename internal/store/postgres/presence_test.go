@@ -140,14 +140,8 @@ func TestPresencePlans(t *testing.T) {
 // finished ones and spent budgets get none. The migration also goes down
 // and up again.
 func TestMigrationBackfillsNextRing(t *testing.T) {
-	ctx := t.Context()
 	db, p, u := oldDatabase(t, 1)
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	exec := storetest.Exec(t, db)
 	exec(`INSERT INTO agents (id, handle, owner_id, created_at, updated_at) VALUES ('a', 'a', 'o', $1, $1)`, storetest.Base)
 	cases := storetest.NextRingCases()
 	for _, c := range cases {

@@ -246,25 +246,12 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	return tag.RowsAffected() > 0, nil
 }
 
-// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
-// as intervals: added to a time it gives next_ring_at, and NULL once the
-// ring budget is spent.
-var (
-	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
-	// count).
-	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlInterval)
-	// ringDelayNow is the delay for the current count (MarkDigestRung).
-	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlInterval)
-)
+// ring is the sweep backoff of domain.SweepDelays as SQL, in intervals
+// (storeutil.RingSQL).
+var ring = storeutil.NewRingSQL(sqlInterval, "::timestamptz")
 
-// ringSet is the SET clause of a ring rung at the parameter at (MarkRung,
-// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
-// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
-func ringSet(at string) string {
-	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
-		", next_ring_at = " + at + "::timestamptz + " + ringDelayAfterRing
-}
+// ringSet is ring's SET clause of a ring rung at the parameter at.
+func ringSet(at string) string { return ring.Set(at) }
 
 // sqlInterval renders d as an exact interval literal.
 func sqlInterval(d time.Duration) string {
@@ -310,6 +297,19 @@ func appendAudit(ctx context.Context, tx pgx.Tx, at time.Time, r domain.AuditRec
 	return e, nil
 }
 
+// txAudited runs fn in one transaction (s.tx) and, when fn succeeds,
+// appends rec at at in the same transaction: the shape of every audited
+// change (store conventions: the audit record commits with the change).
+func (s *Store) txAudited(ctx context.Context, at time.Time, rec domain.AuditRecord, fn func(tx pgx.Tx) error) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		_, err := appendAudit(ctx, tx, at, rec)
+		return err
+	})
+}
+
 // AppendAudit implements store.Store (design: Audit chain).
 func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
 	var e domain.AuditEntry
@@ -330,16 +330,11 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
 // whole chain, in one statement snapshot, through domain.AuditVerifier.
 func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
-	// Hand-written: it streams the chain; a generated :many would hold it all.
-	rows, err := s.pool.Query(ctx, `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
-		FROM audit ORDER BY seq`)
+	rows, err := s.pool.Query(ctx, storeutil.AuditChainSQL)
 	if err != nil {
 		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
 	}
 	defer rows.Close()
-	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	if err := storeutil.Each(rows, scanAudit, v.Add); err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	return v.Result(), nil
+	res, err := storeutil.VerifyChain(rows, scanAudit, p.Scoped, p.AgentIDs)
+	return res, mapErr("verify audit", err)
 }

@@ -48,6 +48,20 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r dom
 	return e, nil
 }
 
+// writeAudited runs fn in one write transaction (s.write) and, when fn
+// succeeds, appends rec at at in the same transaction: the shape of every
+// audited change (store conventions: the audit record commits with the
+// change).
+func (s *Store) writeAudited(ctx context.Context, at time.Time, rec domain.AuditRecord, fn func(tx *sql.Tx) error) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		_, err := s.appendAudit(ctx, tx, at, rec)
+		return err
+	})
+}
+
 // AppendAudit implements store.Store (design: Audit chain).
 func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
 	var e domain.AuditEntry
@@ -68,16 +82,11 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
 // whole chain, in one read snapshot, through domain.AuditVerifier.
 func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
-	// Hand-written: it streams the chain; a generated :many would hold it all.
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
-		FROM audit ORDER BY seq`)
+	rows, err := s.r.QueryContext(ctx, storeutil.AuditChainSQL)
 	if err != nil {
 		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
 	}
 	defer rows.Close()
-	v := domain.NewAuditVerifier(p.Scoped, p.AgentIDs)
-	if err := storeutil.Each(rows, scanAudit, v.Add); err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	return v.Result(), nil
+	res, err := storeutil.VerifyChain(rows, scanAudit, p.Scoped, p.AgentIDs)
+	return res, mapErr("verify audit", err)
 }

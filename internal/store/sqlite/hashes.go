@@ -1,9 +1,6 @@
 package sqlite
 
-import (
-	"context"
-	"sync"
-)
+import "sync"
 
 // hashSet holds the hash of every agent credential and personal token in
 // the database (revoked ones too), so that the failed-auth limit's
@@ -33,21 +30,4 @@ func (h *hashSet) has(hash string) bool {
 	_, ok := h.m[hash]
 	h.mu.RUnlock()
 	return ok
-}
-
-// load reads every stored hash (at Open, after the migrations).
-func (s *Store) loadHashes(ctx context.Context) error {
-	rows, err := s.w.QueryContext(ctx, `SELECT hash FROM credentials UNION ALL SELECT hash FROM person_tokens`)
-	if err != nil {
-		return mapErr("load credential hashes", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			return mapErr("load credential hashes", err)
-		}
-		s.hashes.add(h)
-	}
-	return mapErr("load credential hashes", rows.Err())
 }

@@ -8,17 +8,14 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 )
 
-// The owner-lease part of the store port (design: Owner lease):
-// store.OwnerLeaseStore. Hand-written statements on the two tables of
-// migration 00010; every write runs in the one BEGIN IMMEDIATE write
-// transaction, so racing callers are serialised and the conditional delete
-// of a take-over is won by exactly one.
+// Owner leases (store.OwnerLeaseStore) on SQLite: every write runs in the
+// one BEGIN IMMEDIATE write transaction, so racing callers are serialised
+// and the conditional delete of a take-over is won by exactly one.
 
-var _ store.OwnerLeaseStore = (*Store)(nil)
-
-// RenewOwnerLease implements store.OwnerLeaseStore.
+// RenewOwnerLease implements store.OwnerLeaseStore: an update, else an insert.
 func (s *Store) RenewOwnerLease(ctx context.Context, p store.RenewOwnerLeaseParams) (bool, error) {
 	held := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -111,15 +108,8 @@ func (s *Store) AgentOwner(ctx context.Context, agentID string) (string, error) 
 	return id, mapErr("agent owner", err)
 }
 
+// scanStrings reads rows of one text column (ids) and closes rows.
 func scanStrings(rows *sql.Rows) ([]string, error) {
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return storeutil.Collect(rows, storeutil.ScanString)
 }

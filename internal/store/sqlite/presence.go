@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -39,7 +41,7 @@ var sweepable = fmt.Sprintf(`d.state = 'pending' AND d.push_eligible AND d.ring_
 // four override columns; a set override without OverrideSetAt is set at Now.
 func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams) (domain.Agent, error) {
 	var a domain.Agent
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
 		if err := s.agentGate(ctx, tx, "update presence", p.AgentID); err != nil {
 			return err
 		}
@@ -78,8 +80,7 @@ func (s *Store) UpdatePresence(ctx context.Context, p store.UpdatePresenceParams
 		if err != nil {
 			return mapErr("update presence", err)
 		}
-		_, err = s.appendAudit(ctx, tx, p.Now, p.Audit)
-		return err
+		return nil
 	})
 	return a, err
 }
@@ -167,7 +168,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	changed := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
-			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ringDelayNow+`
+			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ring.DelayNow+`
 			WHERE agent_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
 			p.AgentID, encodeList(p.IDs), micros(p.At))
 		if err != nil {
@@ -208,24 +209,33 @@ var sweepRingSQL = `UPDATE todos
 // sweepRingSQL. Duplicate receivers count once; PerAgent and Limit <= 0
 // mean no bound. The rows come back in no particular order.
 func (s *Store) SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error) {
-	if len(p.Receivers) == 0 {
-		return []domain.Todo{}, nil
-	}
-	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-		encodeList(p.Excluded), micros(p.Now), limit(p.PerAgent), limit(p.Limit))
+	return s.ringTodos(ctx, "sweep ring", sweepRingSQL, p.Receivers, p.Excluded,
+		micros(p.Now), limit(p.PerAgent), limit(p.Limit))
 }
 
 // ringTodos runs a ring statement returning storeutil.TodoCols in one
-// write transaction: the todos it rang.
-func (s *Store) ringTodos(ctx context.Context, what, query string, args ...any) ([]domain.Todo, error) {
-	var out []domain.Todo
+// write transaction: ?1 the receivers (each once), ?2 the excluded
+// "<agent_id>:<queue>" pairs (JSON arrays), then args. It returns the todos
+// it rang; no receivers ring none.
+func (s *Store) ringTodos(ctx context.Context, what, query string, receivers, excluded []string, args ...any) ([]domain.Todo, error) {
+	if len(receivers) == 0 {
+		return []domain.Todo{}, nil
+	}
+	args = append([]any{encodeList(storeutil.SortedUnique(receivers)), encodeList(excluded)}, args...)
+	return writeRows(ctx, s, what, scanTodo, query, args...)
+}
+
+// writeRows runs query in one write transaction and reads every row it
+// returns with scan: a non-nil slice, or nil and the error (named by what).
+func writeRows[T any](ctx context.Context, s *Store, what string, scan func(storeutil.Scanner) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		rows, err := s.in(tx).QueryContext(ctx, query, args...)
 		if err != nil {
 			return mapErr(what, err)
 		}
 		defer rows.Close()
-		out, err = storeutil.Collect(rows, scanTodo)
+		out, err = storeutil.Collect(rows, scan)
 		return mapErr(what, err)
 	})
 	if err != nil {
@@ -252,11 +262,8 @@ var ringMissedSQL = `UPDATE todos
 // RingMissed implements store.PresenceStore (design: Catch-up after a lost listener) with
 // ringMissedSQL. The rows come back in no particular order.
 func (s *Store) RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error) {
-	if len(p.Receivers) == 0 {
-		return []domain.Todo{}, nil
-	}
-	return s.ringTodos(ctx, "ring missed", ringMissedSQL, encodeList(storeutil.SortedUnique(p.Receivers)),
-		encodeList(p.Excluded), micros(p.Since), micros(p.Now), limit(p.Limit))
+	return s.ringTodos(ctx, "ring missed", ringMissedSQL, p.Receivers, p.Excluded,
+		micros(p.Since), micros(p.Now), limit(p.Limit))
 }
 
 // FailoverRings implements store.PresenceStore (design: Doorbell failover): one
@@ -273,24 +280,167 @@ func (s *Store) FailoverRings(ctx context.Context, p store.FailoverRingsParams) 
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := s.in(tx).QueryContext(ctx, `UPDATE todos
-			`+ringSet("?2")+`
-			WHERE rowid IN (
-				SELECT d.rowid FROM json_each(?1) AS f
-				JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')
-				WHERE `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= json_extract(f.value, '$[1]')))
-			RETURNING id`, string(batch), micros(p.At))
-		if err != nil {
-			return mapErr("failover rings", err)
+	return writeRows(ctx, s, "failover rings", storeutil.ScanString, `UPDATE todos
+		`+ringSet("?2")+`
+		WHERE rowid IN (
+			SELECT d.rowid FROM json_each(?1) AS f
+			JOIN todos AS d ON d.id = json_extract(f.value, '$[0]')
+			WHERE `+sweepable+` AND (d.last_ringed_at IS NULL OR d.last_ringed_at <= json_extract(f.value, '$[1]')))
+		RETURNING id`, string(batch), micros(p.At))
+}
+
+// The liveness part of the store port (design: Store contract): store.LivenessStore.
+// Every write runs on the one write connection in a BEGIN IMMEDIATE
+// transaction, which is exclusive: that is the SQLite equivalent of the row
+// lock PostgreSQL takes with SELECT … FOR UPDATE.
+
+var _ store.LivenessStore = (*Store)(nil)
+
+// ListLiveAgents implements store.LivenessStore (design: Start rule).
+func (s *Store) ListLiveAgents(ctx context.Context, p store.ListLiveAgentsParams) ([]domain.Agent, error) {
+	rows, err := s.rq.ListLiveAgents(ctx, dbsqlc.ListLiveAgentsParams{AfterID: p.AfterID, Lim: limit(p.Limit)})
+	out, err := storeutil.AllErr(rows, err, agentFrom)
+	return out, mapErr("list live agents", err)
+}
+
+// PersistHeartbeats implements store.LivenessStore: one transaction,
+// ascending agent id, monotone last_heartbeat_at (design: Flush loop).
+func (s *Store) PersistHeartbeats(ctx context.Context, p store.PersistHeartbeatsParams) (int, error) {
+	if len(p.Rows) == 0 {
+		return 0, nil
+	}
+	rows := lvSorted(p.Rows)
+	written := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		written = 0
+		q := s.txq(tx)
+		for _, r := range rows {
+			var n int64
+			var err error
+			if r.HasReport {
+				n, err = q.PersistHeartbeatReport(ctx, dbsqlc.PersistHeartbeatReportParams{ID: r.AgentID, State: r.State,
+					HeartbeatAt: micros(r.LastHeartbeatAt), RuntimeVersion: toNullStr(r.RuntimeVersion),
+					ReportedState: nullJSON(r.ReportedState)})
+			} else {
+				n, err = q.PersistHeartbeatState(ctx, dbsqlc.PersistHeartbeatStateParams{ID: r.AgentID, State: r.State,
+					HeartbeatAt: micros(r.LastHeartbeatAt)})
+			}
+			if err != nil {
+				return mapErr("persist heartbeats", err)
+			}
+			written += int(n)
 		}
-		defer rows.Close()
-		out, err = storeutil.Collect(rows, storeutil.ScanString)
-		return mapErr("failover rings", err)
+		return nil
+	})
+	return written, err
+}
+
+// lvSorted returns the rows ordered by agent id (a copy; the caller's
+// slice is left alone).
+func lvSorted(in []store.HeartbeatRow) []store.HeartbeatRow {
+	rows := slices.Clone(in)
+	slices.SortStableFunc(rows, func(a, b store.HeartbeatRow) int { return strings.Compare(a.AgentID, b.AgentID) })
+	return rows
+}
+
+// ApplyReportedChange implements store.LivenessStore (design: Billing-mode audit). The
+// BEGIN IMMEDIATE transaction holds the database's write lock from its
+// first statement, so the compare below cannot race another writer.
+func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedChangeParams) (bool, error) {
+	wrote := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		wrote = false
+		q := s.txq(tx)
+		cur, err := q.ReportedPair(ctx, p.AgentID)
+		if err != nil {
+			return mapErr("apply reported change", err)
+		}
+		old := store.ReportedPair{BillingMode: nullStr(cur.ReportedBillingMode), ToolClass: nullStr(cur.ReportedToolClass)}
+		if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
+			return nil
+		}
+		if err := q.ApplyReportedChange(ctx, reportedChange(p)); err != nil {
+			return mapErr("apply reported change", err)
+		}
+		if _, err := s.appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, err
+}
+
+// ApplyReportedChanges implements store.LivenessStore: one BEGIN IMMEDIATE
+// transaction (one commit for the whole batch), each element compared,
+// written and audited in the order given.
+func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReportedChangeParams) ([]bool, error) {
+	wrote := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return wrote, nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		clear(wrote)
+		q := s.txq(tx)
+		for i, p := range ps {
+			cur, err := q.ReportedPair(ctx, p.AgentID)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return mapErr("apply reported changes", err)
+			}
+			old := store.ReportedPair{BillingMode: nullStr(cur.ReportedBillingMode), ToolClass: nullStr(cur.ReportedToolClass)}
+			if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
+				continue
+			}
+			if err := q.ApplyReportedChange(ctx, reportedChange(p)); err != nil {
+				return mapErr("apply reported changes", err)
+			}
+			if _, err := s.appendAudit(ctx, tx, p.HeartbeatAt, p.Audit(old)); err != nil {
+				return err
+			}
+			wrote[i] = true
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, err
+		return make([]bool, len(ps)), err
 	}
-	return out, nil
+	return wrote, nil
+}
+
+// DBNow implements store.LivenessStore. SQLite runs inside this process:
+// the database's clock is the operating system's (SQLite's 'now' reads it
+// too), whatever clock the service was given.
+func (s *Store) DBNow(context.Context) (time.Time, error) { return time.Now().UTC(), nil }
+
+// ApplyProjectReadiness implements store.LivenessStore (design: Project readiness).
+func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectReadinessParams) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		n, err := s.txq(tx).ApplyProjectReadiness(ctx, dbsqlc.ApplyProjectReadinessParams{ID: p.AgentID,
+			Readiness: nullJSON(p.Readiness), Now: micros(p.Now)})
+		if err != nil {
+			return mapErr("apply project readiness", err)
+		}
+		if n == 0 {
+			return mapErr("apply project readiness", sql.ErrNoRows)
+		}
+		return nil
+	})
+}
+
+// reportedChange is the row write of an accepted reported change; the
+// heartbeat time only moves forward.
+func reportedChange(p store.ApplyReportedChangeParams) dbsqlc.ApplyReportedChangeParams {
+	return dbsqlc.ApplyReportedChangeParams{ID: p.AgentID, BillingMode: toNullStr(p.BillingMode),
+		ToolClass: toNullStr(p.ToolClass), RuntimeVersion: toNullStr(p.RuntimeVersion),
+		ReportedState: nullJSON(p.ReportedState), State: p.State, HeartbeatAt: micros(p.HeartbeatAt)}
+}
+
+func lvSame(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 )
 
@@ -103,6 +104,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// loadHashes reads every stored hash into s.hashes (at Open, after the
+// migrations; hashes.go).
+func (s *Store) loadHashes(ctx context.Context) error {
+	rows, err := s.w.QueryContext(ctx, `SELECT hash FROM credentials UNION ALL SELECT hash FROM person_tokens`)
+	if err != nil {
+		return mapErr("load credential hashes", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return mapErr("load credential hashes", err)
+		}
+		s.hashes.add(h)
+	}
+	return mapErr("load credential hashes", rows.Err())
+}
+
 // Migrate applies pending migrations to the database at path and closes it;
 // it is what `rollcall migrate` runs (design: Store contract). It takes the instance
 // lock like Open, so it is refused while a server uses the file.
@@ -115,23 +134,10 @@ func Migrate(ctx context.Context, path string) error {
 }
 
 // Migrations returns the embedded migration files (migrations/NNNNN_name.sql).
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err) // the embed pattern guarantees the directory
-	}
-	return sub
-}
+func Migrations() fs.FS { return storeutil.MigrationsDir(migrations) }
 
 func migrate(ctx context.Context, db *sql.DB) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
-	if err != nil {
-		return fmt.Errorf("sqlite store: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("sqlite store: migrate: %w", err)
-	}
-	return nil
+	return storeutil.Migrate(ctx, "sqlite store", db, goose.DialectSQLite3, Migrations())
 }
 
 func (s *Store) open(ctx context.Context) error {

@@ -16,15 +16,8 @@ import (
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
-func openT(tb testing.TB, path string) *Store {
-	tb.Helper()
-	s, err := Open(tb.Context(), path)
-	if err != nil {
-		tb.Fatalf("Open(%s): %v", path, err)
-	}
-	tb.Cleanup(func() { _ = s.Close() })
-	return s
-}
+// openT opens the adapter at path; tb.Cleanup closes it.
+func openT(tb testing.TB, path string) *Store { return storetest.OpenT(tb, Open, path) }
 
 func harness(path func(t *testing.T) string) storetest.Harness {
 	return storetest.Harness{Empty: emptyDatabase, New: func(t *testing.T) storetest.Instance {
@@ -42,23 +35,15 @@ func harness(path func(t *testing.T) string) storetest.Harness {
 	}}
 }
 
-// emptyDatabase is a new database file with a goose provider on it.
 // emptyDB opens an empty database file and a goose provider of the
 // migrations on it; t.Cleanup closes it.
 func emptyDB(t *testing.T) (*sql.DB, *goose.Provider, string) {
 	path := filepath.Join(t.TempDir(), "rollcall.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, p := storetest.Unmigrated(t, "sqlite", "file:"+path+"?_pragma=foreign_keys(1)", goose.DialectSQLite3, Migrations())
 	return db, p, path
 }
 
+// emptyDatabase is a new database file with a goose provider on it.
 func emptyDatabase(t *testing.T) storetest.EmptyDatabase {
 	_, p, path := emptyDB(t)
 	return storetest.EmptyDatabase{Migrations: p, Open: func(t *testing.T) store.Store { return openT(t, path) }}

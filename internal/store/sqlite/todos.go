@@ -248,24 +248,11 @@ func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, err
 	return changed, err
 }
 
-// The sweep backoff of domain.SweepDelays as SQL (storeutil.RingDelayCase),
-// in microseconds: added to a time it gives next_ring_at, and NULL once the
-// ring budget is spent.
-var (
-	// ringDelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
-	// count).
-	ringDelayAfterRing = storeutil.RingDelayCase("ring_attempts + 1", sqlMicros)
-	// ringDelayNow is the delay for the current count (MarkDigestRung).
-	ringDelayNow = storeutil.RingDelayCase("ring_attempts", sqlMicros)
-)
+// ring is the sweep backoff of domain.SweepDelays as SQL, in microseconds
+// (storeutil.RingSQL).
+var ring = storeutil.NewRingSQL(sqlMicros, "")
 
-// ringSet is the SET clause of a ring rung at the parameter at (MarkRung,
-// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
-// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
-func ringSet(at string) string {
-	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
-		", next_ring_at = " + at + " + " + ringDelayAfterRing
-}
+// ringSet is ring's SET clause of a ring rung at the parameter at.
+func ringSet(at string) string { return ring.Set(at) }
 
 func sqlMicros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }

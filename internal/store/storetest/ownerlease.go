@@ -41,6 +41,20 @@ func setOwner(t *testing.T, s store.Store, agentID, instance string, hb time.Tim
 	return wrote
 }
 
+// ownedAgents vends n agents (handles prefix-0 …) owned by instance since
+// at(time.Second) and returns their ids sorted.
+func ownedAgents(t *testing.T, s store.Store, prefix, instance string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		a := vend(t, s, newAgent(fmt.Sprintf("%s-%d", prefix, i), ownerID, "q"))
+		setOwner(t, s, a.ID, instance, at(time.Second))
+		ids = append(ids, a.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 func ownerOf(t *testing.T, s store.Store, agentID string) string {
 	t.Helper()
 	id, err := s.AgentOwner(t.Context(), agentID)
@@ -89,13 +103,7 @@ func testOwnerLeaseAcquireRenew(t *testing.T, in Instance) {
 // and the dead instance finds out at its next renewal (held = false).
 func testOwnerLeaseTakeOver(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	var mine []string
-	for i := range 3 {
-		a := vend(t, s, newAgent(fmt.Sprintf("owned-%d", i), ownerID, "q"))
-		setOwner(t, s, a.ID, "dead", at(time.Second))
-		mine = append(mine, a.ID)
-	}
-	slices.Sort(mine)
+	mine := ownedAgents(t, s, "owned", "dead", 3)
 	other := vend(t, s, newAgent("elsewhere", ownerID, "q"))
 	setOwner(t, s, other.ID, "alive", at(time.Second))
 	renewLease(t, s, "dead", at(2*time.Second))
@@ -144,13 +152,7 @@ func testOwnerLeaseRace(t *testing.T, in Instance) {
 	if in.Twin != nil {
 		stores[1] = in.Twin(t)
 	}
-	var ids []string
-	for i := range 5 {
-		a := vend(t, s, newAgent(fmt.Sprintf("orphan-%d", i), ownerID, "q"))
-		setOwner(t, s, a.ID, "gone", at(time.Second))
-		ids = append(ids, a.ID)
-	}
-	slices.Sort(ids)
+	ids := ownedAgents(t, s, "orphan", "gone", 5)
 	renewLease(t, s, "gone", at(2*time.Second))
 	const n = 40
 	wins := make([]bool, n)

@@ -1,8 +1,9 @@
 // Package storeutil holds the few pure helpers both store adapters share:
 // time normalisation, slice normalisation, mapping generated rows (rows.go),
-// building a chained audit entry
+// building a chained audit entry and streaming the chain to its verifier
 // (design: Retries and dead letter; audit log) and the sweep backoff as SQL (design: Ring budget).
-// It does no I/O of its own (Batches runs the adapter's deletes).
+// It does no I/O of its own (Batches runs the adapter's deletes, Migrate
+// runs goose on the adapter's handle, migrate.go).
 package storeutil
 
 import (
@@ -109,6 +110,35 @@ func RingDelayCase(count string, render func(time.Duration) string) string {
 	return b.String()
 }
 
+// RingSQL is the sweep backoff of domain.SweepDelays in one dialect's SQL
+// (RingDelayCase, each delay written by the dialect's render): added to a
+// time it gives next_ring_at, and NULL once the ring budget is spent
+// (design: Ring budget).
+type RingSQL struct {
+	// DelayNow is the delay for the current count (MarkDigestRung).
+	DelayNow string
+	// DelayAfterRing is the delay after a ring that raises ring_attempts
+	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// count).
+	DelayAfterRing string
+	cast           string // what makes the parameter a time in a sum ("::timestamptz")
+}
+
+// NewRingSQL renders the backoff with render; cast follows the ring time's
+// parameter where it is added to a delay.
+func NewRingSQL(render func(time.Duration) string, cast string) RingSQL {
+	return RingSQL{DelayNow: RingDelayCase("ring_attempts", render),
+		DelayAfterRing: RingDelayCase("ring_attempts + 1", render), cast: cast}
+}
+
+// Set is the SET clause of a ring rung at the parameter at (MarkRung,
+// SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
+// at, next_ring_at = at + the delay after it (NULL once the budget is spent).
+func (r RingSQL) Set(at string) string {
+	return "SET ring_attempts = ring_attempts + 1, last_ringed_at = " + at +
+		", next_ring_at = " + at + r.cast + " + " + r.DelayAfterRing
+}
+
 // SortedUnique returns the distinct values of ids in ascending order (a
 // copy), e.g. the sweep's receivers, so a duplicate never takes a second
 // share of a pass.
@@ -166,4 +196,23 @@ func Batches(ctx context.Context, batch, defaultBatch int, del func(lim int) (in
 			return total, err
 		}
 	}
+}
+
+// AuditChainSQL reads the whole audit chain in seq order, every column in
+// table order (what each adapter's scanAudit scans), the same in both
+// dialects. It is hand-written: VerifyAudit streams it, where a generated
+// :many would hold the chain in memory.
+const AuditChainSQL = `SELECT seq, at, actor, action, agent_id, decision, data, prev_hash, hash
+		FROM audit ORDER BY seq`
+
+// VerifyChain streams rows of AuditChainSQL, read by scan, through a
+// domain.AuditVerifier (scoped to agentIDs when scoped) and returns its
+// result, holding no entry (design: Audit chain; verify). Error: the first
+// of scan or rows.
+func VerifyChain(rows Rows, scan func(Scanner) (domain.AuditEntry, error), scoped bool, agentIDs []string) (domain.AuditVerifyResult, error) {
+	v := domain.NewAuditVerifier(scoped, agentIDs)
+	if err := Each(rows, scan, v.Add); err != nil {
+		return domain.AuditVerifyResult{}, err
+	}
+	return v.Result(), nil
 }
