@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,4 +207,207 @@ func TestMissedTransitionHandledOnce(t *testing.T) {
 	if again := deaf.ev.MissedTransitions(); len(again) != 0 {
 		t.Fatalf("MissedTransitions a second time = %+v, want none", again)
 	}
+}
+
+// countingStore counts the evaluator's "changed since" reads: a pass does
+// one, the timer's evaluation of the agents due none.
+type countingStore struct {
+	*sqlite.Store
+	changedSince atomic.Int32
+}
+
+func (c *countingStore) ListAgentsChangedSince(ctx context.Context, p store.ListChangedParams) ([]domain.Agent, error) {
+	c.changedSince.Add(1)
+	return c.Store.ListAgentsChangedSince(ctx, p)
+}
+
+// running starts an evaluator's Run loop with period every on st and b and
+// stops it at cleanup.
+func running(t *testing.T, st evaluator.Store, b bus.Bus, clock clockwork.Clock, every time.Duration) *instance {
+	t.Helper()
+	in := &instance{events: &events{}}
+	in.ev = evaluator.New(evaluator.Config{Store: st, Bus: b, Events: in.events, Clock: clock, Instance: fmt.Sprintf("i%p", in),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnIn: func(agentID, reason string) {
+			in.mu.Lock()
+			in.ins = append(in.ins, agentID+":"+reason)
+			in.mu.Unlock()
+		}})
+	if err := in.ev.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); in.ev.Run(ctx, every) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return in
+}
+
+// eventually waits (real time, at most 20 s: the machine is busy) until
+// cond holds, and fails with what otherwise.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// blockUntil waits until n timers or tickers wait on the fake clock.
+func blockUntil(t *testing.T, clock *clockwork.FakeClock, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, n); err != nil {
+		t.Fatalf("%d waiters on the fake clock: %v", n, err)
+	}
+}
+
+// TestShiftBoundaryOnTime (design: Shift boundaries on time): 1 000 agents
+// on one shift, two instances on one store and bus, a 30 s period. The
+// clock is advanced to the shift's start and no further — the next period
+// is 20 s away — and every agent's transition is claimed once, published,
+// and heard by both instances, with no "changed since" read: it was the
+// timer set to the boundary, not a pass. On the old code nothing happened
+// until the next period.
+func TestShiftBoundaryOnTime(t *testing.T) {
+	const agents = 1000
+	sq := openStore(t)
+	st := &countingStore{Store: sq}
+	clock := clockwork.NewFakeClockAt(monday0900.Add(-10 * time.Second)) // 08:59:50
+	ids := map[string]bool{}
+	for i := range agents {
+		a := vend(t, sq, i, "09:00-17:00", clock.Now())
+		ids[a.ID] = true
+	}
+	b := bus.NewLocal()
+	one := running(t, st, b, clock, 30*time.Second)
+	two := running(t, st, b, clock, 30*time.Second)
+	blockUntil(t, clock, 4) // each Run's ticker and timer
+	// The vends left every agent "in" (no transition seen yet): the first
+	// wake-up finds them all due and out.
+	eventually(t, "the out transitions of 08:59:50 were not published", func() bool {
+		return len(one.events.list())+len(two.events.list()) == agents
+	})
+	reads := st.changedSince.Load()
+
+	clock.Advance(10 * time.Second) // 09:00:00, the shift starts
+	inAt := func(in *instance) int {
+		n := 0
+		for _, ev := range in.events.list() {
+			if id, rest, _ := strings.Cut(ev, ":"); ids[id] && rest == "in:"+evaluator.ReasonShiftStart {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "the shift start was not published at 09:00 for every agent", func() bool {
+		return inAt(one)+inAt(two) == agents && len(one.onIn()) == agents && len(two.onIn()) == agents
+	})
+	if got := inAt(one) + inAt(two); got != agents {
+		t.Fatalf("%d shift_start events, want %d (one per agent)", got, agents)
+	}
+	if got := st.changedSince.Load(); got != reads {
+		t.Fatalf("%d \"changed since\" reads at the boundary, want none (the timer, not a pass)", got-reads)
+	}
+	if !clock.Now().Equal(monday0900) {
+		t.Fatalf("clock at %s, want 09:00", clock.Now())
+	}
+	for _, in := range []*instance{one, two} {
+		if p, ok := in.ev.Presence(sortedFirst(ids), clock.Now()); !ok || p != "in" {
+			t.Fatalf("Presence at 09:00 = %q, %v; want in", p, ok)
+		}
+	}
+}
+
+// TestEarlierBoundaryRearms (design: Shift boundaries on time): the timer
+// is set to the shift start at 10:00 and the period is 10 min; the shift is
+// then edited to start at 09:00 — once on this instance (Upsert), once on
+// another (the presence signal) — and advancing the clock to 09:00 alone
+// publishes the transition: the earlier boundary re-armed the timer.
+func TestEarlierBoundaryRearms(t *testing.T) {
+	for _, here := range []bool{true, false} {
+		t.Run(map[bool]string{true: "written here", false: "written elsewhere"}[here], func(t *testing.T) {
+			sq := openStore(t)
+			st := &countingStore{Store: sq}
+			clock := clockwork.NewFakeClockAt(monday0900.Add(-10 * time.Second)) // 08:59:50
+			a := vend(t, sq, 1, "10:00-17:00", clock.Now())
+			b := bus.NewLocal()
+			in := running(t, st, b, clock, 10*time.Minute)
+			blockUntil(t, clock, 2)
+			eventually(t, "the out transition was not published", func() bool { return len(in.events.list()) == 1 })
+
+			edited, err := sq.UpdatePresence(t.Context(), store.UpdatePresenceParams{AgentID: a.ID, Now: clock.Now(), SetShift: true, Shift: "09:00-17:00",
+				Audit: domain.AuditRecord{Actor: "operator:x", Action: "agent.shift", AgentID: a.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if here {
+				in.ev.Upsert(&edited, "")
+			} else if err := bus.Send(t.Context(), b, bus.Presence{AgentID: a.ID, Origin: "other"}); err != nil {
+				t.Fatal(err)
+			}
+			reads := st.changedSince.Load()
+			clock.Advance(10 * time.Second) // 09:00, the new start; the old one and the period are far
+			want := a.ID + ":in:" + evaluator.ReasonShiftStart
+			eventually(t, "the earlier shift start was not published at 09:00", func() bool {
+				got := in.events.list()
+				return len(got) == 2 && got[1] == want
+			})
+			if got := st.changedSince.Load(); got != reads {
+				t.Fatalf("%d \"changed since\" reads, want none (the re-armed timer, not a pass)", got-reads)
+			}
+		})
+	}
+}
+
+// sortedFirst returns the smallest key of m.
+func sortedFirst(m map[string]bool) string {
+	first := ""
+	for k := range m {
+		if first == "" || k < first {
+			first = k
+		}
+	}
+	return first
+}
+
+// failingStore refuses the claims while fail is set.
+type failingStore struct {
+	*countingStore
+	fail atomic.Bool
+}
+
+func (f *failingStore) ClaimTransition(ctx context.Context, p store.ClaimTransitionParams) (bool, error) {
+	if f.fail.Load() {
+		return false, fmt.Errorf("database unavailable")
+	}
+	return f.countingStore.ClaimTransition(ctx, p)
+}
+
+// TestFailedDueEvaluationRetried (design: Shift boundaries on time): the
+// claim at a shift start fails (the store is down); the timer evaluates the
+// agent again RetryAfter later, not at its next change (17:00) or the next
+// period (10 min away), and the transition is published then.
+func TestFailedDueEvaluationRetried(t *testing.T) {
+	sq := openStore(t)
+	st := &failingStore{countingStore: &countingStore{Store: sq}}
+	clock := clockwork.NewFakeClockAt(monday0900.Add(-10 * time.Second))
+	a := vend(t, sq, 1, "09:00-17:00", clock.Now())
+	in := running(t, st, bus.NewLocal(), clock, 10*time.Minute)
+	blockUntil(t, clock, 2)
+	eventually(t, "the out transition was not published", func() bool { return len(in.events.list()) == 1 })
+	st.fail.Store(true)
+	clock.Advance(10 * time.Second) // 09:00: the claim fails
+	blockUntil(t, clock, 2)         // the failed evaluation re-armed the timer
+	st.fail.Store(false)
+	clock.Advance(evaluator.RetryAfter)
+	want := a.ID + ":in:" + evaluator.ReasonShiftStart
+	eventually(t, "the shift start was not retried "+evaluator.RetryAfter.String()+" after the failed claim", func() bool {
+		got := in.events.list()
+		return len(got) == 2 && got[1] == want
+	})
 }

@@ -3,12 +3,16 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/server"
 
 	"github.com/rollcall/rollcall/internal/testkit"
@@ -126,4 +130,50 @@ func push(t *testing.T, in *instance, handle, title string) domain.Todo {
 		t.Fatalf("PushTodo: %v %v", created, err)
 	}
 	return td
+}
+
+// pair is two instances A and B sharing a fresh PostgreSQL database, as
+// the listener-outage tests start them.
+type pair struct {
+	a, b           *instance
+	shared, dbName string
+	bbus           *pgbus.Bus
+}
+
+func startPair(t *testing.T) *pair {
+	t.Helper()
+	shared := pgtest.AdminURL(t)
+	dbURL := pgtest.WithDatabase(t, shared, pgtest.CreateDatabase(t, shared))
+	u, _ := url.Parse(dbURL)
+	p := &pair{shared: shared, dbName: strings.TrimPrefix(u.Path, "/"), a: startInstance(t, dbURL), b: startInstance(t, dbURL)}
+	p.bbus = p.b.srv.Bus.(*pgbus.Bus)
+	return p
+}
+
+// listenerOutage closes the database to new connections, terminates B's
+// LISTEN connection and waits until B notices, runs act, then reopens the
+// database (also when act fails the test) and waits until B listens again.
+// It returns when the database was reopened.
+func (p *pair) listenerOutage(t *testing.T, act func()) (reopenedAt time.Time) {
+	t.Helper()
+	pgtest.Exec(t, p.shared, "ALTER DATABASE "+p.dbName+" ALLOW_CONNECTIONS false")
+	reopened := false
+	reopen := func() {
+		if !reopened {
+			reopened = true
+			pgtest.Exec(t, p.shared, "ALTER DATABASE "+p.dbName+" ALLOW_CONNECTIONS true")
+			reopenedAt = time.Now()
+		}
+	}
+	defer reopen()
+	pid := p.bbus.ListenerPID()
+	if pid == 0 {
+		t.Fatal("B has no listener")
+	}
+	pgtest.Exec(t, p.shared, "SELECT pg_terminate_backend($1)", int32(pid))
+	eventually(t, "B notices its listener is gone", func() bool { return p.bbus.Listening() != nil })
+	act()
+	reopen()
+	eventually(t, "B's listener is back", func() bool { return p.bbus.Listening() == nil })
+	return reopenedAt
 }
