@@ -269,23 +269,10 @@ func (s *Service) DeleteHook(ctx context.Context, by domain.Person, id string) (
 	return s.hookView(h, s.handleOf(ctx, h.AgentID)), nil
 }
 
-// Deliver handles one webhook delivery (design: Hook signatures): the signature
-// (before anything of the body is parsed), then the hook's rate limit for
-// verified deliveries (a delivery that fails the check takes from a
-// separate per-hook bucket instead), then decoding, the filter, and the
-// todo — created in the same transaction that records the delivery,
-// attributed hook:<id>, push-eligible. A redelivery (the same delivery id
-// for the same hook) creates nothing; the todo's idempotency key is
-// intake.TodoKey's. The doorbell rings after commit through the bus, as
-// for a pushed todo.
-//
-// Errors (nothing is created by any of them): not_found (unknown hook),
-// rate_limited (*RateLimitedError), unauthenticated (missing or bad
-// signature; logged, counted, recorded — the body is never echoed),
-// invalid_argument (stale Standard Webhooks timestamp, missing delivery
-// headers, a body that is not the event it claims, a queue outside the
-// agent's scope; Reason "unsupported_media_type" for a Content-Type other
-// than JSON or form), conflict (the hook's agent is revoked).
+// Deliver takes one webhook delivery through this instance's receiver:
+// the signature, the per-hook limits, decoding, the filter, then the
+// delivery's record with its todo (design: Hook signatures). Steps and
+// errors: delivery.Receiver.Deliver (rate_limited is *RateLimitedError).
 func (s *Service) Deliver(ctx context.Context, in DeliveryInput) (DeliveryResult, error) {
 	return s.receiver.Deliver(ctx, in)
 }

@@ -34,7 +34,7 @@ import (
 //
 // So a flood of forged deliveries never uses up what the real sender
 // needs, and it is bounded per hook, not per client address (senders such
-// as GitHub share addresses). intake.Refused deliveries are recorded in the
+// as GitHub share addresses). Refused deliveries are recorded in the
 // delivery log (outcome refused, the reason, never the body, the delivery
 // id or any header) at most refusalBurst at once per hook (then one per
 // 10 s), so a flood of bad signatures cannot grow the table; every refusal
@@ -200,7 +200,7 @@ func (rc *Receiver) refuseAs(ctx context.Context, h domain.Hook, now time.Time, 
 }
 
 func (rc *Receiver) deliverGitHub(ctx context.Context, h domain.Hook, in Input, payload []byte, now time.Time) (wire.DeliveryResult, error) {
-	// intake.Verified: from here on the sender is the repository's webhook.
+	// Verified: from here on the sender is the repository's webhook.
 	v, r := intake.ReadGitHub(h, in.Header, payload, now, rc.newID)
 	if r != nil {
 		return rc.refuse(ctx, h, now, *r)
