@@ -50,10 +50,13 @@ if [ ! -d e2e/tsclient/node_modules/@modelcontextprotocol/sdk ]; then
 fi
 
 # The public TypeScript REST client (clients/typescript) and its test tools,
-# for e2e/tsrest_e2e_test.go.
+# for TestE2ETypeScriptRESTClient. Its src/gen is generated from
+# api/openapi.yaml, never committed: npm ci generates it (prepare), and it is
+# regenerated here so it always matches the document under test.
 if [ ! -d clients/typescript/node_modules/tsx ]; then
   (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error)
 fi
+(cd clients/typescript && npm run --silent generate >/dev/null)
 
 # The real Claude Code binary, pinned in e2e/claudecode/package-lock.json, for
 # the end-to-end tests of e2e/claudecode_e2e_test.go.
