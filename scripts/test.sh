@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Rollcall test: unit, property, store contract suite on SQLite
 # and PostgreSQL, MCP adapter, REST, CLI and the end-to-end tests (real
-# binary, official MCP TypeScript SDK client, Go MCP client), all under the
+# binary, official MCP TypeScript SDK client, Go MCP client, the generated
+# TypeScript REST client of clients/typescript), all under the
 # race detector, and the fault suite (e2e/fault: two servers on a throwaway
 # PostgreSQL cluster it starts itself from /usr/lib/postgresql/*/bin).
 #
@@ -47,6 +48,15 @@ export ROLLCALL_REQUIRE_POSTGRES=1
 if [ ! -d e2e/tsclient/node_modules/@modelcontextprotocol/sdk ]; then
   (cd e2e/tsclient && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# The public TypeScript REST client (clients/typescript) and its test tools,
+# for TestE2ETypeScriptRESTClient. Its src/gen is generated from
+# api/openapi.yaml, never committed: npm ci generates it (prepare), and it is
+# regenerated here so it always matches the document under test.
+if [ ! -d clients/typescript/node_modules/tsx ]; then
+  (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error)
+fi
+(cd clients/typescript && npm run --silent generate >/dev/null)
 
 # The real Claude Code binary, pinned in e2e/claudecode/package-lock.json, for
 # the end-to-end tests of e2e/claudecode_e2e_test.go.
