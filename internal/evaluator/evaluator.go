@@ -490,14 +490,20 @@ func (e *Evaluator) Evaluate(ctx context.Context, agentID string, now time.Time)
 	if err != nil {
 		return false, err
 	}
+	if !claimed {
+		// Another instance claimed p, or claimed a transition at a later
+		// instant than now (its clock a little ahead): the row says which.
+		// Re-read it and evaluate again a second later (design: Transition
+		// claim), so a lost race costs one read and a refused write-driven
+		// transition is claimed then, with its cause.
+		e.Refresh(ctx, agentID, cause)
+		return false, nil
+	}
 	e.mu.Lock()
 	if cur, ok := e.entries[agentID]; ok {
 		cur.seen = p
 	}
 	e.mu.Unlock()
-	if !claimed {
-		return false, nil
-	}
 	reason := TransitionReason(inputs, cause, now)
 	e.log.Info("presence transition", "agent_id", agentID, "new", p, "source", src, "reason", reason)
 	if err := bus.Send(ctx, e.bus, bus.PresenceTransition{AgentID: agentID, Presence: p, Reason: reason}); err != nil {

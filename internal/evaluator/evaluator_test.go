@@ -147,6 +147,53 @@ func TestTransitionClaimedOnce(t *testing.T) {
 	}
 }
 
+// TestClockBehindCannotUndoTransition: at a shift start the instance
+// whose clock is 20 ms ahead claims in; the one 10 ms behind, evaluating
+// an instant earlier, computes out but cannot claim it back (design:
+// Transition claim): one transition, one event, one OnIn on each.
+func TestClockBehindCannotUndoTransition(t *testing.T) {
+	st := openStore(t)
+	ahead := clockwork.NewFakeClockAt(monday0900.Add(20 * time.Millisecond))
+	behind := clockwork.NewFakeClockAt(monday0900.Add(-10 * time.Millisecond))
+	b := bus.NewLocal()
+	a := vend(t, st, 1, "09:00-17:00", monday0900.Add(-time.Hour))
+	ctx := t.Context()
+	if _, err := st.ClaimTransition(ctx, store.ClaimTransitionParams{AgentID: a.ID, New: "out", At: monday0900.Add(-time.Hour), By: "shift"}); err != nil {
+		t.Fatal(err)
+	}
+	first, second := newInstance(st, b, ahead), newInstance(st, b, behind)
+	for _, in := range []*instance{first, second} {
+		if err := in.ev.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := first.ev.Evaluate(ctx, a.ID, ahead.Now()); err != nil || !ok {
+		t.Fatalf("the instance ahead: Evaluate = %v, %v; want it to claim in", ok, err)
+	}
+	if ok, err := second.ev.Evaluate(ctx, a.ID, behind.Now()); err != nil || ok {
+		t.Fatalf("the instance behind: Evaluate = %v, %v; want its out refused", ok, err)
+	}
+	if g, err := st.GetAgent(ctx, store.AgentRef{ID: a.ID}); err != nil || g.Presence.Seen != "in" {
+		t.Fatalf("stored presence_seen = %q (%v), want in", g.Presence.Seen, err)
+	}
+	behind.Advance(20 * time.Millisecond) // now past 09:00 there too
+	if ok, err := second.ev.Evaluate(ctx, a.ID, behind.Now()); err != nil || ok {
+		t.Fatalf("the instance behind after 09:00: Evaluate = %v, %v; want nothing to claim", ok, err)
+	}
+	want := []string{a.ID + ":in:" + evaluator.ReasonShiftStart}
+	if got := first.events.list(); !slices.Equal(got, want) {
+		t.Fatalf("events of the instance ahead = %v, want %v", got, want)
+	}
+	if got := second.events.list(); len(got) != 0 {
+		t.Fatalf("the instance behind published %v, want nothing", got)
+	}
+	for i, in := range []*instance{first, second} {
+		if got := in.onIn(); !slices.Equal(got, []string{a.ID + ":" + evaluator.ReasonShiftStart}) {
+			t.Fatalf("instance %d OnIn = %v, want one shift_start", i+1, got)
+		}
+	}
+}
+
 // TestPresenceSignalRefreshes: a presence write on another instance,
 // signalled on the bus, reaches this instance's cache without a pass; a
 // signal of its own writes is not read again.

@@ -23,8 +23,11 @@ type PresenceStore interface {
 	// update of (design: Digest on return):
 	//   UPDATE agents SET presence_seen=$new, presence_changed_at=$at,
 	//     presence_changed_by=$by WHERE id=$id AND presence_seen <> $new
+	//     AND (presence_changed_at IS NULL OR presence_changed_at <= $at)
 	// It reports whether this caller claimed it (exactly one of several
-	// racing callers does); an unknown agent claims nothing (false, nil).
+	// racing callers does); a claim at an instant before the last claimed
+	// one is refused (design: Transition claim); an unknown agent claims
+	// nothing (false, nil).
 	ClaimTransition(ctx context.Context, p ClaimTransitionParams) (bool, error)
 	// ListAgentsChangedSince returns unrevoked agents whose updated_at is at
 	// or after Since (zero = all), ascending by id after AfterID, at most

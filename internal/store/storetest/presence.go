@@ -374,6 +374,17 @@ func testClaimTransition(t *testing.T, in Instance) {
 	if !claimT("in", at(4*time.Minute), "operator") {
 		t.Error("ClaimTransition(in) after out = false, want true")
 	}
+	// A claim evaluated before the last claimed instant (a clock a little
+	// behind) is refused and changes nothing; at that instant it is not.
+	if claimT("out", at(4*time.Minute-time.Millisecond), "shift") {
+		t.Error("ClaimTransition(out) at an instant before the last claim = true, want false")
+	}
+	if g := agentByID(t, s, a.ID); g.Presence.Seen != "in" || g.Presence.ChangedBy != "operator" {
+		t.Errorf("a refused earlier claim changed the row: %+v", g.Presence)
+	}
+	if !claimT("out", at(4*time.Minute), "shift") {
+		t.Error("ClaimTransition(out) at the last claimed instant = false, want true")
+	}
 	ok, err := ps.ClaimTransition(ctx, store.ClaimTransitionParams{AgentID: uuid.NewString(), New: "out", At: at(time.Hour), By: "shift"})
 	if err != nil || ok {
 		t.Errorf("ClaimTransition(unknown agent) = %v, %v; want false, nil", ok, err)

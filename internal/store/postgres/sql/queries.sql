@@ -81,9 +81,13 @@ UPDATE agents SET first_stream_at = sqlc.arg(now)::timestamptz WHERE id = sqlc.a
 -- name: ClaimTransition :execrows
 -- The conditional update of presence_seen: of racing claims (on any
 -- instance) one changes the row. updated_at is left alone.
+-- A claim evaluated at an instant before the last claimed transition's is
+-- refused: a clock a little behind another instance's cannot undo the
+-- transition that instance claimed (design: Transition claim).
 UPDATE agents SET presence_seen = sqlc.arg(seen), presence_changed_at = sqlc.arg(at)::timestamptz,
     presence_changed_by = sqlc.narg(by)
-WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen);
+WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen)
+    AND (presence_changed_at IS NULL OR presence_changed_at <= sqlc.arg(at)::timestamptz);
 
 -- name: PendingDoorbellTodos :many
 -- The agent's pending, push-eligible todos outside exclude_queues, oldest

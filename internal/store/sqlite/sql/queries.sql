@@ -85,9 +85,13 @@ UPDATE agents SET first_stream_at = CAST(sqlc.arg(now) AS INTEGER) WHERE id = sq
 -- name: ClaimTransition :execrows
 -- The conditional update of presence_seen: of racing claims one changes
 -- the row. updated_at is left alone (not a configuration change).
+-- A claim evaluated at an instant before the last claimed transition's is
+-- refused: a clock a little behind another instance's cannot undo the
+-- transition that instance claimed (design: Transition claim).
 UPDATE agents SET presence_seen = sqlc.arg(seen), presence_changed_at = CAST(sqlc.arg(at) AS INTEGER),
     presence_changed_by = sqlc.narg(by)
-WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen);
+WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen)
+    AND (presence_changed_at IS NULL OR presence_changed_at <= CAST(sqlc.arg(at) AS INTEGER));
 
 -- name: PendingDoorbellTodos :many
 -- The agent's pending, push-eligible todos outside the JSON array

@@ -269,6 +269,7 @@ const claimTransition = `-- name: ClaimTransition :execrows
 UPDATE agents SET presence_seen = $1, presence_changed_at = $2::timestamptz,
     presence_changed_by = $3
 WHERE id = $4 AND presence_seen <> $1
+    AND (presence_changed_at IS NULL OR presence_changed_at <= $2::timestamptz)
 `
 
 type ClaimTransitionParams struct {
@@ -280,6 +281,9 @@ type ClaimTransitionParams struct {
 
 // The conditional update of presence_seen: of racing claims (on any
 // instance) one changes the row. updated_at is left alone.
+// A claim evaluated at an instant before the last claimed transition's is
+// refused: a clock a little behind another instance's cannot undo the
+// transition that instance claimed (design: Transition claim).
 func (q *Queries) ClaimTransition(ctx context.Context, arg ClaimTransitionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, claimTransition,
 		arg.Seen,
