@@ -478,11 +478,15 @@ func TestFaultLoad(t *testing.T) {
 // test-only): an agent heartbeating only to the other instance never flaps
 // offline on the skewed one, and the skewed one says offline within 2 s of
 // the other publishing it (design: Database clock).
-func TestFaultClockOffset(t *testing.T) {
-	for _, off := range []string{"20s", "-20s"} {
+func TestFaultClockOffset(t *testing.T) { eachOffset(t, clockOffset, "20s", "-20s") }
+
+// eachOffset runs fn as a parallel subtest per clock offset
+// (ROLLCALL_TEST_CLOCK_OFFSET, a Go duration).
+func eachOffset(t *testing.T, fn func(t *testing.T, off string), offs ...string) {
+	for _, off := range offs {
 		t.Run(off, func(t *testing.T) {
 			t.Parallel()
-			clockOffset(t, off)
+			fn(t, off)
 		})
 	}
 }

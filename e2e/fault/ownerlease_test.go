@@ -123,18 +123,9 @@ func leaseREST(ctx context.Context, srv *server, a vended, period time.Duration,
 // publishes each offline exactly once, within presence timeout (3 s) + 2 s
 // + leaseSlack of the send of its last heartbeat A answered.
 func TestFaultOwnerLeaseKilled(t *testing.T) {
-	c := sharedCluster(t)
-	a, b, _ := startPair(t, c, nil)
-	waitListening(t, c, a, b)
-	vend(t, b, "fence")
-	evB := subscribe(t, b)
-	const period = 500 * time.Millisecond
-	gw := make([]*leaseClient, 3)
+	a, b, evB, gw := startLeasePair(t, 1, "lease-gw0", "lease-gw1", "lease-gw2")
 	rest := make([]vended, 2)
 	restLast := make([]atomic.Int64, len(rest))
-	for i := range gw {
-		gw[i] = newLeaseClient(vend(t, a, fmt.Sprintf("lease-gw%d", i)), 1)
-	}
 	for i := range rest {
 		rest[i] = vend(t, a, fmt.Sprintf("lease-rest%d", i))
 	}
@@ -143,10 +134,10 @@ func TestFaultOwnerLeaseKilled(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	for _, lc := range gw {
-		wg.Go(func() { lc.run(ctx, []*server{a}, period) })
+		wg.Go(func() { lc.run(ctx, []*server{a}, leasePeriod) })
 	}
 	for i, ag := range rest {
-		wg.Go(func() { leaseREST(ctx, a, ag, period, &restLast[i]) })
+		wg.Go(func() { leaseREST(ctx, a, ag, leasePeriod, &restLast[i]) })
 	}
 	last := map[string]*atomic.Int64{}
 	for _, lc := range gw {
@@ -203,22 +194,13 @@ func TestFaultOwnerLeaseKilled(t *testing.T) {
 // offline, during the take-over nor after it (until each client has 12
 // heartbeats acknowledged by B, 6 s: past timeout + 2 s).
 func TestFaultOwnerLeaseReconnect(t *testing.T) {
-	c := sharedCluster(t)
-	a, b, _ := startPair(t, c, nil)
-	waitListening(t, c, a, b)
-	vend(t, b, "fence")
-	evB := subscribe(t, b)
-	const period = 500 * time.Millisecond
-	gw := make([]*leaseClient, 4)
-	for i := range gw {
-		gw[i] = newLeaseClient(vend(t, a, fmt.Sprintf("lease-move%d", i)), 2)
-	}
+	a, b, evB, gw := startLeasePair(t, 2, "lease-move0", "lease-move1", "lease-move2", "lease-move3")
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	for _, lc := range gw {
-		wg.Go(func() { lc.run(ctx, []*server{a, b}, period) })
+		wg.Go(func() { lc.run(ctx, []*server{a, b}, leasePeriod) })
 	}
 	for _, lc := range gw {
 		waitFor(t, lc.a.Handle+" online on B", func() bool { return state(b, lc.a.Handle) == "online" })
@@ -241,6 +223,26 @@ func TestFaultOwnerLeaseReconnect(t *testing.T) {
 			t.Errorf("%s on B: %s, want online", lc.a.Handle, st)
 		}
 	}
+}
+
+// leasePeriod is how often the owner-lease tests' clients heartbeat.
+const leasePeriod = 500 * time.Millisecond
+
+// startLeasePair starts A and B on a fresh database, both listening, vends
+// the fence agent on B and subscribes to B's events, and makes a lease
+// client per handle, its agent vended on A, counting the acknowledgements
+// of servers servers.
+func startLeasePair(t *testing.T, servers int, handles ...string) (a, b *server, evB *events, gw []*leaseClient) {
+	t.Helper()
+	c := sharedCluster(t)
+	a, b, _ = startPair(t, c, nil)
+	waitListening(t, c, a, b)
+	vend(t, b, "fence")
+	evB = subscribe(t, b)
+	for _, h := range handles {
+		gw = append(gw, newLeaseClient(vend(t, a, h), servers))
+	}
+	return a, b, evB, gw
 }
 
 func maxLast(last map[string]*atomic.Int64) int64 {

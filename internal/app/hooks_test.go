@@ -22,6 +22,26 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
+// revHook vends agent "rev" (queue q) on svc and creates a GitHub hook
+// that pushes to it.
+func revHook(t *testing.T, svc *app.Service, admin domain.Person) app.HookSecretResult {
+	t.Helper()
+	if _, err := svc.Vend(t.Context(), admin, app.VendInput{Handle: "rev", Queues: []string{"q"}, Verbs: []string{"claim_next"}}); err != nil {
+		t.Fatal(err)
+	}
+	return githubHook(t, svc, admin)
+}
+
+// githubHook creates another GitHub hook pushing to "rev" on queue q.
+func githubHook(t *testing.T, svc *app.Service, admin domain.Person) app.HookSecretResult {
+	t.Helper()
+	hk, err := svc.CreateHook(t.Context(), admin, app.HookInput{Kind: domain.HookGitHub, Agent: "rev", Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hk
+}
+
 // TestFailedSignatureLimit (design: Failed-signature limit), on SQLite with
 // the injected clock: a bad signature is refused unauthenticated and
 // recorded on the hook's delivery log as refused, "bad signature", with
@@ -36,13 +56,7 @@ func TestFailedSignatureLimit(t *testing.T) {
 	svc := app.New(app.Options{Store: openStore(t), Clock: clock})
 	defer svc.Close()
 	admin := bootstrapAdmin(t, svc)
-	if _, err := svc.Vend(ctx, admin, app.VendInput{Handle: "rev", Queues: []string{"q"}, Verbs: []string{"claim_next"}}); err != nil {
-		t.Fatal(err)
-	}
-	hk, err := svc.CreateHook(ctx, admin, app.HookInput{Kind: domain.HookGitHub, Agent: "rev", Queue: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hk := revHook(t, svc, admin)
 	forged := func(i int) error {
 		h, body := intaketest.GitHub(t, "pull_request.opened")
 		h.Set("X-GitHub-Delivery", fmt.Sprintf("forged-%d", i))
@@ -134,21 +148,8 @@ func TestDeliveryLogPruning(t *testing.T) {
 	ps := &pruneStore{Store: st, passes: make(chan prunePass, 16)}
 	svc := app.New(app.Options{Store: ps, Clock: clock})
 	defer svc.Close()
-	tok, _, err := svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := svc.AuthenticatePerson(ctx, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Vend(ctx, admin, app.VendInput{Handle: "rev", Queues: []string{"q"}, Verbs: []string{"claim_next"}}); err != nil {
-		t.Fatal(err)
-	}
-	hk, err := svc.CreateHook(ctx, admin, app.HookInput{Kind: domain.HookGitHub, Agent: "rev", Queue: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := bootstrapAdmin(t, svc)
+	hk := revHook(t, svc, admin)
 	h, body := intaketest.GitHub(t, "issues.opened")
 	intaketest.SignGitHub(h, hk.Secret, body)
 	deliver := func() app.DeliveryResult {
@@ -264,13 +265,7 @@ func TestHookSecretsSealedAtRest(t *testing.T) {
 		t.Fatalf("start without a key: %d, %v", n, err)
 	}
 	admin := bootstrapAdmin(t, svc)
-	if _, err := svc.Vend(ctx, admin, app.VendInput{Handle: "rev", Queues: []string{"q"}, Verbs: []string{"claim_next"}}); err != nil {
-		t.Fatal(err)
-	}
-	plainHook, err := svc.CreateHook(ctx, admin, app.HookInput{Kind: domain.HookGitHub, Agent: "rev", Queue: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plainHook := revHook(t, svc, admin)
 	if got := column(plainHook.Hook.ID); got != plainHook.Secret {
 		t.Fatalf("without a key the stored secret is %q, want the plaintext", got)
 	}
@@ -296,10 +291,7 @@ func TestHookSecretsSealedAtRest(t *testing.T) {
 	if res := deliver(svc, plainHook.Hook.ID, plainHook.Secret, "issues.opened"); res.Outcome != domain.DeliveryCreated {
 		t.Fatalf("signed delivery after sealing: %+v", res)
 	}
-	fresh, err := svc.CreateHook(ctx, admin, app.HookInput{Kind: domain.HookGitHub, Agent: "rev", Queue: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh := githubHook(t, svc, admin)
 	rotated, err := svc.RotateHookSecret(ctx, admin, fresh.Hook.ID)
 	if err != nil {
 		t.Fatal(err)

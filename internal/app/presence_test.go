@@ -49,14 +49,7 @@ func TestLeasesOnTheDatabaseClock(t *testing.T) {
 				t.Fatalf("B's clock says %s, the database's %s", got, proc.Now())
 			}
 			admin := bootstrapAdmin(t, sa)
-			v, err := sa.Vend(ctx, admin, app.VendInput{Handle: "worker", Queues: []string{"q"}, Verbs: []string{"claim", "complete"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := sa.AuthenticateAgent(ctx, v.Credential)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := vendAgent(t, sa, admin, app.VendInput{Handle: "worker", Queues: []string{"q"}, Verbs: []string{"claim", "complete"}})
 			a := p.Agent
 			push := func(s *app.Service, title string) domain.Todo {
 				t.Helper()
@@ -152,14 +145,7 @@ func TestOnePresenceCacheRead(t *testing.T) {
 	s2 := app.New(app.Options{Store: c2, Bus: b, Clock: clock, InstanceID: "i2"})
 	defer s2.Close()
 	admin := bootstrapAdmin(t, s1)
-	v, err := s1.Vend(ctx, admin, app.VendInput{Handle: "rev", Queues: []string{"build"}, Verbs: []string{"claim_next"}, BillingModes: []string{"api", "plan"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s1.AuthenticateAgent(ctx, v.Credential)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := vendAgent(t, s1, admin, app.VendInput{Handle: "rev", Queues: []string{"build"}, Verbs: []string{"claim_next"}, BillingModes: []string{"api", "plan"}})
 	beat := func(s *app.Service, body string) {
 		t.Helper()
 		if _, err := s.Heartbeat(ctx, p, p.Agent.ID, []byte(body), app.Arrival{}); err != nil {

@@ -10,24 +10,8 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus"
-	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
 )
-
-// bootstrapAdmin bootstraps the first admin on s and returns them
-// authenticated by their personal token.
-func bootstrapAdmin(t *testing.T, s *app.Service) domain.Person {
-	t.Helper()
-	tok, _, err := s.Bootstrap(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := s.AuthenticatePerson(t.Context(), tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return admin
-}
 
 // TestTodoChangesPublishEvents: pushing, claiming, completing, failing and
 // reaping a todo on one instance each reach the owner's event stream on
@@ -43,14 +27,7 @@ func TestTodoChangesPublishEvents(t *testing.T) {
 	s2 := app.New(app.Options{Store: st, Bus: b, Clock: clock, InstanceID: "i2"})
 	defer s2.Close()
 	admin := bootstrapAdmin(t, s1)
-	v, err := s1.Vend(ctx, admin, app.VendInput{Handle: "counted", Queues: []string{"q"}, Verbs: []string{"claim", "claim_next", "complete", "fail"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s1.AuthenticateAgent(ctx, v.Credential)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := vendAgent(t, s1, admin, app.VendInput{Handle: "counted", Queues: []string{"q"}, Verbs: []string{"claim", "claim_next", "complete", "fail"}})
 	a := p.Agent
 	sub, err := s2.SubscribeEvents(admin.ID, "", "")
 	if err != nil {

@@ -227,14 +227,7 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 	log := slog.New(slog.DiscardHandler)
 	svc := app.New(app.Options{Store: st, Bus: b, Clock: clock, Log: log,
 		Liveness: app.LivenessConfig{HeartbeatInterval: 15 * time.Second, PresenceTimeout: 45 * time.Second}})
-	tok, _, err := svc.Bootstrap(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := svc.AuthenticatePerson(t.Context(), tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, _ := testkit.BootstrapAdmin(t, svc)
 	res, err := svc.Vend(t.Context(), admin, app.VendInput{Handle: "cc", Queues: []string{"build"}})
 	if err != nil {
 		t.Fatal(err)

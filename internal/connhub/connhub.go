@@ -108,12 +108,7 @@ type Hub struct {
 // starts the re-check loop (its ticker exists when New returns); with
 // Options.Bus it subscribes to bus.ChannelAgentSessions. Close stops both.
 func New(o Options) *Hub {
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = clockwork.NewRealClock()
-	}
+	workgroup.Defaults(&o.Clock, &o.Log)
 	if o.Recheck == 0 {
 		o.Recheck = DefaultRecheck
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // Event kinds of the operator event stream.
@@ -165,12 +166,7 @@ type agentIdent struct {
 
 // New builds a hub and subscribes it to bus.ChannelEvents.
 func New(o Options) *Hub {
-	if o.Clock == nil {
-		o.Clock = clockwork.NewRealClock()
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
+	workgroup.Defaults(&o.Clock, &o.Log)
 	e := &Hub{store: o.Store, bus: o.Bus, clock: o.Clock, log: o.Log, subs: map[*Subscription]struct{}{},
 		lastPub: map[string]liveness.PublishPair{}, owners: map[string]agentIdent{}, todos: map[string]bool{}}
 	bus.Listen(e.bus, e.deliver, func(_ string, err error) { e.log.Warn("malformed event on the bus ignored", "err", err) })

@@ -19,6 +19,7 @@ import (
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // BenchmarkGatewayHeartbeat: heartbeats with member agent over real
@@ -41,11 +42,7 @@ func benchGateway(b *testing.B, conns int) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := app.New(app.Options{Store: st, Bus: bus.NewLocal(), Clock: clockwork.NewRealClock(), Log: log,
 		Liveness: app.LivenessConfig{RateLimit: 1e9, RateBurst: 1 << 30}})
-	tok, _, err := svc.Bootstrap(b.Context(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, _ := svc.AuthenticatePerson(b.Context(), tok)
+	admin, _ := testkit.BootstrapAdmin(b, svc)
 	gw := gateway.New(gateway.Options{Service: svc, Log: log})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/gateway", gw)

@@ -26,6 +26,7 @@ import (
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // The gateway tests dial the real handler with coder/websocket's client over
@@ -77,14 +78,7 @@ func buildEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) store
 	b := bus.NewLocal()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := app.New(app.Options{Store: s, Bus: b, Clock: clock, Log: log, Liveness: cfg})
-	tok, _, err := svc.Bootstrap(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := svc.AuthenticatePerson(t.Context(), tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, _ := testkit.BootstrapAdmin(t, svc)
 	res, err := svc.Vend(t.Context(), admin, app.VendInput{Handle: "runner", Queues: []string{"build"}, BillingMode: "subscription"})
 	if err != nil {
 		t.Fatal(err)

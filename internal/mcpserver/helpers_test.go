@@ -88,14 +88,7 @@ func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) 
 	e.work = &workgroup.Group{}
 	e.svc = app.New(app.Options{Store: st, Clock: e.clock, Log: log, Background: e.work})
 	t.Cleanup(e.svc.Close) // background digests end before the store closes
-	token, _, err := e.svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatalf("Bootstrap: %v", err)
-	}
-	e.adminToken = token
-	if e.admin, err = e.svc.AuthenticatePerson(ctx, token); err != nil {
-		t.Fatalf("AuthenticatePerson: %v", err)
-	}
+	e.admin, e.adminToken = testkit.BootstrapAdmin(t, e.svc)
 	// Pings are off unless a test asks for them (withPings): tests that
 	// advance the fake clock by minutes would otherwise race the answers.
 	o := mcpserver.Options{Log: log, OnEvent: e.record, PingInterval: -1}

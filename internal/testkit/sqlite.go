@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
@@ -18,4 +19,27 @@ func OpenSQLite(tb testing.TB) *sqlite.Store {
 	}
 	tb.Cleanup(func() { st.Close() })
 	return st
+}
+
+// Bootstrapper is the part of an in-process *app.Service BootstrapAdmin
+// uses (testkit does not import app).
+type Bootstrapper interface {
+	Bootstrap(ctx context.Context, token string) (string, bool, error)
+	AuthenticatePerson(ctx context.Context, token string) (domain.Person, error)
+}
+
+// BootstrapAdmin bootstraps the first admin on svc (design: Bootstrap
+// admin) and returns them authenticated by their personal token, and the
+// token; a failure fails tb.
+func BootstrapAdmin(tb testing.TB, svc Bootstrapper) (domain.Person, string) {
+	tb.Helper()
+	tok, _, err := svc.Bootstrap(context.Background(), "")
+	if err != nil {
+		tb.Fatalf("bootstrap: %v", err)
+	}
+	admin, err := svc.AuthenticatePerson(context.Background(), tok)
+	if err != nil {
+		tb.Fatalf("authenticate the bootstrap admin: %v", err)
+	}
+	return admin, tok
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
@@ -123,13 +124,7 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 func (e *lvEnv) start(o envOptions) {
 	e.t.Helper()
 	e.svc = e.instance("a", o.cfg, o.realClock)
-	tok, _, err := e.svc.Bootstrap(e.t.Context(), "")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if e.admin, err = e.svc.AuthenticatePerson(e.t.Context(), tok); err != nil {
-		e.t.Fatal(err)
-	}
+	e.admin, _ = testkit.BootstrapAdmin(e.t, e.svc)
 }
 
 // instance builds another Service (another instance) on the same store, bus
@@ -325,6 +320,15 @@ func state(t *testing.T, svc *app.Service, id string) string {
 		return "untracked"
 	}
 	return st
+}
+
+// wantState reports an error unless svc's liveness state of agent id is
+// want; when says at what point of the test.
+func wantState(t *testing.T, svc *app.Service, id, want, when string) {
+	t.Helper()
+	if st := state(t, svc, id); st != want {
+		t.Errorf("%s: state %s, want %s", when, st, want)
+	}
 }
 
 // waitState waits (bounded) until svc reports the state for the agent: for

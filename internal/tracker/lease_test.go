@@ -62,6 +62,44 @@ func stepAlive(t *testing.T, a, b *app.Service, clockA, clockB *clockwork.FakeCl
 	}
 }
 
+// leaseRun is a lease pair (leasePair) on its environment, with a
+// recorder of B's published presence changes.
+type leaseRun struct {
+	e      *lvEnv
+	a, b   *app.Service
+	clockA *clockwork.FakeClock
+	rec    *recorder
+}
+
+// startLease builds the environment (leaseCfg and opts), the pair and B's
+// recorder at t0, and vends one agent per handle, each heartbeating online
+// to A once (its online seen on B); the agents come back in that order.
+func startLease(t *testing.T, opts []envOpt, handles ...string) (*leaseRun, []domain.Principal) {
+	t.Helper()
+	l := &leaseRun{e: newLvEnv(t, append(opts, withConfig(leaseCfg))...)}
+	l.a, l.b, l.clockA = leasePair(t, l.e)
+	l.rec = l.e.record(l.b, l.e.admin)
+	ps := make([]domain.Principal, len(handles))
+	for i, h := range handles {
+		ps[i] = l.e.vend(h)
+	}
+	for _, p := range ps {
+		l.e.beat(l.a, p, online)
+		l.rec.expect(p.Agent.Handle, "online", nil)
+	}
+	return l, ps
+}
+
+// aliveTo steps both clocks to t0 + d with A alive (stepAlive), then each
+// of ps heartbeats online to A.
+func (l *leaseRun) aliveTo(t *testing.T, d time.Duration, ps ...domain.Principal) {
+	t.Helper()
+	stepAlive(t, l.a, l.b, l.clockA, l.e.clock, d)
+	for _, p := range ps {
+		l.e.beat(l.a, p, online)
+	}
+}
+
 func checkLeases(t *testing.T, svc *app.Service) {
 	t.Helper()
 	if _, err := trk(svc).CheckLeases(t.Context()); err != nil {
@@ -77,19 +115,11 @@ func checkLeases(t *testing.T, svc *app.Service) {
 // and stale not early although its stored heartbeat is 2 s old.
 func TestOwnerLeaseKilledInstance(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
-		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
-		a, b, clockA := leasePair(t, e)
-		rec := e.record(b, e.admin)
-		steady, stale := e.vend("steady"), e.vend("stale")
-		e.beat(a, steady, online)
-		rec.expect("steady", "online", nil)
-		e.beat(a, stale, online)
-		rec.expect("stale", "online", nil)
+		l, ps := startLease(t, opts, "steady", "stale")
+		e, a, b, rec, steady, stale := l.e, l.a, l.b, l.rec, ps[0], ps[1]
 		waitIdle(t, a) // the first heartbeats are stored (t0), the later ones not
 		for s := 1; s <= 2; s++ {
-			stepAlive(t, a, b, clockA, e.clock, time.Duration(s)*time.Second)
-			e.beat(a, steady, online)
-			e.beat(a, stale, online)
+			l.aliveTo(t, time.Duration(s)*time.Second, ps...)
 		}
 		// The last heartbeat of steady is stored (a flush of steady only).
 		if _, err := trk(a).FlushAgents(t.Context(), steady.Agent.ID); err != nil {
@@ -156,17 +186,9 @@ func TestOwnerLeaseKilledInstance(t *testing.T) {
 // names B as their owner.
 func TestOwnerLeaseReconnectNoFalseOffline(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
-		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
-		a, b, clockA := leasePair(t, e)
-		rec := e.record(b, e.admin)
-		early, late := e.vend("early"), e.vend("late")
-		e.beat(a, early, online)
-		rec.expect("early", "online", nil)
-		e.beat(a, late, online)
-		rec.expect("late", "online", nil)
-		stepAlive(t, a, b, clockA, e.clock, 2*time.Second)
-		e.beat(a, early, online)
-		e.beat(a, late, online)
+		l, ps := startLease(t, opts, "early", "late")
+		e, a, b, rec, early, late := l.e, l.a, l.b, l.rec, ps[0], ps[1]
+		l.aliveTo(t, 2*time.Second, ps...)
 		if _, err := trk(a).Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -204,17 +226,9 @@ func TestOwnerLeaseReconnectNoFalseOffline(t *testing.T) {
 // t0+5 s exactly, once.
 func TestOwnerLeaseCleanShutdown(t *testing.T) {
 	forStores(t, func(t *testing.T, opts ...envOpt) {
-		e := newLvEnv(t, append(opts, withConfig(leaseCfg))...)
-		a, b, clockA := leasePair(t, e)
-		rec := e.record(b, e.admin)
-		back, gone := e.vend("back"), e.vend("gone")
-		e.beat(a, back, online)
-		rec.expect("back", "online", nil)
-		e.beat(a, gone, online)
-		rec.expect("gone", "online", nil)
-		stepAlive(t, a, b, clockA, e.clock, 2*time.Second)
-		e.beat(a, back, online)
-		e.beat(a, gone, online)
+		l, ps := startLease(t, opts, "back", "gone")
+		e, a, b, rec, back, gone := l.e, l.a, l.b, l.rec, ps[0], ps[1]
+		l.aliveTo(t, 2*time.Second, ps...)
 		if err := trk(a).Stop(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -284,12 +298,8 @@ func TestOwnerLeaseAfterOutage(t *testing.T) {
 	var down atomic.Bool
 	forStores(t, func(t *testing.T, opts ...envOpt) {
 		down.Store(false)
-		e := newLvEnv(t, append(opts, withConfig(leaseCfg), wrapStore(func(s store.Store) store.Store { return outageStore{Store: s, down: &down} }))...)
-		a, b, clockA := leasePair(t, e)
-		rec := e.record(b, e.admin)
-		p := e.vend("survivor")
-		e.beat(a, p, online)
-		rec.expect("survivor", "online", nil)
+		l, ps := startLease(t, append(opts, wrapStore(func(s store.Store) store.Store { return outageStore{Store: s, down: &down} })), "survivor")
+		e, a, b, clockA, rec, p := l.e, l.a, l.b, l.clockA, l.rec, ps[0]
 		stepAlive(t, a, b, clockA, e.clock, time.Second)
 
 		down.Store(true)

@@ -157,9 +157,7 @@ func TestStartSyncClaims(t *testing.T) {
 		}
 	}
 	rec.none("five minutes after C started (C's watch reads A's flushes)")
-	if st := state(t, c, p.Agent.ID); st != "online" {
-		t.Errorf("C's view: %s", st)
-	}
+	wantState(t, c, p.Agent.ID, "online", "C's view")
 }
 
 // TestOwnerGoneTakeover: when the owning instance disappears (stopped, no

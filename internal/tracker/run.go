@@ -98,12 +98,7 @@ func (t *Tracker) Start(ctx context.Context) error {
 	go func() {
 		defer close(t.loopDone)
 		defer timer.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-timer.Chan():
-			}
+		workgroup.Rearm(lctx.Done(), timer, func() time.Duration {
 			if _, err := t.flush(lctx); err != nil && lctx.Err() == nil {
 				t.log.Warn("liveness flush failed; the entries stay dirty for the next pass", "err", err)
 			}
@@ -111,8 +106,8 @@ func (t *Tracker) Start(ctx context.Context) error {
 			t.flushMu.Lock()
 			next := t.flushedAt.Add(t.cfg.PersistInterval)
 			t.flushMu.Unlock()
-			timer.Reset(max(next.Sub(t.now()), 0))
-		}
+			return max(next.Sub(t.now()), 0)
+		})
 	}()
 	t.RequestClaims(ctx)
 	return nil

@@ -64,9 +64,7 @@ func TestHeartbeatAuthorization(t *testing.T) {
 		})
 	}
 	// A refused heartbeat changes nothing: only the agent's own counted.
-	if st := state(t, e.svc, other.Agent.ID); st != "untracked" {
-		t.Errorf("other agent tracked after refused heartbeats: %s", st)
-	}
+	wantState(t, e.svc, other.Agent.ID, "untracked", "the other agent after refused heartbeats")
 }
 
 // TestHeartbeatBodyErrors: the one decoder's errors come back with their
@@ -89,9 +87,7 @@ func TestHeartbeatBodyErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want %s at %q", tc.body, err, tc.code, tc.ptr)
 		}
 	}
-	if st := state(t, e.svc, p.Agent.ID); st != "untracked" {
-		t.Errorf("state after refused bodies = %s, want untracked", st)
-	}
+	wantState(t, e.svc, p.Agent.ID, "untracked", "after refused bodies")
 }
 
 // TestNoFlapAtOneSecond: heartbeats 1 s apart for a minute never flap; the
@@ -121,9 +117,7 @@ func TestNoFlapAtOneSecond(t *testing.T) {
 	rec.none("1 µs before the deadline")
 	e.clock.Advance(time.Microsecond) // exactly last + timeout
 	rec.expect("steady", "offline", nil)
-	if st := state(t, e.svc, p.Agent.ID); st != "offline" {
-		t.Errorf("at the deadline: %s, want offline", st)
-	}
+	wantState(t, e.svc, p.Agent.ID, "offline", "at the deadline")
 	e.clock.Advance(time.Hour)
 	rec.none("an hour offline")
 }
@@ -144,9 +138,7 @@ func TestSenderClockIgnored(t *testing.T) {
 		t.Fatalf("last_heartbeat_at = %s, want the server clock %s", fmtTime(st.LastHeartbeatAt), t0.Add(3*time.Hour))
 	}
 	e.clock.Advance(44 * time.Second)
-	if s := state(t, e.svc, p.Agent.ID); s != "online" {
-		t.Errorf("44 s later: %s", s)
-	}
+	wantState(t, e.svc, p.Agent.ID, "online", "44 s later")
 }
 
 // TestPublishPair: agent.presence_changed is published exactly when (state,
@@ -457,9 +449,7 @@ func TestStartRule(t *testing.T) {
 	}
 	rec.expect("stale", "offline", nil)
 	rec.none("start")
-	if st := state(t, restarted, recent.Agent.ID); st != "degraded" {
-		t.Errorf("recent: %s, want degraded kept", st)
-	}
+	wantState(t, restarted, recent.Agent.ID, "degraded", "recent (degraded kept)")
 	for range 60 {
 		e.beat(restarted, beating, online)
 		e.clock.Advance(time.Second)
@@ -467,9 +457,7 @@ func TestStartRule(t *testing.T) {
 	// recent's grace ended at start + 45 s; beating never went offline.
 	rec.expect("recent", "offline", nil)
 	rec.none("a minute after the restart")
-	if st := state(t, restarted, beating.Agent.ID); st != "online" {
-		t.Errorf("beating: %s", st)
-	}
+	wantState(t, restarted, beating.Agent.ID, "online", "beating")
 }
 
 // TestShutdownFlush: Stop stops the timers without publishing and writes

@@ -8,8 +8,8 @@ import (
 
 // Defaults fills in the clock and logger a background engine runs on when
 // its configuration leaves them nil: the real clock and slog.Default().
-// Every engine that runs a loop (the service, the doorbell, the evaluator,
-// the tracker) starts from these two.
+// Every engine (the service, the doorbell, the evaluator, the tracker, the
+// event and connection hubs) starts from these two.
 func Defaults(clock *clockwork.Clock, log **slog.Logger) {
 	if *clock == nil {
 		*clock = clockwork.NewRealClock()

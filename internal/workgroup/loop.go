@@ -26,13 +26,20 @@ func Every(done <-chan struct{}, tick <-chan time.Time, f func()) {
 // least d after this one ended however long it ran (unlike a ticker). t
 // must be running when After is called; the caller owns t and stops it.
 func After(done <-chan struct{}, t clockwork.Timer, d time.Duration, f func()) {
+	Rearm(done, t, func() time.Duration { f(); return d })
+}
+
+// Rearm runs f each time t fires, on the calling goroutine, until done is
+// closed. After each pass it resets t to the delay f returned, so the next
+// pass starts that long after this one ended. t must be running when
+// Rearm is called; the caller owns t and stops it.
+func Rearm(done <-chan struct{}, t clockwork.Timer, f func() time.Duration) {
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.Chan():
 		}
-		f()
-		t.Reset(d)
+		t.Reset(f())
 	}
 }

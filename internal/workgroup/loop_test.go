@@ -74,41 +74,81 @@ func (r *recordingTimer) Reset(d time.Duration) bool {
 	return ok
 }
 
-func TestAfterResetsOnlyOnceThePassEnded(t *testing.T) {
+// timerLoop runs a loop under test on a recordingTimer, first due in 10 s
+// on a fake clock; pass reports each pass (its number and the time since
+// the start) before the timer's resets on events.
+type timerLoop struct {
+	clock          *clockwork.FakeClock
+	events         chan string
+	done, returned chan struct{}
+}
+
+func startTimerLoop(t *testing.T, loop func(done <-chan struct{}, timer clockwork.Timer, clock *clockwork.FakeClock, pass func() int)) *timerLoop {
 	clock := clockwork.NewFakeClock()
 	start := clock.Now()
-	events := make(chan string, 10)
-	timer := &recordingTimer{Timer: clock.NewTimer(10 * time.Second), clock: clock, start: start, events: events}
-	defer timer.Stop()
-	done, returned := make(chan struct{}), make(chan struct{})
+	l := &timerLoop{clock: clock, events: make(chan string, 10), done: make(chan struct{}), returned: make(chan struct{})}
+	timer := &recordingTimer{Timer: clock.NewTimer(10 * time.Second), clock: clock, start: start, events: l.events}
+	t.Cleanup(func() { timer.Stop() })
 	n := 0
+	pass := func() int {
+		n++
+		l.events <- fmt.Sprintf("pass %d at %s", n, clock.Since(start))
+		return n
+	}
 	go func() {
-		defer close(returned)
+		defer close(l.returned)
+		loop(l.done, timer, clock, pass)
+	}()
+	return l
+}
+
+// expect reads the next events, failing the test unless they are want.
+func (l *timerLoop) expect(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if got := next(t, l.events); got != w {
+			t.Fatalf("event = %q, want %q", got, w)
+		}
+	}
+}
+
+// stop closes done and checks the loop returns with no event left.
+func (l *timerLoop) stop(t *testing.T) {
+	t.Helper()
+	close(l.done)
+	waitClosed(t, l.returned)
+	if len(l.events) != 0 {
+		t.Fatalf("extra events: %d", len(l.events))
+	}
+}
+
+func TestAfterResetsOnlyOnceThePassEnded(t *testing.T) {
+	l := startTimerLoop(t, func(done <-chan struct{}, timer clockwork.Timer, clock *clockwork.FakeClock, pass func() int) {
 		After(done, timer, 10*time.Second, func() {
-			n++
-			events <- fmt.Sprintf("pass %d at %s", n, clock.Since(start))
-			if n == 1 {
+			if pass() == 1 {
 				clock.Advance(7 * time.Second) // a long pass
 			}
 		})
-	}()
-	expect := func(want ...string) {
-		t.Helper()
-		for _, w := range want {
-			if got := next(t, events); got != w {
-				t.Fatalf("event = %q, want %q", got, w)
-			}
-		}
-	}
-	clock.Advance(10 * time.Second)
-	expect("pass 1 at 10s", "reset 10s at 17s")
+	})
+	l.clock.Advance(10 * time.Second)
+	l.expect(t, "pass 1 at 10s", "reset 10s at 17s")
 	// A ticker would fire at 20s; the reset timer fires 10s after the pass ended.
-	clock.Advance(9 * time.Second)
-	clock.Advance(time.Second)
-	expect("pass 2 at 27s", "reset 10s at 27s")
-	close(done)
-	waitClosed(t, returned)
-	if len(events) != 0 {
-		t.Fatalf("extra events: %d", len(events))
-	}
+	l.clock.Advance(9 * time.Second)
+	l.clock.Advance(time.Second)
+	l.expect(t, "pass 2 at 27s", "reset 10s at 27s")
+	l.stop(t)
+}
+
+// TestRearmResetsToTheDelayThePassReturned: each reset takes the delay
+// the pass returned, 0 included (the next pass is due at once).
+func TestRearmResetsToTheDelayThePassReturned(t *testing.T) {
+	delays := []time.Duration{3 * time.Second, 0, time.Hour}
+	l := startTimerLoop(t, func(done <-chan struct{}, timer clockwork.Timer, _ *clockwork.FakeClock, pass func() int) {
+		Rearm(done, timer, func() time.Duration { return delays[pass()-1] })
+	})
+	l.clock.Advance(10 * time.Second)
+	l.expect(t, "pass 1 at 10s", "reset 3s at 10s")
+	l.clock.Advance(3 * time.Second)
+	l.expect(t, "pass 2 at 13s", "reset 0s at 13s", "pass 3 at 13s", "reset 1h0m0s at 13s")
+	l.stop(t)
 }
