@@ -267,7 +267,7 @@ type replayLog struct {
 	events  []replayEvent
 	current *stream // the stream that opened last; older ones are superseded
 	// held counts, per todo id, doorbells Notify queued on the session and
-	// no GET stream has written yet (mcp-go's buffer, or a POST took it).
+	// no GET stream has written yet (the outbox, or a POST took it).
 	held map[string]heldDoorbell
 	// told is what a reconnect digest must not count while the stream in
 	// current is opening (ToldOnOpen).
@@ -327,10 +327,10 @@ type queuedNote struct {
 	msg    domain.ChannelMessage
 }
 
-// stream is one GET notification stream, written by this package (see
-// MCP sessions: the idle stream is held by one goroutine): on HTTP/1.1 the
-// connection is hijacked from net/http and written in chunked frames, so an
-// idle stream keeps no net/http buffers and no handler goroutine; on other
+// stream is one GET notification stream, written by this package (design:
+// Idle streams): on HTTP/1.1 the connection is hijacked from net/http and
+// written in chunked frames, so an idle stream keeps no net/http buffers
+// and no handler goroutine; on other
 // protocols (HTTP/2 behind a wrapper, HTTP/1.0) the ResponseWriter is
 // written and flushed, and the handler goroutine waits. Every write holds
 // mu and is bounded by Options.WriteTimeout (design: Stream writes).

@@ -1,6 +1,6 @@
 package mcpserver
 
-// GET notification streams (design: MCP sessions, Stream writes). This
+// GET notification streams (design: Idle streams, Stream writes). This
 // package writes them itself, not mcp-go: mcp-go holds each GET with its
 // handler goroutine, a forwarder goroutine and net/http's buffers, about
 // 40 KiB a stream, for a stream that is idle nearly all its life. Here an
