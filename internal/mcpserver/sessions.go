@@ -540,8 +540,8 @@ func (s *Server) finishClose(x *session, streams []*stream, reason string) {
 }
 
 // closeSession forgets the session and has mcp-go drop its state for it
-// (the registered session, its buffers) through mcp-go's DELETE path, the
-// public way to terminate one session.
+// (the registered transportSession, its per-session stores) through
+// mcp-go's DELETE path, the public way to terminate one session.
 func (s *Server) closeSession(id, reason string) {
 	if !s.forget(id, reason) {
 		return
