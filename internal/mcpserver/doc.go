@@ -48,10 +48,18 @@
 //     sessions and connections and closes those no longer valid, so a
 //     revocation holds within 5 s even when its bus signal was lost
 //     (design: Revocation within 5 s).
-//   - GET notification streams are tracked per session (SessionInfo.Streaming);
-//     a newer GET replaces an older one; SSE comment keepalives are written
-//     from one goroutine for all streams; sessions without a stream expire
-//     after Options.IdleTimeout.
+//   - GET notification streams are this package's own (stream.go; design:
+//     Idle streams): an HTTP/1.1 GET is hijacked, its SSE head written by
+//     hand (chunked, Connection: close) and the idle stream is held by one
+//     small reader goroutine, with no net/http buffers; notifications wait
+//     in a per-session outbox (at most 100, nil when empty) that a drain
+//     goroutine, running only while there is something to write, writes
+//     with a deadline. A session without an open stream gets its outbox
+//     in its next POST's response. Streams are tracked per session
+//     (SessionInfo.Streaming); a newer GET replaces an older one; SSE
+//     comment keepalives are written from one goroutine for all streams;
+//     sessions without a stream expire after Options.IdleTimeout. mcp-go
+//     keeps only the session's id between requests (transportSession).
 //   - Liveness by ping (ping.go; design: Session liveness by ping): every
 //     Options.PingInterval (10 s) a JSON-RPC ping request goes on each
 //     open stream; a session that answered a ping before and leaves one

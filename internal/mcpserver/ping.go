@@ -161,12 +161,7 @@ func (st *stream) writePing(id string) {
 	}
 	s.mu.Unlock()
 	frame := string(sseMessagePrefix) + `{"jsonrpc":"2.0","id":"` + id + `","method":"ping"}` + "\n\n"
-	_ = st.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	_, err := st.w.Write([]byte(frame))
-	if err == nil {
-		err = st.rc.Flush()
-	}
-	_ = st.rc.SetWriteDeadline(time.Time{})
+	err := st.writeLocked([]byte(frame))
 	if err != nil {
 		st.failedLocked(err)
 	}

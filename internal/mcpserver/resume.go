@@ -13,9 +13,9 @@ package mcpserver
 // connection attaches (ensureListeningStream, then attach), so a doorbell
 // queued before a session's first GET can be recorded with no connection
 // and never written — it would also stop holding a streamless session's
-// doorbells for its next stream. Here mcp-go keeps its connection-scoped
-// GET path; this file only stamps ids on what that path writes and replays
-// from the log.
+// doorbells for its next stream. The GET stream is this package's own
+// (stream.go); this file stamps ids on what it writes and replays from the
+// log.
 
 import (
 	"bytes"
@@ -94,13 +94,13 @@ func todoOf(data []byte) string {
 	return id
 }
 
-// stamp is called with every write mcp-go makes on a GET stream, under
-// st.mu. A message event gets the next id of the session's log, is
+// stamp is called with every message event about to be written on a GET
+// stream, under st.mu. It gets the next id of the session's log, is
 // recorded, and is written with its id line in the same write (a keepalive
 // can never split it). Anything else is written as is. A stream superseded
-// by a newer one writes no event: what mcp-go hands it then is queued again
-// on the session, for the newer stream.
-func (st *stream) stamp(b []byte) (out []byte, requeue bool) {
+// by a newer one writes no event (superseded): the event stays in the
+// session's outbox, for the newer stream.
+func (st *stream) stamp(b []byte) (out []byte, superseded bool) {
 	if !bytes.HasPrefix(b, sseMessagePrefix) {
 		return b, false
 	}
@@ -134,25 +134,8 @@ func (st *stream) stamp(b []byte) (out []byte, requeue bool) {
 	return append(out, b...), false
 }
 
-// requeue hands a message a superseded stream was about to write back to
-// the session, so the stream that replaced it writes it (or it waits in
-// the session's buffer for the next one).
-func (st *stream) requeue(b []byte) {
-	var n struct {
-		Method string         `json:"method"`
-		Params map[string]any `json:"params"`
-	}
-	data := bytes.TrimSuffix(b[len(sseMessagePrefix):], []byte("\n\n"))
-	if err := json.Unmarshal(data, &n); err != nil || n.Method == "" {
-		return
-	}
-	if err := st.s.mcp.SendNotificationToSpecificClient(st.sess.id, n.Method, n.Params); err != nil {
-		st.s.log.Warn("notification of a superseded stream dropped", "session", st.sess.id, "err", err)
-	}
-}
-
-// openStream runs at the first flush of a GET stream's SSE response, under
-// st.mu, before mcp-go writes any event on it: the stream becomes the
+// openStream runs once the head of a GET stream's SSE response is written,
+// under st.mu, before any event is written on it: the stream becomes the
 // session's current one (older streams stop writing events), and when the
 // GET carries a Last-Event-ID this session issued, every logged event after
 // it is written now, with its id. Any other Last-Event-ID (forged, another
@@ -210,22 +193,14 @@ func (st *stream) openStream() {
 	// under st.mu: no live event can reach this stream first, and older
 	// streams requeue what they are handed now that st is current.
 	replayed := 0
-	_ = st.rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	for _, f := range frames {
-		if _, err := st.w.Write(f); err != nil {
+	if len(frames) > 0 {
+		if err := st.writeLocked(frames...); err != nil {
 			st.done = true
 			st.cancel()
-			break
-		}
-		replayed++
-	}
-	if replayed > 0 && !st.done {
-		if err := st.rc.Flush(); err != nil {
-			st.done = true
-			st.cancel()
+		} else {
+			replayed = len(frames)
 		}
 	}
-	_ = st.rc.SetWriteDeadline(time.Time{})
 	s.log.Info("mcp stream resumed", "session", st.sess.id, "replayed", replayed, "of", len(frames))
 }
 

@@ -60,6 +60,7 @@ func New(svc *app.Service, opts Options) *Server {
 		// Host checks happen in ServeHTTP (with Options.AllowedHosts).
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(opts.Log),
+		server.WithHTTPContextFunc(s.postContext),
 	)
 	svc.SetSessionHub(s)
 
@@ -180,25 +181,69 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer s.leave(sess)
-	switch {
-	case r.Method == http.MethodGet:
-		s.serveStream(w, r, sess)
-	default:
-		if id, ok := msg.pingAnswer(); ok {
-			// Not passed to mcp-go (which drops it with 202 too) and not
-			// counted as the client acting: the client process reads, its
-			// model may not (design: Session liveness by ping).
-			s.pingAnswered(sess, id)
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		if msg.Method == string(mcp.MethodNotificationInitialized) {
-			s.markInitialized(sess)
-		}
-		s.http.ServeHTTP(noteWriter{ResponseWriter: w, s: s, x: sess}, r)
-		s.acted(sess)
+	if r.Method == http.MethodGet {
+		s.serveStream(w, r, sess) // leaves when the stream ends
+		return
 	}
+	defer s.leave(sess)
+	if id, ok := msg.pingAnswer(); ok {
+		// Not passed to mcp-go (which drops it with 202 too) and not
+		// counted as the client acting: the client process reads, its
+		// model may not (design: Session liveness by ping).
+		s.pingAnswered(sess, id)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if msg.isResponse() {
+		// A response to a request this server never sent (it sends only
+		// pings): accepted and dropped, as the transport says of
+		// responses. mcp-go would look for a sampling request.
+		s.log.Debug("mcp response to no request of this server dropped", "session", sess.id)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if msg.Method == string(mcp.MethodNotificationInitialized) {
+		s.markInitialized(sess)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess))
+	s.http.ServeHTTP(noteWriter{ResponseWriter: w, s: s, x: sess}, r)
+	s.acted(sess)
+}
+
+type sessionKey struct{}
+
+// postContext runs in mcp-go before it handles a POST of a session: when
+// the session has no open stream, its outbox goes into mcp-go's session
+// for this request, which writes it into the response (upgraded to SSE),
+// so a client without a GET stream gets its doorbells with its next
+// response.
+func (s *Server) postContext(ctx context.Context, _ *http.Request) context.Context {
+	x, _ := ctx.Value(sessionKey{}).(*session)
+	cs := server.ClientSessionFromContext(ctx)
+	if x == nil || cs == nil {
+		return ctx
+	}
+	ch := cs.NotificationChannel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x.writing || x.gone || x.liveStreamLocked() != nil {
+		return ctx
+	}
+	n := 0
+	for _, note := range x.outbox {
+		select {
+		case ch <- note:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	clear(x.outbox[:n])
+	if x.outbox = x.outbox[n:]; len(x.outbox) == 0 {
+		x.outbox = nil
+	}
+	return ctx
 }
 
 // deleteByID ends the session a credential-less DELETE names. The id is a
@@ -237,6 +282,12 @@ type jsonrpcPeek struct {
 	Params struct {
 		Meta *mcp.Meta `json:"_meta"`
 	} `json:"params"`
+}
+
+// isResponse reports whether m is a JSON-RPC response (a result or an
+// error, no method).
+func (m jsonrpcPeek) isResponse() bool {
+	return m.Method == "" && m.ID != nil && (m.Result != nil || m.Error != nil)
 }
 
 // pingAnswer returns the id of a POSTed JSON-RPC response to one of this

@@ -7,12 +7,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,9 +27,8 @@ var (
 	// ErrNoSession: the session is unknown here, closed, or not yet
 	// registered by the transport.
 	ErrNoSession = errors.New("mcpserver: no such session on this instance")
-	// ErrBufferFull: the session's notification buffer (mcp-go's, 100
-	// messages) is full because its client is not reading; the push is
-	// dropped.
+	// ErrBufferFull: the session's outbox (maxOutbox messages) is full
+	// because its client is not reading; the push is dropped.
 	ErrBufferFull = errors.New("mcpserver: session notification buffer is full")
 )
 
@@ -53,7 +49,7 @@ func (s *Server) agentSessionsLocked(agentID string) []*session {
 	return out
 }
 
-// maxQueued bounds a session's queued doorbells (mcp-go's buffer holds 100).
+// maxQueued bounds a session's queued doorbells (its outbox holds maxOutbox).
 const maxQueued = 256
 
 // takeQueuedLocked empties x.queued and returns its messages. Callers hold
@@ -121,11 +117,10 @@ func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 }
 
 // Notify queues a notifications/claude/channel with params {content, meta}
-// on the session (design: Doorbell message). It never blocks: mcp-go's
-// SendNotificationToSpecificClient does a non-blocking send on the
-// session's buffered channel, from which the open GET stream (or a POST in
-// flight on the session) writes it out; without a stream it waits in the
-// buffer for the next one. Errors: ErrNoSession, ErrBufferFull.
+// on the session (design: Doorbell message). It never blocks: the message
+// joins the session's outbox, which a drain goroutine writes on the open
+// GET stream (stream.go); without a stream it waits there for the next
+// one. Errors: ErrNoSession, ErrBufferFull (maxOutbox messages wait).
 // Implements app.SessionHub.
 func (s *Server) Notify(sessionID string, m domain.ChannelMessage) error {
 	s.mu.RLock()
@@ -135,41 +130,35 @@ func (s *Server) Notify(sessionID string, m domain.ChannelMessage) error {
 	if !ok {
 		return ErrNoSession
 	}
-	meta := m.Meta
-	if meta == nil {
-		meta = map[string]string{}
-	}
+	var err error
 	held := x.hold(m, s.opts.Clock.Now()) // replay accounting (resume.go)
-	// Queued before it is handed over: the stream may write it at once.
-	id := meta["todo_id"]
-	if id != "" {
-		s.mu.Lock()
-		if len(x.queued) >= maxQueued {
-			x.queued = slices.Delete(x.queued, 0, 1)
+	id := m.Meta["todo_id"]
+	s.mu.Lock()
+	switch {
+	case x.gone:
+		err = ErrNoSession
+	case len(x.outbox) >= maxOutbox:
+		err = ErrBufferFull
+	default:
+		// Queued with the message: the stream may write it at once.
+		if id != "" {
+			if len(x.queued) >= maxQueued {
+				x.queued = slices.Delete(x.queued, 0, 1)
+			}
+			x.queued = append(x.queued, queuedNote{todoID: id, msg: m})
 		}
-		x.queued = append(x.queued, queuedNote{todoID: id, msg: m})
-		s.mu.Unlock()
+		x.outbox = append(x.outbox, channelNote(m))
 	}
-	err := s.mcp.SendNotificationToSpecificClient(sessionID, domain.ChannelMethod, map[string]any{"content": m.Content, "meta": meta})
+	s.mu.Unlock()
 	if err != nil {
 		x.unhold(held)
-	}
-	if err != nil && id != "" {
-		s.mu.Lock()
-		if i := slices.IndexFunc(x.queued, func(q queuedNote) bool { return q.todoID == id }); i >= 0 {
-			x.queued = slices.Delete(x.queued, i, i+1)
+		if errors.Is(err, ErrBufferFull) {
+			s.log.Warn("doorbell dropped: session buffer full", "session", sessionID)
 		}
-		s.mu.Unlock()
+		return err
 	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, server.ErrNotificationChannelBlocked):
-		s.log.Warn("doorbell dropped: session buffer full", "session", sessionID)
-		return ErrBufferFull
-	default:
-		return fmt.Errorf("%w (%v)", ErrNoSession, err)
-	}
+	s.kick(x)
+	return nil
 }
 
 // CloseAgentSessions closes this instance's connections of the agent
@@ -349,8 +338,32 @@ func (s *Server) bind(id string, p *domain.Principal) *session {
 	s.sessions[id] = x
 	s.hub.Register(x)
 	s.mu.Unlock()
+	// Registered before mcp-go would register its own session object for
+	// the id (after the initialize response): mcp-go then keeps nothing of
+	// the session between requests (see transportSession).
+	if err := s.mcp.RegisterSession(context.Background(), transportSession(id)); err != nil {
+		s.log.Error("mcp session not registered with the transport", "session", id, "err", err)
+	}
 	return x
 }
+
+// transportSession is what mcp-go holds of a session between its requests:
+// its id. mcp-go's own session object for Streamable HTTP carries four
+// buffered channels (about 9 KiB) for the session's life; with this one
+// registered under the id, each POST gets a short-lived one of mcp-go's
+// that is dropped with the request, and the session's notifications are
+// this package's (Notify, postContext). It sends no notification itself.
+type transportSession string
+
+func (t transportSession) SessionID() string { return string(t) }
+
+func (transportSession) Initialize() {}
+
+func (transportSession) Initialized() bool { return true }
+
+// NotificationChannel is nil: a send from mcp-go finds it blocked and
+// fails (ErrNotificationChannelBlocked) instead of queueing.
+func (transportSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return nil }
 
 // initWriter calls bind before the first byte of the response.
 type initWriter struct {
@@ -505,6 +518,7 @@ func (s *Server) detachLocked(x *session) []*stream {
 	delete(s.sessions, x.id)
 	s.hub.Unregister(x)
 	x.gone = true
+	x.outbox = nil
 	streams := x.streams
 	x.streams = nil
 	return streams
@@ -526,8 +540,8 @@ func (s *Server) finishClose(x *session, streams []*stream, reason string) {
 }
 
 // closeSession forgets the session and has mcp-go drop its state for it
-// (the registered session, its buffers) through mcp-go's DELETE path, the
-// public way to terminate one session.
+// (the registered transportSession, its per-session stores) through
+// mcp-go's DELETE path, the public way to terminate one session.
 func (s *Server) closeSession(id, reason string) {
 	if !s.forget(id, reason) {
 		return
@@ -577,116 +591,6 @@ func (m sessionIDs) Terminate(id string) (bool, error) {
 	return false, nil
 }
 
-// --- GET streams ---
-
-// serveStream serves a GET: it replaces any older stream of the session,
-// gives mcp-go a cancellable context (closing the session ends the stream
-// at once) and tracks the stream for Streaming and keepalive.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, x *session) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	st := &stream{s: s, sess: x, cancel: cancel, w: w, rc: http.NewResponseController(w), lastEventID: r.Header.Get("Last-Event-ID")}
-	r.Header.Del("Last-Event-ID") // resume.go replays; mcp-go serves a plain stream
-	s.mu.Lock()
-	if x.gone {
-		s.mu.Unlock()
-		writeProblem(w, http.StatusNotFound, domain.CodeNotFound, "session not found: it has ended; send initialize to open a new one")
-		return
-	}
-	older := x.streams
-	x.streams = []*stream{st}
-	s.mu.Unlock()
-	for _, o := range older {
-		o.cancel()
-	}
-
-	s.http.ServeHTTP(st, r.WithContext(ctx))
-
-	st.mu.Lock()
-	st.done = true
-	st.mu.Unlock()
-	st.streamEnded()
-	s.mu.Lock()
-	x.streams = slices.DeleteFunc(x.streams, func(o *stream) bool { return o == st })
-	var lost []domain.ChannelMessage
-	if len(x.streams) == 0 && !x.gone && !s.closing {
-		// What mcp-go took from the session's buffer for this stream and
-		// did not write is gone; what is still in the buffer waits for a
-		// stream that may never come (a killed client). Hand both to
-		// another session now; a client that comes back may see a few
-		// twice.
-		lost = x.takeQueuedLocked()
-	}
-	s.mu.Unlock()
-	s.redeliver(x, lost)
-	if st.open.Load() {
-		s.emit(Event{Kind: StreamClosed, SessionID: x.id, AgentID: x.agentID})
-	}
-}
-
-func (st *stream) Header() http.Header { return st.w.Header() }
-
-func (st *stream) WriteHeader(code int) {
-	st.mu.Lock()
-	st.w.WriteHeader(code)
-	st.sse = code == http.StatusOK && strings.HasPrefix(st.w.Header().Get("Content-Type"), "text/event-stream")
-	st.mu.Unlock()
-}
-
-// opened runs once, after the first flush of an SSE response: the client
-// has the stream's headers, mcp-go is about to read the session's buffer.
-func (st *stream) opened() {
-	s, x := st.s, st.sess
-	s.mu.Lock()
-	st.open.Store(true)
-	x.streamed = true
-	x.stalled = false
-	x.pingResetLocked()
-	first := x.initialized && !x.gone && !s.otherStreamingLocked(x)
-	s.mu.Unlock()
-	if first {
-		s.streamOpened(x.agentID)
-	}
-	s.emit(Event{Kind: StreamOpened, SessionID: x.id, AgentID: x.agentID})
-}
-
-// Write writes one SSE event of mcp-go, bounded by Options.WriteTimeout: a
-// client that does not read for that long loses the stream, and its
-// session is marked stalled (not preferred for doorbells). A doorbell of
-// the session's queue that this write carried is no longer queued.
-func (st *stream) Write(b []byte) (int, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out, requeue := st.stamp(b) // SSE event id (resume.go)
-	if requeue {
-		st.requeue(b)
-		return len(b), nil
-	}
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
-	_, err := st.w.Write(out)
-	_ = st.rc.SetWriteDeadline(time.Time{})
-	if err != nil {
-		st.failedLocked(err)
-		return 0, err
-	}
-	st.s.markWritten(st.sess, b)
-	return len(b), nil
-}
-
-// failedLocked ends the stream after a failed write or flush; a write past
-// its deadline marks the session stalled. Callers hold st.mu.
-func (st *stream) failedLocked(err error) {
-	st.done = true
-	st.cancel()
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		s, x := st.s, st.sess
-		s.mu.Lock()
-		x.stalled = true
-		s.mu.Unlock()
-		s.log.Warn("mcp stream write stalled; the stream is closed and the session not preferred for doorbells", "session", x.id, "timeout", s.opts.WriteTimeout)
-	}
-}
-
 // markWritten drops from x's queue the doorbells that b, written to the
 // client, carries.
 func (s *Server) markWritten(x *session, b []byte) {
@@ -716,48 +620,6 @@ func (w noteWriter) Write(b []byte) (int, error) {
 func (w noteWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 func (w noteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (st *stream) Flush() {
-	st.mu.Lock()
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
-	err := st.rc.Flush()
-	_ = st.rc.SetWriteDeadline(time.Time{})
-	if err != nil {
-		st.failedLocked(err)
-	}
-	first := st.sse && !st.flushed && err == nil
-	st.flushed = true
-	if first {
-		st.openStream() // replay after Last-Event-ID (resume.go)
-	}
-	st.mu.Unlock()
-	if first {
-		st.opened()
-		st.streamSettled()
-	}
-}
-
-// ping writes one SSE comment, bounded by Options.WriteTimeout. A stream
-// busy writing is skipped (it is alive); a failed write ends the stream.
-func (st *stream) ping() {
-	if !st.mu.TryLock() {
-		return
-	}
-	defer st.mu.Unlock()
-	if st.done {
-		return
-	}
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.WriteTimeout))
-	_, err := io.WriteString(st.w, ": keepalive\n\n")
-	if err == nil {
-		err = st.rc.Flush()
-	}
-	_ = st.rc.SetWriteDeadline(time.Time{})
-	if err != nil {
-		st.done = true
-		st.cancel()
-	}
-}
 
 // keepAliveLoop pings every open stream each Options.KeepAlive, from this
 // one goroutine (no per-stream timer or goroutine).

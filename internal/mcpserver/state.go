@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -253,7 +254,7 @@ const (
 type replayEvent struct {
 	seq    uint64
 	at     time.Time
-	frame  []byte // "event: message\ndata: …\n\n", as mcp-go wrote it
+	frame  []byte // "event: message\ndata: …\n\n", without its id line
 	todoID string // a todo doorbell's todo_id, else ""
 }
 
@@ -266,7 +267,7 @@ type replayLog struct {
 	events  []replayEvent
 	current *stream // the stream that opened last; older ones are superseded
 	// held counts, per todo id, doorbells Notify queued on the session and
-	// no GET stream has written yet (mcp-go's buffer, or a POST took it).
+	// no GET stream has written yet (the outbox, or a POST took it).
 	held map[string]heldDoorbell
 	// told is what a reconnect digest must not count while the stream in
 	// current is opening (ToldOnOpen).
@@ -298,6 +299,12 @@ type session struct {
 	streamed    bool      // a GET stream of the session was open at least once
 	lastPost    time.Time // end of the last POST
 	stalled     bool      // a stream write ran past Options.WriteTimeout; cleared when the client acts
+	// outbox holds the notifications Notify queued and no stream has
+	// written yet, oldest first, at most maxOutbox; nil when empty (its
+	// array is dropped once written). writing is true while a drain
+	// goroutine writes it out (drain).
+	outbox  []mcp.JSONRPCNotification
+	writing bool
 	// queued are the todo doorbells queued by Notify and not yet written
 	// on a GET stream (oldest first, at most maxQueued): when the session
 	// closes or its stream ends they go to another session (design: Redelivery on session loss).
@@ -320,23 +327,40 @@ type queuedNote struct {
 	msg    domain.ChannelMessage
 }
 
-// stream wraps the ResponseWriter of one GET notification stream so the
-// keepalive goroutine can write SSE comments between mcp-go's events: every
-// write and flush holds mu, and mcp-go writes each event with one Write.
+// stream is one GET notification stream, written by this package (design:
+// Idle streams): on HTTP/1.1 the connection is hijacked from net/http and
+// written in chunked frames, so an idle stream keeps no net/http buffers
+// and no handler goroutine; on other
+// protocols (HTTP/2 behind a wrapper, HTTP/1.0) the ResponseWriter is
+// written and flushed, and the handler goroutine waits. Every write holds
+// mu and is bounded by Options.WriteTimeout (design: Stream writes).
 type stream struct {
-	s      *Server
-	sess   *session
-	cancel context.CancelFunc
-	open   atomic.Bool // the 200 and SSE headers are written
+	s    *Server
+	sess *session
+	open atomic.Bool // the 200 and SSE headers are written
 	// lastEventID is the GET's Last-Event-ID header (resume.go).
 	lastEventID string
+	ended       chan struct{} // closed by cancel: the stream is to end
+	endOnce     sync.Once
 
-	mu      sync.Mutex
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	sse     bool // the response is 200 text/event-stream
-	flushed bool // flushed once
-	done    bool // the handler returned or a write failed: w is off limits
+	mu   sync.Mutex
+	conn net.Conn            // the hijacked connection; nil in ResponseWriter mode
+	w    http.ResponseWriter // ResponseWriter mode only
+	rc   *http.ResponseController
+	done bool // ended or a write failed: nothing more is written
+}
+
+// cancel asks the stream to end: its holder (the reader goroutine of a
+// hijacked connection, else the handler) wakes, writes the end of the
+// body when it can and lets go of the connection. It never blocks and may
+// be called under st.mu and s.mu, any number of times.
+func (st *stream) cancel() {
+	st.endOnce.Do(func() {
+		close(st.ended)
+		if st.conn != nil {
+			_ = st.conn.SetReadDeadline(time.Now()) // wakes the reader
+		}
+	})
 }
 
 // pingState is one session's ping in flight and what its answers proved.

@@ -68,7 +68,10 @@ func startRollcall(ctx context.Context, bin, pgURL string, logw io.Writer) (*rol
 		}
 		store, r.dropDB = u, drop
 	}
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--store", store, "--log.level", "warn"}
+	// No per-address connection cap: the idle workloads open thousands of
+	// connections from four loopback addresses, and the cap (256 by
+	// default) is there for stalling clients, not for this.
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--store", store, "--log.level", "warn", "--http.max_conns_per_client", "0"}
 	s, u, err := startServer(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + benchAdminToken}, logw, listeningRe, 60*time.Second)
 	if err != nil {
 		r.dropDB()
