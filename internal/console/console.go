@@ -118,6 +118,8 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("POST "+Prefix+"people", h.form(h.addPerson))
 	h.mux.Handle("POST "+Prefix+"people/{id}", h.form(h.updatePerson))
 	h.mux.Handle("POST "+Prefix+"handover", h.form(h.handOver))
+	h.mux.Handle("GET "+ConsentPath, h.page(h.consentPage))
+	h.mux.Handle("POST "+ConsentPath, h.form(h.consent))
 	return h, nil
 }
 
@@ -393,7 +395,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people"} {
+	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people", "consent"} {
 		t, err := base.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")

@@ -1,0 +1,48 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// ConsentPath is the consent page of a sign-in (design: Consent): an
+// authorization request of an MCP client lands here with its id.
+const ConsentPath = Prefix + "oauth/consent"
+
+type consentView struct {
+	ID     string
+	Client struct{ Name string }
+	Host   string // where the browser returns
+	Agents []domain.Agent
+}
+
+// consentPage shows which client asks and the person's agents to pick from.
+func (h *Handler) consentPage(w http.ResponseWriter, r *http.Request, v *visit) {
+	c, err := h.svc.OAuthConsentFor(r.Context(), v.person, r.URL.Query().Get("id"))
+	if err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	view := consentView{ID: c.Request.ID, Agents: c.Agents}
+	view.Client.Name = c.Client.Name
+	if u, err := url.Parse(c.Request.RedirectURI); err == nil {
+		view.Host = u.Host
+	}
+	h.render(w, r, http.StatusOK, "consent", v, "Sign in "+c.Client.Name, view)
+}
+
+// consent records the decision and sends the browser to the authorization
+// server, which answers the client (a code, or access_denied).
+func (h *Handler) consent(w http.ResponseWriter, r *http.Request, v *visit) {
+	id := r.PostFormValue("id")
+	if r.PostFormValue("decision") == "approve" {
+		if err := h.svc.ApproveOAuthRequest(r.Context(), v.person, id, r.PostFormValue("agent")); err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+	}
+	http.Redirect(w, r, app.OAuthCallbackPath+"?id="+url.QueryEscape(id), http.StatusSeeOther)
+}
