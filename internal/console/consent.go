@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
@@ -28,8 +29,11 @@ func (h *Handler) consentPage(w http.ResponseWriter, r *http.Request, v *visit) 
 	}
 	view := consentView{ID: c.Request.ID, Agents: c.Agents}
 	view.Client.Name = c.Client.Name
-	if u, err := url.Parse(c.Request.RedirectURI); err == nil {
+	if u, err := url.Parse(c.Request.RedirectURI); err == nil && !strings.ContainsAny(u.Host, " ;,'\"") {
 		view.Host = u.Host
+		// The decision's redirects end at the client's redirect URI, which
+		// form-action governs too: this page allows that one origin.
+		w.Header().Set("Content-Security-Policy", csp("'self' "+u.Scheme+"://"+u.Host))
 	}
 	h.render(w, r, http.StatusOK, "consent", v, "Sign in "+c.Client.Name, view)
 }

@@ -123,12 +123,18 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	return h, nil
 }
 
+// csp is the console's Content Security Policy with the given form-action
+// sources.
+func csp(formAction string) string {
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'"
+}
+
 // ServeHTTP serves the console. Every response carries a strict Content
 // Security Policy (scripts, styles and connections from this origin only;
 // no framing), nosniff and a same-origin referrer policy.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Content-Security-Policy", csp("'self'"))
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")

@@ -1,0 +1,54 @@
+package e2e
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestE2EOAuthSignInTSClient: the official MCP TypeScript SDK's OAuth
+// client connects to the real binary with no credential (design: Sign-in
+// for MCP clients). It follows the 401 to the metadata, registers, and
+// sends the browser to the authorization endpoint; headless chromium,
+// signed in to the console, approves on the consent page as an agent; the
+// SDK takes the code from its loopback callback, exchanges it and opens a
+// session on the token it got, which then receives a doorbell.
+func TestE2EOAuthSignInTSClient(t *testing.T) {
+	browser := newBrowser(t)
+	a := startSQLite(t)
+	ag := vend(t, a, "signed-in", []string{"q"}, allVerbs)
+	signInBrowser(t, browser, a, ag.Agent.ID)
+
+	c := launchTSClient(t, a.URL+"/mcp", "-", "--oauth")
+	auth := c.next("authorize")
+	u, err := url.Parse(auth.URL)
+	if err != nil || !strings.HasPrefix(auth.URL, a.URL+"/oauth/authorize?") {
+		t.Fatalf("authorization URL %q", auth.URL)
+	}
+	if q := u.Query(); q.Get("code_challenge_method") != "S256" || q.Get("resource") != a.URL+"/mcp" || q.Get("response_type") != "code" {
+		t.Fatalf("the SDK's authorization request: %s", u.RawQuery)
+	}
+	browse(t, browser, "approve on the consent page",
+		chromedp.Navigate(auth.URL),
+		chromedp.WaitVisible(chromedp.CSS(`#approve`)),
+		chromedp.Click(chromedp.CSS(`#agent-signed-in`)),
+		chromedp.Click(chromedp.CSS(`#approve`)),
+	)
+	cb := c.next("callback")
+	if cb.Iss != a.URL || !cb.StateOK {
+		t.Fatalf("authorization response: iss %q (want %q), state matches %v", cb.Iss, a.URL, cb.StateOK)
+	}
+	ready := c.next("ready")
+	if ready.Session == "" || len(ready.Tools) == 0 {
+		t.Fatalf("session on the signed-in token: %+v", ready)
+	}
+
+	out := cli(t, a, "todo", "push", "signed-in", "--queue", "q", "--title", "rung over a signed-in session", "--json")
+	n := c.next("notification")
+	if n.Method != "notifications/claude/channel" || n.Params.Meta["todo_id"] == "" || !strings.Contains(out, n.Params.Meta["todo_id"]) {
+		t.Fatalf("doorbell %+v for push %s", n, out)
+	}
+	c.close()
+}
