@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/url"
 	"strings"
 	"testing"
@@ -50,5 +51,19 @@ func TestE2EOAuthSignInTSClient(t *testing.T) {
 	if n.Method != "notifications/claude/channel" || n.Params.Meta["todo_id"] == "" || !strings.Contains(out, n.Params.Meta["todo_id"]) {
 		t.Fatalf("doorbell %+v for push %s", n, out)
 	}
-	c.close()
+
+	// The agent page lists the sign-in; revoking it there ends the session.
+	browse(t, browser, "revoke the sign-in on the agent page",
+		chromedp.Navigate(a.URL+"/console/agents/signed-in"),
+		chromedp.WaitVisible(chromedp.CSS(`#signins-title`)),
+	)
+	listed, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#signins-title + table`)))
+	if err != nil || !strings.Contains(listed, "Rollcall e2e (MCP TypeScript SDK)") {
+		t.Fatalf("the agent page lists %q (%v), want the SDK client", listed, err)
+	}
+	browse(t, browser, "revoke", chromedp.Click(chromedp.CSS(`form[action*="/signins/"] button`)), chromedp.WaitVisible(chromedp.CSS(`#signins-title + p.empty`)))
+	io.WriteString(c.stdin, `{"id":99,"cmd":"list_tools"}`+"\n")
+	if ev := c.next("error"); ev.ID == nil || *ev.ID != 99 {
+		t.Fatalf("after the revoke the client got %+v, want its request refused", ev)
+	}
 }

@@ -50,3 +50,14 @@ func (h *Handler) consent(w http.ResponseWriter, r *http.Request, v *visit) {
 	}
 	http.Redirect(w, r, app.OAuthCallbackPath+"?id="+url.QueryEscape(id), http.StatusSeeOther)
 }
+
+// revokeSignIn revokes one client's sign-in as the agent: its tokens stop
+// working and its sessions close on every instance.
+func (h *Handler) revokeSignIn(w http.ResponseWriter, r *http.Request, v *visit) {
+	ref := r.PathValue("ref")
+	if err := h.svc.RevokeOAuthGrant(r.Context(), v.person, ref, r.PathValue("id")); err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	redirectDone(w, r, Prefix+"agents/"+url.PathEscape(ref), "signinrevoked")
+}

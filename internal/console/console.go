@@ -120,6 +120,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("POST "+Prefix+"handover", h.form(h.handOver))
 	h.mux.Handle("GET "+ConsentPath, h.page(h.consentPage))
 	h.mux.Handle("POST "+ConsentPath, h.form(h.consent))
+	h.mux.Handle("POST "+Prefix+"agents/{ref}/signins/{id}/revoke", h.form(h.revokeSignIn))
 	return h, nil
 }
 
@@ -387,6 +388,7 @@ var flashes = map[string]string{
 	"tokenrevoked":  "Token revoked: everything using it stops within 5 s.",
 	"personupdated": "Person updated.",
 	"handedover":    "Agent handed over.",
+	"signinrevoked": "Sign-in revoked: the client's tokens stop working and its sessions close within 5 s.",
 }
 
 // redirectDone answers a successful form with 303 to path?done=code.

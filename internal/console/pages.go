@@ -12,6 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/presence"
+	"github.com/rollcall/rollcall/internal/store"
 )
 
 // --- fleet page ---
@@ -112,7 +113,8 @@ type agentView struct {
 	Audit          []domain.AuditEntry
 	AuditTruncated bool
 	Push           pushForm
-	Hooks          []app.HookView // hooks.go
+	Hooks          []app.HookView     // hooks.go
+	SignIns        []store.OAuthGrant // clients signed in as the agent (consent.go)
 }
 
 // todoFilter is one link of the agent page's todo filter.
@@ -205,6 +207,10 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 		}
 	}
 	if view.Hooks, err = h.agentHooks(ctx, v.person, a.ID); err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if view.SignIns, err = h.svc.ListOAuthGrants(ctx, v.person, a.ID); err != nil {
 		h.fail(w, r, v, err)
 		return
 	}

@@ -407,3 +407,42 @@ func TestOAuthAcrossInstances(t *testing.T) {
 		}
 	}
 }
+
+// Revoking one sign-in closes the sessions opened with its tokens and no
+// others; revoking the agent closes the rest (design: Revocation within
+// 5 s: the grant is an agent credential, re-checked like any).
+func TestOAuthRevocationClosesSessions(t *testing.T) {
+	in := startInstance(t, sqliteStore(t))
+	v := vend(t, in, "revoked-later")
+	f := newFlow(t, in.base)
+	tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+	wantOK(t, "exchange", tok)
+	signedIn := openSession(t, in, v.Agent.ID, tok.AccessToken)
+	headless := openSession(t, in, v.Agent.ID, v.Credential)
+	grants, err := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID)
+	if err != nil || len(grants) != 1 || grants[0].ClientName != "Test client" || grants[0].LastUsedAt == nil {
+		t.Fatalf("grants %+v %v, want one of Test client, used", grants, err)
+	}
+	open := func(id string) bool {
+		for _, si := range in.srv.MCP.AgentSessions(v.Agent.ID) {
+			if si.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	if err := in.srv.Service.RevokeOAuthGrant(t.Context(), in.admin, v.Agent.ID, grants[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the signed-in session is closed", func() bool { return !open(signedIn.id) })
+	if !open(headless.id) {
+		t.Fatal("revoking a sign-in closed the rca_ credential's session")
+	}
+	if st := mcpStatus(t, in.base, tok.AccessToken); st != 401 {
+		t.Fatalf("revoked sign-in's token at /mcp: %d", st)
+	}
+	wantRefused(t, "revoked sign-in's refresh token", f.refresh(in.base, tok.RefreshToken), "invalid_grant")
+	if grants, _ := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID); len(grants) != 0 {
+		t.Fatalf("revoked grant still listed: %+v", grants)
+	}
+}
