@@ -18,9 +18,7 @@ import (
 // and presence changes (design: Console). Without chromium the test skips,
 // unless ROLLCALL_REQUIRE_BROWSER=1.
 func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
-	browser := newBrowser(t)
-	a := startSQLite(t)
-	ag := vend(t, a, "counted", []string{"q"}, allVerbs)
+	browser, a, ag := signedInBrowser(t, "counted")
 	id := ag.Agent.ID
 	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -43,7 +41,6 @@ func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
 		return err
 	})
 
-	signInBrowser(t, browser, a, id)
 	run("mark the fleet page", mark)
 	before := counts("counts before the push")
 	if before != "0 pending 0 claimed 0 held" {
@@ -110,15 +107,20 @@ func browse(t *testing.T, browser context.Context, step string, actions ...chrom
 	}
 }
 
-// signInBrowser signs the admin in to srv's console and waits for the
-// fleet page to show the agent's card.
-func signInBrowser(t *testing.T, browser context.Context, srv *server, agentID string) {
+// signedInBrowser starts a server on SQLite with an agent handle (queue q,
+// every work verb) and a browser (newBrowser) whose admin is signed in to
+// the console, on the fleet page showing the agent's card.
+func signedInBrowser(t *testing.T, handle string) (context.Context, *server, vendResult) {
 	t.Helper()
+	browser := newBrowser(t)
+	srv := startSQLite(t)
+	ag := vend(t, srv, handle, []string{"q"}, allVerbs)
 	browse(t, browser, "sign in and open the fleet page",
 		chromedp.Navigate(srv.URL+"/console/signin"),
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
 		chromedp.SendKeys(chromedp.CSS(`#token`), adminToken),
 		chromedp.Submit(chromedp.CSS(`#token`)),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, agentID))),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, ag.Agent.ID))),
 	)
+	return browser, srv, ag
 }

@@ -17,10 +17,7 @@ import (
 // SDK takes the code from its loopback callback, exchanges it and opens a
 // session on the token it got, which then receives a doorbell.
 func TestE2EOAuthSignInTSClient(t *testing.T) {
-	browser := newBrowser(t)
-	a := startSQLite(t)
-	ag := vend(t, a, "signed-in", []string{"q"}, allVerbs)
-	signInBrowser(t, browser, a, ag.Agent.ID)
+	browser, a, _ := signedInBrowser(t, "signed-in")
 
 	c := launchTSClient(t, a.URL+"/mcp", "-", "--oauth")
 	auth := c.next("authorize")
@@ -57,7 +54,7 @@ func TestE2EOAuthSignInTSClient(t *testing.T) {
 		chromedp.Navigate(a.URL+"/console/agents/signed-in"),
 		chromedp.WaitVisible(chromedp.CSS(`#signins-title`)),
 	)
-	listed, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#signins-title + table`)))
+	listed, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#signins-title + ul`)))
 	if err != nil || !strings.Contains(listed, "Rollcall e2e (MCP TypeScript SDK)") {
 		t.Fatalf("the agent page lists %q (%v), want the SDK client", listed, err)
 	}
