@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/pgtest"
 )
 
@@ -120,6 +121,13 @@ func (f *oauthFlow) authorize(base string, change url.Values) *http.Response {
 // page as the agent agentID; it returns the code from the redirect.
 func (f *oauthFlow) approve(base, agentID string) string {
 	f.t.Helper()
+	return f.decide(base, url.Values{"agent": {agentID}, "decision": {"approve"}})
+}
+
+// decide runs the authorization request and posts the consent form with
+// the given fields; it returns the code from the redirect.
+func (f *oauthFlow) decide(base string, form url.Values) string {
+	f.t.Helper()
 	resp := f.authorize(base, nil)
 	loc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "/console/oauth/consent?id=") {
@@ -130,9 +138,11 @@ func (f *oauthFlow) approve(base, agentID string) string {
 		f.t.Fatalf("consent page: %d\n%s", resp.StatusCode, page)
 	}
 	id := strings.TrimPrefix(loc, "/console/oauth/consent?id=")
-	resp, _ = f.post(base+"/console/oauth/consent", url.Values{"csrf": {csrfOf(f.t, page)}, "id": {id}, "agent": {agentID}, "decision": {"approve"}})
+	form.Set("csrf", csrfOf(f.t, page))
+	form.Set("id", id)
+	resp, body := f.post(base+"/console/oauth/consent", form)
 	if resp.StatusCode != http.StatusSeeOther {
-		f.t.Fatalf("approve: %d", resp.StatusCode)
+		f.t.Fatalf("consent: %d\n%s", resp.StatusCode, body)
 	}
 	resp, _ = f.get(base + resp.Header.Get("Location"))
 	back, err := url.Parse(resp.Header.Get("Location"))
@@ -445,4 +455,31 @@ func TestOAuthRevocationClosesSessions(t *testing.T) {
 	if grants, _ := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID); len(grants) != 0 {
 		t.Fatalf("revoked grant still listed: %+v", grants)
 	}
+}
+
+// The consent page vends a new agent for the client (the vend form) and
+// approves it: the token acts as that agent with exactly its scope.
+func TestOAuthConsentVendsAnAgent(t *testing.T) {
+	in := startInstance(t, sqliteStore(t))
+	f := newFlow(t, in.base)
+	code := f.decide(in.base, url.Values{"decision": {"vend"}, "handle": {"made-for-client"}, "queues": {"q1"}, "verbs": {"claim", "complete"}})
+	tok := f.exchange(in.base, code, nil)
+	wantOK(t, "exchange", tok)
+	a, err := in.srv.Service.OwnedAgent(t.Context(), in.admin, "made-for-client")
+	if err != nil || len(a.Scope.Verbs) != 2 {
+		t.Fatalf("vended agent %+v %v", a, err)
+	}
+	p, err := in.srv.Service.AuthenticateOAuth(t.Context(), mustSecret(t, tok.AccessToken))
+	if err != nil || p.Agent.ID != a.ID {
+		t.Fatalf("the token acts as %+v (%v), want %s", p.Agent, err, a.ID)
+	}
+}
+
+func mustSecret(t *testing.T, token string) string {
+	t.Helper()
+	s, ok := app.OAuthAccessSecret(token)
+	if !ok {
+		t.Fatalf("%q is not an access token", token)
+	}
+	return s
 }
