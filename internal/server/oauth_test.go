@@ -483,3 +483,22 @@ func mustSecret(t *testing.T, token string) string {
 	}
 	return s
 }
+
+// Past the failed-auth limit a signed-in client's valid token is still
+// served and a forged one refused 429 (design: The failed-auth limit).
+func TestOAuthTokenPastTheFailureLimit(t *testing.T) {
+	in := startInstance(t, sqliteStore(t), "ROLLCALL_AUTH_MAX_FAILURES=2")
+	v := vend(t, in, "limited-signin")
+	f := newFlow(t, in.base)
+	tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+	wantOK(t, "exchange", tok)
+	forged := app.SealOAuthValue(strings.Repeat("0", 64) + ":" + v.Agent.ID)
+	for i, want := range []int{401, 401, 429} {
+		if st := mcpStatus(t, in.base, forged); st != want {
+			t.Fatalf("forged token %d: %d, want %d", i+1, st, want)
+		}
+	}
+	if st := mcpStatus(t, in.base, tok.AccessToken); st != 200 {
+		t.Fatalf("a valid access token past the limit: %d", st)
+	}
+}
