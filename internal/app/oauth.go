@@ -62,6 +62,28 @@ func (s *Service) OAuthIssuer() string { return s.publicURL }
 // Errors: invalid_argument (Reason names the RFC 7591 error), rate_limited
 // when OAuthMaxUnusedClients registrations are unused.
 func (s *Service) RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string) (store.OAuthClient, error) {
+	return s.putOAuthClient(ctx, "rcc_"+newID(), name, redirectURIs, s.store.CreateOAuthClient)
+}
+
+// OAuthMetadataClientTTL is how long a client metadata document fetched
+// is used before it is fetched again (design: Client registration).
+const OAuthMetadataClientTTL = 5 * time.Minute
+
+// FreshOAuthMetadataClient returns the client of a metadata document URL
+// fetched within OAuthMetadataClientTTL; false when it must be fetched.
+func (s *Service) FreshOAuthMetadataClient(ctx context.Context, id string) (store.OAuthClient, bool) {
+	c, err := s.store.OAuthClient(ctx, id, s.now())
+	return c, err == nil && s.now().Sub(c.CreatedAt) < OAuthMetadataClientTTL
+}
+
+// PutOAuthMetadataClient stores what a client's metadata document says
+// (id is its URL), under the rules of RegisterOAuthClient.
+func (s *Service) PutOAuthMetadataClient(ctx context.Context, id, name string, redirectURIs []string) (store.OAuthClient, error) {
+	return s.putOAuthClient(ctx, id, name, redirectURIs, s.store.PutOAuthMetadataClient)
+}
+
+func (s *Service) putOAuthClient(ctx context.Context, id, name string, redirectURIs []string,
+	put func(context.Context, store.OAuthClient, int, time.Time) (bool, error)) (store.OAuthClient, error) {
 	if len(redirectURIs) == 0 || len(redirectURIs) > OAuthMaxRedirectURIs {
 		return store.OAuthClient{}, &domain.Error{Code: domain.CodeInvalidArgument, Reason: "invalid_redirect_uri", Detail: "give 1 to 10 redirect_uris"}
 	}
@@ -80,15 +102,15 @@ func (s *Service) RegisterOAuthClient(ctx context.Context, name string, redirect
 	}
 	now := s.now()
 	exp := now.Add(OAuthUnusedClientTTL)
-	c := store.OAuthClient{ID: "rcc_" + newID(), Name: name, RedirectURIs: redirectURIs, CreatedAt: now, ExpiresAt: &exp}
-	created, err := s.store.CreateOAuthClient(ctx, c, OAuthMaxUnusedClients, now)
+	c := store.OAuthClient{ID: id, Name: name, RedirectURIs: redirectURIs, CreatedAt: now, ExpiresAt: &exp}
+	created, err := put(ctx, c, OAuthMaxUnusedClients, now)
 	if err != nil {
 		return store.OAuthClient{}, err
 	}
 	if !created {
 		return store.OAuthClient{}, domain.Errorf(domain.CodeRateLimited, "too many client registrations are waiting to be used; try again later")
 	}
-	s.log.Info("oauth client registered", "client_id", c.ID, "name", c.Name)
+	s.log.Info("oauth client stored", "client_id", c.ID, "name", c.Name)
 	return c, nil
 }
 

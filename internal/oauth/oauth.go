@@ -50,6 +50,9 @@ type Options struct {
 	Log *slog.Logger
 	// ConsentURL is the console's consent page; the request id is appended.
 	ConsentURL string
+	// MetadataClient fetches client metadata documents; nil = a client
+	// that reaches public addresses only (tests pass their TLS server's).
+	MetadataClient *http.Client
 }
 
 // Handler serves the metadata documents and the /oauth/ endpoints.
@@ -82,7 +85,10 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	if strings.HasPrefix(issuer, "http://") {
 		opts = append(opts, op.WithAllowInsecure()) // a loopback or test server without TLS
 	}
-	p, err := op.NewProvider(cfg, &storage{svc: svc, consentURL: o.ConsentURL}, op.StaticIssuer(issuer), opts...)
+	if o.MetadataClient == nil {
+		o.MetadataClient = publicOnlyClient()
+	}
+	p, err := op.NewProvider(cfg, &storage{svc: svc, consentURL: o.ConsentURL, fetch: o.MetadataClient}, op.StaticIssuer(issuer), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +106,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 		"response_modes_supported": []string{"query"}, "grant_types_supported": []string{"authorization_code", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []string{"none"}, "revocation_endpoint_auth_methods_supported": []string{"none"},
 		"code_challenge_methods_supported": []string{"S256"}, "authorization_response_iss_parameter_supported": true,
+		"client_id_metadata_document_supported": true,
 	})
 	metadata := func(doc []byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {

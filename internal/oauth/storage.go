@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 // (ID tokens, userinfo, signing keys) is not offered.
 type storage struct {
 	svc        *app.Service
-	consentURL string // the console page; the request id is appended
+	consentURL string       // the console page; the request id is appended
+	fetch      *http.Client // fetches client metadata documents (metadata.go)
 }
 
 var errNotOffered = errors.New("not offered by this authorization server")
@@ -147,7 +149,13 @@ func (s *storage) KeySet(context.Context) ([]op.Key, error) { return nil, nil }
 
 // GetClientByClientID implements op.Storage.
 func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
-	c, err := s.svc.OAuthClient(ctx, id)
+	var c store.OAuthClient
+	var err error
+	if isMetadataClientID(id) {
+		c, err = s.metadataClient(ctx, id)
+	} else {
+		c, err = s.svc.OAuthClient(ctx, id)
+	}
 	if err != nil {
 		return nil, oidc.ErrInvalidClient().WithDescription("unknown client").WithParent(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/pgtest"
+	"github.com/rollcall/rollcall/internal/server"
 )
 
 // Sign-in for MCP clients, driven over HTTP against real servers on both
@@ -500,5 +502,41 @@ func TestOAuthTokenPastTheFailureLimit(t *testing.T) {
 	}
 	if st := mcpStatus(t, in.base, tok.AccessToken); st != 200 {
 		t.Fatalf("a valid access token past the limit: %d", st)
+	}
+}
+
+// A client whose client_id is the URL of its metadata document signs in
+// without registering; a document that names another client_id is
+// refused before the consent page.
+func TestOAuthClientMetadataDocument(t *testing.T) {
+	docs := http.NewServeMux()
+	tls := httptest.NewTLSServer(docs)
+	defer tls.Close()
+	good, bad := tls.URL+"/client.json", tls.URL+"/other.json"
+	docs.HandleFunc("/client.json", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"client_id": good, "client_name": "Test client", "redirect_uris": []string{redirectURI}, "token_endpoint_auth_method": "none"})
+	})
+	docs.HandleFunc("/other.json", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"client_id": good, "client_name": "Impostor", "redirect_uris": []string{redirectURI}})
+	})
+	in := startInstanceWith(t, sqliteStore(t), server.Options{OAuthMetadataClient: tls.Client()})
+	v := vend(t, in, "by-metadata")
+	f := newFlow(t, in.base)
+	f.clientID = good
+	tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+	wantOK(t, "exchange", tok)
+	if st := mcpStatus(t, in.base, tok.AccessToken); st != 200 {
+		t.Fatalf("token of a metadata-document client at /mcp: %d", st)
+	}
+	f.clientID = bad
+	if resp := f.authorize(in.base, nil); resp.StatusCode != 400 || resp.Header.Get("Location") != "" {
+		t.Fatalf("document naming another client_id: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The default fetcher reaches public addresses only.
+	in2 := startInstance(t, sqliteStore(t))
+	f2 := newFlow(t, in2.base)
+	f2.clientID = good
+	if resp := f2.authorize(in2.base, nil); resp.StatusCode != 400 {
+		t.Fatalf("a document on a loopback address was fetched: %d", resp.StatusCode)
 	}
 }

@@ -48,6 +48,9 @@ type Options struct {
 	Clock  clockwork.Clock // nil = real clock
 	Log    *slog.Logger    // nil = slog.Default()
 	Stdout io.Writer       // where the URL and the bootstrap token are printed; nil = discard
+	// OAuthMetadataClient fetches client metadata documents; nil = public
+	// addresses only (tests pass their TLS server's client).
+	OAuthMetadataClient *http.Client
 }
 
 // Server is one running Rollcall instance.
@@ -192,7 +195,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		NoLongerValid: connhub.CheckLive(svc.LiveCredentials)})
 	// Rollcall is the authorization server of its own /mcp (design: Sign-in
 	// for MCP clients); issuer and resource come from the public URL.
-	auth, err := oauth.New(svc, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id="})
+	auth, err := oauth.New(svc, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id=", MetadataClient: o.OAuthMetadataClient})
 	if err != nil {
 		s.closeAll()
 		return nil, fmt.Errorf("oauth: %w", err)

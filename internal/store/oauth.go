@@ -19,6 +19,12 @@ type OAuthStore interface {
 	// that were never used are live at Now (created false). Expired unused
 	// registrations are deleted first.
 	CreateOAuthClient(ctx context.Context, c OAuthClient, maxUnused int, now time.Time) (created bool, err error)
+	// PutOAuthMetadataClient stores or refreshes a client known by its
+	// metadata document (the id is the document's URL): name and redirect
+	// URIs are replaced, CreatedAt records the fetch; an approved client
+	// stays approved. A new one counts against maxUnused like a
+	// registration (created false when over it).
+	PutOAuthMetadataClient(ctx context.Context, c OAuthClient, maxUnused int, now time.Time) (created bool, err error)
 	// OAuthClient returns a client; ErrNotFound when unknown or when an
 	// unused registration expired at now.
 	OAuthClient(ctx context.Context, id string, now time.Time) (OAuthClient, error)

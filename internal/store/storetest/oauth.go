@@ -43,6 +43,18 @@ func testOAuthClients(t *testing.T, in Instance) {
 	if _, ok := oauthClient(t, s, 2, at(2*time.Hour)); !ok {
 		t.Fatal("a registration after the others expired was refused")
 	}
+	// A metadata-document client is refreshed in place, over the bound too.
+	exp := at(3 * time.Hour)
+	doc := store.OAuthClient{ID: "https://c.example/client.json", Name: "v1", RedirectURIs: []string{"https://c.example/cb"}, CreatedAt: at(2 * time.Hour), ExpiresAt: &exp}
+	ok, err = s.PutOAuthMetadataClient(ctx, doc, 10, at(2*time.Hour))
+	must(t, "PutOAuthMetadataClient", err)
+	doc.Name, doc.CreatedAt = "v2", at(2*time.Hour+time.Minute)
+	ok2, err = s.PutOAuthMetadataClient(ctx, doc, 1, at(2*time.Hour+time.Minute))
+	must(t, "PutOAuthMetadataClient(refresh)", err)
+	got, err = s.OAuthClient(ctx, doc.ID, at(2*time.Hour+time.Minute))
+	if must(t, "OAuthClient(document)", err); !ok || !ok2 || got.Name != "v2" || !got.CreatedAt.Equal(doc.CreatedAt) {
+		t.Fatalf("refreshed document client %+v (%v %v)", got, ok, ok2)
+	}
 }
 
 func oauthRequest(t *testing.T, s store.Store, clientID string, now time.Time) store.OAuthRequest {

@@ -67,10 +67,28 @@ func (o OAuth) timeOrNil(t *time.Time) any {
 
 // CreateOAuthClient implements store.OAuthStore.
 func (o OAuth) CreateOAuthClient(ctx context.Context, c store.OAuthClient, maxUnused int, now time.Time) (bool, error) {
+	return o.putClient(ctx, c, maxUnused, now, false)
+}
+
+// PutOAuthMetadataClient implements store.OAuthStore.
+func (o OAuth) PutOAuthMetadataClient(ctx context.Context, c store.OAuthClient, maxUnused int, now time.Time) (bool, error) {
+	return o.putClient(ctx, c, maxUnused, now, true)
+}
+
+func (o OAuth) putClient(ctx context.Context, c store.OAuthClient, maxUnused int, now time.Time, refresh bool) (bool, error) {
 	created := false
 	err := o.DB.Write(ctx, func(db SQLRunner) error {
 		if _, err := db.Exec(ctx, `DELETE FROM oauth_clients WHERE expires_at IS NOT NULL AND expires_at <= $1`, o.DB.TimeArg(now)); err != nil {
 			return err
+		}
+		if refresh {
+			n, err := db.Exec(ctx, `UPDATE oauth_clients SET name = $2, redirect_uris = $3, created_at = $4,
+				expires_at = CASE WHEN expires_at IS NULL THEN expires_at ELSE $5 END WHERE id = $1`,
+				c.ID, c.Name, encodeStrings(c.RedirectURIs), o.DB.TimeArg(c.CreatedAt), o.timeOrNil(c.ExpiresAt))
+			if err != nil || n > 0 {
+				created = err == nil
+				return err
+			}
 		}
 		var unused int64
 		if err := db.QueryRow(ctx, `SELECT count(*) FROM oauth_clients WHERE expires_at IS NOT NULL`).Scan(&unused); err != nil {
