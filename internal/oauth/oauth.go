@@ -226,7 +226,7 @@ type issWriter struct {
 
 func (w *issWriter) WriteHeader(status int) {
 	if status == http.StatusFound {
-		if loc := w.Header().Get("Location"); loc != "" && !strings.HasPrefix(loc, w.consent) {
+		if loc := w.Header().Get("Location"); loc != "" && (w.consent == "" || !strings.HasPrefix(loc, w.consent)) {
 			w.Header().Set("Location", withIss(loc, w.iss))
 		}
 	}

@@ -393,7 +393,7 @@ func TestOAuthAuthorizeRefusals(t *testing.T) {
 	_, page := f.get(in.base + loc)
 	resp, _ = f.post(in.base+"/console/oauth/consent", url.Values{"csrf": {csrfOf(t, page)}, "id": {strings.TrimPrefix(loc, "/console/oauth/consent?id=")}, "decision": {"deny"}})
 	resp, _ = f.get(in.base + resp.Header.Get("Location"))
-	if back, _ := url.Parse(resp.Header.Get("Location")); back == nil || back.Query().Get("error") != "access_denied" || back.Query().Get("code") != "" {
+	if back, _ := url.Parse(resp.Header.Get("Location")); back == nil || back.Query().Get("error") != "access_denied" || back.Query().Get("code") != "" || back.Query().Get("iss") != in.base {
 		t.Fatalf("denied: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	// The password grant is not offered.
@@ -538,5 +538,45 @@ func TestOAuthClientMetadataDocument(t *testing.T) {
 	f2.clientID = good
 	if resp := f2.authorize(in2.base, nil); resp.StatusCode != 400 {
 		t.Fatalf("a document on a loopback address was fetched: %d", resp.StatusCode)
+	}
+}
+
+// A session belongs to the grant: after a refresh the session goes on with
+// the new access token (design: Sign-ins are credentials).
+func TestOAuthSessionSurvivesRefresh(t *testing.T) {
+	in := startInstance(t, sqliteStore(t))
+	v := vend(t, in, "refreshed")
+	f := newFlow(t, in.base)
+	first := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+	wantOK(t, "exchange", first)
+	mcp := func(token, session, body string) *http.Response {
+		req, _ := http.NewRequest("POST", in.base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := mcp(first.AccessToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || session == "" {
+		t.Fatalf("initialize: %d session %q", resp.StatusCode, session)
+	}
+	next := f.refresh(in.base, first.RefreshToken)
+	wantOK(t, "refresh", next)
+	if resp := mcp(next.AccessToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the session with the refreshed token: %d, want 202", resp.StatusCode)
+	}
+	other := vend(t, in, "someone-else").Credential
+	if resp := mcp(other, session, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the session with another agent's credential: %d, want 403", resp.StatusCode)
 	}
 }
