@@ -122,7 +122,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.HandleFunc(authorizePath, h.authorize)
 	h.mux.HandleFunc("GET "+app.OAuthCallbackPath, h.callback)
 	h.mux.HandleFunc("POST "+tokenPath, h.token)
-	h.mux.HandleFunc("POST "+revokePath, p.HttpHandler().ServeHTTP)
+	h.mux.Handle("POST "+revokePath, p)
 	h.mux.HandleFunc("POST "+registerPath, h.registerClient)
 	return h, nil
 }
