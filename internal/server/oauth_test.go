@@ -580,3 +580,22 @@ func TestOAuthSessionSurvivesRefresh(t *testing.T) {
 		t.Fatalf("the session with another agent's credential: %d, want 403", resp.StatusCode)
 	}
 }
+
+// RFC 7009 revocation at /oauth/revoke revokes the token's grant.
+func TestOAuthRevokeEndpoint(t *testing.T) {
+	in := startInstance(t, sqliteStore(t))
+	v := vend(t, in, "self-revoked")
+	f := newFlow(t, in.base)
+	for _, which := range []string{"refresh", "access"} {
+		tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+		wantOK(t, "exchange", tok)
+		token := map[string]string{"refresh": tok.RefreshToken, "access": tok.AccessToken}[which]
+		if resp, body := f.post(in.base+"/oauth/revoke", url.Values{"token": {token}, "client_id": {f.clientID}}); resp.StatusCode != 200 {
+			t.Fatalf("revoke the %s token: %d %s", which, resp.StatusCode, body)
+		}
+		if st := mcpStatus(t, in.base, tok.AccessToken); st != 401 {
+			t.Fatalf("access token after revoking the %s token: %d", which, st)
+		}
+		wantRefused(t, "refresh after revocation", f.refresh(in.base, tok.RefreshToken), "invalid_grant")
+	}
+}
