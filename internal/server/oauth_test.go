@@ -40,9 +40,15 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 
 func (f *oauthFlow) send(req *http.Request) (*http.Response, string) {
 	f.t.Helper()
-	resp, err := f.browser.Do(req)
+	return sendWith(f.t, f.browser, req)
+}
+
+// sendWith does the request with c and returns the answer and its body.
+func sendWith(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Do(req)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -205,20 +211,39 @@ func wantRefused(t *testing.T, what string, a tokenAnswer, code string) {
 	}
 }
 
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// mcpPost posts one JSON-RPC message to /mcp with the bearer token (and
+// the session id, unless "") and returns the answer, its body read.
+func mcpPost(t *testing.T, base, token, session, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session} {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, _ := sendWith(t, http.DefaultClient, req)
+	return resp
+}
+
 // mcpStatus is the status of an MCP initialize with the bearer token.
 func mcpStatus(t *testing.T, base, token string) int {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	return mcpPost(t, base, token, "", initializeBody).StatusCode
+}
+
+// signedInAgent starts an instance on SQLite (env as startInstance), vends
+// an agent handle and signs a client in as it: the tokens it got.
+func signedInAgent(t *testing.T, handle string, env ...string) (*instance, app.VendResult, *oauthFlow, tokenAnswer) {
+	t.Helper()
+	in := startInstance(t, sqliteStore(t), env...)
+	v := vend(t, in, handle)
+	f := newFlow(t, in.base)
+	tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+	wantOK(t, "exchange", tok)
+	return in, v, f, tok
 }
 
 func sqliteStore(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "r.db") }
@@ -424,11 +449,7 @@ func TestOAuthAcrossInstances(t *testing.T) {
 // others; revoking the agent closes the rest (design: Revocation within
 // 5 s: the grant is an agent credential, re-checked like any).
 func TestOAuthRevocationClosesSessions(t *testing.T) {
-	in := startInstance(t, sqliteStore(t))
-	v := vend(t, in, "revoked-later")
-	f := newFlow(t, in.base)
-	tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
-	wantOK(t, "exchange", tok)
+	in, v, f, tok := signedInAgent(t, "revoked-later")
 	signedIn := openSession(t, in, v.Agent.ID, tok.AccessToken)
 	headless := openSession(t, in, v.Agent.ID, v.Credential)
 	grants, err := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID)
@@ -489,11 +510,7 @@ func mustSecret(t *testing.T, token string) string {
 // Past the failed-auth limit a signed-in client's valid token is still
 // served and a forged one refused 429 (design: The failed-auth limit).
 func TestOAuthTokenPastTheFailureLimit(t *testing.T) {
-	in := startInstance(t, sqliteStore(t), "ROLLCALL_AUTH_MAX_FAILURES=2")
-	v := vend(t, in, "limited-signin")
-	f := newFlow(t, in.base)
-	tok := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
-	wantOK(t, "exchange", tok)
+	in, v, _, tok := signedInAgent(t, "limited-signin", "ROLLCALL_AUTH_MAX_FAILURES=2")
 	forged := app.SealOAuthValue(strings.Repeat("0", 64) + ":" + v.Agent.ID)
 	for i, want := range []int{401, 401, 429} {
 		if st := mcpStatus(t, in.base, forged); st != want {
@@ -544,39 +561,19 @@ func TestOAuthClientMetadataDocument(t *testing.T) {
 // A session belongs to the grant: after a refresh the session goes on with
 // the new access token (design: Sign-ins are credentials).
 func TestOAuthSessionSurvivesRefresh(t *testing.T) {
-	in := startInstance(t, sqliteStore(t))
-	v := vend(t, in, "refreshed")
-	f := newFlow(t, in.base)
-	first := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
-	wantOK(t, "exchange", first)
-	mcp := func(token, session, body string) *http.Response {
-		req, _ := http.NewRequest("POST", in.base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
-	resp := mcp(first.AccessToken, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	in, _, f, first := signedInAgent(t, "refreshed")
+	resp := mcpPost(t, in.base, first.AccessToken, "", initializeBody)
 	session := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != 200 || session == "" {
 		t.Fatalf("initialize: %d session %q", resp.StatusCode, session)
 	}
 	next := f.refresh(in.base, first.RefreshToken)
 	wantOK(t, "refresh", next)
-	if resp := mcp(next.AccessToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+	if resp := mcpPost(t, in.base, next.AccessToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("the session with the refreshed token: %d, want 202", resp.StatusCode)
 	}
 	other := vend(t, in, "someone-else").Credential
-	if resp := mcp(other, session, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); resp.StatusCode != http.StatusForbidden {
+	if resp := mcpPost(t, in.base, other, session, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("the session with another agent's credential: %d, want 403", resp.StatusCode)
 	}
 }
