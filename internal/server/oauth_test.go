@@ -478,6 +478,13 @@ func TestOAuthRevocationClosesSessions(t *testing.T) {
 	if grants, _ := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID); len(grants) != 0 {
 		t.Fatalf("revoked grant still listed: %+v", grants)
 	}
+	again := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
+	wantOK(t, "second sign-in", again)
+	second := openSession(t, in, v.Agent.ID, again.AccessToken)
+	if _, err := in.srv.Service.RevokeAgent(t.Context(), in.admin, v.Agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent's sessions are closed", func() bool { return !open(second.id) && !open(headless.id) })
 }
 
 // The consent page vends a new agent for the client (the vend form) and
