@@ -107,13 +107,14 @@ func browse(t *testing.T, browser context.Context, step string, actions ...chrom
 	}
 }
 
-// signedInBrowser starts a server on SQLite with an agent handle (queue q,
-// every work verb) and a browser (newBrowser) whose admin is signed in to
-// the console, on the fleet page showing the agent's card.
-func signedInBrowser(t *testing.T, handle string) (context.Context, *server, vendResult) {
+// signedInBrowser starts a server on SQLite (args as startSQLite) with an
+// agent handle (queue q, every work verb) and a browser (newBrowser) whose
+// admin is signed in to the console, on the fleet page showing the
+// agent's card.
+func signedInBrowser(t *testing.T, handle string, args ...string) (context.Context, *server, vendResult) {
 	t.Helper()
 	browser := newBrowser(t)
-	srv := startSQLite(t)
+	srv := startSQLite(t, args...)
 	ag := vend(t, srv, handle, []string{"q"}, allVerbs)
 	browse(t, browser, "sign in and open the fleet page",
 		chromedp.Navigate(srv.URL+"/console/signin"),

@@ -3,10 +3,16 @@ package e2e
 import (
 	"io"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // TestE2EOAuthSignInTSClient: the official MCP TypeScript SDK's OAuth
@@ -62,5 +68,77 @@ func TestE2EOAuthSignInTSClient(t *testing.T) {
 	io.WriteString(c.stdin, `{"id":99,"cmd":"list_tools"}`+"\n")
 	if ev := c.next("error"); ev.ID == nil || *ev.ID != 99 {
 		t.Fatalf("after the revoke the client got %+v, want its request refused", ev)
+	}
+}
+
+// TestE2EOAuthSignInClaudeCode: the real Claude Code binary signs in the
+// way the README shows — `claude mcp add --transport http` with no header,
+// then `claude mcp login` (what /mcp → Authenticate runs) — while headless
+// chromium approves on the consent page; `claude mcp list` then connects
+// with the token it got. Offline, Claude Code's own client metadata
+// document (on claude.ai) cannot be fetched, so the server runs with
+// oauth.client_metadata_documents=false and Claude Code registers instead.
+func TestE2EOAuthSignInClaudeCode(t *testing.T) {
+	ce := claudeOffline(t, "http://127.0.0.1:9")
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script(1) is needed to give claude mcp login a terminal")
+	}
+	browser, a, _ := signedInBrowser(t, "claude-signed-in", "--oauth.client_metadata_documents=false")
+	ce.claude(t, "mcp", "add", "--transport", "http", "rollcall", a.URL+"/mcp")
+
+	// Claude Code opens the authorization URL with $BROWSER: this one
+	// writes it to a file for chromedp.
+	urls := filepath.Join(t.TempDir(), "urls")
+	opener := filepath.Join(t.TempDir(), "browser.sh")
+	if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" >> "+shQuote(urls)+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	login := exec.Command("script", "-qfec", shQuote(ce.bin)+" mcp login rollcall", "/dev/null")
+	login.Dir, login.Env = ce.work, append(ce.env, "BROWSER="+opener)
+	var out testkit.SyncBuffer
+	login.Stdout, login.Stderr = &out, &out
+	if err := login.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- login.Wait() }()
+	t.Cleanup(func() {
+		login.Process.Kill()
+		if t.Failed() {
+			t.Logf("claude mcp login:\n%s", out.String())
+		}
+	})
+	var authURL string
+	waitUntil(t, "claude mcp login opens the authorization URL", func() bool {
+		b, _ := os.ReadFile(urls)
+		authURL, _, _ = strings.Cut(string(b), "\n")
+		return authURL != ""
+	})
+	if !strings.HasPrefix(authURL, a.URL+"/oauth/authorize?") || !strings.Contains(authURL, "code_challenge_method=S256") {
+		t.Fatalf("Claude Code's authorization URL %q", authURL)
+	}
+	browse(t, browser, "approve Claude Code on the consent page",
+		chromedp.Navigate(authURL),
+		chromedp.WaitVisible(chromedp.CSS(`#approve`)),
+		chromedp.Click(chromedp.CSS(`#agent-claude-signed-in`)),
+		chromedp.Click(chromedp.CSS(`#approve`)),
+	)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("claude mcp login: %v", err)
+		}
+	case <-time.After(claudeWait):
+		t.Fatal("claude mcp login did not finish after the approval")
+	}
+	if list := ce.claude(t, "mcp", "list"); !strings.Contains(list, "rollcall") || !strings.Contains(list, "✔ Connected") {
+		t.Fatalf("claude mcp list after signing in:\n%s", list)
+	}
+	browse(t, browser, "the agent page lists Claude Code",
+		chromedp.Navigate(a.URL+"/console/agents/claude-signed-in"),
+		chromedp.WaitVisible(chromedp.CSS(`#signins-title + ul`)),
+	)
+	if listed, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#signins-title + ul`))); err != nil || !strings.Contains(listed, "Claude Code") {
+		t.Fatalf("the agent page lists %q (%v), want Claude Code", listed, err)
 	}
 }

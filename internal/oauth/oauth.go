@@ -53,6 +53,9 @@ type Options struct {
 	// MetadataClient fetches client metadata documents; nil = a client
 	// that reaches public addresses only (tests pass their TLS server's).
 	MetadataClient *http.Client
+	// NoMetadataDocuments turns client metadata documents off: an https
+	// client_id is then an unknown client (design: Client registration).
+	NoMetadataDocuments bool
 }
 
 // Handler serves the metadata documents and the /oauth/ endpoints.
@@ -85,7 +88,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	if strings.HasPrefix(issuer, "http://") {
 		opts = append(opts, op.WithAllowInsecure()) // a loopback or test server without TLS
 	}
-	if o.MetadataClient == nil {
+	if o.MetadataClient == nil && !o.NoMetadataDocuments {
 		o.MetadataClient = publicOnlyClient()
 	}
 	p, err := op.NewProvider(cfg, &storage{svc: svc, consentURL: o.ConsentURL, fetch: o.MetadataClient}, op.StaticIssuer(issuer), opts...)
@@ -106,7 +109,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 		"response_modes_supported": []string{"query"}, "grant_types_supported": []string{"authorization_code", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []string{"none"}, "revocation_endpoint_auth_methods_supported": []string{"none"},
 		"code_challenge_methods_supported": []string{"S256"}, "authorization_response_iss_parameter_supported": true,
-		"client_id_metadata_document_supported": true,
+		"client_id_metadata_document_supported": !o.NoMetadataDocuments,
 	})
 	metadata := func(doc []byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {

@@ -151,7 +151,7 @@ func (s *storage) KeySet(context.Context) ([]op.Key, error) { return nil, nil }
 func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	var c store.OAuthClient
 	var err error
-	if isMetadataClientID(id) {
+	if s.fetch != nil && isMetadataClientID(id) {
 		c, err = s.metadataClient(ctx, id)
 	} else {
 		c, err = s.svc.OAuthClient(ctx, id)

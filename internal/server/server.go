@@ -195,7 +195,8 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		NoLongerValid: connhub.CheckLive(svc.LiveCredentials)})
 	// Rollcall is the authorization server of its own /mcp (design: Sign-in
 	// for MCP clients); issuer and resource come from the public URL.
-	auth, err := oauth.New(svc, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id=", MetadataClient: o.OAuthMetadataClient})
+	auth, err := oauth.New(svc, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id=", MetadataClient: o.OAuthMetadataClient,
+		NoMetadataDocuments: !cfg.OAuth.ClientMetadataDocuments})
 	if err != nil {
 		s.closeAll()
 		return nil, fmt.Errorf("oauth: %w", err)
