@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,11 +76,15 @@ func TestE2EOAuthSignInTSClient(t *testing.T) {
 // way the README shows — `claude mcp add --transport http` with no header,
 // then `claude mcp login` (what /mcp → Authenticate runs) — while headless
 // chromium approves on the consent page; `claude mcp list` then connects
-// with the token it got. Offline, Claude Code's own client metadata
+// with the token it got, and an interactive session on it gets a todo's
+// doorbell, which the model (the scripted fake API) claims and completes. Offline, Claude Code's own client metadata
 // document (on claude.ai) cannot be fetched, so the server runs with
 // oauth.client_metadata_documents=false and Claude Code registers instead.
 func TestE2EOAuthSignInClaudeCode(t *testing.T) {
-	ce := claudeOffline(t, "http://127.0.0.1:9")
+	claudeBinary(t)
+	needTmux(t)
+	api := startFakeAnthropic(t, "mcp__rollcall")
+	ce := claudeOffline(t, api.URL, "mcp__rollcall")
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Skip("script(1) is needed to give claude mcp login a terminal")
 	}
@@ -140,5 +145,14 @@ func TestE2EOAuthSignInClaudeCode(t *testing.T) {
 	)
 	if listed, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#signins-title + ul`))); err != nil || !strings.Contains(listed, "Claude Code") {
 		t.Fatalf("the agent page lists %q (%v), want Claude Code", listed, err)
+	}
+
+	// An interactive session on the signed-in server: a pushed todo's
+	// doorbell reaches the model, which claims and completes it.
+	startInteractive(t, ce, "--dangerously-load-development-channels", "server:rollcall")
+	id := pushTodo(t, a, "claude-signed-in", "q", "Rung over a sign-in")
+	waitUntil(t, "the todo done through the model's claim and complete", func() bool { return todoState(t, a, id) == "done" })
+	if !slices.ContainsFunc(api.Channels(), func(c string) bool { return strings.Contains(c, ` todo_id="`+id+`"`) }) {
+		t.Fatalf("the model saw no <channel … todo_id=%s> tag; saw %q", id, api.Channels())
 	}
 }
