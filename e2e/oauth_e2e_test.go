@@ -74,11 +74,12 @@ func TestE2EOAuthSignInTSClient(t *testing.T) {
 
 // TestE2EOAuthSignInClaudeCode: the real Claude Code binary signs in the
 // way the README shows — `claude mcp add --transport http` with no header,
-// then `claude mcp login` (what /mcp → Authenticate runs) — while headless
-// chromium approves on the consent page; `claude mcp list` then connects
-// with the token it got, and an interactive session on it gets a todo's
-// doorbell, which the model (the scripted fake API) claims and completes. Offline, Claude Code's own client metadata
-// document (on claude.ai) cannot be fetched, so the server runs with
+// then `claude mcp login` (the shell form of /mcp → Authenticate) — while
+// headless chromium approves on the consent page; `claude mcp list` then
+// connects with the token it got, and an interactive session on it gets a
+// todo's doorbell, which the model (the scripted fake API) claims and
+// completes. Offline, Claude Code's own client metadata document (on
+// claude.ai) cannot be fetched, so the server runs with
 // oauth.client_metadata_documents=false and Claude Code registers instead.
 func TestE2EOAuthSignInClaudeCode(t *testing.T) {
 	claudeBinary(t)
