@@ -18,40 +18,11 @@ import (
 // and presence changes (design: Console). Without chromium the test skips,
 // unless ROLLCALL_REQUIRE_BROWSER=1.
 func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
-	exe := os.Getenv("ROLLCALL_CHROMIUM")
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if exe != "" {
-			break
-		}
-		exe, _ = exec.LookPath(name)
-	}
-	if exe == "" {
-		if os.Getenv("ROLLCALL_REQUIRE_BROWSER") == "1" {
-			t.Fatal("chromium is not installed and ROLLCALL_REQUIRE_BROWSER=1")
-		}
-		t.Skip("chromium is not installed; set ROLLCALL_REQUIRE_BROWSER=1 to fail instead")
-	}
-	a := startSQLite(t)
-	ag := vend(t, a, "counted", []string{"q"}, allVerbs)
+	browser, a, ag := signedInBrowser(t, "counted")
 	id := ag.Agent.ID
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Env("TZ=UTC"), chromedp.WindowSize(1280, 900))
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(browser); err != nil { // starts the browser: no timeout
-		t.Fatalf("start chromium: %v", err)
-	}
 	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, wait)
-		defer cancel()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
+		browse(t, browser, step, actions...)
 	}
 	counts := func(step string) string {
 		t.Helper()
@@ -70,14 +41,7 @@ func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
 		return err
 	})
 
-	run("sign in and open the fleet page",
-		chromedp.Navigate(a.URL+"/console/signin"),
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), adminToken),
-		chromedp.Submit(chromedp.CSS(`#token`)),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, id))),
-		mark,
-	)
+	run("mark the fleet page", mark)
 	before := counts("counts before the push")
 	if before != "0 pending 0 claimed 0 held" {
 		t.Fatalf("a fresh agent's card shows %q", before)
@@ -101,4 +65,63 @@ func TestE2EConsoleFleetTodoCountsLive(t *testing.T) {
 	if liveErr != nil || shown != reloaded {
 		t.Errorf("the fleet page shows %q 10 s after a todo was pushed, a reload shows %q: the todo counts do not update live (%v)", shown, reloaded, liveErr)
 	}
+}
+
+// newBrowser starts Debian's chromium (headless) until the test ends.
+// Without chromium the test skips, unless ROLLCALL_REQUIRE_BROWSER=1.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	exe := os.Getenv("ROLLCALL_CHROMIUM")
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if exe != "" {
+			break
+		}
+		exe, _ = exec.LookPath(name)
+	}
+	if exe == "" {
+		if os.Getenv("ROLLCALL_REQUIRE_BROWSER") == "1" {
+			t.Fatal("chromium is not installed and ROLLCALL_REQUIRE_BROWSER=1")
+		}
+		t.Skip("chromium is not installed; set ROLLCALL_REQUIRE_BROWSER=1 to fail instead")
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Env("TZ=UTC"), chromedp.WindowSize(1280, 900))
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(browser); err != nil { // starts the browser: no timeout
+		t.Fatalf("start chromium: %v", err)
+	}
+	return browser
+}
+
+// browse runs one step of browser actions within wait.
+func browse(t *testing.T, browser context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(browser, wait)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+}
+
+// signedInBrowser starts a server on SQLite (args as startSQLite) with an
+// agent handle (queue q, every work verb) and a browser (newBrowser) whose
+// admin is signed in to the console, on the fleet page showing the
+// agent's card.
+func signedInBrowser(t *testing.T, handle string, args ...string) (context.Context, *server, vendResult) {
+	t.Helper()
+	browser := newBrowser(t)
+	srv := startSQLite(t, args...)
+	ag := vend(t, srv, handle, []string{"q"}, allVerbs)
+	browse(t, browser, "sign in and open the fleet page",
+		chromedp.Navigate(srv.URL+"/console/signin"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), adminToken),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#agent-%s .counts`, ag.Agent.ID))),
+	)
+	return browser, srv, ag
 }

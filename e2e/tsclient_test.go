@@ -32,6 +32,9 @@ type tsEvent struct {
 	} `json:"params"`
 	Result  json.RawMessage `json:"result"`
 	Message string          `json:"message"`
+	URL     string          `json:"url"`      // authorize (--oauth)
+	Iss     string          `json:"iss"`      // callback (--oauth)
+	StateOK bool            `json:"state_ok"` // callback (--oauth)
 }
 
 // tsClient drives e2e/tsclient/client.mjs (the official MCP TypeScript SDK).
@@ -47,8 +50,16 @@ type tsClient struct {
 	stderr        []byte
 }
 
-// startTSClient runs the client; extra are its flags (--cycles=N).
+// startTSClient runs the client and waits for its session; extra are its
+// flags (--cycles=N).
 func startTSClient(t *testing.T, mcpURL, token string, extra ...string) (*tsClient, tsEvent) {
+	t.Helper()
+	c := launchTSClient(t, mcpURL, token, extra...)
+	return c, c.next("ready")
+}
+
+// launchTSClient runs the client without waiting for anything.
+func launchTSClient(t *testing.T, mcpURL, token string, extra ...string) *tsClient {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is required for the TypeScript MCP client test")
@@ -97,8 +108,7 @@ func startTSClient(t *testing.T, mcpURL, token string, extra ...string) (*tsClie
 			c.mu.Unlock()
 		}
 	})
-	ready := c.next("ready")
-	return c, ready
+	return c
 }
 
 // next returns the next event of the given kind, skipping others.

@@ -15,8 +15,19 @@
 // "message":...} for each command; {"event":"closed"} on exit.
 // Input commands: {"id":1,"cmd":"call","name":"claim","args":{...}},
 // {"id":2,"cmd":"list_tools"}, {"cmd":"close"}.
+//
+// With --oauth (the token argument is then ignored) the client signs in by
+// itself, as the SDK's OAuth client does for any MCP server: it reads the
+// 401's resource metadata, registers (RFC 7591) with a loopback redirect URI
+// it serves, and prints {"event":"authorize","url":...}; whoever drives the
+// test opens that URL in a browser and approves. The loopback callback then
+// prints {"event":"callback","iss":...,"state_ok":...}, the code is
+// exchanged (PKCE, resource) and the session opens on the token it got.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
+import http from "node:http";
+import crypto from "node:crypto";
 import * as z from "zod/v4";
 import readline from "node:readline";
 
@@ -26,10 +37,57 @@ if (!url || !token) {
   process.exit(2);
 }
 const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+const provider = flags.includes("--oauth") ? await oauthProvider() : null;
 const newTransport = () =>
-  new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  new StreamableHTTPClientTransport(
+    new URL(url),
+    provider ? { authProvider: provider } : { requestInit: { headers: { Authorization: `Bearer ${token}` } } },
+  );
+
+// oauthProvider is an in-memory OAuthClientProvider with a loopback
+// redirect URI (RFC 8252) served here; callback resolves with the answer.
+async function oauthProvider() {
+  const srv = http.createServer();
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  const redirectUrl = `http://127.0.0.1:${srv.address().port}/callback`;
+  const state = crypto.randomBytes(16).toString("hex");
+  let info, tokens, verifier, done;
+  const callback = new Promise((r) => (done = r));
+  srv.on("request", (req, res) => {
+    const u = new URL(req.url, redirectUrl);
+    if (u.pathname !== "/callback") {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/plain" }).end("Signed in to Rollcall; you can close this window.");
+    done(Object.fromEntries(u.searchParams));
+    srv.close();
   });
+  return {
+    callback,
+    expectedState: state,
+    get redirectUrl() {
+      return redirectUrl;
+    },
+    get clientMetadata() {
+      return {
+        client_name: "Rollcall e2e (MCP TypeScript SDK)",
+        redirect_uris: [redirectUrl],
+        grant_types: ["authorization_code", "refresh_token"],
+        response_types: ["code"],
+        token_endpoint_auth_method: "none",
+      };
+    },
+    state: () => state,
+    clientInformation: () => info,
+    saveClientInformation: (i) => (info = i),
+    tokens: () => tokens,
+    saveTokens: (t) => (tokens = t),
+    redirectToAuthorization: (u) => emit({ event: "authorize", url: u.href }),
+    saveCodeVerifier: (v) => (verifier = v),
+    codeVerifier: () => verifier,
+  };
+}
 
 const cycles = Number((flags.find((f) => f.startsWith("--cycles=")) ?? "--cycles=0").slice("--cycles=".length));
 for (let i = 1; i <= cycles; i++) {
@@ -48,18 +106,34 @@ for (let i = 1; i <= cycles; i++) {
 }
 if (cycles > 0) emit({ event: "cycles", count: cycles });
 
-const transport = newTransport();
-const client = new Client({ name: "rollcall-e2e-ts", version: "1.0.0" });
 const ChannelNotification = z.object({
   method: z.literal("notifications/claude/channel"),
   params: z.object({ content: z.string(), meta: z.record(z.string(), z.string()) }).passthrough(),
 });
-client.setNotificationHandler(ChannelNotification, (n) => {
-  emit({ event: "notification", method: n.method, params: n.params });
-});
+const newClient = () => {
+  const c = new Client({ name: "rollcall-e2e-ts", version: "1.0.0" });
+  c.setNotificationHandler(ChannelNotification, (n) => {
+    emit({ event: "notification", method: n.method, params: n.params });
+  });
+  return c;
+};
+let transport = newTransport();
+let client = newClient();
 
 try {
-  await client.connect(transport);
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    if (!provider || !(e instanceof UnauthorizedError)) throw e;
+    // Signing in: the browser approves, the loopback callback brings the code.
+    const answer = await provider.callback;
+    emit({ event: "callback", iss: answer.iss ?? "", state_ok: answer.state === provider.expectedState, message: answer.error ?? "" });
+    if (!answer.code) throw new Error(`authorization refused: ${answer.error}`);
+    await transport.finishAuth(answer.code);
+    transport = newTransport();
+    client = newClient();
+    await client.connect(transport);
+  }
 } catch (e) {
   emit({ event: "error", id: 0, message: String(e?.message ?? e) });
   process.exit(1);

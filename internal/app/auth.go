@@ -214,6 +214,9 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 // TokenMayAuthenticate), fills no cache (the handler's authentication
 // fills the credential cache) and never records a token's use.
 func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
+	if secret, ok := OAuthAccessSecret(token); ok {
+		return s.oauthMayAuthenticate(ctx, secret) // design: OAuth tokens
+	}
 	agent := strings.HasPrefix(token, AgentTokenPrefix)
 	if !agent && !strings.HasPrefix(token, PersonTokenPrefix) {
 		return false

@@ -97,6 +97,12 @@ type Config struct {
 		// process (sessions end at restart).
 		SessionKey string `koanf:"session_key"`
 	} `koanf:"console"`
+	OAuth struct {
+		// ClientMetadataDocuments lets clients use the https URL of their
+		// metadata document as client_id (design: Client registration);
+		// false leaves registration as the only way.
+		ClientMetadataDocuments bool `koanf:"client_metadata_documents"`
+	} `koanf:"oauth"`
 	Edge `koanf:",squash"`
 }
 
@@ -164,6 +170,7 @@ var Keys = []Key{
 	{"mcp.ping_interval", 10 * time.Second, "a JSON-RPC ping is sent on each MCP session's open stream this often"},
 	{"mcp.ping_timeout", 5 * time.Second, "an MCP session whose client leaves a ping unanswered this long is stalled: its doorbells go to another session"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
+	{"oauth.client_metadata_documents", true, "MCP clients may sign in with a client metadata document URL as client_id (fetched from public addresses); false: registration only"},
 	// The HTTP edge (README "Running it for a team").
 	{"allowed_hosts", []string{}, "extra Host names accepted besides loopback names and the host of public_url (comma list)"},
 	{"allowed_origins", []string{}, "extra Origin values (scheme://host[:port]) accepted besides the server's own (comma list)"},
@@ -190,6 +197,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			fs.Duration(k.Name, d, help)
 		case int:
 			fs.Int(k.Name, d, help)
+		case bool:
+			fs.Bool(k.Name, d, help)
 		case []string:
 			fs.StringSlice(k.Name, d, help)
 		}

@@ -118,7 +118,16 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("POST "+Prefix+"people", h.form(h.addPerson))
 	h.mux.Handle("POST "+Prefix+"people/{id}", h.form(h.updatePerson))
 	h.mux.Handle("POST "+Prefix+"handover", h.form(h.handOver))
+	h.mux.Handle("GET "+ConsentPath, h.page(h.consentPage))
+	h.mux.Handle("POST "+ConsentPath, h.form(h.consent))
+	h.mux.Handle("POST "+Prefix+"agents/{ref}/signins/{id}/revoke", h.form(h.revokeSignIn))
 	return h, nil
+}
+
+// csp is the console's Content Security Policy with the given form-action
+// sources.
+func csp(formAction string) string {
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'"
 }
 
 // ServeHTTP serves the console. Every response carries a strict Content
@@ -126,7 +135,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 // no framing), nosniff and a same-origin referrer policy.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Content-Security-Policy", csp("'self'"))
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
@@ -379,6 +388,7 @@ var flashes = map[string]string{
 	"tokenrevoked":  "Token revoked: everything using it stops within 5 s.",
 	"personupdated": "Person updated.",
 	"handedover":    "Agent handed over.",
+	"signinrevoked": "Sign-in revoked: the client's tokens stop working and its sessions close within 5 s.",
 }
 
 // redirectDone answers a successful form with 303 to path?done=code.
@@ -393,7 +403,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people"} {
+	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people", "consent"} {
 		t, err := base.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")

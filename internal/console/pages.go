@@ -12,6 +12,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/presence"
+	"github.com/rollcall/rollcall/internal/store"
 )
 
 // --- fleet page ---
@@ -112,7 +113,8 @@ type agentView struct {
 	Audit          []domain.AuditEntry
 	AuditTruncated bool
 	Push           pushForm
-	Hooks          []app.HookView // hooks.go
+	Hooks          []app.HookView     // hooks.go
+	SignIns        []store.OAuthGrant // clients signed in as the agent (consent.go)
 }
 
 // todoFilter is one link of the agent page's todo filter.
@@ -205,6 +207,10 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 		}
 	}
 	if view.Hooks, err = h.agentHooks(ctx, v.person, a.ID); err != nil {
+		h.fail(w, r, v, err)
+		return
+	}
+	if view.SignIns, err = h.svc.ListOAuthGrants(ctx, v.person, a.ID); err != nil {
 		h.fail(w, r, v, err)
 		return
 	}
@@ -400,6 +406,21 @@ func (h *Handler) pushTodo(w http.ResponseWriter, r *http.Request, v *visit) {
 // vend registers an agent. On success the response itself shows the
 // credential (never stored, never shown again; Cache-Control: no-store).
 func (h *Handler) vend(w http.ResponseWriter, r *http.Request, v *visit) {
+	f, res, err := h.vendFromForm(r, v)
+	if err != nil {
+		if f.Errors != nil {
+			h.renderFleet(w, r, v, http.StatusUnprocessableEntity, f, cardView{})
+			return
+		}
+		h.fail(w, r, v, err)
+		return
+	}
+	h.render(w, r, http.StatusCreated, "vended", v, "Agent "+res.Agent.Handle+" vended", res)
+}
+
+// vendFromForm vends the agent the vend form's fields describe. A refusal
+// of a field comes back as the form with Errors set (and the error).
+func (h *Handler) vendFromForm(r *http.Request, v *visit) (vendForm, app.VendResult, error) {
 	_ = r.ParseForm()
 	f := vendForm{Handle: strings.TrimSpace(r.PostFormValue("handle")), Name: strings.TrimSpace(r.PostFormValue("name")),
 		Queues: r.PostFormValue("queues"), Verbs: map[string]bool{}}
@@ -415,13 +436,9 @@ func (h *Handler) vend(w http.ResponseWriter, r *http.Request, v *visit) {
 		}
 		if ok {
 			f.Errors = map[string]string{field: msg}
-			h.renderFleet(w, r, v, http.StatusUnprocessableEntity, f, cardView{})
-			return
 		}
-		h.fail(w, r, v, err)
-		return
 	}
-	h.render(w, r, http.StatusCreated, "vended", v, "Agent "+res.Agent.Handle+" vended", res)
+	return f, res, err
 }
 
 // splitList splits a queue list typed with commas, spaces or newlines.

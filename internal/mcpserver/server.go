@@ -355,14 +355,17 @@ func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (dom
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rollcall"`)
+		w.Header().Set("WWW-Authenticate", s.challenge(""))
 		writeProblem(w, http.StatusUnauthorized, domain.CodeUnauthenticated,
 			"an agent credential is required: Authorization: Bearer <credential>")
 		return domain.Principal{}, false
 	}
 	var p domain.Principal
 	var err error
-	if strings.HasPrefix(token, app.AgentTokenPrefix) {
+	if secret, ok := app.OAuthAccessSecret(token); ok {
+		// A token from signing in (design: OAuth tokens).
+		p, err = s.svc.AuthenticateOAuth(r.Context(), secret)
+	} else if strings.HasPrefix(token, app.AgentTokenPrefix) {
 		// Tool calls do not look the credential up every time: a cache of
 		// app.CredentialCacheTTL, invalidated by revoke (design: Credential cache).
 		p, err = s.svc.AuthenticateAgentCached(r.Context(), token)
@@ -384,12 +387,25 @@ func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (dom
 		writeProblemErr(w, statusOf(de.Code), de)
 	case de.Code == domain.CodeUnauthenticated:
 		s.log.Debug("mcp request with an invalid credential refused", "remote", r.RemoteAddr)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rollcall", error="invalid_token"`)
+		w.Header().Set("WWW-Authenticate", s.challenge(`error="invalid_token"`))
 		writeProblemErr(w, http.StatusUnauthorized, de)
 	default:
 		writeProblemErr(w, statusOf(de.Code), de)
 	}
 	return domain.Principal{}, false
+}
+
+// challenge is the WWW-Authenticate of a 401: with the resource metadata
+// URL when there is one (MCP authorization, RFC 9728 section 5.1).
+func (s *Server) challenge(param string) string {
+	v := `Bearer realm="rollcall"`
+	if s.opts.ResourceMetadata != "" {
+		v = `Bearer resource_metadata="` + s.opts.ResourceMetadata + `"`
+	}
+	if param != "" {
+		v += ", " + param
+	}
+	return v
 }
 
 // readBody reads a POST body of at most Options.MaxBodyBytes.

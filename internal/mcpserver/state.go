@@ -74,6 +74,11 @@ type Options struct {
 	// server's own origin (scheme://host[:port]). A request with any other
 	// Origin answers 403. Requests without Origin (non-browser clients) pass.
 	AllowedOrigins []string
+	// ResourceMetadata is the URL of /mcp's protected resource metadata
+	// (RFC 9728), named in every 401's WWW-Authenticate so an MCP client
+	// finds the authorization server by itself (design: Sign-in for MCP
+	// clients); "" names none.
+	ResourceMetadata string
 	// KeepAlive is the interval of the SSE comment written on every open GET
 	// stream, so proxies keep it and a dead client is noticed by a failing
 	// write. 0 = DefaultKeepAlive; negative disables.

@@ -36,13 +36,21 @@ const adminToken = "rcp_faults-test-admin-token-000000000000000000000"
 // given extra environment (ROLLCALL_… = value), until the test ends.
 func startInstance(t *testing.T, storeURL string, env ...string) *instance {
 	t.Helper()
+	return startInstanceWith(t, storeURL, server.Options{}, env...)
+}
+
+// startInstanceWith is startInstance with server options (its Log is the
+// test log).
+func startInstanceWith(t *testing.T, storeURL string, opts server.Options, env ...string) *instance {
+	t.Helper()
 	environ := append([]string{"ROLLCALL_STORE=" + storeURL, "ROLLCALL_LISTEN=127.0.0.1:0", "ROLLCALL_BOOTSTRAP_TOKEN=" + adminToken}, env...)
 	cfg, err := config.Load(nil, environ)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Open(ctx, cfg, server.Options{Log: testkit.Log()})
+	opts.Log = testkit.Log()
+	srv, err := server.Open(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

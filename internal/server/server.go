@@ -34,6 +34,7 @@ import (
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/mcpserver"
 	"github.com/rollcall/rollcall/internal/metrics"
+	"github.com/rollcall/rollcall/internal/oauth"
 	"github.com/rollcall/rollcall/internal/ratelimit"
 	"github.com/rollcall/rollcall/internal/stall"
 	"github.com/rollcall/rollcall/internal/store"
@@ -47,6 +48,9 @@ type Options struct {
 	Clock  clockwork.Clock // nil = real clock
 	Log    *slog.Logger    // nil = slog.Default()
 	Stdout io.Writer       // where the URL and the bootstrap token are printed; nil = discard
+	// OAuthMetadataClient fetches client metadata documents; nil = public
+	// addresses only (tests pass their TLS server's client).
+	OAuthMetadataClient *http.Client
 }
 
 // Server is one running Rollcall instance.
@@ -189,10 +193,21 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 
 	s.Hub = connhub.New(connhub.Options{Bus: b, Clock: svc.Clock(), Log: o.Log, Recheck: app.RecheckInterval,
 		NoLongerValid: connhub.CheckLive(svc.LiveCredentials)})
+	// Rollcall is the authorization server of its own /mcp (design: Sign-in
+	// for MCP clients); issuer and resource come from the public URL.
+	auth, err := oauth.New(svc, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id=", MetadataClient: o.OAuthMetadataClient,
+		NoMetadataDocuments: !cfg.OAuth.ClientMetadataDocuments})
+	if err != nil {
+		s.closeAll()
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
 	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log, Hub: s.Hub, AllowedHosts: allowedHosts(cfg, url), AllowedOrigins: allowedOrigins(cfg, url),
-		PingInterval: cfg.MCP.PingInterval, PingTimeout: cfg.MCP.PingTimeout})
+		PingInterval: cfg.MCP.PingInterval, PingTimeout: cfg.MCP.PingTimeout, ResourceMetadata: auth.ResourceMetadataURL()})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP)
+	for _, p := range []string{oauth.ProtectedResourcePath, oauth.ProtectedResourcePath + "/", oauth.AuthorizationServerPath, oauth.Prefix} {
+		mux.Handle(p, auth)
+	}
 	s.Gateway = gateway.New(gateway.Options{Service: svc, Hub: s.Hub, Log: o.Log})
 	mux.Handle("/v1/gateway", s.Gateway)
 	mux.Handle("GET /metrics", m.Handler())
@@ -286,6 +301,10 @@ func readiness(st store.Store, b bus.Bus) func(context.Context) error {
 		return nil
 	}
 }
+
+// Addr is the listener's address (host:port), which differs from URL's
+// when public_url is set.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 func (s *Server) closeAll() {
 	if s.Hub != nil {

@@ -34,6 +34,8 @@ type Store interface {
 	HookStore
 	// OwnerLeaseStore serves the instances' owner leases (design: Owner lease).
 	OwnerLeaseStore
+	// OAuthStore serves the authorization server for /mcp (design: Sign-in for MCP clients).
+	OAuthStore
 
 	// Dialect names the adapter: "sqlite" or "postgres".
 	Dialect() string

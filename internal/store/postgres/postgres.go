@@ -32,6 +32,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
@@ -46,6 +47,8 @@ const (
 type Store struct {
 	pool *pgxpool.Pool
 	q    *dbsqlc.Queries // the generated queries on pool; dbsqlc.New(tx) in a transaction
+
+	storeutil.OAuth // the OAuth statements (oauth.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -62,7 +65,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, q: dbsqlc.New(pool)}, nil
+	s := &Store{pool: pool, q: dbsqlc.New(pool)}
+	s.OAuth = storeutil.OAuth{DB: oauthDB{s}}
+	return s, nil
 }
 
 // Migrate applies pending migrations to the database at url and

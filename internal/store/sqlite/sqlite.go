@@ -60,6 +60,8 @@ type Store struct {
 	rs        stmtCache       // statements prepared on r
 	rq        *dbsqlc.Queries // the generated queries on the read pool
 	hashes    hashSet         // every credential and token hash (hashes.go)
+
+	storeutil.OAuth // the OAuth statements (oauth.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -97,6 +99,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	s.rq = dbsqlc.New(s.read())
+	s.OAuth = storeutil.OAuth{DB: oauthDB{s}}
 	if err := s.loadHashes(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

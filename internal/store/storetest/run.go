@@ -16,6 +16,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, presenceTests...)
 	tests = append(tests, livenessTests...)
 	tests = append(tests, ownerLeaseTests...)
+	tests = append(tests, oauthTests...)
 	h.run(t, tests)
 	t.Run("Migrations/UpDownUp", func(t *testing.T) {
 		if h.Parallel {

@@ -105,6 +105,50 @@ type HookDelivery struct {
 	ReceivedAt time.Time
 }
 
+type OauthClient struct {
+	ID           string
+	Name         string
+	RedirectUris string
+	CreatedAt    time.Time
+	ExpiresAt    *time.Time
+}
+
+type OauthGrant struct {
+	ID         string
+	AgentID    string
+	ClientID   string
+	ClientName string
+	Resource   string
+	Scopes     string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+}
+
+type OauthRequest struct {
+	ID            string
+	ClientID      string
+	RedirectUri   string
+	State         string
+	Scopes        string
+	CodeChallenge string
+	Resource      string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	AgentID       *string
+	ApprovedAt    *time.Time
+	CodeHash      *string
+	RedeemedAt    *time.Time
+	GrantID       *string
+}
+
+type OauthToken struct {
+	Hash      string
+	GrantID   string
+	Kind      string
+	ExpiresAt time.Time
+	RotatedAt *time.Time
+}
+
 type OwnerLease struct {
 	InstanceID string
 	ExpiresAt  time.Time

@@ -105,6 +105,50 @@ type HookDelivery struct {
 	ReceivedAt int64
 }
 
+type OauthClient struct {
+	ID           string
+	Name         string
+	RedirectUris string
+	CreatedAt    int64
+	ExpiresAt    sql.NullInt64
+}
+
+type OauthGrant struct {
+	ID         string
+	AgentID    string
+	ClientID   string
+	ClientName string
+	Resource   string
+	Scopes     string
+	CreatedAt  int64
+	LastUsedAt sql.NullInt64
+}
+
+type OauthRequest struct {
+	ID            string
+	ClientID      string
+	RedirectUri   string
+	State         string
+	Scopes        string
+	CodeChallenge string
+	Resource      string
+	CreatedAt     int64
+	ExpiresAt     int64
+	AgentID       sql.NullString
+	ApprovedAt    sql.NullInt64
+	CodeHash      sql.NullString
+	RedeemedAt    sql.NullInt64
+	GrantID       sql.NullString
+}
+
+type OauthToken struct {
+	Hash      string
+	GrantID   string
+	Kind      string
+	ExpiresAt int64
+	RotatedAt sql.NullInt64
+}
+
 type OwnerLease struct {
 	InstanceID string
 	ExpiresAt  int64
