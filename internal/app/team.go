@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -129,15 +128,24 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	if in.Active != nil && !*in.Active {
 		action = "person.deactivate"
 	}
-	// The last active admin cannot be demoted or deactivated: a change that
-	// may remove an active admin is written only while another remains.
-	keep := (in.Role != nil && *in.Role != domain.RoleAdmin) || (in.Active != nil && !*in.Active)
-	p, err := s.store.UpdatePerson(ctx, store.UpdatePersonParams{ID: id, Name: in.Name, Role: in.Role, Active: in.Active,
-		KeepActiveAdmin: keep, Now: s.now(), Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: action, Data: map[string]any{"person_id": id, "change": in}}})
-	if errors.Is(err, domain.ErrConflict) {
-		return domain.Person{}, &domain.Error{Code: domain.CodeConflict, Reason: "last_admin",
-			Detail: fmt.Sprintf("%s is the last active admin; make another person admin first", cur.Name)}
+	// The store runs change under the lock of its write, on the person and
+	// the active admins as they are then, so racing changes cannot both
+	// take away the last active admin (design: Last active admin).
+	change := func(cur domain.Person, activeAdmins int) (domain.Person, error) {
+		next := cur
+		if in.Name != nil {
+			next.Name = *in.Name
+		}
+		if in.Role != nil {
+			next.SetRole(*in.Role)
+		}
+		if in.Active != nil {
+			next.Active = *in.Active
+		}
+		return next, domain.CheckActiveAdmin(cur, next, activeAdmins)
 	}
+	p, err := s.store.UpdatePerson(ctx, store.UpdatePersonParams{ID: id, Change: change, Now: s.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: action, Data: map[string]any{"person_id": id, "change": in}}})
 	if err != nil {
 		return domain.Person{}, storeErr(err, fmt.Sprintf("person %q not found", id), "")
 	}

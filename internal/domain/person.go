@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -109,6 +110,30 @@ func ValidatePersonName(n string) error {
 func ValidateRole(r string) error {
 	if !ValidRole(r) {
 		return Errorf(CodeInvalidArgument, "role %q must be %s or %s", r, RoleAdmin, RoleMember).At("/role")
+	}
+	return nil
+}
+
+// ActiveAdmin reports whether p is an admin and active: the persons the
+// last-active-admin rule counts (design: Last active admin).
+func (p Person) ActiveAdmin() bool { return p.Admin && p.Active }
+
+// LeavesNoActiveAdmin reports whether changing before into after takes
+// away the team's last active admin: before is an active admin, after is
+// not, and activeAdmins, the number of active admins before the change
+// (before included), is at most 1 (design: Last active admin).
+func LeavesNoActiveAdmin(before, after Person, activeAdmins int) bool {
+	return before.ActiveAdmin() && !after.ActiveAdmin() && activeAdmins <= 1
+}
+
+// CheckActiveAdmin is the last-active-admin rule (design: Last active
+// admin): nil when changing before into after leaves an active admin, else
+// conflict with reason last_admin naming before. activeAdmins is as for
+// LeavesNoActiveAdmin.
+func CheckActiveAdmin(before, after Person, activeAdmins int) error {
+	if LeavesNoActiveAdmin(before, after, activeAdmins) {
+		return &Error{Code: CodeConflict, Reason: "last_admin",
+			Detail: fmt.Sprintf("%s is the last active admin; make another person admin first", before.Name)}
 	}
 	return nil
 }

@@ -109,6 +109,18 @@ type ReportedPair struct {
 	ToolClass   *string
 }
 
+// Equal reports whether r and o hold the same values (nil only equals nil).
+func (r ReportedPair) Equal(o ReportedPair) bool {
+	return samePtr(r.BillingMode, o.BillingMode) && samePtr(r.ToolClass, o.ToolClass)
+}
+
+func samePtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // ApplyReportedChangeParams is one reported-change unit of work.
 type ApplyReportedChangeParams struct {
 	AgentID string
@@ -127,6 +139,12 @@ type ApplyReportedChangeParams struct {
 	// Audit builds the one audit entry from the values read under the lock
 	// (called at most once, inside the transaction; it must not block).
 	Audit func(old ReportedPair) domain.AuditRecord
+}
+
+// Reported is the pair p reports. The change is written and audited only
+// when it differs from the stored pair (design: Billing-mode audit).
+func (p ApplyReportedChangeParams) Reported() ReportedPair {
+	return ReportedPair{BillingMode: p.BillingMode, ToolClass: p.ToolClass}
 }
 
 // ApplyProjectReadinessParams writes an agent's project readiness.

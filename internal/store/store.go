@@ -295,11 +295,14 @@ type TeamStore interface {
 	GetPerson(ctx context.Context, id string) (domain.Person, error)
 	// ListPersons lists every person, oldest first.
 	ListPersons(ctx context.Context) ([]domain.Person, error)
-	// UpdatePerson changes name, role or the active flag (nil = unchanged).
-	// With KeepActiveAdmin it writes only while another person is an
-	// active admin, else ErrConflict and nothing changes (checked under a
-	// lock, so two racing demotions cannot both pass). Deactivating ends
-	// the person's console sessions.
+	// UpdatePerson reads the person and the number of active admins,
+	// passes them to p.Change and writes the name, role and active flag of
+	// the person it returns, all in one write transaction with the persons
+	// locked: of racing changes each sees the ones before it, so two cannot
+	// both pass a check on the same state (design: Last active admin). An
+	// error of Change is returned as is and nothing is written; ErrNotFound
+	// when no person has the id. Deactivating ends the person's console
+	// sessions.
 	UpdatePerson(ctx context.Context, p UpdatePersonParams) (domain.Person, error)
 
 	// CreateToken inserts a personal token of an existing person
@@ -354,19 +357,19 @@ type CreatePersonParams struct {
 	Audit     domain.AuditRecord
 }
 
-// UpdatePersonParams changes a person; nil = unchanged.
+// UpdatePersonParams changes a person through Change.
 type UpdatePersonParams struct {
-	ID     string
-	Name   *string
-	Role   *string
-	Active *bool
-	// KeepActiveAdmin makes the write conditional: it happens only while
-	// another person is an active admin, else ErrConflict and nothing
-	// changes. The check and the write are one serialised transaction, so
-	// of racing changes at most one passes a given check.
-	KeepActiveAdmin bool
-	Now             time.Time
-	Audit           domain.AuditRecord
+	ID string
+	// Change returns the person to write from cur, the person as stored,
+	// and activeAdmins, how many persons are active admins (cur included
+	// when it is one), both read under the lock of the write. It is the
+	// use case's rule: pure, called at most once, no I/O. Its Name, Role
+	// (with Admin) and Active are written; the other fields are the
+	// store's (deactivated_at is set when Active turns false, kept while
+	// it stays false, cleared when it turns true).
+	Change func(cur domain.Person, activeAdmins int) (domain.Person, error)
+	Now    time.Time
+	Audit  domain.AuditRecord
 }
 
 // CreateTokenParams inserts a personal token.

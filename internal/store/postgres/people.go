@@ -18,8 +18,8 @@ import (
 // Persons, personal tokens and console sessions (design: Persons and roles) over the
 // generated queries (sql/queries.sql).
 
-// lockPersons serialises the changes that must not race (the
-// KeepActiveAdmin check of UpdatePerson).
+// lockPersons serialises the person changes (UpdatePerson), whose rule
+// reads the active admins (design: Last active admin).
 const lockPersons int64 = 0x726f6c6c63616c09
 
 // personFrom turns a row into a person, every time in UTC.
@@ -108,8 +108,9 @@ func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 	return storeutil.All(rows, mapErr("list persons", err), personFrom)
 }
 
-// UpdatePerson implements store.Store; lockPersons serialises the
-// KeepActiveAdmin check across instances.
+// UpdatePerson implements store.Store: the use case's Change decides
+// (design: Last active admin); lockPersons serialises every person change
+// across instances, so Change sees the admins as the last change left them.
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
 	err := s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
@@ -121,37 +122,21 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 		if err != nil {
 			return mapErr("update person", err)
 		}
-		cur := personFrom(r)
-		admin, active := cur.Admin, cur.Active
-		if p.Role != nil {
-			admin = *p.Role == domain.RoleAdmin
+		others, err := q.CountOtherActiveAdmins(ctx, p.ID)
+		if err != nil {
+			return mapErr("update person", err)
 		}
-		if p.Active != nil {
-			active = *p.Active
-		}
-		if p.KeepActiveAdmin {
-			n, err := q.CountOtherActiveAdmins(ctx, p.ID)
-			if err != nil {
-				return mapErr("update person", err)
-			}
-			if n == 0 {
-				return fmt.Errorf("update person: the last active admin: %w", domain.ErrConflict)
-			}
-		}
-		var deact *time.Time
 		now := micro(p.Now)
-		switch {
-		case !active && cur.Active:
-			deact = &now
-		case !active:
-			deact = cur.DeactivatedAt
+		next, deact, err := storeutil.ChangePerson(personFrom(r), others, now, p.Change)
+		if err != nil {
+			return err
 		}
-		r, err = q.UpdatePerson(ctx, dbsqlc.UpdatePersonParams{ID: p.ID, Name: p.Name, Admin: admin, DeactivatedAt: deact, Now: now})
+		r, err = q.UpdatePerson(ctx, dbsqlc.UpdatePersonParams{ID: p.ID, Name: &next.Name, Admin: next.Admin, DeactivatedAt: deact, Now: now})
 		if err != nil {
 			return mapErr("update person", err)
 		}
 		out = personFrom(r)
-		if !active {
+		if !out.Active {
 			if err := q.EndPersonSessions(ctx, dbsqlc.EndPersonSessionsParams{PersonID: p.ID, Now: now}); err != nil {
 				return mapErr("update person: end sessions", err)
 			}

@@ -380,7 +380,7 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 			return mapErr("apply reported change", err)
 		}
 		old := store.ReportedPair{BillingMode: cur.ReportedBillingMode, ToolClass: cur.ReportedToolClass}
-		if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
+		if old.Equal(p.Reported()) {
 			return nil
 		}
 		err = q.ApplyReportedChange(ctx, dbsqlc.ApplyReportedChangeParams{ID: p.AgentID, BillingMode: p.BillingMode,
@@ -443,12 +443,12 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 		last := map[string]int{}
 		for i, p := range ps {
 			old, ok := stored[p.AgentID]
-			if !ok || (lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass)) {
+			if !ok || old.Equal(p.Reported()) {
 				continue
 			}
 			records = append(records, p.Audit(old))
 			ats = append(ats, p.HeartbeatAt)
-			stored[p.AgentID] = store.ReportedPair{BillingMode: p.BillingMode, ToolClass: p.ToolClass}
+			stored[p.AgentID] = p.Reported()
 			last[p.AgentID] = i
 			wrote[i] = true
 		}
@@ -536,11 +536,4 @@ func (s *Store) ApplyProjectReadiness(ctx context.Context, p store.ApplyProjectR
 		return mapErr("apply project readiness", pgx.ErrNoRows)
 	}
 	return nil
-}
-
-func lvSame(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }

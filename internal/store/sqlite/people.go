@@ -101,8 +101,9 @@ func (s *Store) ListPersons(ctx context.Context) ([]domain.Person, error) {
 	return storeutil.All(rows, mapErr("list persons", err), personFrom)
 }
 
-// UpdatePerson implements store.Store. The single write connection
-// serialises it, so the KeepActiveAdmin check cannot race.
+// UpdatePerson implements store.Store: the use case's Change decides
+// (design: Last active admin); the single write connection serialises
+// every write, so Change sees the admins as the last change left them.
 func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (domain.Person, error) {
 	var out domain.Person
 	err := s.writeAudited(ctx, p.Now, p.Audit, func(tx *sql.Tx) error {
@@ -111,38 +112,22 @@ func (s *Store) UpdatePerson(ctx context.Context, p store.UpdatePersonParams) (d
 		if err != nil {
 			return mapErr("update person", err)
 		}
-		cur := personFrom(r)
-		admin, active := cur.Admin, cur.Active
-		if p.Role != nil {
-			admin = *p.Role == domain.RoleAdmin
+		others, err := q.CountOtherActiveAdmins(ctx, p.ID)
+		if err != nil {
+			return mapErr("update person", err)
 		}
-		if p.Active != nil {
-			active = *p.Active
-		}
-		if p.KeepActiveAdmin {
-			n, err := q.CountOtherActiveAdmins(ctx, p.ID)
-			if err != nil {
-				return mapErr("update person", err)
-			}
-			if n == 0 {
-				return fmt.Errorf("update person: the last active admin: %w", domain.ErrConflict)
-			}
-		}
-		var deact sql.NullInt64
-		switch {
-		case !active && cur.Active:
-			deact = nullMicros(&p.Now)
-		case !active:
-			deact = nullMicros(cur.DeactivatedAt)
+		next, deact, err := storeutil.ChangePerson(personFrom(r), others, p.Now, p.Change)
+		if err != nil {
+			return err
 		}
 		now := micros(p.Now)
-		r, err = q.UpdatePerson(ctx, dbsqlc.UpdatePersonParams{ID: p.ID, Name: toNullStr(p.Name), Admin: boolInt(admin),
-			DeactivatedAt: deact, Now: now})
+		r, err = q.UpdatePerson(ctx, dbsqlc.UpdatePersonParams{ID: p.ID, Name: toNullStr(&next.Name), Admin: boolInt(next.Admin),
+			DeactivatedAt: nullMicros(deact), Now: now})
 		if err != nil {
 			return mapErr("update person", err)
 		}
 		out = personFrom(r)
-		if !active {
+		if !out.Active {
 			if err := q.EndPersonSessions(ctx, dbsqlc.EndPersonSessionsParams{PersonID: p.ID, Now: now}); err != nil {
 				return mapErr("update person: end sessions", err)
 			}

@@ -356,7 +356,7 @@ func (s *Store) ApplyReportedChange(ctx context.Context, p store.ApplyReportedCh
 			return mapErr("apply reported change", err)
 		}
 		old := store.ReportedPair{BillingMode: nullStr(cur.ReportedBillingMode), ToolClass: nullStr(cur.ReportedToolClass)}
-		if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
+		if old.Equal(p.Reported()) {
 			return nil
 		}
 		if err := q.ApplyReportedChange(ctx, reportedChange(p)); err != nil {
@@ -391,7 +391,7 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 				return mapErr("apply reported changes", err)
 			}
 			old := store.ReportedPair{BillingMode: nullStr(cur.ReportedBillingMode), ToolClass: nullStr(cur.ReportedToolClass)}
-			if lvSame(old.BillingMode, p.BillingMode) && lvSame(old.ToolClass, p.ToolClass) {
+			if old.Equal(p.Reported()) {
 				continue
 			}
 			if err := q.ApplyReportedChange(ctx, reportedChange(p)); err != nil {
@@ -436,11 +436,4 @@ func reportedChange(p store.ApplyReportedChangeParams) dbsqlc.ApplyReportedChang
 	return dbsqlc.ApplyReportedChangeParams{ID: p.AgentID, BillingMode: toNullStr(p.BillingMode),
 		ToolClass: toNullStr(p.ToolClass), RuntimeVersion: toNullStr(p.RuntimeVersion),
 		ReportedState: nullJSON(p.ReportedState), State: p.State, HeartbeatAt: micros(p.HeartbeatAt)}
-}
-
-func lvSame(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }

@@ -15,6 +15,7 @@ var personTests = []contractTest{
 	{"Persons/BootstrapAdminOnce", testBootstrapAdminOnce},
 	{"Persons/BootstrapAdminRace", testBootstrapAdminRace},
 	{"Persons/CreateListUpdate", testPersonsCRUD},
+	{"Persons/Change", testPersonChange},
 	{"Persons/LastAdmin", testLastAdmin},
 	{"Persons/LastAdminRace", testLastAdminRace},
 	{"Persons/Tokens", testPersonTokens},
