@@ -59,6 +59,13 @@ func (d *Engine) digest(ctx context.Context, agentID, reason string, openedAt ti
 	if target == "" {
 		return false
 	}
+	// A digest is for an agent that is in when it is sent: the handling of a
+	// transition to in can run late (its broadcast reaches this instance
+	// after the agent went out again), and then it tells nothing (design:
+	// Digest on return).
+	if p, ok := d.presence.Presence(agentID, d.now()); !ok || p != "in" {
+		return false
+	}
 	pend, err := d.store.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: agentID, ExcludeQueues: d.presence.NotReadyQueues(agentID), Limit: maxDigestTodos})
 	if err != nil {
 		d.log.Warn("digest not built", "agent_id", agentID, "reason", reason, "err", err)

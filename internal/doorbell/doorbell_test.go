@@ -1,6 +1,7 @@
 package doorbell
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -185,5 +186,44 @@ func TestDigestNamesOldestPendingTodo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// pendingStore answers PendingDoorbellTodos with one todo and records
+// digest marks; the rest of the port is not used by Digest.
+type pendingStore struct {
+	Store
+	marked int
+}
+
+func (s *pendingStore) PendingDoorbellTodos(context.Context, store.PendingParams) ([]store.PendingTodo, error) {
+	return []store.PendingTodo{{ID: "t1", Queue: "q", CreatedAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}}, nil
+}
+
+func (s *pendingStore) MarkDigestRung(context.Context, store.MarkDigestParams) (int, error) {
+	s.marked++
+	return 1, nil
+}
+
+// TestDigestOnlyWhileIn: a digest whose transition to in is handled after
+// the agent went out again is not sent; while in it is (design: Digest on
+// return).
+func TestDigestOnlyWhileIn(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	bs := bus.NewLocal()
+	ev := evaluator.New(evaluator.Config{Bus: bs, Clock: clock, Log: log})
+	st := &pendingStore{}
+	d := New(Config{Bus: bs, Store: st, Presence: ev, Clock: clock, Log: log})
+	d.SetSessionHub(oneSessionHub{})
+	out := domain.Agent{ID: "agent-out", Handle: "out", Active: true, Presence: domain.PresenceColumns{Override: "out", Seen: "out"}}
+	in := domain.Agent{ID: "agent-in", Handle: "in", Active: true, Presence: domain.PresenceColumns{Seen: "in"}}
+	ev.Upsert(&out, "")
+	ev.Upsert(&in, "")
+	if d.Digest(t.Context(), out.ID, evaluator.ReasonShiftStart) || st.marked != 0 {
+		t.Fatalf("a digest was sent to an agent that is out (marks %d)", st.marked)
+	}
+	if !d.Digest(t.Context(), in.ID, evaluator.ReasonShiftStart) || st.marked != 1 {
+		t.Fatalf("no digest for an agent that is in (marks %d)", st.marked)
 	}
 }

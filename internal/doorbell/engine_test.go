@@ -105,11 +105,14 @@ func (e *env) push(t *testing.T, n int) domain.TodoReady {
 	return domain.TodoReady{AgentID: td.AgentID, TodoID: td.ID, Queue: td.Queue, Title: td.Title}
 }
 
-func (e *env) setOut(t *testing.T) {
+func (e *env) setOut(t *testing.T) { e.setOverride(t, "out") }
+
+// setOverride sets the operator's override ("in" or "out").
+func (e *env) setOverride(t *testing.T, override string) {
 	t.Helper()
 	now := e.clock.Now()
 	a, err := e.st.UpdatePresence(t.Context(), store.UpdatePresenceParams{AgentID: e.agent.ID, Now: now, SetOverride: true,
-		Override: "out", OverrideSetAt: &now, OverrideBy: "operator:x",
+		Override: override, OverrideSetAt: &now, OverrideBy: "operator:x",
 		Audit: domain.AuditRecord{Actor: "operator:x", Action: "agent.presence", AgentID: e.agent.ID}})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +154,8 @@ func TestRingOnceWhileIn(t *testing.T) {
 func TestFailedDigestMarksNothing(t *testing.T) {
 	e := newEnv(t)
 	e.setOut(t)
-	r := e.push(t, 1)
+	r := e.push(t, 1) // held while out
+	e.setOverride(t, "in")
 	e.hub.fail = true
 	if e.bell.Digest(t.Context(), e.agent.ID, evaluator.ReasonShiftStart) {
 		t.Fatal("Digest reported success through a failing hub")
