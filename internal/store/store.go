@@ -146,9 +146,19 @@ type VerifyAuditParams struct {
 type BootstrapAdminParams struct {
 	Person    domain.Person
 	TokenHash string
-	// TokenID names the admin's first token ("" = the store derives one
-	// from the person id).
+	// TokenID names the admin's first token ("" = one derived from the
+	// person id, see Token).
 	TokenID string
+}
+
+// Token is the admin's first token: named "bootstrap", made with the
+// person, TokenID or else "bootstrap-" and the person id.
+func (p BootstrapAdminParams) Token() domain.PersonToken {
+	id := p.TokenID
+	if id == "" {
+		id = "bootstrap-" + p.Person.ID
+	}
+	return domain.PersonToken{ID: id, PersonID: p.Person.ID, Name: "bootstrap", CreatedAt: p.Person.CreatedAt}
 }
 
 // AgentRef addresses an agent by id or by handle (exactly one set).

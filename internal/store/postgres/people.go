@@ -67,13 +67,8 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 			CreatedAt: at}); err != nil {
 			return mapErr("bootstrap admin", err)
 		}
-		tokenID := p.TokenID
-		if tokenID == "" {
-			tokenID = "bootstrap-" + p.Person.ID
-		}
-		if err := q.InsertToken(ctx, dbsqlc.InsertTokenParams{ID: tokenID, PersonID: p.Person.ID, Name: "bootstrap",
-			Hash: p.TokenHash, CreatedAt: at}); err != nil {
-			return mapErr("bootstrap admin token", err)
+		if err := insertToken(ctx, q, p.Token(), p.TokenHash); err != nil {
+			return fmt.Errorf("bootstrap admin: %w", err)
 		}
 		created = true
 		return nil

@@ -57,14 +57,9 @@ func (s *Store) BootstrapAdmin(ctx context.Context, p store.BootstrapAdminParams
 			CreatedAt: at, UpdatedAt: at}); err != nil {
 			return mapErr("bootstrap admin", err)
 		}
-		tokenID := p.TokenID
-		if tokenID == "" {
-			tokenID = "bootstrap-" + p.Person.ID
-		}
 		s.hashes.add(p.TokenHash)
-		if err := q.InsertToken(ctx, dbsqlc.InsertTokenParams{ID: tokenID, PersonID: p.Person.ID, Name: "bootstrap",
-			Hash: p.TokenHash, CreatedAt: at}); err != nil {
-			return mapErr("bootstrap admin token", err)
+		if err := insertToken(ctx, q, p.Token(), p.TokenHash); err != nil {
+			return fmt.Errorf("bootstrap admin: %w", err)
 		}
 		created = true
 		return nil
