@@ -219,17 +219,28 @@ func TestSlowFirstReport(t *testing.T) {
 		c.beat(hb)
 	}
 	e.waitState("online")
+	// The events are published after the state changes: wait for the first
+	// (an offline published before the online would come first), then take
+	// whatever else is already there.
+	state := func(ev events.Event) string {
+		var d events.PresenceChangedData
+		_ = json.Unmarshal(ev.Data, &d)
+		return d.State
+	}
 	var states []string
-	for {
+	select {
+	case ev := <-sub.C():
+		states = append(states, state(ev))
+	case <-time.After(waitBound):
+		t.Fatalf("no presence-changed event within %s, want [online]", waitBound)
+	}
+	for drained := false; !drained; {
 		select {
 		case ev := <-sub.C():
-			var d events.PresenceChangedData
-			_ = json.Unmarshal(ev.Data, &d)
-			states = append(states, d.State)
-			continue
+			states = append(states, state(ev))
 		default:
+			drained = true
 		}
-		break
 	}
 	if len(states) != 1 || states[0] != "online" {
 		t.Fatalf("published %v, want exactly [online]", states)
