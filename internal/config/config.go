@@ -90,6 +90,10 @@ type Config struct {
 		// PingTimeout is how long a ping may go unanswered before the
 		// session counts as stalled.
 		PingTimeout time.Duration `koanf:"ping_timeout"`
+		// BrowserOrigins are the web origins (scheme://host[:port]) whose
+		// pages may call /mcp with a bearer token: they get CORS answers;
+		// any other foreign Origin stays refused (design: Browser clients).
+		BrowserOrigins []string `koanf:"browser_origins"`
 	} `koanf:"mcp"`
 	Console struct {
 		// SessionKey seals console session cookies; every instance behind
@@ -169,6 +173,7 @@ var Keys = []Key{
 	{"hooks.secret_key_previous", "", "during a rotation, the key being replaced: secrets it sealed still open and are resealed with hooks.secret_key at start"},
 	{"mcp.ping_interval", 10 * time.Second, "a JSON-RPC ping is sent on each MCP session's open stream this often"},
 	{"mcp.ping_timeout", 5 * time.Second, "an MCP session whose client leaves a ping unanswered this long is stalled: its doorbells go to another session"},
+	{"mcp.browser_origins", []string{}, "web origins (scheme://host[:port]) whose pages may call /mcp with a bearer token, with CORS (comma list)"},
 	{"console.session_key", "", "secret that seals console session cookies; the same on every instance (default: random per process)"},
 	{"oauth.client_metadata_documents", true, "MCP clients may sign in with a client metadata document URL as client_id (fetched from public addresses); false: registration only"},
 	// The HTTP edge (README "Running it for a team").
@@ -492,6 +497,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log.format %q must be text or json", c.Log.Format))
 	}
 	errs = append(errs, c.Edge.validate()...)
+	errs = append(errs, originErrs("mcp.browser_origins", c.MCP.BrowserOrigins)...)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }
@@ -512,14 +518,23 @@ func (e Edge) validate() []error {
 			errs = append(errs, fmt.Errorf("trusted_proxies: %q is neither a CIDR (10.0.0.0/8) nor an IP address", p))
 		}
 	}
-	for _, o := range e.AllowedOrigins {
-		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			errs = append(errs, fmt.Errorf("allowed_origins: %q must be scheme://host[:port], e.g. https://rollcall.example.com", o))
-		}
-	}
+	errs = append(errs, originErrs("allowed_origins", e.AllowedOrigins)...)
 	for _, h := range e.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ ") {
 			errs = append(errs, fmt.Errorf("allowed_hosts: %q must be a host name such as rollcall.example.com", h))
+		}
+	}
+	return errs
+}
+
+// originErrs checks that every value of the list key is a web origin,
+// scheme://host[:port].
+func originErrs(key string, origins []string) []error {
+	var errs []error
+	for _, o := range origins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") ||
+			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			errs = append(errs, fmt.Errorf("%s: %q must be scheme://host[:port], e.g. https://rollcall.example.com", key, o))
 		}
 	}
 	return errs

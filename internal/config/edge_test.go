@@ -50,6 +50,7 @@ func TestEdgeAndTypeErrors(t *testing.T) {
 		{yaml: "allowed_hosts: {a: 1}\n", want: []string{"unknown key \"allowed_hosts.a\""}},
 		{yaml: "trusted_proxies: [nonsense]\n", want: []string{"trusted_proxies", "nonsense", "CIDR"}},
 		{yaml: "allowed_origins: [example.com]\n", want: []string{"allowed_origins", "scheme://host"}},
+		{yaml: "mcp:\n  browser_origins: [https://app.example/path]\n", want: []string{"mcp.browser_origins", "https://app.example/path", "scheme://host"}},
 		{env: []string{"ROLLCALL_AUTH_MAX_FAILURES=x"}, want: []string{"ROLLCALL_AUTH_MAX_FAILURES", "not an integer"}},
 		{yaml: "auth.max_failures: 0\n", want: []string{"auth.max_failures must be at least 1"}},
 	} {
@@ -110,5 +111,26 @@ func TestMaxConnsPerClient(t *testing.T) {
 	}
 	if _, err := load(t, "http.max_conns_per_client: -1\n", nil); err == nil || !strings.Contains(err.Error(), "http.max_conns_per_client must be 0 (no bound) or more, got -1") {
 		t.Fatalf("negative: %v", err)
+	}
+}
+
+// mcp.browser_origins loads from the file, the environment (a comma list)
+// and flags, default empty (design: Browser clients).
+func TestBrowserOrigins(t *testing.T) {
+	c, err := load(t, "", nil)
+	if err != nil || len(c.MCP.BrowserOrigins) != 0 {
+		t.Fatalf("default %v, %v; want empty", c.MCP.BrowserOrigins, err)
+	}
+	c, err = load(t, "mcp:\n  browser_origins: [https://inspector.example, 'http://localhost:6274']\n", nil)
+	if err != nil || !slices.Equal(c.MCP.BrowserOrigins, []string{"https://inspector.example", "http://localhost:6274"}) {
+		t.Fatalf("file: %v, %v", c.MCP.BrowserOrigins, err)
+	}
+	c, err = load(t, "", []string{"ROLLCALL_MCP_BROWSER_ORIGINS=https://a.example,https://b.example"})
+	if err != nil || !slices.Equal(c.MCP.BrowserOrigins, []string{"https://a.example", "https://b.example"}) {
+		t.Fatalf("env: %v, %v", c.MCP.BrowserOrigins, err)
+	}
+	c, err = load(t, "", nil, "--mcp.browser_origins", "https://c.example")
+	if err != nil || !slices.Equal(c.MCP.BrowserOrigins, []string{"https://c.example"}) {
+		t.Fatalf("flag: %v, %v", c.MCP.BrowserOrigins, err)
 	}
 }

@@ -10,7 +10,9 @@
 //     loopback name (localhost, 127.0.0.0/8, ::1), the host of public_url or
 //     one of allowed_hosts; an Origin, when sent, must be the request's own
 //     origin, public_url's, one of allowed_origins, or a loopback origin on
-//     the same port as a loopback Host (localhost:7070 = 127.0.0.1:7070);
+//     the same port as a loopback Host (localhost:7070 = 127.0.0.1:7070),
+//     except where CORS opens a route to pages of other origins (design:
+//     Browser clients; see CORS), whose preflights the edge answers;
 //   - bounds the time a request body may take (http.read_timeout) without a
 //     write timeout, so SSE streams, MCP streams and the WebSocket gateway
 //     are never cut;
@@ -102,6 +104,9 @@ type Options struct {
 	// instances share (PostgreSQL), so together they allow MaxFailures per
 	// Window (design: Limits shared by instances). nil = per process.
 	Shared ratelimit.Shared
+	// CORS names the routes pages of other origins may call (design:
+	// Browser clients). Zero = none: every foreign Origin is refused.
+	CORS CORS
 	// Log receives the refusals (info); nil = slog.Default().
 	Log *slog.Logger
 	// Clock drives the failure windows; nil = real clock.
@@ -151,10 +156,20 @@ func (e *Edge) Limiter() *Limiter { return e.limiter }
 func (e *Edge) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.forwarded(r)
-		if detail := e.CheckHostOrigin(r); detail != "" {
+		cors := e.opts.CORS.kind(r)
+		detail := ""
+		if cors == corsNone {
+			detail = e.CheckHostOrigin(r)
+		} else {
+			detail = e.policy().checkHost(r) // the Origin is one CORS allows here
+		}
+		if detail != "" {
 			e.log.Info("request refused", "client", ClientIP(r), "reason", "host_or_origin", "detail", detail, "method", r.Method, "path", r.URL.Path)
 			refuse(w, http.StatusForbidden, "forbidden", detail)
 			return
+		}
+		if cors.serve(w, r) {
+			return // a preflight, answered
 		}
 		if e.opts.ReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 			rc := http.NewResponseController(w)
@@ -334,8 +349,10 @@ func Scheme(r *http.Request) string {
 
 // CheckHostOrigin returns why r is refused, or "" (see the package
 // documentation for the rules).
-func (e *Edge) CheckHostOrigin(r *http.Request) string {
-	return Policy{PublicURL: e.opts.PublicURL, AllowedHosts: e.opts.AllowedHosts, AllowedOrigins: e.opts.AllowedOrigins}.Check(r)
+func (e *Edge) CheckHostOrigin(r *http.Request) string { return e.policy().Check(r) }
+
+func (e *Edge) policy() Policy {
+	return Policy{PublicURL: e.opts.PublicURL, AllowedHosts: e.opts.AllowedHosts, AllowedOrigins: e.opts.AllowedOrigins}
 }
 
 // Policy is the Host/Origin rule on its own, for handlers (the MCP
@@ -348,26 +365,19 @@ type Policy struct {
 
 // Check returns why r is refused, or "".
 func (p Policy) Check(r *http.Request) string {
-	var publicHost, publicOrig string
-	if u, err := url.Parse(p.PublicURL); err == nil && u.Host != "" {
-		publicHost = u.Hostname()
-		publicOrig = u.Scheme + "://" + u.Host
-	}
-	host := r.Host
-	// No Host at all (HTTP/1.0 probes) is not a browser: only a named host
-	// can be a rebinding attack.
-	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil && IsLoopback(local.String()) && host != "" {
-		name := hostName(host)
-		if !IsLoopback(name) && !strings.EqualFold(name, publicHost) &&
-			!slices.ContainsFunc(p.AllowedHosts, func(a string) bool { return strings.EqualFold(hostName(a), name) }) {
-			return "Host " + quote(host) + " is not allowed on this listener; add it to allowed_hosts or set public_url"
-		}
+	if detail := p.checkHost(r); detail != "" {
+		return detail
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return ""
 	}
-	if strings.EqualFold(origin, publicOrig) || slices.ContainsFunc(p.AllowedOrigins, func(a string) bool { return strings.EqualFold(strings.TrimSuffix(a, "/"), origin) }) {
+	var publicOrig string
+	if u, err := url.Parse(p.PublicURL); err == nil && u.Host != "" {
+		publicOrig = u.Scheme + "://" + u.Host
+	}
+	host := r.Host
+	if strings.EqualFold(origin, publicOrig) || originIn(p.AllowedOrigins, origin) {
 		return ""
 	}
 	if u, err := url.Parse(origin); err == nil && u.Host != "" {
@@ -380,6 +390,32 @@ func (p Policy) Check(r *http.Request) string {
 		}
 	}
 	return "Origin " + quote(origin) + " is not allowed; add it to allowed_origins"
+}
+
+// checkHost is the Host half of Check: on a loopback listener the Host
+// must be a loopback name, public_url's host or one of AllowedHosts.
+func (p Policy) checkHost(r *http.Request) string {
+	var publicHost string
+	if u, err := url.Parse(p.PublicURL); err == nil && u.Host != "" {
+		publicHost = u.Hostname()
+	}
+	host := r.Host
+	// No Host at all (HTTP/1.0 probes) is not a browser: only a named host
+	// can be a rebinding attack.
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil && IsLoopback(local.String()) && host != "" {
+		name := hostName(host)
+		if !IsLoopback(name) && !strings.EqualFold(name, publicHost) &&
+			!slices.ContainsFunc(p.AllowedHosts, func(a string) bool { return strings.EqualFold(hostName(a), name) }) {
+			return "Host " + quote(host) + " is not allowed on this listener; add it to allowed_hosts or set public_url"
+		}
+	}
+	return ""
+}
+
+// originIn reports whether origin is one of list (case-insensitive, a
+// trailing slash in list ignored).
+func originIn(list []string, origin string) bool {
+	return slices.ContainsFunc(list, func(a string) bool { return strings.EqualFold(strings.TrimSuffix(a, "/"), origin) })
 }
 
 // hostName strips the port (and IPv6 brackets) of a Host value.

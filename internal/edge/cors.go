@@ -1,0 +1,100 @@
+package edge
+
+import "net/http"
+
+// CORS names the routes pages of other web origins may call (design:
+// Browser clients). Two kinds:
+//
+//   - Public routes carry no cookies and authenticate, when at all, by
+//     what their body says (the OAuth metadata documents, the token,
+//     registration and revocation endpoints): any Origin may call them,
+//     their answers carry Access-Control-Allow-Origin: * and never
+//     Access-Control-Allow-Credentials, and their Origin is not checked
+//     (the Host still is: DNS-rebinding protection).
+//   - Bearer routes (the MCP endpoint) take a bearer token: only the
+//     Origins listed may call them from a page, and get their origin
+//     back in Access-Control-Allow-Origin (never with credentials); any
+//     other foreign Origin is refused as before.
+//
+// The edge answers the CORS preflights (OPTIONS with
+// Access-Control-Request-Method) of both kinds itself, before any
+// authentication or handler: a preflight carries no credential.
+type CORS struct {
+	// Public reports the public routes; nil = none.
+	Public func(r *http.Request) bool
+	// Bearer reports the bearer routes; nil = none.
+	Bearer func(r *http.Request) bool
+	// Origins are the web origins (scheme://host[:port], compared
+	// case-insensitively) allowed on the bearer routes.
+	Origins []string
+}
+
+// Headers of the CORS answers.
+const (
+	publicAllowMethods  = "GET, POST"
+	publicAllowHeaders  = "Authorization, Content-Type, Mcp-Protocol-Version"
+	publicExposeHeaders = "Retry-After, WWW-Authenticate"
+	bearerAllowMethods  = "GET, POST, DELETE"
+	bearerAllowHeaders  = "Authorization, Content-Type, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID"
+	bearerExposeHeaders = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, Retry-After"
+	// corsMaxAge is how long (seconds) a browser may keep a preflight's
+	// answer (Chromium caps it at 7200).
+	corsMaxAge = "600"
+)
+
+// corsKind is what CORS makes of a request.
+type corsKind int
+
+const (
+	corsNone   corsKind = iota // no Origin, or a route without CORS: the Origin rule applies
+	corsPublic                 // a public route: any Origin
+	corsBearer                 // a bearer route and a listed Origin
+)
+
+// kind classifies r: only a request with an Origin is a CORS request.
+func (c CORS) kind(r *http.Request) corsKind {
+	origin := r.Header.Get("Origin")
+	switch {
+	case origin == "":
+		return corsNone
+	case c.Public != nil && c.Public(r):
+		return corsPublic
+	case c.Bearer != nil && c.Bearer(r) && originIn(c.Origins, origin):
+		return corsBearer
+	}
+	return corsNone
+}
+
+// serve adds the CORS headers of kind k to w and answers r when it is a
+// preflight (true: the request is done).
+func (k corsKind) serve(w http.ResponseWriter, r *http.Request) bool {
+	h := w.Header()
+	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+	switch k {
+	case corsPublic:
+		h.Set("Access-Control-Allow-Origin", "*")
+		if preflight {
+			h.Set("Access-Control-Allow-Methods", publicAllowMethods)
+			h.Set("Access-Control-Allow-Headers", publicAllowHeaders)
+		} else {
+			h.Set("Access-Control-Expose-Headers", publicExposeHeaders)
+		}
+	case corsBearer:
+		h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+		h.Add("Vary", "Origin")
+		if preflight {
+			h.Set("Access-Control-Allow-Methods", bearerAllowMethods)
+			h.Set("Access-Control-Allow-Headers", bearerAllowHeaders)
+		} else {
+			h.Set("Access-Control-Expose-Headers", bearerExposeHeaders)
+		}
+	default:
+		return false
+	}
+	if !preflight {
+		return false
+	}
+	h.Set("Access-Control-Max-Age", corsMaxAge)
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
