@@ -71,6 +71,7 @@ type Handler struct {
 	resource   string
 	issuerURL  string
 	consentURL string
+	signedIn   func(*http.Request) bool // SetSignedIn (prompt.go)
 }
 
 // New builds the handler for the service's public URL (issuer and
@@ -187,7 +188,7 @@ func (a authorizer) ValidateAuthRequest(ctx context.Context, ar *oidc.AuthReques
 	if res, _ := ctx.Value(resourceKey{}).(string); res == "" {
 		return "", oidc.ErrInvalidTarget().WithDescription("resource must be %s", a.h.resource)
 	}
-	return "", nil
+	return "", promptNone(ctx, ar)
 }
 
 // resourceOf checks the resource parameters of a request (RFC 8707): none
@@ -215,7 +216,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) {
 		// A client that asks for no scope gets the one there is.
 		r.Form.Set("scope", app.OAuthScope)
 	}
-	r = r.WithContext(context.WithValue(r.Context(), resourceKey{}, res))
+	r = h.withPrompt(r.WithContext(context.WithValue(r.Context(), resourceKey{}, res)))
 	op.Authorize(&issWriter{ResponseWriter: w, iss: h.issuerURL, consent: h.consentURL}, r, h.authz)
 }
 

@@ -219,6 +219,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	mux.Handle(console.Prefix, con)
+	auth.SetSignedIn(con.SignedIn) // prompt=none (design: Silent authorization requests)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
 	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate, store.SharedFailures(st))
@@ -355,8 +356,12 @@ func newEdge(cfg config.Config, publicURL string, o Options, verify func(context
 		conns = -1 // configured off
 	}
 	return edge.New(edge.Options{PublicURL: publicURL, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
-		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Signed: hookDelivery, Shared: shared, Log: o.Log, Clock: o.Clock})
+		TrustedProxies: proxies, ReadTimeout: cfg.HTTP.ReadTimeout, MaxFailures: cfg.Auth.MaxFailures, MaxConnsPerClient: conns, Verify: verify, Signed: hookDelivery, Shared: shared, Log: o.Log, Clock: o.Clock,
+		CORS: edge.CORS{Public: oauth.CrossOrigin, Bearer: isMCP, Origins: cfg.MCP.BrowserOrigins}}) // design: Browser clients
 }
+
+// isMCP matches the MCP endpoint, the one route mcp.browser_origins open.
+func isMCP(r *http.Request) bool { return r.URL.Path == "/mcp" }
 
 // hookDelivery matches POST /v1/hooks/{id}/deliveries, the route that
 // authenticates by the hook's signature (design: Hook signatures).
@@ -377,7 +382,7 @@ func allowedHosts(cfg config.Config, publicURL string) []string {
 }
 
 func allowedOrigins(cfg config.Config, publicURL string) []string {
-	out := slices.Clone(cfg.AllowedOrigins)
+	out := slices.Concat(cfg.AllowedOrigins, cfg.MCP.BrowserOrigins) // design: Browser clients
 	if u, err := url.Parse(publicURL); err == nil && u.Host != "" {
 		out = append(out, u.Scheme+"://"+u.Host)
 	}
