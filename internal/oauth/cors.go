@@ -1,6 +1,10 @@
 package oauth
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
 
 // CrossOrigin reports the requests of the endpoints any web origin may
 // call (design: Browser clients): the metadata documents and the token,
@@ -19,3 +23,9 @@ func CrossOrigin(r *http.Request) bool {
 	}
 	return false
 }
+
+// noLibraryCORS turns off the protocol library's own CORS layer, which
+// answers any origin with Access-Control-Allow-Credentials: true on the
+// endpoints it serves (revocation): the edge is the one place CORS is
+// decided.
+var noLibraryCORS = op.WithCORSOptions(nil)

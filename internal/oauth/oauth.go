@@ -85,7 +85,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	opts := []op.Option{op.WithCrypto(sealer{}),
 		op.WithCustomAuthEndpoint(op.NewEndpoint(strings.TrimPrefix(authorizePath, "/"))),
 		op.WithCustomTokenEndpoint(op.NewEndpoint(strings.TrimPrefix(tokenPath, "/"))),
-		op.WithCustomRevocationEndpoint(op.NewEndpoint(strings.TrimPrefix(revokePath, "/")))}
+		op.WithCustomRevocationEndpoint(op.NewEndpoint(strings.TrimPrefix(revokePath, "/"))), noLibraryCORS}
 	if strings.HasPrefix(issuer, "http://") {
 		opts = append(opts, op.WithAllowInsecure()) // a loopback or test server without TLS
 	}
