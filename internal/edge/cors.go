@@ -65,6 +65,17 @@ func (c CORS) kind(r *http.Request) corsKind {
 	return corsNone
 }
 
+// originRefusal is detail, the Origin rule's refusal of r, or on a bearer
+// route the hint an operator needs there: a browser client's origin
+// belongs in mcp.browser_origins, not in allowed_origins (which opens
+// every route, the console too).
+func (c CORS) originRefusal(r *http.Request, detail string) string {
+	if detail == "" || c.Bearer == nil || !c.Bearer(r) {
+		return detail
+	}
+	return "Origin " + quote(r.Header.Get("Origin")) + " is not allowed; a page of another origin may call this route only if mcp.browser_origins lists its origin"
+}
+
 // serve adds the CORS headers of kind k to w and answers r when it is a
 // preflight (true: the request is done).
 func (k corsKind) serve(w http.ResponseWriter, r *http.Request) bool {

@@ -157,11 +157,9 @@ func (e *Edge) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.forwarded(r)
 		cors := e.opts.CORS.kind(r)
-		detail := ""
-		if cors == corsNone {
-			detail = e.CheckHostOrigin(r)
-		} else {
-			detail = e.policy().checkHost(r) // the Origin is one CORS allows here
+		detail := e.policy().checkHost(r)
+		if detail == "" && cors == corsNone { // else the Origin is one CORS allows here
+			detail = e.opts.CORS.originRefusal(r, e.policy().checkOrigin(r))
 		}
 		if detail != "" {
 			e.log.Info("request refused", "client", ClientIP(r), "reason", "host_or_origin", "detail", detail, "method", r.Method, "path", r.URL.Path)
@@ -368,6 +366,12 @@ func (p Policy) Check(r *http.Request) string {
 	if detail := p.checkHost(r); detail != "" {
 		return detail
 	}
+	return p.checkOrigin(r)
+}
+
+// checkOrigin is the Origin half of Check: an Origin, when sent, must be
+// the request's own, public_url's or one of AllowedOrigins.
+func (p Policy) checkOrigin(r *http.Request) string {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return ""

@@ -213,6 +213,9 @@ func TestBrowserClientMCP(t *testing.T) {
 		wantForbidden(t, "preflight from "+origin, resp, body)
 		resp, body = corsDo(t, "POST", in.base+"/mcp", origin, initializeBody, hdr)
 		wantForbidden(t, "/mcp from "+origin, resp, body)
+		if !strings.Contains(body, "mcp.browser_origins") {
+			t.Errorf("/mcp from %s: the refusal %s does not name mcp.browser_origins", origin, body)
+		}
 	}
 	// A listed origin opens /mcp only, not the REST API or the console.
 	resp, body = corsDo(t, "GET", in.base+"/v1/agents", inspectorOrigin, "", map[string]string{"Authorization": "Bearer " + adminToken})
