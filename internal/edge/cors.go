@@ -79,32 +79,22 @@ func (c CORS) originRefusal(r *http.Request, detail string) string {
 // serve adds the CORS headers of kind k to w and answers r when it is a
 // preflight (true: the request is done).
 func (k corsKind) serve(w http.ResponseWriter, r *http.Request) bool {
+	if k == corsNone {
+		return false
+	}
 	h := w.Header()
-	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
-	switch k {
-	case corsPublic:
-		h.Set("Access-Control-Allow-Origin", "*")
-		if preflight {
-			h.Set("Access-Control-Allow-Methods", publicAllowMethods)
-			h.Set("Access-Control-Allow-Headers", publicAllowHeaders)
-		} else {
-			h.Set("Access-Control-Expose-Headers", publicExposeHeaders)
-		}
-	case corsBearer:
-		h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+	origin, methods, headers, expose := "*", publicAllowMethods, publicAllowHeaders, publicExposeHeaders
+	if k == corsBearer {
+		origin, methods, headers, expose = r.Header.Get("Origin"), bearerAllowMethods, bearerAllowHeaders, bearerExposeHeaders
 		h.Add("Vary", "Origin")
-		if preflight {
-			h.Set("Access-Control-Allow-Methods", bearerAllowMethods)
-			h.Set("Access-Control-Allow-Headers", bearerAllowHeaders)
-		} else {
-			h.Set("Access-Control-Expose-Headers", bearerExposeHeaders)
-		}
-	default:
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		h.Set("Access-Control-Expose-Headers", expose)
 		return false
 	}
-	if !preflight {
-		return false
-	}
+	h.Set("Access-Control-Allow-Methods", methods)
+	h.Set("Access-Control-Allow-Headers", headers)
 	h.Set("Access-Control-Max-Age", corsMaxAge)
 	w.WriteHeader(http.StatusNoContent)
 	return true

@@ -34,19 +34,7 @@ func TestCORS(t *testing.T) {
 	defer srv.Close()
 	do := func(method, path string, hdr map[string]string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, nil)
-		for k, v := range hdr {
-			if k == "Host" {
-				req.Host = v
-				continue
-			}
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := send(t, method, srv.URL+path, hdr)
 		return resp
 	}
 	pre := func(origin string) map[string]string {

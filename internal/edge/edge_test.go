@@ -55,7 +55,14 @@ func dial(t *testing.T, addr string) net.Conn {
 
 func get(t *testing.T, url string, hdr map[string]string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	return send(t, "GET", url, hdr)
+}
+
+// send sends a bodiless request with the headers hdr ("Host" sets the
+// Host) and returns the answer and its body.
+func send(t *testing.T, method, url string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v
