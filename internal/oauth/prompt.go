@@ -9,8 +9,9 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
 
-// prompt=none (design: Silent authorization requests): the library only
-// checks that none stands alone; the answer is Rollcall's. A sign-in always
+// prompt=none (design: Silent authorization requests): the library's own
+// prompt handling is in the validation authorizer replaces, so the prompt
+// is read and answered here. A sign-in always
 // shows the consent page (the person picks the agent each time), so a
 // request that must show no page never gets a code: it is answered at the
 // client's redirect URI, after the whole request validated (OpenID Connect
