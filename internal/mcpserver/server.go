@@ -362,14 +362,18 @@ func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (dom
 	}
 	var p domain.Principal
 	var err error
-	if secret, ok := app.OAuthAccessSecret(token); ok {
+	signedIn := false
+	if s.opts.SignIns != nil {
 		// A token from signing in (design: OAuth tokens).
-		p, err = s.svc.AuthenticateOAuth(r.Context(), secret)
-	} else if strings.HasPrefix(token, app.AgentTokenPrefix) {
+		p, signedIn, err = s.opts.SignIns.Authenticate(r.Context(), token)
+	}
+	switch {
+	case signedIn:
+	case strings.HasPrefix(token, app.AgentTokenPrefix):
 		// Tool calls do not look the credential up every time: a cache of
 		// app.CredentialCacheTTL, invalidated by revoke (design: Credential cache).
 		p, err = s.svc.AuthenticateAgentCached(r.Context(), token)
-	} else {
+	default:
 		p, err = s.svc.Authenticate(r.Context(), token)
 	}
 	if err == nil && p.Agent == nil { // a valid person token

@@ -59,6 +59,13 @@ const (
 	DefaultPingTimeout  = 5 * time.Second
 )
 
+// SignIns is what /mcp needs of the authorization server's use cases
+// (internal/oauth.Grants): a bearer token that is an access token resolves
+// into its agent's principal; false when the token is not one.
+type SignIns interface {
+	Authenticate(ctx context.Context, token string) (domain.Principal, bool, error)
+}
+
 // Options configures a Server. The zero value is usable.
 type Options struct {
 	// Log receives session lifecycle and failures; nil = slog.Default().
@@ -79,6 +86,9 @@ type Options struct {
 	// finds the authorization server by itself (design: Sign-in for MCP
 	// clients); "" names none.
 	ResourceMetadata string
+	// SignIns authenticates the access tokens of signing in (design: OAuth
+	// tokens); nil = such a token authenticates nobody.
+	SignIns SignIns
 	// KeepAlive is the interval of the SSE comment written on every open GET
 	// stream, so proxies keep it and a dead client is noticed by a failing
 	// write. 0 = DefaultKeepAlive; negative disables.
