@@ -16,6 +16,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
+	"github.com/rollcall/rollcall/internal/ssestream"
 )
 
 var (
@@ -269,7 +270,7 @@ func (s *Server) acted(x *session) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	x.lastPost, x.stalled = now, false
-	x.ping.late = false // the ping in flight stays: its answer tells what was read
+	x.ping.Acted()
 	s.mu.Unlock()
 }
 
@@ -297,7 +298,7 @@ func (m jsonrpcPeek) pingAnswer() (string, bool) {
 		return "", false
 	}
 	var id string
-	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, pingIDPrefix) {
+	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, ssestream.PingIDPrefix) {
 		return "", false
 	}
 	return id, true
