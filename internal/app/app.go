@@ -33,6 +33,7 @@ import (
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/hooks"
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
@@ -52,6 +53,9 @@ type LivenessConfig = tracker.Config
 
 // Service is the use-case layer. It is safe for concurrent use.
 type Service struct {
+	// The hook use cases (internal/hooks), answered as the Service's own.
+	*hooks.Hooks
+
 	store      store.Store
 	bus        bus.Bus
 	clock      clockwork.Clock // dbclock: the database's clock (design: Database clock)
