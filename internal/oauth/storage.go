@@ -158,7 +158,7 @@ func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client
 	if err != nil {
 		return nil, oidc.ErrInvalidClient().WithDescription("unknown client").WithParent(err)
 	}
-	return &client{c: c, consentURL: s.consentURL}, nil
+	return &opClient{c: c, consentURL: s.consentURL}, nil
 }
 
 // AuthorizeClientIDSecret implements op.Storage: every client is public.
@@ -247,37 +247,38 @@ func (r *refreshRequest) GetScopes() []string       { return r.t.Grant.Scopes }
 func (r *refreshRequest) GetSubject() string        { return r.t.Grant.AgentID }
 func (r *refreshRequest) SetCurrentScopes([]string) {}
 
-// client is a registered public client: native (loopback redirect URIs
-// match on any port, RFC 8252), no secret, PKCE.
-type client struct {
+// opClient is the library's op.Client of a registered public client:
+// native (loopback redirect URIs match on any port, RFC 8252), no secret,
+// PKCE.
+type opClient struct {
 	c          store.OAuthClient
 	consentURL string
 }
 
-func (c *client) GetID() string                       { return c.c.ID }
-func (c *client) RedirectURIs() []string              { return c.c.RedirectURIs }
-func (c *client) PostLogoutRedirectURIs() []string    { return nil }
-func (c *client) ApplicationType() op.ApplicationType { return op.ApplicationTypeNative }
-func (c *client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodNone }
-func (c *client) ResponseTypes() []oidc.ResponseType {
+func (c *opClient) GetID() string                       { return c.c.ID }
+func (c *opClient) RedirectURIs() []string              { return c.c.RedirectURIs }
+func (c *opClient) PostLogoutRedirectURIs() []string    { return nil }
+func (c *opClient) ApplicationType() op.ApplicationType { return op.ApplicationTypeNative }
+func (c *opClient) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodNone }
+func (c *opClient) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (c *client) LoginURL(id string) string            { return c.consentURL + id }
-func (c *client) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
-func (c *client) IDTokenLifetime() time.Duration       { return 0 }
-func (c *client) DevMode() bool                        { return false }
-func (c *client) IsScopeAllowed(scope string) bool     { return scope == OAuthScope }
-func (c *client) IDTokenUserinfoClaimsAssertion() bool { return false }
-func (c *client) ClockSkew() time.Duration             { return 0 }
-func (c *client) RestrictAdditionalIdTokenScopes() func([]string) []string {
+func (c *opClient) LoginURL(id string) string            { return c.consentURL + id }
+func (c *opClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
+func (c *opClient) IDTokenLifetime() time.Duration       { return 0 }
+func (c *opClient) DevMode() bool                        { return false }
+func (c *opClient) IsScopeAllowed(scope string) bool     { return scope == OAuthScope }
+func (c *opClient) IDTokenUserinfoClaimsAssertion() bool { return false }
+func (c *opClient) ClockSkew() time.Duration             { return 0 }
+func (c *opClient) RestrictAdditionalIdTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
-func (c *client) RestrictAdditionalAccessTokenScopes() func([]string) []string {
+func (c *opClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
 
 // GrantTypes are the authorization code and the refresh token.
-func (c *client) GrantTypes() []oidc.GrantType {
+func (c *opClient) GrantTypes() []oidc.GrantType {
 	return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 }
 
