@@ -254,7 +254,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 		return domain.Agent{}, &domain.Error{Code: domain.CodeForbidden, Reason: "hand_over_to_self", Pointer: "/owner",
 			Detail: "an admin cannot hand another person's agent to themself; hand it to another person"}
 	}
-	if err := s.rotateHookSecretsOf(ctx, by, a); err != nil {
+	if err := s.RotateHookSecretsOf(ctx, by, a); err != nil {
 		return domain.Agent{}, err
 	}
 	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, Now: s.now(),

@@ -16,10 +16,7 @@ package app
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -36,6 +33,7 @@ import (
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/hooks"
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
@@ -55,6 +53,9 @@ type LivenessConfig = tracker.Config
 
 // Service is the use-case layer. It is safe for concurrent use.
 type Service struct {
+	// The hook use cases (internal/hooks), answered as the Service's own.
+	*hooks.Hooks
+
 	store      store.Store
 	bus        bus.Bus
 	clock      clockwork.Clock // dbclock: the database's clock (design: Database clock)
@@ -155,22 +156,11 @@ func (s *Service) sessionHub() SessionHub {
 // (design: Database clock).
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
 
-// HashToken returns the stored form of a token: hex SHA-256. Tokens carry
-// 256 random bits, so a fast hash is enough; the plain token is never stored
-// or logged.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+// HashToken returns the stored form of a token (domain.HashToken).
+func HashToken(token string) string { return domain.HashToken(token) }
 
-// NewToken returns prefix + 43 characters of base64url (256 random bits).
-func NewToken(prefix string) string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("rollcall: crypto/rand failed: " + err.Error())
-	}
-	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
-}
+// NewToken returns prefix + 43 characters of base64url (domain.NewToken).
+func NewToken(prefix string) string { return domain.NewToken(prefix) }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
@@ -198,17 +188,10 @@ func (s *Service) Bootstrap(ctx context.Context, token string) (string, bool, er
 	return token, true, nil
 }
 
-// storeErr maps store sentinels onto domain errors with a detail.
+// storeErr maps store sentinels onto domain errors with a detail
+// (domain.StoreError).
 func storeErr(err error, notFound, conflict string) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, domain.ErrNotFound):
-		return &domain.Error{Code: domain.CodeNotFound, Detail: notFound}
-	case errors.Is(err, domain.ErrConflict):
-		return &domain.Error{Code: domain.CodeConflict, Detail: conflict}
-	}
-	return err
+	return domain.StoreError(err, notFound, conflict)
 }
 
 // background runs f on its own goroutine unless the service is closing;

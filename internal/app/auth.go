@@ -18,7 +18,7 @@ import (
 
 // TokenTouchEvery bounds how often a token's last_used_at is written
 // (per token and instance).
-const TokenTouchEvery = time.Minute
+const TokenTouchEvery = domain.TokenTouchEvery
 
 // RecheckInterval is how often open streams and connections re-check their
 // credential or token (design: Revocation within 5 s: revocation holds within 5 s on every
@@ -214,9 +214,6 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 // TokenMayAuthenticate), fills no cache (the handler's authentication
 // fills the credential cache) and never records a token's use.
 func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
-	if secret, ok := OAuthAccessSecret(token); ok {
-		return s.oauthMayAuthenticate(ctx, secret) // design: OAuth tokens
-	}
 	agent := strings.HasPrefix(token, AgentTokenPrefix)
 	if !agent && !strings.HasPrefix(token, PersonTokenPrefix) {
 		return false
@@ -260,6 +257,13 @@ func (s *Service) onAgentSessions(sig bus.AgentSessions) {
 	if h := s.sessionHub(); h != nil {
 		h.CloseAgentSessions(sig.AgentID, sig.Credentials)
 	}
+}
+
+// CloseSessions asks every instance to close the agent's sessions bound to
+// the given credentials (all when none): how the sign-in use cases
+// (internal/oauth) end a revoked grant's sessions.
+func (s *Service) CloseSessions(ctx context.Context, agentID string, creds []string) {
+	s.closeSessions(ctx, agentID, creds)
 }
 
 // closeSessions asks every instance to close the agent's sessions (all, or

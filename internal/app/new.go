@@ -14,6 +14,7 @@ import (
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/events"
+	"github.com/rollcall/rollcall/internal/hooks"
 	"github.com/rollcall/rollcall/internal/intake"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
@@ -117,6 +118,8 @@ func New(o Options) *Service {
 	s.touched = map[string]time.Time{}
 	s.creds = credcache.New(CredentialCacheTTL)
 	s.verdicts = credcache.NewVerdicts(CredentialCacheTTL)
+	s.Hooks = hooks.New(hooks.Config{Store: s.store, Agents: s, Sealer: s.sealer, Now: s.now, NewID: newID, PublicURL: s.PublicURL,
+		Log: s.log, Retention: s.deliveryRetention})
 	s.receiver = delivery.New(delivery.Config{Store: s.store, Sealer: s.sealer, Now: s.now, NewID: newID, Log: s.log,
 		Metrics: hookMetrics(s.metrics), Shared: store.SharedFailures(s.store), Publish: s.publishTodoReady})
 	bus.Listen(s.bus, s.onTeam, nil)

@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/oauth"
 )
 
 // ConsentPath is the consent page of a sign-in (design: Consent): an
@@ -27,7 +27,7 @@ func (h *Handler) consentPage(w http.ResponseWriter, r *http.Request, v *visit) 
 }
 
 func (h *Handler) renderConsent(w http.ResponseWriter, r *http.Request, v *visit, status int, id string, f vendForm) {
-	c, err := h.svc.OAuthConsentFor(r.Context(), v.person, id)
+	c, err := h.signIns.OAuthConsentFor(r.Context(), v.person, id)
 	if err != nil {
 		h.fail(w, r, v, err)
 		return
@@ -63,19 +63,19 @@ func (h *Handler) consent(w http.ResponseWriter, r *http.Request, v *visit) {
 		agent = res.Agent.ID
 		fallthrough
 	case "approve":
-		if err := h.svc.ApproveOAuthRequest(r.Context(), v.person, id, agent); err != nil {
+		if err := h.signIns.ApproveOAuthRequest(r.Context(), v.person, id, agent); err != nil {
 			h.fail(w, r, v, err)
 			return
 		}
 	}
-	http.Redirect(w, r, app.OAuthCallbackPath+"?id="+url.QueryEscape(id), http.StatusSeeOther)
+	http.Redirect(w, r, oauth.OAuthCallbackPath+"?id="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
 // revokeSignIn revokes one client's sign-in as the agent: its tokens stop
 // working and its sessions close on every instance.
 func (h *Handler) revokeSignIn(w http.ResponseWriter, r *http.Request, v *visit) {
 	ref := r.PathValue("ref")
-	if err := h.svc.RevokeOAuthGrant(r.Context(), v.person, ref, r.PathValue("id")); err != nil {
+	if err := h.signIns.RevokeOAuthGrant(r.Context(), v.person, ref, r.PathValue("id")); err != nil {
 		h.fail(w, r, v, err)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/httpapi"
+	"github.com/rollcall/rollcall/internal/oauth"
 )
 
 //go:embed templates/*.html
@@ -47,11 +48,15 @@ type Options struct {
 	// when public_url is https behind a TLS-terminating proxy). Requests
 	// that arrive over TLS always get Secure cookies.
 	SecureCookies bool
+	// SignIns are the sign-in use cases behind the consent page and an
+	// agent's sign-ins (design: Consent).
+	SignIns *oauth.Grants
 }
 
 // Handler serves the console under Prefix. It is safe for concurrent use.
 type Handler struct {
 	svc      *app.Service
+	signIns  *oauth.Grants
 	log      *slog.Logger
 	sessions SessionCounter
 	sealer   *sealer
@@ -76,7 +81,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{svc: svc, log: o.Log, sessions: o.Sessions,
+	h := &Handler{svc: svc, signIns: o.SignIns, log: o.Log, sessions: o.Sessions,
 		sealer: sl, ttl: o.SessionTTL, secure: o.SecureCookies, mux: http.NewServeMux()}
 	if h.pages, err = parsePages(h.funcs()); err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/httpapi/apitest"
+	"github.com/rollcall/rollcall/internal/oauth"
 	"github.com/rollcall/rollcall/internal/presence"
 	"github.com/rollcall/rollcall/internal/server"
 )
@@ -37,6 +38,9 @@ type env struct {
 func newEnv(t *testing.T, o console.Options) *env {
 	t.Helper()
 	e := apitest.New(t)
+	if o.SignIns == nil {
+		o.SignIns = oauth.NewGrants(e.Store, e.Service, nil)
+	}
 	h, err := console.New(e.Service, o)
 	if err != nil {
 		t.Fatalf("console.New: %v", err)

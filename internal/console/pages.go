@@ -210,7 +210,7 @@ func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, 
 		h.fail(w, r, v, err)
 		return
 	}
-	if view.SignIns, err = h.svc.ListOAuthGrants(ctx, v.person, a.ID); err != nil {
+	if view.SignIns, err = h.signIns.ListOAuthGrants(ctx, v.person, a.ID); err != nil {
 		h.fail(w, r, v, err)
 		return
 	}

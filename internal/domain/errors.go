@@ -81,3 +81,18 @@ var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
 )
+
+// StoreError maps the store's sentinels onto errors with a detail:
+// ErrNotFound onto not_found with notFound, ErrConflict onto conflict with
+// conflict; any other error is returned as it is.
+func StoreError(err error, notFound, conflict string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return &Error{Code: CodeNotFound, Detail: notFound}
+	case errors.Is(err, ErrConflict):
+		return &Error{Code: CodeConflict, Detail: conflict}
+	}
+	return err
+}

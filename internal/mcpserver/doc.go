@@ -48,18 +48,16 @@
 //     sessions and connections and closes those no longer valid, so a
 //     revocation holds within 5 s even when its bus signal was lost
 //     (design: Revocation within 5 s).
-//   - GET notification streams are this package's own (stream.go; design:
-//     Idle streams): an HTTP/1.1 GET is hijacked, its SSE head written by
-//     hand (chunked, Connection: close) and the idle stream is held by one
-//     small reader goroutine, with no net/http buffers; notifications wait
-//     in a per-session outbox (at most 100, nil when empty) that a drain
-//     goroutine, running only while there is something to write, writes
-//     with a deadline. A session without an open stream gets its outbox
-//     in its next POST's response. Streams are tracked per session
-//     (SessionInfo.Streaming); a newer GET replaces an older one; SSE
-//     comment keepalives are written from one goroutine for all streams;
-//     sessions without a stream expire after Options.IdleTimeout. mcp-go
-//     keeps only the session's id between requests (transportSession).
+//   - GET notification streams are this package's own, not mcp-go's
+//     (stream.go over internal/ssestream; design: Idle streams): an idle
+//     stream holds one small goroutine and no net/http buffers.
+//     Notifications wait in a per-session outbox (at most 100) that a drain
+//     goroutine, running only while there is something to write, writes;
+//     a session without an open stream gets it in its next POST's
+//     response. A newer GET replaces an older one (SessionInfo.Streaming);
+//     one goroutine writes the keepalives of all streams; sessions without
+//     a stream expire after Options.IdleTimeout. mcp-go keeps only the
+//     session's id between requests (transportSession).
 //   - Liveness by ping (ping.go; design: Session liveness by ping): every
 //     Options.PingInterval (10 s) a JSON-RPC ping request goes on each
 //     open stream; a session that answered a ping before and leaves one
@@ -67,14 +65,12 @@
 //     doorbells go to another session at once, and it is listed as not
 //     streaming and stalled until it answers, POSTs or opens a stream. The
 //     answers (POSTed responses) are taken here, never passed to mcp-go.
-//   - Resumable streams (resume.go): every message event on a GET stream
-//     carries an SSE event id (random per session, then a sequence number)
-//     and is kept in a per-session log bounded by Options.ReplayEvents (200)
-//     and Options.ReplayWindow (10 min). A GET with a Last-Event-ID the
-//     session issued gets the events after it, with their ids, before
-//     anything else; any other Last-Event-ID is ignored (the GET answers
-//     as without it). The reconnect digest sent as a stream opens does not
-//     count todos that stream delivers by itself (app.ToldReporter).
+//   - Resumable streams (resume.go over ssestream.Log): message events
+//     carry SSE ids and are kept for replay within Options.ReplayEvents
+//     (200) and Options.ReplayWindow (10 min); a GET with a Last-Event-ID
+//     the session issued gets the events after it first, any other is
+//     ignored. The reconnect digest sent as a stream opens does not count
+//     todos that stream delivers by itself (app.ToldReporter).
 //   - Tools: the scope verbs granted to the agent, in domain.ScopeVerbs order,
 //     then the self verbs (design: Self verbs) in every session. A tool outside
 //     the scope is neither listed nor callable (JSON-RPC invalid params,

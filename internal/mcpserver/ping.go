@@ -13,18 +13,13 @@ package mcpserver
 // model, whether it reads.
 
 import (
-	"bytes"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/ssestream"
 	"github.com/rollcall/rollcall/internal/workgroup"
 )
-
-// pingIDPrefix starts the JSON-RPC id of every ping this server sends: a
-// POSTed response with such an id is an answer to one.
-const pingIDPrefix = "rollcall-ping-"
 
 // pingEvery is the period of the ping scan: the smaller of interval and
 // timeout, so a ping is sent and found late within one step of its due
@@ -62,21 +57,12 @@ func (s *Server) pingScan() {
 		if st == nil || !x.initialized || x.gone || !x.registered {
 			continue
 		}
-		p := &x.ping
-		if p.id != "" && now.Sub(p.sent) >= s.opts.PingTimeout && x.lastPost.After(p.sent) {
-			p.id = "" // the client acted since: the ping counts as lost, not unanswered
-		}
-		switch {
-		case p.id != "":
-			if p.answered && !p.late && now.Sub(p.sent) >= s.opts.PingTimeout {
-				p.late = true
-				late = append(late, x)
-				readSeq = append(readSeq, p.readSeq)
-			}
-		case now.Sub(p.sent) >= s.opts.PingInterval:
-			p.n++
-			p.id, p.sent = pingIDPrefix+strconv.FormatUint(p.n, 10), now
-			out = append(out, pingOut{st, p.id})
+		switch id, stalled, seq := x.ping.Scan(now, s.opts.PingInterval, s.opts.PingTimeout, x.lastPost); {
+		case stalled:
+			late = append(late, x)
+			readSeq = append(readSeq, seq)
+		case id != "":
+			out = append(out, pingOut{st, id})
 		}
 	}
 	var queued [][]domain.ChannelMessage
@@ -121,18 +107,18 @@ func (x *session) unreadSince(seq uint64, queued []domain.ChannelMessage) []doma
 	l := &x.rp
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, ev := range l.events {
-		if ev.seq <= seq || ev.todoID == "" || seen[ev.todoID] {
+	for _, ev := range l.log.Events() {
+		if ev.Seq <= seq || ev.Key == "" || seen[ev.Key] {
 			continue
 		}
 		var n struct {
 			Params domain.ChannelMessage `json:"params"`
 		}
-		data := bytes.TrimSuffix(bytes.TrimPrefix(ev.frame, sseMessagePrefix), []byte("\n\n"))
+		data, _ := ssestream.MessageData(ev.Frame)
 		if json.Unmarshal(data, &n) != nil {
 			continue
 		}
-		seen[ev.todoID] = true
+		seen[ev.Key] = true
 		out = append(out, n.Params)
 	}
 	return out
@@ -144,28 +130,26 @@ func (x *session) unreadSince(seq uint64, queued []domain.ChannelMessage) []doma
 // ended meanwhile is pinged at the next scan instead.
 func (st *stream) writePing(id string) {
 	s, x := st.s, st.sess
-	st.mu.Lock()
-	if st.done {
-		st.mu.Unlock()
+	st.Lock()
+	if st.DoneLocked() {
+		st.Unlock()
 		s.pingUnsent(x, id)
 		return
 	}
-	// Under st.mu no other event is written: the client that answers this
+	// Under st's lock no other event is written: the client that answers this
 	// ping has read every event up to seq.
 	x.rp.mu.Lock()
-	seq := x.rp.seq
+	seq := x.rp.log.Last()
 	x.rp.mu.Unlock()
 	s.mu.Lock()
-	if x.ping.id == id {
-		x.ping.seq = seq
-	}
+	x.ping.Written(id, seq)
 	s.mu.Unlock()
-	frame := string(sseMessagePrefix) + `{"jsonrpc":"2.0","id":"` + id + `","method":"ping"}` + "\n\n"
-	err := st.writeLocked([]byte(frame))
+	frame := string(ssestream.MessagePrefix) + `{"jsonrpc":"2.0","id":"` + id + `","method":"ping"}` + "\n\n"
+	err := st.WriteLocked([]byte(frame))
 	if err != nil {
 		st.failedLocked(err)
 	}
-	st.mu.Unlock()
+	st.Unlock()
 	if err == nil {
 		s.emit(Event{Kind: PingSent, SessionID: x.id, AgentID: x.agentID})
 	}
@@ -175,9 +159,7 @@ func (st *stream) writePing(id string) {
 // a new one.
 func (s *Server) pingUnsent(x *session, id string) {
 	s.mu.Lock()
-	if x.ping.id == id {
-		x.ping.id, x.ping.sent = "", time.Time{}
-	}
+	x.ping.Unsent(id)
 	s.mu.Unlock()
 }
 
@@ -186,22 +168,14 @@ func (s *Server) pingUnsent(x *session, id string) {
 // counts as read.
 func (s *Server) pingAnswered(x *session, id string) {
 	s.mu.Lock()
-	p := &x.ping
-	if id != p.id {
-		// Not the ping in flight (a late answer to an earlier one, or a
-		// made-up id): it proves nothing about the current one, so it
-		// neither ends a stall nor keeps one from coming.
-		s.mu.Unlock()
+	ok, first, recovered := x.ping.Answer(id)
+	s.mu.Unlock()
+	if !ok {
+		// Not the ping in flight: it neither ends a stall nor keeps one
+		// from coming.
 		s.log.Debug("mcp session answered a ping that is not in flight; ignored", "session", x.id, "agent_id", x.agentID)
 		return
 	}
-	p.id = ""
-	p.readSeq = max(p.readSeq, p.seq)
-	first := !p.answered
-	p.answered = true
-	recovered := p.late
-	p.late = false
-	s.mu.Unlock()
 	if first {
 		s.log.Debug("mcp session answered its first ping: it is judged by pings from now on", "session", x.id, "agent_id", x.agentID)
 	}

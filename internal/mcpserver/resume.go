@@ -2,73 +2,24 @@ package mcpserver
 
 // Resumable notification streams (design: Stream resumption): every
 // message event written on a session's GET stream carries an SSE event id
-// and is kept in a small per-session log; a GET with Last-Event-ID replays
-// what the session's client missed after that id, before anything else is
-// written on the new stream.
-//
-// Why not mcp-go's WithEventStore (v1.2.1): it answers an unknown
-// Last-Event-ID with 400 (a forged or foreign id must answer normally), its
-// in-memory store is unbounded until the session ends, and it moves the GET
-// path to a session-scoped pump that is started before the first
-// connection attaches (ensureListeningStream, then attach), so a doorbell
-// queued before a session's first GET can be recorded with no connection
-// and never written — it would also stop holding a streamless session's
-// doorbells for its next stream. The GET stream is this package's own
-// (stream.go); this file stamps ids on what it writes and replays from the
-// log.
+// and is kept in the session's ssestream.Log; a GET with Last-Event-ID
+// replays what the session's client missed after that id, before anything
+// else is written on the new stream. This file adds the doorbells: which
+// todo an event carries, those queued but not yet written, and what a
+// reconnect digest must not count.
 
 import (
-	"bytes"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/ssestream"
 )
 
-var (
-	sseMessagePrefix = []byte("event: message\ndata: ")
-	sseIDPrefix      = "id: "
-)
-
-func newTag() string {
-	var b [9]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func (l *replayLog) idLocked(seq uint64) string {
-	return l.tag + "." + strconv.FormatUint(seq, 10)
-}
-
-// parseLocked returns the sequence number of an id this log issued and still
-// could replay after, or false for anything else (forged, foreign, future).
-func (l *replayLog) parseLocked(id string) (uint64, bool) {
-	tag, num, ok := strings.Cut(strings.TrimSpace(id), ".")
-	if !ok || l.tag == "" || tag != l.tag {
-		return 0, false
-	}
-	seq, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || seq > l.seq {
-		return 0, false
-	}
-	return seq, true
-}
-
-// trimLocked drops events beyond the bounds: more than max, or older than
-// window at now.
+// trimLocked drops events and held doorbells beyond the bounds: more than
+// max, or older than window at now.
 func (l *replayLog) trimLocked(now time.Time, max int, window time.Duration) {
-	drop := 0
-	for drop < len(l.events) && (len(l.events)-drop > max || now.Sub(l.events[drop].at) > window) {
-		drop++
-	}
-	if drop > 0 {
-		clear(l.events[:drop])
-		l.events = l.events[drop:]
-	}
+	l.log.Trim(now, max, window)
 	for id, h := range l.held {
 		if now.Sub(h.at) > window {
 			delete(l.held, id)
@@ -95,17 +46,17 @@ func todoOf(data []byte) string {
 }
 
 // stamp is called with every message event about to be written on a GET
-// stream, under st.mu. It gets the next id of the session's log, is
+// stream, under st's lock. It gets the next id of the session's log, is
 // recorded, and is written with its id line in the same write (a keepalive
 // can never split it). Anything else is written as is. A stream superseded
 // by a newer one writes no event (superseded): the event stays in the
 // session's outbox, for the newer stream.
 func (st *stream) stamp(b []byte) (out []byte, superseded bool) {
-	if !bytes.HasPrefix(b, sseMessagePrefix) {
+	data, ok := ssestream.MessageData(b)
+	if !ok {
 		return b, false
 	}
 	s, l := st.s, &st.sess.rp
-	data := bytes.TrimSuffix(b[len(sseMessagePrefix):], []byte("\n\n"))
 	todo := todoOf(data)
 	now := s.opts.Clock.Now()
 	l.mu.Lock()
@@ -113,12 +64,7 @@ func (st *stream) stamp(b []byte) (out []byte, superseded bool) {
 	if l.current != nil && l.current != st {
 		return nil, true
 	}
-	if l.tag == "" {
-		l.tag = newTag()
-	}
-	l.seq++
-	frame := append([]byte(nil), b...)
-	l.events = append(l.events, replayEvent{seq: l.seq, at: now, frame: frame, todoID: todo})
+	out = l.log.Append(b, todo, now)
 	if h, ok := l.held[todo]; ok && todo != "" {
 		if h.n--; h.n <= 0 {
 			delete(l.held, todo)
@@ -127,15 +73,11 @@ func (st *stream) stamp(b []byte) (out []byte, superseded bool) {
 		}
 	}
 	l.trimLocked(now, s.opts.ReplayEvents, s.opts.ReplayWindow)
-	out = make([]byte, 0, len(sseIDPrefix)+len(l.tag)+24+len(b))
-	out = append(out, sseIDPrefix...)
-	out = append(out, l.idLocked(l.seq)...)
-	out = append(out, '\n')
-	return append(out, b...), false
+	return out, false
 }
 
 // openStream runs once the head of a GET stream's SSE response is written,
-// under st.mu, before any event is written on it: the stream becomes the
+// under st's lock, before any event is written on it: the stream becomes the
 // session's current one (older streams stop writing events), and when the
 // GET carries a Last-Event-ID this session issued, every logged event after
 // it is written now, with its id. Any other Last-Event-ID (forged, another
@@ -156,27 +98,17 @@ func (st *stream) openStream() {
 	}
 	resume, ok := uint64(0), false
 	if st.lastEventID != "" {
-		resume, ok = l.parseLocked(st.lastEventID)
+		resume, ok = l.log.Parse(st.lastEventID)
 	}
 	if ok {
 		// On a resume the client has every event up to its id and gets
 		// every later one now: all doorbells in the log reach it once.
-		next := resume + 1
-		for _, ev := range l.events {
-			if ev.todoID != "" {
-				l.told = append(l.told, ev.todoID)
+		for _, ev := range l.log.Events() {
+			if ev.Key != "" {
+				l.told = append(l.told, ev.Key)
 			}
-			if ev.seq <= resume {
-				continue
-			}
-			if ev.seq > next && len(frames) == 0 {
-				missed = ev.seq - next
-			}
-			frames = append(frames, append([]byte(sseIDPrefix+l.idLocked(ev.seq)+"\n"), ev.frame...))
 		}
-		if len(frames) == 0 && resume < l.seq {
-			missed = l.seq - resume
-		}
+		frames, missed = l.log.After(resume)
 	}
 	l.mu.Unlock()
 	switch {
@@ -190,13 +122,12 @@ func (st *stream) openStream() {
 			"missed", missed, "max_events", s.opts.ReplayEvents, "window", s.opts.ReplayWindow.String())
 	}
 	// Written outside l.mu (Notify must never wait on a slow client), still
-	// under st.mu: no live event can reach this stream first, and older
+	// under st's lock: no live event can reach this stream first, and older
 	// streams requeue what they are handed now that st is current.
 	replayed := 0
 	if len(frames) > 0 {
-		if err := st.writeLocked(frames...); err != nil {
-			st.done = true
-			st.cancel()
+		if err := st.WriteLocked(frames...); err != nil {
+			st.EndLocked()
 		} else {
 			replayed = len(frames)
 		}

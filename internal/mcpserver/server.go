@@ -16,6 +16,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
+	"github.com/rollcall/rollcall/internal/ssestream"
 )
 
 var (
@@ -269,7 +270,7 @@ func (s *Server) acted(x *session) {
 	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	x.lastPost, x.stalled = now, false
-	x.ping.late = false // the ping in flight stays: its answer tells what was read
+	x.ping.Acted()
 	s.mu.Unlock()
 }
 
@@ -297,7 +298,7 @@ func (m jsonrpcPeek) pingAnswer() (string, bool) {
 		return "", false
 	}
 	var id string
-	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, pingIDPrefix) {
+	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, ssestream.PingIDPrefix) {
 		return "", false
 	}
 	return id, true
@@ -362,14 +363,18 @@ func (s *Server) authenticateHeader(w http.ResponseWriter, r *http.Request) (dom
 	}
 	var p domain.Principal
 	var err error
-	if secret, ok := app.OAuthAccessSecret(token); ok {
+	signedIn := false
+	if s.opts.SignIns != nil {
 		// A token from signing in (design: OAuth tokens).
-		p, err = s.svc.AuthenticateOAuth(r.Context(), secret)
-	} else if strings.HasPrefix(token, app.AgentTokenPrefix) {
+		p, signedIn, err = s.opts.SignIns.Authenticate(r.Context(), token)
+	}
+	switch {
+	case signedIn:
+	case strings.HasPrefix(token, app.AgentTokenPrefix):
 		// Tool calls do not look the credential up every time: a cache of
 		// app.CredentialCacheTTL, invalidated by revoke (design: Credential cache).
 		p, err = s.svc.AuthenticateAgentCached(r.Context(), token)
-	} else {
+	default:
 		p, err = s.svc.Authenticate(r.Context(), token)
 	}
 	if err == nil && p.Agent == nil { // a valid person token

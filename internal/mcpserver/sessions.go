@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/ssestream"
 	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
@@ -102,8 +103,8 @@ func (s *Server) AgentSessions(agentID string) []app.SessionInfo {
 			if x.inflight > 0 {
 				active = now
 			}
-			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming() && !x.ping.late, OpenedAt: x.openedAt,
-				LastActive: active, LastRequestAt: x.lastPost, Stalled: x.stalled || x.ping.late})
+			out = append(out, app.SessionInfo{ID: x.id, AgentID: x.agentID, CredentialID: x.credID, Streaming: x.streaming() && !x.ping.Late(), OpenedAt: x.openedAt,
+				LastActive: active, LastRequestAt: x.lastPost, Stalled: x.stalled || x.ping.Late()})
 		}
 	}
 	s.mu.RUnlock()
@@ -527,7 +528,7 @@ func (s *Server) detachLocked(x *session) []*stream {
 // forgotten ends the streams of a detached session, logs and emits.
 func (s *Server) forgotten(x *session, streams []*stream, reason string) {
 	for _, st := range streams {
-		st.cancel()
+		st.Cancel()
 	}
 	s.log.Info("mcp session closed", "session", x.id, "agent_id", x.agentID, "reason", reason)
 	s.emit(Event{Kind: SessionClosed, SessionID: x.id, AgentID: x.agentID, Reason: reason})
@@ -621,28 +622,23 @@ func (w noteWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).F
 
 func (w noteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// keepAliveLoop pings every open stream each Options.KeepAlive, from this
-// one goroutine (no per-stream timer or goroutine).
+// keepAliveLoop writes a keepalive on every open stream each
+// Options.KeepAlive (ssestream.KeepAlive).
 func (s *Server) keepAliveLoop() {
 	defer s.loops.Done()
 	t := s.opts.Clock.NewTicker(s.opts.KeepAlive)
 	defer t.Stop()
-	var batch []*stream
-	workgroup.Every(s.stop, t.Chan(), func() {
-		batch = batch[:0]
+	ssestream.KeepAlive(s.stop, t.Chan(), func(open []*ssestream.Stream) []*ssestream.Stream {
 		s.mu.RLock()
+		defer s.mu.RUnlock()
 		for _, x := range s.sessions {
 			for _, st := range x.streams {
 				if st.open.Load() {
-					batch = append(batch, st)
+					open = append(open, st.Stream)
 				}
 			}
 		}
-		s.mu.RUnlock()
-		for _, st := range batch {
-			st.ping()
-		}
-		clear(batch)
+		return open
 	})
 }
 

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/connhub"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/ssestream"
 )
 
 // The records of the MCP endpoint: its configuration and lifecycle events,
@@ -59,6 +58,13 @@ const (
 	DefaultPingTimeout  = 5 * time.Second
 )
 
+// SignIns is what /mcp needs of the authorization server's use cases
+// (internal/oauth.Grants): a bearer token that is an access token resolves
+// into its agent's principal; false when the token is not one.
+type SignIns interface {
+	Authenticate(ctx context.Context, token string) (domain.Principal, bool, error)
+}
+
 // Options configures a Server. The zero value is usable.
 type Options struct {
 	// Log receives session lifecycle and failures; nil = slog.Default().
@@ -79,6 +85,9 @@ type Options struct {
 	// finds the authorization server by itself (design: Sign-in for MCP
 	// clients); "" names none.
 	ResourceMetadata string
+	// SignIns authenticates the access tokens of signing in (design: OAuth
+	// tokens); nil = such a token authenticates nobody.
+	SignIns SignIns
 	// KeepAlive is the interval of the SSE comment written on every open GET
 	// stream, so proxies keep it and a dead client is noticed by a failing
 	// write. 0 = DefaultKeepAlive; negative disables.
@@ -255,22 +264,12 @@ const (
 	DefaultReplayWindow = 10 * time.Minute
 )
 
-// replayEvent is one message event written on a GET stream.
-type replayEvent struct {
-	seq    uint64
-	at     time.Time
-	frame  []byte // "event: message\ndata: …\n\n", without its id line
-	todoID string // a todo doorbell's todo_id, else ""
-}
-
 // replayLog is one session's stamped events and the doorbells queued on it
 // but not yet written. Its zero value is ready; mu guards every field.
 type replayLog struct {
 	mu      sync.Mutex
-	tag     string // random per session: another session's ids never parse here
-	seq     uint64 // last id issued
-	events  []replayEvent
-	current *stream // the stream that opened last; older ones are superseded
+	log     ssestream.Log // the stamped events; ids random per session
+	current *stream       // the stream that opened last; older ones are superseded
 	// held counts, per todo id, doorbells Notify queued on the session and
 	// no GET stream has written yet (the outbox, or a POST took it).
 	held map[string]heldDoorbell
@@ -317,7 +316,7 @@ type session struct {
 
 	rp replayLog // SSE event ids and replay (resume.go)
 
-	ping pingState // liveness by ping (ping.go)
+	ping ssestream.Ping // liveness by ping (ping.go)
 }
 
 // AgentID implements connhub.Conn.
@@ -332,57 +331,15 @@ type queuedNote struct {
 	msg    domain.ChannelMessage
 }
 
-// stream is one GET notification stream, written by this package (design:
-// Idle streams): on HTTP/1.1 the connection is hijacked from net/http and
-// written in chunked frames, so an idle stream keeps no net/http buffers
-// and no handler goroutine; on other
-// protocols (HTTP/2 behind a wrapper, HTTP/1.0) the ResponseWriter is
-// written and flushed, and the handler goroutine waits. Every write holds
-// mu and is bounded by Options.WriteTimeout (design: Stream writes).
+// stream is one GET notification stream of a session (design: Idle
+// streams): its connection and writes are an ssestream.Stream, every write
+// under its lock and bounded by Options.WriteTimeout (design: Stream
+// writes).
 type stream struct {
-	s    *Server
-	sess *session
-	open atomic.Bool // the 200 and SSE headers are written
+	*ssestream.Stream // the connection and its writes
+	s                 *Server
+	sess              *session
+	open              atomic.Bool // the 200 and SSE headers are written
 	// lastEventID is the GET's Last-Event-ID header (resume.go).
 	lastEventID string
-	ended       chan struct{} // closed by cancel: the stream is to end
-	endOnce     sync.Once
-
-	mu   sync.Mutex
-	conn net.Conn            // the hijacked connection; nil in ResponseWriter mode
-	w    http.ResponseWriter // ResponseWriter mode only
-	rc   *http.ResponseController
-	done bool // ended or a write failed: nothing more is written
-}
-
-// cancel asks the stream to end: its holder (the reader goroutine of a
-// hijacked connection, else the handler) wakes, writes the end of the
-// body when it can and lets go of the connection. It never blocks and may
-// be called under st.mu and s.mu, any number of times.
-func (st *stream) cancel() {
-	st.endOnce.Do(func() {
-		close(st.ended)
-		if st.conn != nil {
-			_ = st.conn.SetReadDeadline(time.Now()) // wakes the reader
-		}
-	})
-}
-
-// pingState is one session's ping in flight and what its answers proved.
-// Guarded by Server.mu.
-type pingState struct {
-	n        uint64    // pings sent; the next id is pingIDPrefix + n+1
-	id       string    // the ping in flight, "" = none
-	sent     time.Time // when the last ping was sent
-	seq      uint64    // replay-log sequence when the ping in flight was written
-	readSeq  uint64    // replay-log sequence at the last answered ping: every event up to it was read
-	answered bool      // the client answered a ping at least once
-	late     bool      // stalled: the ping in flight went unanswered for PingTimeout
-}
-
-// pingResetLocked ends a stall when a new stream opens: the ping in
-// flight went out on the old one and is dropped; the next one is due a
-// PingInterval after the last. Callers hold s.mu.
-func (x *session) pingResetLocked() {
-	x.ping.id, x.ping.late = "", false
 }

@@ -17,7 +17,7 @@ import (
 
 // Client ID Metadata Documents (design: Client registration): a client
 // whose client_id is an https URL is described by the JSON document at
-// that URL, fetched here (at most every app.OAuthMetadataClientTTL) and
+// that URL, fetched here (at most every OAuthMetadataClientTTL) and
 // kept like a registration.
 
 // maxMetadataBytes bounds a fetched document.
@@ -59,7 +59,7 @@ type metadataDocument struct {
 
 // metadataClient returns the client a metadata document URL names,
 // fetching the document when the stored copy is older than
-// app.OAuthMetadataClientTTL.
+// OAuthMetadataClientTTL.
 func (s *storage) metadataClient(ctx context.Context, id string) (store.OAuthClient, error) {
 	if c, fresh := s.svc.FreshOAuthMetadataClient(ctx, id); fresh {
 		return c, nil

@@ -3,7 +3,10 @@
 // (RFC 9728), authorization server metadata (RFC 8414), dynamic client
 // registration (RFC 7591), and the authorization-code grant with PKCE S256,
 // resource indicators (RFC 8707) and rotating refresh tokens, spoken by
-// github.com/zitadel/oidc/v3/pkg/op over the use cases in internal/app.
+// github.com/zitadel/oidc/v3/pkg/op (oauth.go, storage.go, metadata.go)
+// over the sign-in use cases it holds too (grants.go: registration,
+// consent, codes, grants, refresh rotation, what a token authenticates
+// as), which reach internal/app only through the UseCases it declares.
 // The person's consent is a console page (internal/console).
 package oauth
 
@@ -23,7 +26,6 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
-	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/ratelimit"
@@ -60,7 +62,7 @@ type Options struct {
 
 // Handler serves the metadata documents and the /oauth/ endpoints.
 type Handler struct {
-	svc        *app.Service
+	svc        *Grants
 	log        *slog.Logger
 	provider   *op.Provider
 	authz      authorizer
@@ -76,12 +78,12 @@ type Handler struct {
 
 // New builds the handler for the service's public URL (issuer and
 // resource). Errors: an issuer the library refuses.
-func New(svc *app.Service, o Options) (*Handler, error) {
+func New(svc *Grants, o Options) (*Handler, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	issuer := svc.OAuthIssuer()
-	cfg := &op.Config{CodeMethodS256: true, GrantTypeRefreshToken: true, SupportedScopes: []string{app.OAuthScope, oidc.ScopeOfflineAccess}}
+	cfg := &op.Config{CodeMethodS256: true, GrantTypeRefreshToken: true, SupportedScopes: []string{OAuthScope, oidc.ScopeOfflineAccess}}
 	opts := []op.Option{op.WithCrypto(sealer{}),
 		op.WithCustomAuthEndpoint(op.NewEndpoint(strings.TrimPrefix(authorizePath, "/"))),
 		op.WithCustomTokenEndpoint(op.NewEndpoint(strings.TrimPrefix(tokenPath, "/"))),
@@ -100,13 +102,13 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 		register: ratelimit.New(RegistrationsPerHour/3600.0, RegistrationsPerHour), resource: svc.OAuthResource(), issuerURL: issuer, consentURL: o.ConsentURL}
 	h.authz = authorizer{Provider: p, h: h}
 	h.prm = mustJSON(map[string]any{
-		"resource": h.resource, "authorization_servers": []string{issuer}, "scopes_supported": []string{app.OAuthScope},
+		"resource": h.resource, "authorization_servers": []string{issuer}, "scopes_supported": []string{OAuthScope},
 		"bearer_methods_supported": []string{"header"}, "resource_name": "Rollcall",
 	})
 	h.asm = mustJSON(map[string]any{
 		"issuer": issuer, "authorization_endpoint": issuer + authorizePath, "token_endpoint": issuer + tokenPath,
 		"registration_endpoint": issuer + registerPath, "revocation_endpoint": issuer + revokePath,
-		"scopes_supported": []string{app.OAuthScope, oidc.ScopeOfflineAccess}, "response_types_supported": []string{"code"},
+		"scopes_supported": []string{OAuthScope, oidc.ScopeOfflineAccess}, "response_types_supported": []string{"code"},
 		"response_modes_supported": []string{"query"}, "grant_types_supported": []string{"authorization_code", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []string{"none"}, "revocation_endpoint_auth_methods_supported": []string{"none"},
 		"code_challenge_methods_supported": []string{"S256"}, "authorization_response_iss_parameter_supported": true,
@@ -124,7 +126,7 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.HandleFunc("GET "+ProtectedResourcePath+"/mcp", metadata(h.prm))
 	h.mux.HandleFunc("GET "+AuthorizationServerPath, metadata(h.asm))
 	h.mux.HandleFunc(authorizePath, h.authorize)
-	h.mux.HandleFunc("GET "+app.OAuthCallbackPath, h.callback)
+	h.mux.HandleFunc("GET "+OAuthCallbackPath, h.callback)
 	h.mux.HandleFunc("POST "+tokenPath, h.token)
 	h.mux.Handle("POST "+revokePath, p)
 	h.mux.HandleFunc("POST "+registerPath, h.registerClient)
@@ -174,10 +176,10 @@ func (a authorizer) ValidateAuthRequest(ctx context.Context, ar *oidc.AuthReques
 	if ar.CodeChallenge == "" || ar.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
 		return "", oidc.ErrInvalidRequest().WithDescription("PKCE is required: code_challenge with code_challenge_method=S256")
 	}
-	scopes := []string{app.OAuthScope}
+	scopes := []string{OAuthScope}
 	for _, s := range ar.Scopes {
 		switch s {
-		case app.OAuthScope:
+		case OAuthScope:
 		case oidc.ScopeOfflineAccess:
 			scopes = append(scopes, s)
 		default:
@@ -214,7 +216,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) {
 	res, _ := h.resourceOf(r.Form["resource"])
 	if len(r.Form["scope"]) == 0 {
 		// A client that asks for no scope gets the one there is.
-		r.Form.Set("scope", app.OAuthScope)
+		r.Form.Set("scope", OAuthScope)
 	}
 	r = h.withPrompt(r.WithContext(context.WithValue(r.Context(), resourceKey{}, res)))
 	op.Authorize(&issWriter{ResponseWriter: w, iss: h.issuerURL, consent: h.consentURL}, r, h.authz)

@@ -11,7 +11,6 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
-	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -21,7 +20,7 @@ import (
 // PKCE, the refresh grant and revocation need is supported; OpenID Connect
 // (ID tokens, userinfo, signing keys) is not offered.
 type storage struct {
-	svc        *app.Service
+	svc        *Grants
 	consentURL string       // the console page; the request id is appended
 	fetch      *http.Client // fetches client metadata documents (metadata.go)
 }
@@ -82,7 +81,7 @@ func (s *storage) CreateAccessToken(context.Context, op.TokenRequest) (string, t
 // CreateAccessAndRefreshTokens implements op.Storage: a new grant for a
 // redeemed code, a rotation for a refresh token.
 func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
-	var t app.OAuthTokens
+	var t OAuthTokens
 	var err error
 	switch r := req.(type) {
 	case *authRequest:
@@ -130,7 +129,7 @@ func (s *storage) RevokeToken(ctx context.Context, tokenOrID, _ string, clientID
 
 // GetRefreshTokenInfo implements op.Storage for revocation.
 func (s *storage) GetRefreshTokenInfo(_ context.Context, _ string, token string) (string, string, error) {
-	if _, ok := app.OpenOAuthValue(token); ok {
+	if _, ok := OpenOAuthValue(token); ok {
 		return "", "", op.ErrInvalidRefreshToken // an access token
 	}
 	return "", token, nil
@@ -159,7 +158,7 @@ func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client
 	if err != nil {
 		return nil, oidc.ErrInvalidClient().WithDescription("unknown client").WithParent(err)
 	}
-	return &client{c: c, consentURL: s.consentURL}, nil
+	return &opClient{c: c, consentURL: s.consentURL}, nil
 }
 
 // AuthorizeClientIDSecret implements op.Storage: every client is public.
@@ -248,48 +247,49 @@ func (r *refreshRequest) GetScopes() []string       { return r.t.Grant.Scopes }
 func (r *refreshRequest) GetSubject() string        { return r.t.Grant.AgentID }
 func (r *refreshRequest) SetCurrentScopes([]string) {}
 
-// client is a registered public client: native (loopback redirect URIs
-// match on any port, RFC 8252), no secret, PKCE.
-type client struct {
+// opClient is the library's op.Client of a registered public client:
+// native (loopback redirect URIs match on any port, RFC 8252), no secret,
+// PKCE.
+type opClient struct {
 	c          store.OAuthClient
 	consentURL string
 }
 
-func (c *client) GetID() string                       { return c.c.ID }
-func (c *client) RedirectURIs() []string              { return c.c.RedirectURIs }
-func (c *client) PostLogoutRedirectURIs() []string    { return nil }
-func (c *client) ApplicationType() op.ApplicationType { return op.ApplicationTypeNative }
-func (c *client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodNone }
-func (c *client) ResponseTypes() []oidc.ResponseType {
+func (c *opClient) GetID() string                       { return c.c.ID }
+func (c *opClient) RedirectURIs() []string              { return c.c.RedirectURIs }
+func (c *opClient) PostLogoutRedirectURIs() []string    { return nil }
+func (c *opClient) ApplicationType() op.ApplicationType { return op.ApplicationTypeNative }
+func (c *opClient) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodNone }
+func (c *opClient) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (c *client) LoginURL(id string) string            { return c.consentURL + id }
-func (c *client) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
-func (c *client) IDTokenLifetime() time.Duration       { return 0 }
-func (c *client) DevMode() bool                        { return false }
-func (c *client) IsScopeAllowed(scope string) bool     { return scope == app.OAuthScope }
-func (c *client) IDTokenUserinfoClaimsAssertion() bool { return false }
-func (c *client) ClockSkew() time.Duration             { return 0 }
-func (c *client) RestrictAdditionalIdTokenScopes() func([]string) []string {
+func (c *opClient) LoginURL(id string) string            { return c.consentURL + id }
+func (c *opClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
+func (c *opClient) IDTokenLifetime() time.Duration       { return 0 }
+func (c *opClient) DevMode() bool                        { return false }
+func (c *opClient) IsScopeAllowed(scope string) bool     { return scope == OAuthScope }
+func (c *opClient) IDTokenUserinfoClaimsAssertion() bool { return false }
+func (c *opClient) ClockSkew() time.Duration             { return 0 }
+func (c *opClient) RestrictAdditionalIdTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
-func (c *client) RestrictAdditionalAccessTokenScopes() func([]string) []string {
+func (c *opClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
 
 // GrantTypes are the authorization code and the refresh token.
-func (c *client) GrantTypes() []oidc.GrantType {
+func (c *opClient) GrantTypes() []oidc.GrantType {
 	return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 }
 
-// sealer is the library's Crypto: app.SealOAuthValue (codes and access
+// sealer is the library's Crypto: SealOAuthValue (codes and access
 // tokens carry 256 fresh random bits; only hashes are stored).
 type sealer struct{}
 
-func (sealer) Encrypt(v string) (string, error) { return app.SealOAuthValue(v), nil }
+func (sealer) Encrypt(v string) (string, error) { return SealOAuthValue(v), nil }
 
 func (sealer) Decrypt(s string) (string, error) {
-	v, ok := app.OpenOAuthValue(s)
+	v, ok := OpenOAuthValue(s)
 	if !ok {
 		return "", errors.New("not a Rollcall OAuth value")
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/oauth"
 	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/server"
 )
@@ -452,7 +453,7 @@ func TestOAuthRevocationClosesSessions(t *testing.T) {
 	in, v, f, tok := signedInAgent(t, "revoked-later")
 	signedIn := openSession(t, in, v.Agent.ID, tok.AccessToken)
 	headless := openSession(t, in, v.Agent.ID, v.Credential)
-	grants, err := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID)
+	grants, err := in.srv.SignIns.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID)
 	if err != nil || len(grants) != 1 || grants[0].ClientName != "Test client" || grants[0].LastUsedAt == nil {
 		t.Fatalf("grants %+v %v, want one of Test client, used", grants, err)
 	}
@@ -464,7 +465,7 @@ func TestOAuthRevocationClosesSessions(t *testing.T) {
 		}
 		return false
 	}
-	if err := in.srv.Service.RevokeOAuthGrant(t.Context(), in.admin, v.Agent.ID, grants[0].ID); err != nil {
+	if err := in.srv.SignIns.RevokeOAuthGrant(t.Context(), in.admin, v.Agent.ID, grants[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the signed-in session is closed", func() bool { return !open(signedIn.id) })
@@ -475,7 +476,7 @@ func TestOAuthRevocationClosesSessions(t *testing.T) {
 		t.Fatalf("revoked sign-in's token at /mcp: %d", st)
 	}
 	wantRefused(t, "revoked sign-in's refresh token", f.refresh(in.base, tok.RefreshToken), "invalid_grant")
-	if grants, _ := in.srv.Service.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID); len(grants) != 0 {
+	if grants, _ := in.srv.SignIns.ListOAuthGrants(t.Context(), in.admin, v.Agent.ID); len(grants) != 0 {
 		t.Fatalf("revoked grant still listed: %+v", grants)
 	}
 	again := f.exchange(in.base, f.approve(in.base, v.Agent.ID), nil)
@@ -499,7 +500,7 @@ func TestOAuthConsentVendsAnAgent(t *testing.T) {
 	if err != nil || len(a.Scope.Verbs) != 2 {
 		t.Fatalf("vended agent %+v %v", a, err)
 	}
-	p, err := in.srv.Service.AuthenticateOAuth(t.Context(), mustSecret(t, tok.AccessToken))
+	p, err := in.srv.SignIns.AuthenticateOAuth(t.Context(), mustSecret(t, tok.AccessToken))
 	if err != nil || p.Agent.ID != a.ID {
 		t.Fatalf("the token acts as %+v (%v), want %s", p.Agent, err, a.ID)
 	}
@@ -507,7 +508,7 @@ func TestOAuthConsentVendsAnAgent(t *testing.T) {
 
 func mustSecret(t *testing.T, token string) string {
 	t.Helper()
-	s, ok := app.OAuthAccessSecret(token)
+	s, ok := oauth.OAuthAccessSecret(token)
 	if !ok {
 		t.Fatalf("%q is not an access token", token)
 	}
@@ -518,7 +519,7 @@ func mustSecret(t *testing.T, token string) string {
 // served and a forged one refused 429 (design: The failed-auth limit).
 func TestOAuthTokenPastTheFailureLimit(t *testing.T) {
 	in, v, _, tok := signedInAgent(t, "limited-signin", "ROLLCALL_AUTH_MAX_FAILURES=2")
-	forged := app.SealOAuthValue(strings.Repeat("0", 64) + ":" + v.Agent.ID)
+	forged := oauth.SealOAuthValue(strings.Repeat("0", 64) + ":" + v.Agent.ID)
 	for i, want := range []int{401, 401, 429} {
 		if st := mcpStatus(t, in.base, forged); st != want {
 			t.Fatalf("forged token %d: %d, want %d", i+1, st, want)

@@ -60,6 +60,7 @@ type Server struct {
 	Store   store.Store
 	Bus     bus.Bus
 	Service *app.Service
+	SignIns *oauth.Grants // the sign-in use cases (design: Sign-in for MCP clients)
 	MCP     *mcpserver.Server
 	Gateway *gateway.Gateway // /v1/gateway
 	Hub     *connhub.Hub     // the MCP sessions and gateway connections (design: Connection hub)
@@ -195,14 +196,16 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		NoLongerValid: connhub.CheckLive(svc.LiveCredentials)})
 	// Rollcall is the authorization server of its own /mcp (design: Sign-in
 	// for MCP clients); issuer and resource come from the public URL.
-	auth, err := oauth.New(svc, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id=", MetadataClient: o.OAuthMetadataClient,
+	signIns := oauth.NewGrants(st, svc, o.Log)
+	s.SignIns = signIns
+	auth, err := oauth.New(signIns, oauth.Options{Log: o.Log, ConsentURL: console.ConsentPath + "?id=", MetadataClient: o.OAuthMetadataClient,
 		NoMetadataDocuments: !cfg.OAuth.ClientMetadataDocuments})
 	if err != nil {
 		s.closeAll()
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
 	s.MCP = mcpserver.New(svc, mcpserver.Options{Log: o.Log, Hub: s.Hub, AllowedHosts: allowedHosts(cfg, url), AllowedOrigins: allowedOrigins(cfg, url),
-		PingInterval: cfg.MCP.PingInterval, PingTimeout: cfg.MCP.PingTimeout, ResourceMetadata: auth.ResourceMetadataURL()})
+		PingInterval: cfg.MCP.PingInterval, PingTimeout: cfg.MCP.PingTimeout, ResourceMetadata: auth.ResourceMetadataURL(), SignIns: signIns})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP)
 	for _, p := range []string{oauth.ProtectedResourcePath, oauth.ProtectedResourcePath + "/", oauth.AuthorizationServerPath, oauth.Prefix} {
@@ -212,7 +215,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	mux.Handle("/v1/gateway", s.Gateway)
 	mux.Handle("GET /metrics", m.Handler())
 	mux.Handle("/", httpapi.New(svc, httpapi.Options{Log: o.Log, Ready: readiness(st, b)}))
-	con, err := console.New(svc, console.Options{Log: o.Log, Sessions: s.MCP,
+	con, err := console.New(svc, console.Options{Log: o.Log, Sessions: s.MCP, SignIns: signIns,
 		SessionKey: []byte(cfg.Console.SessionKey), SecureCookies: strings.HasPrefix(url, "https://")})
 	if err != nil {
 		s.closeAll()
@@ -222,7 +225,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 	auth.SetSignedIn(con.SignedIn) // prompt=none (design: Silent authorization requests)
 	mux.HandleFunc("GET /{$}", console.RedirectRoot)
 	mux.HandleFunc("GET /favicon.ico", console.Favicon)
-	s.Edge = newEdge(cfg, url, o, svc.MayAuthenticate, store.SharedFailures(st))
+	s.Edge = newEdge(cfg, url, o, mayAuthenticate(svc, signIns), store.SharedFailures(st))
 	s.httpSrv = &http.Server{Handler: s.Edge.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	s.httpSrv.RegisterOnShutdown(svc.CloseEvents) // ends open SSE streams so they do not hold the shutdown
 	if bound := "http://" + s.ln.Addr().String(); bound != url {
@@ -423,4 +426,16 @@ func ownerLease(dialect string) time.Duration {
 		return tracker.DefaultOwnerLease
 	}
 	return 0
+}
+
+// mayAuthenticate is the edge's check of a bearer token (design: The
+// failed-auth limit): an access token of signing in by the sign-in use
+// cases, any other by the use cases.
+func mayAuthenticate(svc *app.Service, signIns *oauth.Grants) func(context.Context, string) bool {
+	return func(ctx context.Context, token string) bool {
+		if may, ok := signIns.MayAuthenticate(ctx, token); ok {
+			return may
+		}
+		return svc.MayAuthenticate(ctx, token)
+	}
 }

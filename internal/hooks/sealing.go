@@ -1,4 +1,4 @@
-package app
+package hooks
 
 import (
 	"context"
@@ -20,26 +20,26 @@ import (
 // Errors: *UnopenedSecretsError when secrets do not open (sealed with a
 // key that is neither configured key, sealed while no key is configured
 // now, or altered), after resealing all the others; store errors.
-func (s *Service) SealHookSecrets(ctx context.Context) (int, error) {
-	hs, err := s.store.ListHooks(ctx, store.ListHooksParams{})
+func (k *Hooks) SealHookSecrets(ctx context.Context) (int, error) {
+	hs, err := k.store.ListHooks(ctx, store.ListHooksParams{})
 	if err != nil {
 		return 0, err
 	}
 	var bad []error
 	n := 0
 	for _, h := range hs {
-		if !s.sealer.NeedsSeal(h.Secret) {
-			if _, err := s.sealer.Open(h.ID, h.Secret); err != nil {
+		if !k.sealer.NeedsSeal(h.Secret) {
+			if _, err := k.sealer.Open(h.ID, h.Secret); err != nil {
 				bad = append(bad, err)
 			}
 			continue
 		}
-		plain, err := s.sealer.Open(h.ID, h.Secret)
+		plain, err := k.sealer.Open(h.ID, h.Secret)
 		if err != nil {
 			bad = append(bad, err)
 			continue
 		}
-		ok, err := s.store.ResealHookSecret(ctx, store.ResealHookSecretParams{ID: h.ID, Old: h.Secret, New: s.sealer.Seal(h.ID, plain)})
+		ok, err := k.store.ResealHookSecret(ctx, store.ResealHookSecretParams{ID: h.ID, Old: h.Secret, New: k.sealer.Seal(h.ID, plain)})
 		if err != nil {
 			return n, err
 		}
@@ -47,13 +47,13 @@ func (s *Service) SealHookSecrets(ctx context.Context) (int, error) {
 			n++
 		}
 	}
-	if s.sealer == nil {
-		s.log.Warn("hooks.secret_key is not set: hook secrets are stored in plaintext; anyone with a copy of the database can sign deliveries (design: Hook secrets sealed at rest)", "hooks", len(hs))
+	if k.sealer == nil {
+		k.log.Warn("hooks.secret_key is not set: hook secrets are stored in plaintext; anyone with a copy of the database can sign deliveries (design: Hook secrets sealed at rest)", "hooks", len(hs))
 	} else {
-		s.log.Info("hook secrets sealed", "key_id", s.sealer.KeyID(), "hooks", len(hs), "resealed", n)
+		k.log.Info("hook secrets sealed", "key_id", k.sealer.KeyID(), "hooks", len(hs), "resealed", n)
 	}
 	if len(bad) > 0 {
-		return n, &UnopenedSecretsError{Errs: bad, Hooks: len(hs), KeyID: s.sealer.KeyID()}
+		return n, &UnopenedSecretsError{Errs: bad, Hooks: len(hs), KeyID: k.sealer.KeyID()}
 	}
 	return n, nil
 }

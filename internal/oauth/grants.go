@@ -1,12 +1,17 @@
-package app
+package oauth
 
 import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
@@ -14,10 +19,49 @@ import (
 
 // Sign-in for MCP clients (design: Sign-in for MCP clients): the use cases
 // of Rollcall's authorization server for /mcp. The protocol (RFC 6749 with
-// PKCE, RFC 8707, RFC 7591) is spoken by internal/oauth; these hold the
-// rules it does not: what a registration may be, who may consent to what,
-// one code per request, rotation with replay detection, and what a token
+// PKCE, RFC 8707, RFC 7591) is spoken by the Handler; these hold the rules
+// it does not: what a registration may be, who may consent to what, one
+// code per request, rotation with replay detection, and what a token
 // authenticates as.
+
+// UseCases is what the sign-in use cases need of internal/app's Service,
+// which does not import this package: the person's own agent, closing a
+// revoked grant's sessions on every instance, the database clock and the
+// public URL.
+type UseCases interface {
+	OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error)
+	CloseSessions(ctx context.Context, agentID string, credentials []string)
+	Clock() clockwork.Clock
+	PublicURL() string
+}
+
+// Grants holds the sign-in use cases over the store: clients, requests,
+// consent, codes, grants and their tokens. It is safe for concurrent use.
+type Grants struct {
+	store   store.Store
+	uc      UseCases
+	log     *slog.Logger
+	touchMu sync.Mutex
+	touched map[string]time.Time // grant id → last use written by this instance
+}
+
+// NewGrants builds the sign-in use cases over st and uc. log nil =
+// slog.Default().
+func NewGrants(st store.Store, uc UseCases, log *slog.Logger) *Grants {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Grants{store: st, uc: uc, log: log, touched: map[string]time.Time{}}
+}
+
+// Clock is the database clock the use cases run on.
+func (g *Grants) Clock() clockwork.Clock { return g.uc.Clock() }
+
+// now is the clock's time as the store keeps it (design: Database clock).
+func (g *Grants) now() time.Time { return g.uc.Clock().Now().UTC().Truncate(time.Microsecond) }
+
+// errUnauthenticated is a token that authenticates nobody.
+var errUnauthenticated = &domain.Error{Code: domain.CodeUnauthenticated, Detail: "missing or invalid bearer token"}
 
 const (
 	// OAuthAccessTokenPrefix starts every access token; the rest is the
@@ -51,18 +95,18 @@ var errOAuthInvalidGrant = &domain.Error{Code: domain.CodeUnauthenticated, Reaso
 
 // OAuthResource is the resource every token is bound to (RFC 8707): the
 // MCP endpoint's public URL.
-func (s *Service) OAuthResource() string { return s.publicURL + "/mcp" }
+func (g *Grants) OAuthResource() string { return g.uc.PublicURL() + "/mcp" }
 
 // OAuthIssuer is the authorization server's issuer: the public URL.
-func (s *Service) OAuthIssuer() string { return s.publicURL }
+func (g *Grants) OAuthIssuer() string { return g.uc.PublicURL() }
 
 // RegisterOAuthClient registers a public client (design: Client
 // registration): a name of at most 200 bytes and 1 to 10 redirect URIs,
 // each https, or http on a loopback host (RFC 8252), without a fragment.
 // Errors: invalid_argument (Reason names the RFC 7591 error), rate_limited
 // when OAuthMaxUnusedClients registrations are unused.
-func (s *Service) RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string) (store.OAuthClient, error) {
-	return s.putOAuthClient(ctx, "rcc_"+newID(), name, redirectURIs, s.store.CreateOAuthClient)
+func (g *Grants) RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string) (store.OAuthClient, error) {
+	return g.putOAuthClient(ctx, "rcc_"+newID(), name, redirectURIs, g.store.CreateOAuthClient)
 }
 
 // OAuthMetadataClientTTL is how long a client metadata document fetched
@@ -71,18 +115,18 @@ const OAuthMetadataClientTTL = 5 * time.Minute
 
 // FreshOAuthMetadataClient returns the client of a metadata document URL
 // fetched within OAuthMetadataClientTTL; false when it must be fetched.
-func (s *Service) FreshOAuthMetadataClient(ctx context.Context, id string) (store.OAuthClient, bool) {
-	c, err := s.store.OAuthClient(ctx, id, s.now())
-	return c, err == nil && s.now().Sub(c.CreatedAt) < OAuthMetadataClientTTL
+func (g *Grants) FreshOAuthMetadataClient(ctx context.Context, id string) (store.OAuthClient, bool) {
+	c, err := g.store.OAuthClient(ctx, id, g.now())
+	return c, err == nil && g.now().Sub(c.CreatedAt) < OAuthMetadataClientTTL
 }
 
 // PutOAuthMetadataClient stores what a client's metadata document says
 // (id is its URL), under the rules of RegisterOAuthClient.
-func (s *Service) PutOAuthMetadataClient(ctx context.Context, id, name string, redirectURIs []string) (store.OAuthClient, error) {
-	return s.putOAuthClient(ctx, id, name, redirectURIs, s.store.PutOAuthMetadataClient)
+func (g *Grants) PutOAuthMetadataClient(ctx context.Context, id, name string, redirectURIs []string) (store.OAuthClient, error) {
+	return g.putOAuthClient(ctx, id, name, redirectURIs, g.store.PutOAuthMetadataClient)
 }
 
-func (s *Service) putOAuthClient(ctx context.Context, id, name string, redirectURIs []string,
+func (g *Grants) putOAuthClient(ctx context.Context, id, name string, redirectURIs []string,
 	put func(context.Context, store.OAuthClient, int, time.Time) (bool, error)) (store.OAuthClient, error) {
 	if len(redirectURIs) == 0 || len(redirectURIs) > OAuthMaxRedirectURIs {
 		return store.OAuthClient{}, &domain.Error{Code: domain.CodeInvalidArgument, Reason: "invalid_redirect_uri", Detail: "give 1 to 10 redirect_uris"}
@@ -100,7 +144,7 @@ func (s *Service) putOAuthClient(ctx context.Context, id, name string, redirectU
 	if len(name) > 200 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return store.OAuthClient{}, &domain.Error{Code: domain.CodeInvalidArgument, Reason: "invalid_client_metadata", Detail: "client_name must be at most 200 bytes without control characters"}
 	}
-	now := s.now()
+	now := g.now()
 	exp := now.Add(OAuthUnusedClientTTL)
 	c := store.OAuthClient{ID: id, Name: name, RedirectURIs: redirectURIs, CreatedAt: now, ExpiresAt: &exp}
 	created, err := put(ctx, c, OAuthMaxUnusedClients, now)
@@ -110,7 +154,7 @@ func (s *Service) putOAuthClient(ctx context.Context, id, name string, redirectU
 	if !created {
 		return store.OAuthClient{}, domain.Errorf(domain.CodeRateLimited, "too many client registrations are waiting to be used; try again later")
 	}
-	s.log.Info("oauth client stored", "client_id", c.ID, "name", c.Name)
+	g.log.Info("oauth client stored", "client_id", c.ID, "name", c.Name)
 	return c, nil
 }
 
@@ -131,24 +175,24 @@ func validRedirectURI(raw string) bool {
 
 // OAuthClient returns a registered client. Errors: not_found (unknown, or
 // an unused registration that expired).
-func (s *Service) OAuthClient(ctx context.Context, id string) (store.OAuthClient, error) {
-	c, err := s.store.OAuthClient(ctx, id, s.now())
-	return c, storeErr(err, "unknown client", "")
+func (g *Grants) OAuthClient(ctx context.Context, id string) (store.OAuthClient, error) {
+	c, err := g.store.OAuthClient(ctx, id, g.now())
+	return c, domain.StoreError(err, "unknown client", "")
 }
 
 // CreateOAuthRequest stores a validated authorization request under a new
 // id (the consent page's address), valid for OAuthRequestTTL.
-func (s *Service) CreateOAuthRequest(ctx context.Context, r store.OAuthRequest) (store.OAuthRequest, error) {
-	now := s.now()
+func (g *Grants) CreateOAuthRequest(ctx context.Context, r store.OAuthRequest) (store.OAuthRequest, error) {
+	now := g.now()
 	r.ID, r.CreatedAt, r.ExpiresAt = newID(), now, now.Add(OAuthRequestTTL)
-	return r, s.store.CreateOAuthRequest(ctx, r)
+	return r, g.store.CreateOAuthRequest(ctx, r)
 }
 
 // OAuthRequest returns an unexpired authorization request. Errors:
 // not_found.
-func (s *Service) OAuthRequest(ctx context.Context, id string) (store.OAuthRequest, error) {
-	r, err := s.store.OAuthRequest(ctx, id, s.now())
-	return r, storeErr(err, "this sign-in request is unknown or has expired; start again from the application", "")
+func (g *Grants) OAuthRequest(ctx context.Context, id string) (store.OAuthRequest, error) {
+	r, err := g.store.OAuthRequest(ctx, id, g.now())
+	return r, domain.StoreError(err, "this sign-in request is unknown or has expired; start again from the application", "")
 }
 
 // OAuthConsent is what the consent page shows: the request, its client and
@@ -161,16 +205,16 @@ type OAuthConsent struct {
 
 // OAuthConsentFor reads the consent page of a request for a person.
 // Errors: not_found (request or client gone).
-func (s *Service) OAuthConsentFor(ctx context.Context, by domain.Person, id string) (OAuthConsent, error) {
-	r, err := s.OAuthRequest(ctx, id)
+func (g *Grants) OAuthConsentFor(ctx context.Context, by domain.Person, id string) (OAuthConsent, error) {
+	r, err := g.OAuthRequest(ctx, id)
 	if err != nil {
 		return OAuthConsent{}, err
 	}
-	c, err := s.OAuthClient(ctx, r.ClientID)
+	c, err := g.OAuthClient(ctx, r.ClientID)
 	if err != nil {
 		return OAuthConsent{}, err
 	}
-	all, err := s.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: by.ID})
+	all, err := g.store.ListAgents(ctx, store.ListAgentsParams{OwnerID: by.ID})
 	if err != nil {
 		return OAuthConsent{}, err
 	}
@@ -187,39 +231,39 @@ func (s *Service) OAuthConsentFor(ctx context.Context, by domain.Person, id stri
 // as their agent ref (design: Consent). Errors: not_found (request gone or
 // decided, or not the person's agent), conflict (agent revoked or
 // inactive).
-func (s *Service) ApproveOAuthRequest(ctx context.Context, by domain.Person, id, ref string) error {
-	a, err := s.OwnedAgent(ctx, by, ref)
+func (g *Grants) ApproveOAuthRequest(ctx context.Context, by domain.Person, id, ref string) error {
+	a, err := g.uc.OwnedAgent(ctx, by, ref)
 	if err != nil {
 		return err
 	}
 	if a.Revoked() || !a.Active {
 		return domain.Errorf(domain.CodeConflict, "agent %s is revoked or inactive; pick another", a.Handle)
 	}
-	if err := s.store.ApproveOAuthRequest(ctx, id, a.ID, s.now()); err != nil {
-		return storeErr(err, "this sign-in request is unknown, expired or already decided; start again from the application", "")
+	if err := g.store.ApproveOAuthRequest(ctx, id, a.ID, g.now()); err != nil {
+		return domain.StoreError(err, "this sign-in request is unknown, expired or already decided; start again from the application", "")
 	}
-	s.log.Info("oauth request approved", "request_id", id, "agent", a.Handle, "by", by.ID)
-	_, err = s.store.AppendAudit(ctx, s.now(), domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.oauth_consent", AgentID: a.ID, Data: map[string]any{"request_id": id}})
+	g.log.Info("oauth request approved", "request_id", id, "agent", a.Handle, "by", by.ID)
+	_, err = g.store.AppendAudit(ctx, g.now(), domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.oauth_consent", AgentID: a.ID, Data: map[string]any{"request_id": id}})
 	return err
 }
 
 // SaveOAuthCode records the hash of an approved request's one code.
 // Errors: conflict (a code was issued already).
-func (s *Service) SaveOAuthCode(ctx context.Context, id, code string) error {
-	return storeErr(s.store.SaveOAuthCode(ctx, id, HashToken(code), s.now()), "unknown sign-in request", "a code was issued for this sign-in request already")
+func (g *Grants) SaveOAuthCode(ctx context.Context, id, code string) error {
+	return domain.StoreError(g.store.SaveOAuthCode(ctx, id, domain.HashToken(code), g.now()), "unknown sign-in request", "a code was issued for this sign-in request already")
 }
 
 // RedeemOAuthCode takes an authorization code once. A code presented again
 // revokes what its first redemption issued (RFC 6749 section 4.1.2: a
 // replayed code may have been stolen). Errors: unauthenticated
 // (invalid_grant).
-func (s *Service) RedeemOAuthCode(ctx context.Context, code string) (store.OAuthRequest, error) {
-	r, err := s.store.RedeemOAuthCode(ctx, HashToken(code), s.now())
+func (g *Grants) RedeemOAuthCode(ctx context.Context, code string) (store.OAuthRequest, error) {
+	r, err := g.store.RedeemOAuthCode(ctx, domain.HashToken(code), g.now())
 	switch {
 	case errors.Is(err, domain.ErrConflict):
-		s.log.Warn("oauth code presented twice; revoking its grant", "request_id", r.ID, "grant_id", r.GrantID)
+		g.log.Warn("oauth code presented twice; revoking its grant", "request_id", r.ID, "grant_id", r.GrantID)
 		if r.GrantID != "" {
-			s.revokeGrant(ctx, r.AgentID, r.GrantID)
+			g.revokeGrant(ctx, r.AgentID, r.GrantID)
 		}
 		return store.OAuthRequest{}, errOAuthInvalidGrant
 	case errors.Is(err, domain.ErrNotFound):
@@ -241,23 +285,23 @@ type OAuthTokens struct {
 // agent credential nobody is shown, an access and a refresh token.
 // Errors: unauthenticated (invalid_grant: the agent was revoked or
 // deactivated since consent).
-func (s *Service) IssueOAuthTokensForCode(ctx context.Context, r store.OAuthRequest) (OAuthTokens, error) {
-	c, err := s.OAuthClient(ctx, r.ClientID)
+func (g *Grants) IssueOAuthTokensForCode(ctx context.Context, r store.OAuthRequest) (OAuthTokens, error) {
+	c, err := g.OAuthClient(ctx, r.ClientID)
 	if err != nil {
 		return OAuthTokens{}, errOAuthInvalidGrant
 	}
-	g := &store.OAuthGrant{ID: newID(), AgentID: r.AgentID, ClientID: c.ID, ClientName: c.Name, Resource: r.Resource, Scopes: r.Scopes}
-	return s.issue(ctx, store.IssueOAuthTokensParams{NewGrant: g, CredentialHash: HashToken(NewToken("rcg_")), RequestID: r.ID})
+	ng := &store.OAuthGrant{ID: newID(), AgentID: r.AgentID, ClientID: c.ID, ClientName: c.Name, Resource: r.Resource, Scopes: r.Scopes}
+	return g.issue(ctx, store.IssueOAuthTokensParams{NewGrant: ng, CredentialHash: domain.HashToken(domain.NewToken("rcg_")), RequestID: r.ID})
 }
 
 // RefreshOAuth looks a refresh token up for the refresh grant. A rotated
 // one presented again revokes its whole grant (design: OAuth tokens).
 // Errors: unauthenticated (invalid_grant).
-func (s *Service) RefreshOAuth(ctx context.Context, refresh string) (store.OAuthToken, error) {
+func (g *Grants) RefreshOAuth(ctx context.Context, refresh string) (store.OAuthToken, error) {
 	if !strings.HasPrefix(refresh, OAuthRefreshTokenPrefix) {
 		return store.OAuthToken{}, errOAuthInvalidGrant
 	}
-	t, err := s.store.OAuthRefreshToken(ctx, HashToken(refresh))
+	t, err := g.store.OAuthRefreshToken(ctx, domain.HashToken(refresh))
 	if errors.Is(err, domain.ErrNotFound) {
 		return store.OAuthToken{}, errOAuthInvalidGrant
 	}
@@ -265,11 +309,11 @@ func (s *Service) RefreshOAuth(ctx context.Context, refresh string) (store.OAuth
 		return store.OAuthToken{}, err
 	}
 	if t.RotatedAt != nil {
-		s.log.Warn("rotated oauth refresh token presented again; revoking its grant", "grant_id", t.Grant.ID, "agent_id", t.Grant.AgentID)
-		s.revokeGrant(ctx, t.Grant.AgentID, t.Grant.ID)
+		g.log.Warn("rotated oauth refresh token presented again; revoking its grant", "grant_id", t.Grant.ID, "agent_id", t.Grant.AgentID)
+		g.revokeGrant(ctx, t.Grant.AgentID, t.Grant.ID)
 		return store.OAuthToken{}, errOAuthInvalidGrant
 	}
-	if !t.Live || !t.ExpiresAt.After(s.now()) {
+	if !t.Live || !t.ExpiresAt.After(g.now()) {
 		return store.OAuthToken{}, errOAuthInvalidGrant
 	}
 	return t, nil
@@ -278,16 +322,16 @@ func (s *Service) RefreshOAuth(ctx context.Context, refresh string) (store.OAuth
 // RotateOAuthTokens replaces a refresh token with a new pair of the same
 // grant. Errors: unauthenticated (invalid_grant: rotated meanwhile, expired
 // or revoked).
-func (s *Service) RotateOAuthTokens(ctx context.Context, grantID, refresh string) (OAuthTokens, error) {
-	return s.issue(ctx, store.IssueOAuthTokensParams{GrantID: grantID, RotateHash: HashToken(refresh)})
+func (g *Grants) RotateOAuthTokens(ctx context.Context, grantID, refresh string) (OAuthTokens, error) {
+	return g.issue(ctx, store.IssueOAuthTokensParams{GrantID: grantID, RotateHash: domain.HashToken(refresh)})
 }
 
-func (s *Service) issue(ctx context.Context, p store.IssueOAuthTokensParams) (OAuthTokens, error) {
-	now := s.now()
-	t := OAuthTokens{AccessSecret: NewToken(""), Refresh: NewToken(OAuthRefreshTokenPrefix), AccessExpires: now.Add(OAuthAccessTokenTTL)}
-	p.AccessHash, p.AccessExpires = HashToken(t.AccessSecret), t.AccessExpires
-	p.RefreshHash, p.RefreshExpires, p.Now = HashToken(t.Refresh), now.Add(OAuthRefreshTokenTTL), now
-	err := s.store.IssueOAuthTokens(ctx, p)
+func (g *Grants) issue(ctx context.Context, p store.IssueOAuthTokensParams) (OAuthTokens, error) {
+	now := g.now()
+	t := OAuthTokens{AccessSecret: domain.NewToken(""), Refresh: domain.NewToken(OAuthRefreshTokenPrefix), AccessExpires: now.Add(OAuthAccessTokenTTL)}
+	p.AccessHash, p.AccessExpires = domain.HashToken(t.AccessSecret), t.AccessExpires
+	p.RefreshHash, p.RefreshExpires, p.Now = domain.HashToken(t.Refresh), now.Add(OAuthRefreshTokenTTL), now
+	err := g.store.IssueOAuthTokens(ctx, p)
 	if errors.Is(err, domain.ErrNotFound) || errors.Is(err, domain.ErrConflict) {
 		return OAuthTokens{}, errOAuthInvalidGrant
 	}
@@ -301,85 +345,102 @@ func (s *Service) issue(ctx context.Context, p store.IssueOAuthTokensParams) (OA
 // server's /mcp (RFC 8707) and its agent active. Its use is recorded at
 // most once per TokenTouchEvery. Errors: unauthenticated, forbidden (agent
 // inactive).
-func (s *Service) AuthenticateOAuth(ctx context.Context, secret string) (domain.Principal, error) {
-	now := s.now()
-	t, err := s.store.OAuthAccessToken(ctx, HashToken(secret), now)
+func (g *Grants) AuthenticateOAuth(ctx context.Context, secret string) (domain.Principal, error) {
+	now := g.now()
+	t, err := g.store.OAuthAccessToken(ctx, domain.HashToken(secret), now)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Principal{}, errUnauthenticated
 	}
 	if err != nil {
 		return domain.Principal{}, err
 	}
-	if t.Grant.Resource != s.OAuthResource() {
+	if t.Grant.Resource != g.OAuthResource() {
 		return domain.Principal{}, &domain.Error{Code: domain.CodeUnauthenticated, Reason: "wrong_resource", Detail: "this token was issued for another resource"}
 	}
-	a, err := s.store.GetAgent(ctx, store.AgentRef{ID: t.Grant.AgentID})
+	a, err := g.store.GetAgent(ctx, store.AgentRef{ID: t.Grant.AgentID})
 	if err != nil || a.Revoked() {
 		return domain.Principal{}, errUnauthenticated
 	}
 	if !a.Active {
 		return domain.Principal{}, domain.Errorf(domain.CodeForbidden, "agent %s is inactive; its owner can set active=true", a.Handle)
 	}
-	s.touchGrant(ctx, t.Grant.ID, now)
+	g.touchGrant(ctx, t.Grant.ID, now)
 	return domain.Principal{Agent: &a, CredentialID: t.Grant.ID}, nil
 }
 
-// oauthMayAuthenticate is MayAuthenticate for an access token's secret:
-// one probe, no cache.
-func (s *Service) oauthMayAuthenticate(ctx context.Context, secret string) bool {
-	_, err := s.store.OAuthAccessToken(ctx, HashToken(secret), s.now())
-	return err == nil || !errors.Is(err, domain.ErrNotFound)
+// Authenticate resolves a bearer token that is an access token
+// (AuthenticateOAuth); false when the token is not one, for the use cases
+// to authenticate (design: OAuth tokens).
+func (g *Grants) Authenticate(ctx context.Context, token string) (domain.Principal, bool, error) {
+	secret, ok := OAuthAccessSecret(token)
+	if !ok {
+		return domain.Principal{}, false, nil
+	}
+	p, err := g.AuthenticateOAuth(ctx, secret)
+	return p, true, err
 }
 
-func (s *Service) touchGrant(ctx context.Context, id string, now time.Time) {
-	s.touchMu.Lock()
-	last, ok := s.touched["grant:"+id]
-	if ok && now.Sub(last) < TokenTouchEvery {
-		s.touchMu.Unlock()
+// MayAuthenticate is the edge's check (app.Service.MayAuthenticate) for an
+// access token: one probe, no cache; false in ok when the token is not
+// one (design: OAuth tokens).
+func (g *Grants) MayAuthenticate(ctx context.Context, token string) (may, ok bool) {
+	secret, ok := OAuthAccessSecret(token)
+	if !ok {
+		return false, false
+	}
+	_, err := g.store.OAuthAccessToken(ctx, domain.HashToken(secret), g.now())
+	return err == nil || !errors.Is(err, domain.ErrNotFound), true
+}
+
+func (g *Grants) touchGrant(ctx context.Context, id string, now time.Time) {
+	g.touchMu.Lock()
+	last, ok := g.touched[id]
+	if ok && now.Sub(last) < domain.TokenTouchEvery {
+		g.touchMu.Unlock()
 		return
 	}
-	s.touched["grant:"+id] = now
-	s.touchMu.Unlock()
-	if err := s.store.TouchOAuthGrant(ctx, id, now, TokenTouchEvery); err != nil {
-		s.log.Warn("recording a grant's last use failed", "grant_id", id, "err", err)
+	g.touched[id] = now
+	g.touchMu.Unlock()
+	if err := g.store.TouchOAuthGrant(ctx, id, now, domain.TokenTouchEvery); err != nil {
+		g.log.Warn("recording a grant's last use failed", "grant_id", id, "err", err)
 	}
 }
 
 // ListOAuthGrants lists the live sign-ins of the person's agent ref.
 // Errors: not_found.
-func (s *Service) ListOAuthGrants(ctx context.Context, by domain.Person, ref string) ([]store.OAuthGrant, error) {
-	a, err := s.OwnedAgent(ctx, by, ref)
+func (g *Grants) ListOAuthGrants(ctx context.Context, by domain.Person, ref string) ([]store.OAuthGrant, error) {
+	a, err := g.uc.OwnedAgent(ctx, by, ref)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.ListOAuthGrants(ctx, a.ID)
+	return g.store.ListOAuthGrants(ctx, a.ID)
 }
 
 // RevokeOAuthGrant revokes one sign-in of the person's agent ref: its
 // tokens stop working and the sessions opened with them close on every
 // instance. Errors: not_found.
-func (s *Service) RevokeOAuthGrant(ctx context.Context, by domain.Person, ref, grantID string) error {
-	a, err := s.OwnedAgent(ctx, by, ref)
+func (g *Grants) RevokeOAuthGrant(ctx context.Context, by domain.Person, ref, grantID string) error {
+	a, err := g.uc.OwnedAgent(ctx, by, ref)
 	if err != nil {
 		return err
 	}
-	if err := s.store.RevokeOAuthGrant(ctx, a.ID, grantID, s.now()); err != nil {
-		return storeErr(err, "no such sign-in", "")
+	if err := g.store.RevokeOAuthGrant(ctx, a.ID, grantID, g.now()); err != nil {
+		return domain.StoreError(err, "no such sign-in", "")
 	}
-	s.log.Info("oauth grant revoked", "agent", a.Handle, "grant_id", grantID, "by", by.ID)
-	s.closeSessions(ctx, a.ID, []string{grantID})
-	_, err = s.store.AppendAudit(ctx, s.now(), domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.oauth_revoke", AgentID: a.ID, Data: map[string]any{"grant_id": grantID}})
+	g.log.Info("oauth grant revoked", "agent", a.Handle, "grant_id", grantID, "by", by.ID)
+	g.uc.CloseSessions(ctx, a.ID, []string{grantID})
+	_, err = g.store.AppendAudit(ctx, g.now(), domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.oauth_revoke", AgentID: a.ID, Data: map[string]any{"grant_id": grantID}})
 	return err
 }
 
 // revokeGrant revokes a grant on the server's own motion (a replayed code
 // or refresh token) and closes its sessions.
-func (s *Service) revokeGrant(ctx context.Context, agentID, grantID string) {
-	if err := s.store.RevokeOAuthGrant(ctx, agentID, grantID, s.now()); err != nil {
-		s.log.Error("revoking a replayed grant failed", "grant_id", grantID, "err", err)
+func (g *Grants) revokeGrant(ctx context.Context, agentID, grantID string) {
+	if err := g.store.RevokeOAuthGrant(ctx, agentID, grantID, g.now()); err != nil {
+		g.log.Error("revoking a replayed grant failed", "grant_id", grantID, "err", err)
 		return
 	}
-	s.closeSessions(ctx, agentID, []string{grantID})
+	g.uc.CloseSessions(ctx, agentID, []string{grantID})
 }
 
 // SealOAuthValue is how the protocol layer turns a value into a token or
@@ -388,7 +449,7 @@ func (s *Service) revokeGrant(ctx context.Context, agentID, grantID string) {
 // request id it wraps. An access token wraps "<secret>:<agent id>"; only
 // the secret's hash is stored.
 func SealOAuthValue(v string) string {
-	return OAuthAccessTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(v)) + "." + NewToken("")
+	return OAuthAccessTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(v)) + "." + domain.NewToken("")
 }
 
 // OpenOAuthValue reverses SealOAuthValue; false when s is not one.
@@ -426,13 +487,13 @@ const OAuthCallbackPath = "/oauth/authorize/callback"
 // RevokeOAuthToken revokes the grant of a refresh token or of an access
 // token's secret presented by its client (RFC 7009): unknown tokens and
 // other clients' tokens are ignored, as the RFC asks.
-func (s *Service) RevokeOAuthToken(ctx context.Context, tokenOrSecret, clientID string) error {
+func (g *Grants) RevokeOAuthToken(ctx context.Context, tokenOrSecret, clientID string) error {
 	var t store.OAuthToken
 	var err error
 	if strings.HasPrefix(tokenOrSecret, OAuthRefreshTokenPrefix) {
-		t, err = s.store.OAuthRefreshToken(ctx, HashToken(tokenOrSecret))
+		t, err = g.store.OAuthRefreshToken(ctx, domain.HashToken(tokenOrSecret))
 	} else {
-		t, err = s.store.OAuthAccessToken(ctx, HashToken(tokenOrSecret), s.now())
+		t, err = g.store.OAuthAccessToken(ctx, domain.HashToken(tokenOrSecret), g.now())
 	}
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && t.Grant.ClientID != clientID) {
 		return nil
@@ -440,6 +501,9 @@ func (s *Service) RevokeOAuthToken(ctx context.Context, tokenOrSecret, clientID 
 	if err != nil {
 		return err
 	}
-	s.revokeGrant(ctx, t.Grant.AgentID, t.Grant.ID)
+	g.revokeGrant(ctx, t.Grant.AgentID, t.Grant.ID)
 	return nil
 }
+
+// newID is a new time-ordered id (UUIDv7), as the use cases name rows.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
