@@ -189,3 +189,70 @@ func TestSweepWithoutReceiversQueriesNothing(t *testing.T) {
 		t.Fatalf("%d notifications, want none", n)
 	}
 }
+
+// twoHub gives every agent two streaming sessions, s1 and s2; a session
+// named in full refuses what it is given, as a full outbox does.
+type twoHub struct {
+	mu   sync.Mutex
+	got  map[string][]string // session → todo ids
+	full map[string]bool
+}
+
+func (h *twoHub) AgentSessions(agentID string) []doorbell.SessionInfo {
+	return []doorbell.SessionInfo{{ID: "s1", AgentID: agentID, Streaming: true}, {ID: "s2", AgentID: agentID, Streaming: true}}
+}
+
+func (h *twoHub) Notify(session string, m domain.ChannelMessage) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.full[session] {
+		return errors.New("injected: outbox full")
+	}
+	h.got[session] = append(h.got[session], m.Meta["todo_id"])
+	return nil
+}
+func (h *twoHub) CloseAgentSessions(string, []string) {}
+func (h *twoHub) AgentsWithSessions() []string        { return nil }
+
+func (h *twoHub) setFull(session string, full bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.full[session] = full
+}
+
+// TestFailoverNobodyCouldTakeIsTriedAgain: a failover that no session can
+// queue (the other session's outbox is full) is tried again one
+// failover_after later instead of being left to the sweep (design:
+// Doorbell failover).
+func TestFailoverNobodyCouldTakeIsTriedAgain(t *testing.T) {
+	e := newEnv(t)
+	h := &twoHub{got: map[string][]string{}, full: map[string]bool{}}
+	e.bell.SetSessionHub(h)
+	r := e.push(t, 1)
+	if !e.bell.Ring(r) {
+		t.Fatal("not rung")
+	}
+	e.bell.DrainRecords()
+	h.mu.Lock()
+	first := "s1"
+	if len(h.got["s2"]) == 1 {
+		first = "s2"
+	}
+	h.mu.Unlock()
+	other := map[string]string{"s1": "s2", "s2": "s1"}[first]
+	h.setFull(other, true)
+	e.clock.Advance(doorbell.DefaultFailoverAfter)
+	if n := e.bell.FailoverOnce(t.Context()); n != 0 {
+		t.Fatalf("failover rang %d on a full session", n)
+	}
+	h.setFull(other, false)
+	e.clock.Advance(doorbell.DefaultFailoverAfter)
+	if n := e.bell.FailoverOnce(t.Context()); n != 1 {
+		t.Fatalf("the failover no session could take was not tried again: rung %d", n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := h.got[other]; len(got) != 1 || got[0] != r.TodoID {
+		t.Fatalf("%s got %v, want the todo %s", other, got, r.TodoID)
+	}
+}

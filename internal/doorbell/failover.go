@@ -95,10 +95,12 @@ func (d *Engine) FailoverOnce(ctx context.Context) int {
 		d.rr[f.r.AgentID]++
 		d.mu.Unlock()
 		msg := domain.TodoDoorbell(f.r)
+		taken := false
 		for _, si := range order {
 			if hub.Notify(si.ID, msg) != nil {
 				continue
 			}
+			taken = true
 			rung++
 			d.metrics.DoorbellRung()
 			d.log.Info("doorbell failed over to another session", "todo_id", f.r.TodoID, "agent_id", f.r.AgentID, "from", f.session, "to", si.ID)
@@ -106,6 +108,13 @@ func (d *Engine) FailoverOnce(ctx context.Context) int {
 				d.watch(f.r, si.ID, append(slices.Clone(f.tried), si.ID), now)
 			}
 			break
+		}
+		if !taken {
+			// No session could queue it (their outboxes full, or they
+			// closed since): try again one failover period later rather
+			// than leave it to the sweep's minutes.
+			d.log.Warn("doorbell failover found no session to take it; trying again later", "todo_id", f.r.TodoID, "agent_id", f.r.AgentID)
+			d.watch(f.r, f.session, f.tried, now)
 		}
 	}
 	return rung

@@ -51,7 +51,7 @@
 //   - GET notification streams are this package's own, not mcp-go's
 //     (stream.go over internal/ssestream; design: Idle streams): an idle
 //     stream holds one small goroutine and no net/http buffers.
-//     Notifications wait in a per-session outbox (at most 100) that a drain
+//     Notifications wait in a per-session outbox (at most 512) that a drain
 //     goroutine, running only while there is something to write, writes;
 //     a session without an open stream gets it in its next POST's
 //     response. A newer GET replaces an older one (SessionInfo.Streaming);

@@ -22,8 +22,12 @@ import (
 )
 
 // maxOutbox bounds a session's notifications not yet written (Notify
-// answers ErrBufferFull beyond it).
-const maxOutbox = 100
+// answers ErrBufferFull beyond it). It is twice maxQueued so that the
+// doorbells handed on from another session of the agent at once (at most
+// maxQueued, design: Redelivery on session loss) fit in a reading
+// session's outbox beside new ones; the outbox is allocated by need, so an
+// idle session pays nothing for the bound.
+const maxOutbox = 2 * maxQueued
 
 // errSuperseded: a newer stream of the session took over; the event goes
 // back to the outbox for it.
