@@ -654,8 +654,8 @@ func TestNotifyNeverBlocks(t *testing.T) {
 	msg := domain.ChannelMessage{Content: "x", Meta: map[string]string{"todo_id": "t", "queue": "q1"}}
 
 	var errs []error
-	within(t, "300 Notify calls on a session nobody reads", func() {
-		for range 300 {
+	within(t, "Notify calls beyond the outbox bound on a session nobody reads", func() {
+		for range 3 * mcpserver.MaxOutbox {
 			errs = append(errs, e.srv.Notify(id, msg))
 		}
 	})
