@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // centrifugoVersion is the peer the push and memory workloads compare with.
@@ -66,7 +68,7 @@ type centrifugo struct {
 }
 
 func startCentrifugo(ctx context.Context, bin string, logw io.Writer) (*centrifugo, error) {
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,24 +30,6 @@ func raiseNoFile() (uint64, error) {
 		return 0, err
 	}
 	return lim.Cur, nil
-}
-
-// rssKiB is the resident set size of pid (VmRSS of /proc/PID/status, KiB).
-func rssKiB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				break
-			}
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
 // openFDs counts the open file descriptors of pid (sockets included).
@@ -95,17 +75,6 @@ func settle(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-// freePort reserves and releases a loopback TCP port for a server that takes
-// its port from configuration.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // server is one started peer or Rollcall process.

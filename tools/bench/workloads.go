@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // Systems, as named in the table.
@@ -163,7 +165,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 	}
 	set.conns = append(set.conns, warm)
 	settle(ctx, time.Second)
-	before, err := rssKiB(set.pid)
+	before, err := harness.RSSKiB(set.pid)
 	if err != nil {
 		set.close()
 		return nil, 0, 0, err
@@ -184,7 +186,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 		return nil, 0, 0, fmt.Errorf("%s: %w", system, err)
 	}
 	settle(ctx, 3*time.Second)
-	after, err := rssKiB(set.pid)
+	after, err := harness.RSSKiB(set.pid)
 	if err != nil {
 		set.close()
 		return nil, 0, 0, err

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // The heartbeat mode (docs/benchmarks.md, Liveness):
@@ -370,7 +372,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	report("gateway", int64(len(lat.ds)), errs.Load(), w.measured, lat, w.rows0, w.rows1)
 	fmt.Println("         " + cpuLine)
 	if t.PID != 0 {
-		if kb, err := rssKB(t.PID); err == nil {
+		if kb, err := harness.RSSKiB(t.PID); err == nil {
 			fmt.Printf("server RSS with %d gateway connections: %d MiB\n", len(conns), kb/1024)
 		}
 	}

@@ -12,10 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 const loadAdminToken = "rcp_load-admin-token-0123456789abcdef0123456789abcd"
@@ -85,12 +84,11 @@ func spawnOrAttach(ctx context.Context, bin, storeURL, url, token string, extra 
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	re := regexp.MustCompile(`rollcall listening on (http://\S+)`)
 	urlc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			if m := harness.ListeningRE.FindStringSubmatch(sc.Text()); m != nil {
 				urlc <- m[1]
 			}
 		}
@@ -163,19 +161,4 @@ func (t *target) vend(ctx context.Context, handle string, queues []string) (vend
 		"verbs": []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"},
 	}, &v)
 	return v, err
-}
-
-// rssKB reads the resident set size of pid from /proc (KiB).
-func rssKB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
