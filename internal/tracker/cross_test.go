@@ -11,6 +11,8 @@ import (
 	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/skewclock"
 	"github.com/rollcall/rollcall/internal/tracker"
+
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // Cross-instance liveness without lag and without trusting an instance's
@@ -45,14 +47,14 @@ func (e *lvEnv) statusOn(svc *app.Service, id string) string {
 // the fake clock does not move while it waits.
 func (e *lvEnv) waitStatus(svc *app.Service, id, want, what string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for {
 		got := e.statusOn(svc, id)
 		if got == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: %s says %s, want %s (waited %s)", what, trk(svc).Instance(), got, want, waitBound)
+			e.t.Fatalf("%s: %s says %s, want %s (waited %s)", what, trk(svc).Instance(), got, want, testkit.Wait)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

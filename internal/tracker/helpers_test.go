@@ -32,10 +32,6 @@ import (
 // few asynchronous effects (a timer's callback runs on its own goroutine)
 // are awaited with a generous bound.
 
-// waitBound bounds every wait for an asynchronous effect; reaching it fails
-// the test (it is not a timing assertion).
-const waitBound = 10 * time.Second
-
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 // lvCfg is the (design: Configuration sources) defaults the tests run with.
@@ -271,8 +267,8 @@ func (r *recorder) next() (events.Event, events.PresenceChangedData) {
 		var d events.PresenceChangedData
 		_ = json.Unmarshal(ev.Data, &d)
 		return ev, d
-	case <-time.After(waitBound):
-		r.t.Fatalf("no event within %s", waitBound)
+	case <-time.After(testkit.Wait):
+		r.t.Fatalf("no event within %s", testkit.Wait)
 	}
 	panic("unreachable")
 }
@@ -335,10 +331,10 @@ func wantState(t *testing.T, svc *app.Service, id, want, when string) {
 // effects of timer callbacks, which run on their own goroutines.
 func waitState(t *testing.T, svc *app.Service, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for state(t, svc, id) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("state of %s = %s, want %s within %s", id, state(t, svc, id), want, waitBound)
+			t.Fatalf("state of %s = %s, want %s within %s", id, state(t, svc, id), want, testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}
