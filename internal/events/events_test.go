@@ -14,7 +14,6 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
-
 	"github.com/rollcall/rollcall/internal/testkit"
 )
 

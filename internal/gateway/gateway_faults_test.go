@@ -13,7 +13,6 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store"
-
 	"github.com/rollcall/rollcall/internal/testkit"
 )
 

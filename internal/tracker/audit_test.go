@@ -11,7 +11,6 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
-
 	"github.com/rollcall/rollcall/internal/testkit"
 )
 

@@ -10,9 +10,8 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/skewclock"
-	"github.com/rollcall/rollcall/internal/tracker"
-
 	"github.com/rollcall/rollcall/internal/testkit"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // Cross-instance liveness without lag and without trusting an instance's

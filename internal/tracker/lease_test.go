@@ -13,9 +13,8 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/tracker"
-
 	"github.com/rollcall/rollcall/internal/testkit"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // Owner leases (design: Owner lease): instance A dies (its fake clock

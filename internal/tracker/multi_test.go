@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
-
 	"github.com/rollcall/rollcall/internal/testkit"
 )
 

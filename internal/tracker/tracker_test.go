@@ -13,9 +13,8 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
-	"github.com/rollcall/rollcall/internal/tracker"
-
 	"github.com/rollcall/rollcall/internal/testkit"
+	"github.com/rollcall/rollcall/internal/tracker"
 )
 
 // TestHeartbeatAuthorization is the authorization matrix (design: Heartbeat authorization): the agent itself
