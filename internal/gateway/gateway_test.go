@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,8 +62,8 @@ func buildEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) store
 	// bus signal may still read it, and sqlite.Store.Close is not safe
 	// against concurrent reads (it clears its handles). Such a goroutine may
 	// also recreate the -shm file while t.TempDir's cleanup runs, hence
-	// looseTempDir.
-	st, err := sqlite.Open(t.Context(), filepath.Join(looseTempDir(t), "r.db"))
+	// testkit.LooseTempDir.
+	st, err := sqlite.Open(t.Context(), filepath.Join(testkit.LooseTempDir(t), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,16 +481,6 @@ func TestReadLimit(t *testing.T) {
 
 var _ = errors.New
 
-// looseTempDir is a temporary directory removed at cleanup on a best-effort
-// basis (see newEnv's comment on the store).
-func looseTempDir(t testing.TB) string {
-	d, err := os.MkdirTemp("", "rollcall-test-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
 
 // TestRecheckClosesWithoutBusSignal: a credential revoked behind the
 // gateway's back (no bus signal: another instance revoked it and the

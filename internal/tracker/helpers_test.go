@@ -94,12 +94,12 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 	if o.postgres {
 		return newPgEnv(t, o)
 	}
-	dbPath := filepath.Join(looseTempDir(t), "r.db")
+	dbPath := filepath.Join(testkit.LooseTempDir(t), "r.db")
 	// Not closed at cleanup: goroutines the presence evaluator starts per
 	// bus signal may still read it, and sqlite.Store.Close is not safe
 	// against concurrent reads (it clears its handles). Such a goroutine may
 	// also recreate the -shm file while t.TempDir's cleanup runs, hence
-	// looseTempDir.
+	// testkit.LooseTempDir.
 	st, err := sqlite.Open(t.Context(), dbPath)
 	if err != nil {
 		t.Fatal(err)
@@ -288,16 +288,9 @@ func (r *recorder) none(what string) {
 func (r *recorder) expect(agent, state string, mode *string) {
 	r.t.Helper()
 	ev, d := r.next()
-	if ev.Kind != events.KindPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !sameP(d.ReportedBillingMode, mode) {
+	if ev.Kind != events.KindPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !store.SamePtr(d.ReportedBillingMode, mode) {
 		r.t.Fatalf("event = %s %s, want agent.presence_changed %s %s mode %v", ev.Kind, ev.Data, agent, state, deref(mode))
 	}
-}
-
-func sameP(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 func deref(p *string) string {
@@ -364,13 +357,3 @@ func fmtTime(t *time.Time) string {
 
 var _ = fmt.Sprint
 
-// looseTempDir is a temporary directory removed at cleanup on a best-effort
-// basis (see newEnv's comment on the store).
-func looseTempDir(t testing.TB) string {
-	d, err := os.MkdirTemp("", "rollcall-test-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
