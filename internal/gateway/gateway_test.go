@@ -481,7 +481,6 @@ func TestReadLimit(t *testing.T) {
 
 var _ = errors.New
 
-
 // TestRecheckClosesWithoutBusSignal: a credential revoked behind the
 // gateway's back (no bus signal: another instance revoked it and the
 // NOTIFY was lost) closes the connection with 4004 within one re-check

@@ -356,4 +356,3 @@ func fmtTime(t *time.Time) string {
 }
 
 var _ = fmt.Sprint
-
