@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/rollcall/rollcall/internal/testkit/harness"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // The heartbeat mode (docs/benchmarks.md, Liveness):
@@ -330,12 +331,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 			began, n, idx := time.Now(), 0, rand.IntN(len(mine))
 			tick := time.NewTicker(time.Millisecond)
 			defer tick.Stop()
-			for {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-tick.C:
-				}
+			workgroup.Every(runCtx.Done(), tick.C, func() {
 				for due := int(time.Since(began).Seconds()*perSec) - n; due > 0 && runCtx.Err() == nil; due-- {
 					i := mine[idx%len(mine)]
 					idx++
@@ -349,7 +345,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 						errs.Add(1)
 					}
 				}
-			}
+			})
 		})
 	}
 	w, err := measureWindow(ctx, t, &measuring, warmup, duration)
