@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -478,8 +477,6 @@ func TestReadLimit(t *testing.T) {
 		t.Errorf("close code = %d, want 1009", code)
 	}
 }
-
-var _ = errors.New
 
 // TestRecheckClosesWithoutBusSignal: a credential revoked behind the
 // gateway's back (no bus signal: another instance revoked it and the

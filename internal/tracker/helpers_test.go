@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -354,5 +353,3 @@ func fmtTime(t *time.Time) string {
 	}
 	return t.Format(time.RFC3339Nano)
 }
-
-var _ = fmt.Sprint
