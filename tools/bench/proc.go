@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
-	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // raiseNoFile lifts this process's soft RLIMIT_NOFILE to its hard limit and
@@ -77,78 +76,24 @@ func settle(ctx context.Context, d time.Duration) {
 	}
 }
 
-// server is one started peer or Rollcall process.
-type server struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+// server is one started peer or Rollcall process (harness.Start).
+type server struct{ *harness.Proc }
 
-// startServer starts bin with args and env, copies its stderr to logw, and
-// when re is set waits (up to limit) for a stdout or stderr line matching it,
-// returning the first submatch.
+// startServer starts bin (harness.Start): its output goes to logw; when re
+// is set it waits up to limit for a line matching it and returns the line's
+// last submatch.
 func startServer(ctx context.Context, bin string, args, env []string, logw io.Writer, re *regexp.Regexp, limit time.Duration) (*server, string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
+	p, m, err := harness.Start(ctx, bin, args, env, logw, re, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	errp, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
-	found := make(chan string, 1)
-	var sent atomic.Bool
-	scan := func(r io.Reader) {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if re != nil {
-				if m := re.FindStringSubmatch(line); m != nil && sent.CompareAndSwap(false, true) {
-					found <- m[len(m)-1]
-					continue
-				}
-			}
-			fmt.Fprintln(logw, line)
-		}
-	}
-	go scan(out)
-	go scan(errp)
-	go func() { cmd.Wait(); close(s.done) }()
-	if re == nil {
-		return s, "", nil
-	}
-	select {
-	case m := <-found:
-		return s, m, nil
-	case <-s.done:
-		return nil, "", fmt.Errorf("%s exited before it was ready: %v", bin, cmd.ProcessState)
-	case <-time.After(limit):
-		s.stop()
-		return nil, "", fmt.Errorf("%s not ready within %s", bin, limit)
-	case <-ctx.Done():
-		s.stop()
-		return nil, "", ctx.Err()
-	}
+	return &server{p}, m, nil
 }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+func (s *server) pid() int { return s.PID() }
 
 // stop interrupts the process and kills it if it has not exited in 20 s.
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
-}
+func (s *server) stop() { s.Stop(20 * time.Second) }
 
 // waitHTTP polls url until it answers below 500 (up to limit).
 func waitHTTP(ctx context.Context, url string, limit time.Duration) error {

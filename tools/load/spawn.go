@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -74,47 +72,15 @@ func spawnOrAttach(ctx context.Context, bin, storeURL, url, token string, extra 
 	}
 	// Every load connection comes from 127.0.0.1: no per-client connection cap.
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", storeURL, "--log.level", "warn", "--http.max_conns_per_client", "0"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "ROLLCALL_BOOTSTRAP_TOKEN="+loadAdminToken)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	p, base, err := harness.Start(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + loadAdminToken}, os.Stderr, harness.ListeningRE, 30*time.Second)
 	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := harness.ListeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
-	t := &target{Token: loadAdminToken, PID: cmd.Process.Pid}
-	t.stop = func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
 		os.RemoveAll(dir)
+		return nil, err
 	}
-	select {
-	case t.URL = <-urlc:
-		return t, nil
-	case <-time.After(30 * time.Second):
-		t.stop()
-		return nil, fmt.Errorf("server did not start")
-	case <-ctx.Done():
-		t.stop()
-		return nil, ctx.Err()
-	}
+	return &target{URL: base, Token: loadAdminToken, PID: p.PID(), stop: func() {
+		p.Stop(30 * time.Second)
+		os.RemoveAll(dir)
+	}}, nil
 }
 
 // rest calls the REST API with the admin token and decodes the answer.
