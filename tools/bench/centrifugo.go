@@ -127,7 +127,7 @@ func centrifugoToken(user, channel string) string {
 
 // publish publishes data to channel through the HTTP API (in memory).
 func (c *centrifugo) publish(ctx context.Context, channel string, data any) error {
-	code, body, err := sendJSON(ctx, c.http, "POST", c.base+"/api/publish", "X-API-Key", centrifugoAPIKey, map[string]any{"channel": channel, "data": data})
+	code, body, err := harness.SendJSON(ctx, c.http, "POST", c.base+"/api/publish", "X-API-Key", centrifugoAPIKey, map[string]any{"channel": channel, "data": data})
 	if err != nil {
 		return err
 	}

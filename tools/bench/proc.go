@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -107,34 +105,6 @@ func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
 		resp.Body.Close()
 		return resp.StatusCode < 500, nil
 	}, func() error { return fmt.Errorf("%s not answering within %s: %v", url, limit, err) })
-}
-
-// sendJSON sends method url with the header hdr: value and body as JSON
-// (when not nil) through hc, and returns the status and the answer.
-func sendJSON(ctx context.Context, hc *http.Client, method, url, hdr, value string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set(hdr, value)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
 }
 
 // clientPool hands out HTTP clients whose connections leave from distinct

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,39 +86,18 @@ func (r *rollcall) stop() {
 	os.RemoveAll(r.dir)
 }
 
-// rest calls the REST API as the admin and decodes a 2xx answer into into.
+// rest calls the REST API as the admin (harness.DoJSON).
 func (r *rollcall) rest(ctx context.Context, method, path string, body, into any) error {
-	code, b, err := sendJSON(ctx, r.http, method, r.url+path, "Authorization", "Bearer "+benchAdminToken, body)
-	if err != nil {
-		return err
-	}
-	if code >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, code, b)
-	}
-	if into != nil {
-		return json.Unmarshal(b, into)
-	}
-	return nil
+	return harness.DoJSON(ctx, r.http, r.url, benchAdminToken, method, path, body, into)
 }
 
 // agent is a vended agent: its handle, credential and MCP URL.
-type agent struct {
-	Agent struct {
-		Handle string `json:"handle"`
-	} `json:"agent"`
-	Credential string `json:"credential"`
-	MCPURL     string `json:"mcp_url"`
-}
+type agent = harness.Vended
 
 // vend creates an agent with queue "q" and the work verbs (REST, as the CLI
 // does).
 func (r *rollcall) vend(ctx context.Context, handle string) (agent, error) {
-	var a agent
-	err := r.rest(ctx, "POST", "/v1/agents", map[string]any{
-		"handle": handle, "queues": []string{"q"},
-		"verbs": []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"},
-	}, &a)
-	return a, err
+	return harness.Vend(ctx, r.http, r.url, benchAdminToken, handle, []string{"q"})
 }
 
 // vendMany vends n agents named prefix-0 … prefix-(n-1), 8 at a time.

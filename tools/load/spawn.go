@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -83,48 +80,14 @@ func spawnOrAttach(ctx context.Context, bin, storeURL, url, token string, extra 
 	}}, nil
 }
 
-// rest calls the REST API with the admin token and decodes the answer.
+// rest calls the REST API with the admin token (harness.DoJSON).
 func (t *target) rest(ctx context.Context, method, path string, body, into any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, t.URL+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+t.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if into != nil {
-		return json.Unmarshal(b, into)
-	}
-	return nil
+	return harness.DoJSON(ctx, http.DefaultClient, t.URL, t.Token, method, path, body, into)
 }
 
-// vended is what the load tool reads of POST /v1/agents.
-type vended struct {
-	Agent      struct{ ID, Handle string } `json:"agent"`
-	Credential string                      `json:"credential"`
-	MCPURL     string                      `json:"mcp_url"`
-}
+// vended is what POST /v1/agents returns.
+type vended = harness.Vended
 
 func (t *target) vend(ctx context.Context, handle string, queues []string) (vended, error) {
-	var v vended
-	err := t.rest(ctx, "POST", "/v1/agents", map[string]any{
-		"handle": handle, "queues": queues,
-		"verbs": []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"},
-	}, &v)
-	return v, err
+	return harness.Vend(ctx, http.DefaultClient, t.URL, t.Token, handle, queues)
 }
