@@ -61,7 +61,7 @@ func ensureCentrifugo(ctx context.Context, cache string) (string, error) {
 // key, connection JWTs (HS256), uni_sse and the bidirectional WebSocket
 // transport on one loopback port.
 type centrifugo struct {
-	*server
+	*harness.Proc
 	base string
 	dir  string
 	http *http.Client
@@ -93,12 +93,12 @@ func startCentrifugo(ctx context.Context, bin string, logw io.Writer) (*centrifu
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s, _, err := startServer(ctx, bin, []string{"--config", path}, nil, logw, nil, 0)
+	s, _, err := harness.Start(ctx, bin, []string{"--config", path}, nil, logw, nil, 0)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &centrifugo{server: s, base: "http://127.0.0.1:" + strconv.Itoa(port), dir: dir,
+	c := &centrifugo{Proc: s, base: "http://127.0.0.1:" + strconv.Itoa(port), dir: dir,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if err := waitHTTP(ctx, c.base+"/health", 60*time.Second); err != nil {
 		c.stop()
@@ -108,7 +108,7 @@ func startCentrifugo(ctx context.Context, bin string, logw io.Writer) (*centrifu
 }
 
 func (c *centrifugo) stop() {
-	c.server.stop()
+	c.Stop(stopGrace)
 	c.http.CloseIdleConnections()
 	os.RemoveAll(c.dir)
 }

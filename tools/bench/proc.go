@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"syscall"
 	"time"
-
-	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // raiseNoFile lifts this process's soft RLIMIT_NOFILE to its hard limit and
@@ -74,24 +70,9 @@ func settle(ctx context.Context, d time.Duration) {
 	}
 }
 
-// server is one started peer or Rollcall process (harness.Start).
-type server struct{ *harness.Proc }
-
-// startServer starts bin (harness.Start): its output goes to logw; when re
-// is set it waits up to limit for a line matching it and returns the line's
-// last submatch.
-func startServer(ctx context.Context, bin string, args, env []string, logw io.Writer, re *regexp.Regexp, limit time.Duration) (*server, string, error) {
-	p, m, err := harness.Start(ctx, bin, args, env, logw, re, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	return &server{p}, m, nil
-}
-
-func (s *server) pid() int { return s.PID() }
-
-// stop interrupts the process and kills it if it has not exited in 20 s.
-func (s *server) stop() { s.Stop(20 * time.Second) }
+// stopGrace is how long a started peer or Rollcall process may take to
+// exit after an interrupt before it is killed (harness.Proc.Stop).
+const stopGrace = 20 * time.Second
 
 // waitHTTP polls url until it answers below 500 (up to limit).
 func waitHTTP(ctx context.Context, url string, limit time.Duration) error {

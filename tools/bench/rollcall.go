@@ -40,7 +40,7 @@ func buildRollcall(ctx context.Context, root, dir string) (string, error) {
 
 // rollcall is one fresh `rollcall serve` on loopback.
 type rollcall struct {
-	*server
+	*harness.Proc
 	url    string
 	dir    string
 	dropDB func()
@@ -69,18 +69,18 @@ func startRollcall(ctx context.Context, bin, pgURL string, logw io.Writer) (*rol
 	// connections from four loopback addresses, and the cap (256 by
 	// default) is there for stalling clients, not for this.
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--store", store, "--log.level", "warn", "--http.max_conns_per_client", "0"}
-	s, u, err := startServer(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + benchAdminToken}, logw, harness.ListeningRE, 60*time.Second)
+	s, u, err := harness.Start(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + benchAdminToken}, logw, harness.ListeningRE, 60*time.Second)
 	if err != nil {
 		r.dropDB()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r.server, r.url = s, u
+	r.Proc, r.url = s, u
 	return r, nil
 }
 
 func (r *rollcall) stop() {
-	r.server.stop()
+	r.Stop(stopGrace)
 	r.http.CloseIdleConnections()
 	r.dropDB()
 	os.RemoveAll(r.dir)

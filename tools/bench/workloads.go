@@ -108,7 +108,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		set.pid, set.stop = r.pid(), r.stop
+		set.pid, set.stop = r.PID(), r.stop
 		target, err := r.vend(ctx, "target")
 		if err != nil {
 			r.stop()
@@ -136,7 +136,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		set.pid, set.stop = c.pid(), c.stop
+		set.pid, set.stop = c.PID(), c.stop
 		dial := func(ctx context.Context, hc *http.Client, user, ch string, f onPub) (peerConn, error) {
 			if system == sysWebSocket {
 				return c.dialWS(ctx, hc, user, ch, f)
