@@ -3,9 +3,9 @@ package e2e
 import (
 	"context"
 	"database/sql"
-	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +17,7 @@ import (
 	"github.com/rollcall/rollcall/internal/pgtest"
 
 	"github.com/rollcall/rollcall/internal/testkit"
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // The start rule (design: Start rule), end to end with the real binary: after a kill -9 and a
@@ -47,14 +48,14 @@ func TestE2ELivenessKillRestartPostgres(t *testing.T) {
 	livenessKillRestart(t, u, func() (*sql.DB, error) { return sql.Open("pgx", u) })
 }
 
+// freePort is a free loopback address (harness.FreePort).
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
 func livenessKillRestart(t *testing.T, storeURL string, openDB func() (*sql.DB, error)) {

@@ -23,6 +23,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/liveness"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // Names the adapter reports (design: Adapter; tool_class, details.runtime,
@@ -264,18 +265,12 @@ func (a *Adapter) Run(ctx context.Context) error {
 func (a *Adapter) watch(ctx context.Context, cancel context.CancelFunc) {
 	t := a.clock.NewTicker(a.o.WatchInterval)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.Chan():
-			if !a.o.Claude.Alive() {
-				a.log.Info("claude code process gone")
-				cancel()
-				return
-			}
+	workgroup.Every(ctx.Done(), t.Chan(), func() {
+		if ctx.Err() == nil && !a.o.Claude.Alive() { // once: cancel ends ctx
+			a.log.Info("claude code process gone")
+			cancel()
 		}
-	}
+	})
 }
 
 // serveHooks answers hook connections: one HookEvent line in, "ok" out

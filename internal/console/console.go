@@ -116,10 +116,10 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("GET "+Prefix+"agents/{ref}/revoke", h.page(h.revokePage))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/revoke", h.form(h.revoke))
 	// Tokens (everyone) and People (admins): team.go.
-	h.mux.Handle("GET "+Prefix+"tokens", h.page(h.tokensPage))
+	h.mux.Handle("GET "+Prefix+"tokens", h.page(freshView(h.renderTokens)))
 	h.mux.Handle("POST "+Prefix+"tokens", h.form(h.createToken))
 	h.mux.Handle("POST "+Prefix+"tokens/{id}/revoke", h.form(h.revokeToken))
-	h.mux.Handle("GET "+Prefix+"people", h.page(h.peoplePage))
+	h.mux.Handle("GET "+Prefix+"people", h.page(freshView(h.renderPeople)))
 	h.mux.Handle("POST "+Prefix+"people", h.form(h.addPerson))
 	h.mux.Handle("POST "+Prefix+"people/{id}", h.form(h.updatePerson))
 	h.mux.Handle("POST "+Prefix+"handover", h.form(h.handOver))
@@ -341,6 +341,15 @@ type pageData struct {
 	Asset  string
 	Flash  string
 	V      any
+}
+
+// freshView is the GET handler of a page that render shows with a view:
+// the zero view (no form state, no new secret), status 200.
+func freshView[V any](render func(http.ResponseWriter, *http.Request, *visit, int, V)) func(http.ResponseWriter, *http.Request, *visit) {
+	return func(w http.ResponseWriter, r *http.Request, v *visit) {
+		var zero V
+		render(w, r, v, http.StatusOK, zero)
+	}
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v *visit, title string, view any) {

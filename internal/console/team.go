@@ -24,10 +24,6 @@ type tokensView struct {
 	Error   string
 }
 
-func (h *Handler) tokensPage(w http.ResponseWriter, r *http.Request, v *visit) {
-	h.renderTokens(w, r, v, http.StatusOK, tokensView{})
-}
-
 func (h *Handler) renderTokens(w http.ResponseWriter, r *http.Request, v *visit, status int, tv tokensView) {
 	ts, err := h.svc.ListTokens(r.Context(), v.person)
 	if err != nil {
@@ -82,10 +78,6 @@ type peopleView struct {
 type personRow struct {
 	domain.Person
 	Agents []domain.Agent
-}
-
-func (h *Handler) peoplePage(w http.ResponseWriter, r *http.Request, v *visit) {
-	h.renderPeople(w, r, v, http.StatusOK, peopleView{})
 }
 
 func (h *Handler) renderPeople(w http.ResponseWriter, r *http.Request, v *visit, status int, pv peopleView) {

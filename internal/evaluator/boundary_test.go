@@ -16,6 +16,7 @@ import (
 	"github.com/rollcall/rollcall/internal/evaluator"
 	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store/postgres"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // lateness records, per agent, how late after the boundary an instance
@@ -118,16 +119,11 @@ func fleetBoundaryLateness(t testing.TB) {
 			}
 			tk := time.NewTicker(30 * time.Second)
 			defer tk.Stop()
-			for {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-tk.C:
-					if _, err := ev.Pass(runCtx); err != nil && runCtx.Err() == nil {
-						t.Error(err)
-					}
+			workgroup.Every(runCtx.Done(), tk.C, func() {
+				if _, err := ev.Pass(runCtx); err != nil && runCtx.Err() == nil {
+					t.Error(err)
 				}
-			}
+			})
 		})
 	}
 	t.Logf("%d agents, shift %s; waiting %s for the boundary (mode timer=%v)", agents, shift, time.Until(boundary).Round(time.Second), !period)

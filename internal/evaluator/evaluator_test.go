@@ -133,15 +133,23 @@ func TestTransitionClaimedOnce(t *testing.T) {
 	if n1 != 1 || n2 != 0 {
 		t.Fatalf("at 09:00 the passes claimed %d and %d, want 1 and 0", n1, n2)
 	}
-	want := a.ID + ":in:" + evaluator.ReasonShiftStart
-	if got := one.events.list(); len(got) != 2 || got[1] != want {
-		t.Fatalf("events of the claiming instance = %v, want the out transition then %s", got, want)
+	shiftStartClaimedBy(t, a.ID, one, two, 2) // the out transition, then in
+}
+
+// shiftStartClaimedBy checks that claimer published events events, the last
+// agentID's shift-start in, the other instance none, and that both ran
+// OnIn once for the shift start.
+func shiftStartClaimedBy(t *testing.T, agentID string, claimer, other *instance, events int) {
+	t.Helper()
+	want := agentID + ":in:" + evaluator.ReasonShiftStart
+	if got := claimer.events.list(); len(got) != events || got[events-1] != want {
+		t.Fatalf("events of the claiming instance = %v, want %d ending in %s", got, events, want)
 	}
-	if got := two.events.list(); len(got) != 0 {
+	if got := other.events.list(); len(got) != 0 {
 		t.Fatalf("the other instance published %v; only the claimer publishes", got)
 	}
-	for i, in := range []*instance{one, two} {
-		if got := in.onIn(); !slices.Equal(got, []string{a.ID + ":" + evaluator.ReasonShiftStart}) {
+	for i, in := range []*instance{claimer, other} {
+		if got := in.onIn(); !slices.Equal(got, []string{agentID + ":" + evaluator.ReasonShiftStart}) {
 			t.Fatalf("instance %d OnIn = %v, want one shift_start", i+1, got)
 		}
 	}
@@ -180,18 +188,7 @@ func TestClockBehindCannotUndoTransition(t *testing.T) {
 	if ok, err := second.ev.Evaluate(ctx, a.ID, behind.Now()); err != nil || ok {
 		t.Fatalf("the instance behind after 09:00: Evaluate = %v, %v; want nothing to claim", ok, err)
 	}
-	want := []string{a.ID + ":in:" + evaluator.ReasonShiftStart}
-	if got := first.events.list(); !slices.Equal(got, want) {
-		t.Fatalf("events of the instance ahead = %v, want %v", got, want)
-	}
-	if got := second.events.list(); len(got) != 0 {
-		t.Fatalf("the instance behind published %v, want nothing", got)
-	}
-	for i, in := range []*instance{first, second} {
-		if got := in.onIn(); !slices.Equal(got, []string{a.ID + ":" + evaluator.ReasonShiftStart}) {
-			t.Fatalf("instance %d OnIn = %v, want one shift_start", i+1, got)
-		}
-	}
+	shiftStartClaimedBy(t, a.ID, first, second, 1)
 }
 
 // TestPresenceSignalRefreshes: a presence write on another instance,

@@ -14,12 +14,11 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // The hub on the real in-process bus. A hub without a store takes the
 // owner the publisher gives, so most of these tests need none.
-
-const waitBound = 10 * time.Second
 
 func newHub(t *testing.T) (*events.Hub, bus.Bus) {
 	t.Helper()
@@ -36,8 +35,8 @@ func next(t *testing.T, sub *events.Subscription) events.Event {
 			t.Fatal("subscription closed")
 		}
 		return ev
-	case <-time.After(waitBound):
-		t.Fatalf("no event within %s", waitBound)
+	case <-time.After(testkit.Wait):
+		t.Fatalf("no event within %s", testkit.Wait)
 	}
 	panic("unreachable")
 }

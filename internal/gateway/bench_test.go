@@ -35,7 +35,7 @@ func BenchmarkGatewayHeartbeat(b *testing.B) {
 }
 
 func benchGateway(b *testing.B, conns int) {
-	st, err := sqlite.Open(b.Context(), filepath.Join(looseTempDir(b), "r.db"))
+	st, err := sqlite.Open(b.Context(), filepath.Join(testkit.LooseTempDir(b), "r.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

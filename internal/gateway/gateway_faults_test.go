@@ -13,6 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // Faults of the server, not of the agents (design: Liveness first, Stall extension): a slow
@@ -82,10 +83,10 @@ func (e *env) state() string {
 
 func (e *env) waitState(want string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for e.state() != want {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("state %s, want %s within %s", e.state(), want, waitBound)
+			e.t.Fatalf("state %s, want %s within %s", e.state(), want, testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -125,7 +126,7 @@ func TestSlowAgentPartKeepsReading(t *testing.T) {
 		}
 	}
 	close(gs.gate)
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for {
 		st, err := e.svc.AgentStatus(t.Context(), e.admin, e.agent.ID)
 		if err != nil {
@@ -156,7 +157,7 @@ func TestStallKeepsConnections(t *testing.T) {
 	c.beat(hb)
 	e.waitState("online")
 	settle := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 		defer cancel()
 		// The flush loop, the stall detector, the agent's deadline and the
 		// connection's deadline.
@@ -231,8 +232,8 @@ func TestSlowFirstReport(t *testing.T) {
 	select {
 	case ev := <-sub.C():
 		states = append(states, state(ev))
-	case <-time.After(waitBound):
-		t.Fatalf("no presence-changed event within %s, want [online]", waitBound)
+	case <-time.After(testkit.Wait):
+		t.Fatalf("no presence-changed event within %s, want [online]", testkit.Wait)
 	}
 	for drained := false; !drained; {
 		select {

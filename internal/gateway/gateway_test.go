@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,9 +30,7 @@ import (
 // The gateway tests dial the real handler with coder/websocket's client over
 // httptest, on a real SQLite store and the real use case. Deadlines run on
 // a fake clock the tests advance; waits for asynchronous effects (a closed
-// connection) are bounded by waitBound, never timed.
-
-const waitBound = 10 * time.Second
+// connection) are bounded by testkit.Wait, never timed.
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
@@ -65,8 +61,8 @@ func buildEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) store
 	// bus signal may still read it, and sqlite.Store.Close is not safe
 	// against concurrent reads (it clears its handles). Such a goroutine may
 	// also recreate the -shm file while t.TempDir's cleanup runs, hence
-	// looseTempDir.
-	st, err := sqlite.Open(t.Context(), filepath.Join(looseTempDir(t), "r.db"))
+	// testkit.LooseTempDir.
+	st, err := sqlite.Open(t.Context(), filepath.Join(testkit.LooseTempDir(t), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +101,7 @@ type frame struct {
 // open opens a WebSocket connection to the gateway, closed at cleanup.
 func (e *env) open() *client {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/v1/gateway", nil)
 	if err != nil {
@@ -145,7 +141,7 @@ func (e *env) ready() *client {
 
 func (c *client) send(s string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	if err := c.c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
 		c.t.Fatalf("write %s: %v", s, err)
@@ -154,7 +150,7 @@ func (c *client) send(s string) {
 
 func (c *client) read() frame {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	typ, b, err := c.c.Read(ctx)
 	if err != nil {
@@ -173,13 +169,13 @@ func (c *client) read() frame {
 // closed waits for the server to close the connection and returns the code.
 func (c *client) closed() websocket.StatusCode {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	for {
 		_, b, err := c.c.Read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				c.t.Fatalf("connection not closed within %s", waitBound)
+				c.t.Fatalf("connection not closed within %s", testkit.Wait)
 			}
 			return websocket.CloseStatus(err)
 		}
@@ -203,13 +199,13 @@ func (c *client) sync(svc *app.Service, owner domain.Person, agentID string) {
 	c.t.Helper()
 	c.send(`{"op":"heartbeat","d":{}}`)
 	c.ack()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for {
 		if st, err := svc.AgentStatus(c.t.Context(), owner, agentID); err == nil && (st.State == "online" || st.State == "degraded") {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("the agent part of the heartbeat did not run within %s", waitBound)
+			c.t.Fatalf("the agent part of the heartbeat did not run within %s", testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -341,10 +337,10 @@ func TestShutdown4013(t *testing.T) {
 		if err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-	case <-time.After(waitBound):
+	case <-time.After(testkit.Wait):
 		t.Fatal("Shutdown did not return")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/v1/gateway", nil)
 	if err != nil {
@@ -408,7 +404,7 @@ func TestErrorFramesKeepConnection(t *testing.T) {
 		t.Errorf("unknown member of d: %+v", d)
 	}
 	// Binary frames are malformed.
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	if err := c.c.Write(ctx, websocket.MessageBinary, []byte(`{"op":"heartbeat"}`)); err != nil {
 		t.Fatal(err)
@@ -474,25 +470,12 @@ func TestReadLimit(t *testing.T) {
 	e := newEnv(t)
 	c := e.ready()
 	big := `{"op":"heartbeat","d":{"agent":{"state":"online","billing_mode":"` + strings.Repeat("a", gateway.ReadLimit) + `"}}}`
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	_ = c.c.Write(ctx, websocket.MessageText, []byte(big))
 	if code := c.closed(); code != websocket.StatusMessageTooBig {
 		t.Errorf("close code = %d, want 1009", code)
 	}
-}
-
-var _ = errors.New
-
-// looseTempDir is a temporary directory removed at cleanup on a best-effort
-// basis (see newEnv's comment on the store).
-func looseTempDir(t testing.TB) string {
-	d, err := os.MkdirTemp("", "rollcall-test-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
 }
 
 // TestRecheckClosesWithoutBusSignal: a credential revoked behind the
@@ -534,7 +517,7 @@ func TestUnmaskedFrameClosesConnection(t *testing.T) {
 	if _, err := nc.Write(append([]byte{0x81, byte(len(payload))}, payload...)); err != nil { // FIN text, no mask bit
 		t.Fatal(err)
 	}
-	_ = nc.SetReadDeadline(time.Now().Add(waitBound))
+	_ = nc.SetReadDeadline(time.Now().Add(testkit.Wait))
 	if _, err := io.Copy(io.Discard, br); err != nil { // hello, maybe a close frame, then EOF
 		t.Fatalf("connection not closed after an unmasked frame: %v", err)
 	}

@@ -23,17 +23,12 @@ import (
 	"github.com/rollcall/rollcall/internal/testkit"
 )
 
-// rawStreamSession opens a session with plain HTTP — initialize,
-// notifications/initialized, then a GET stream whose body the test never
+// rawStreamSession opens a session with plain HTTP (streamSession), then a
+// GET stream whose body the test never
 // reads (a frozen client) — and returns its id and the open stream.
 func (e *env) rawStreamSession(cred string) (string, *http.Response) {
 	e.t.Helper()
-	resp, body := e.bareInit(cred)
-	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("initialize: %d %s", resp.StatusCode, body)
-	}
-	id := resp.Header.Get("Mcp-Session-Id")
-	wantStatus(e.t, e.raw(http.MethodPost, cred, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`), http.StatusAccepted)
+	id := e.streamSession(cred)
 	st := e.raw(http.MethodGet, cred, id, "")
 	e.t.Cleanup(func() { st.Body.Close() })
 	e.waitEvent(id, mcpserver.StreamOpened)

@@ -14,11 +14,14 @@ import (
 	"github.com/rollcall/rollcall/internal/mcpserver"
 )
 
-// rawGet opens session id's GET stream over a raw TCP connection speaking
-// proto ("HTTP/1.1" or "HTTP/1.0") and returns the reader positioned after
-// the response head, and the head's lines.
-func (e *env) rawGet(cred, id, proto string) (net.Conn, *bufio.Reader, []string) {
+// rawGet initializes a session (streamSession) and opens its GET stream
+// over a raw TCP connection speaking proto ("HTTP/1.1" or "HTTP/1.0"); once
+// the server has opened the stream it returns the session id, the
+// connection, the reader positioned after the response head, and the head's
+// lines.
+func (e *env) rawGet(cred, proto string) (string, net.Conn, *bufio.Reader, []string) {
 	e.t.Helper()
+	id := e.streamSession(cred)
 	host := strings.TrimPrefix(e.ts.URL, "http://")
 	conn, err := net.Dial("tcp", host)
 	if err != nil {
@@ -36,7 +39,8 @@ func (e *env) rawGet(cred, id, proto string) (net.Conn, *bufio.Reader, []string)
 			e.t.Fatalf("stream head %q: %v", head, err)
 		}
 		if line == "\r\n" {
-			return conn, br, head
+			e.waitEvent(id, mcpserver.StreamOpened)
+			return id, conn, br, head
 		}
 		head = append(head, strings.TrimRight(line, "\r\n"))
 	}
@@ -78,9 +82,7 @@ func readUntil(t *testing.T, br *bufio.Reader, want string) string {
 func TestHijackedStreamSpeaksHTTP11(t *testing.T) {
 	e := newEnv(t)
 	a := e.vend("ada", allVerbs, "q1")
-	id := e.streamSession(a.Credential)
-	_, br, head := e.rawGet(a.Credential, id, "HTTP/1.1")
-	e.waitEvent(id, mcpserver.StreamOpened)
+	id, _, br, head := e.rawGet(a.Credential, "HTTP/1.1")
 	joined := strings.ToLower(strings.Join(head, "\n"))
 	for _, want := range []string{"http/1.1 200 ok", "content-type: text/event-stream", "transfer-encoding: chunked", "connection: close", "cache-control: no-cache"} {
 		if !strings.Contains(joined, want) {
@@ -117,9 +119,7 @@ func TestHijackedStreamSpeaksHTTP11(t *testing.T) {
 func TestStreamOverHTTP10(t *testing.T) {
 	e := newEnv(t)
 	a := e.vend("ada", allVerbs, "q1")
-	id := e.streamSession(a.Credential)
-	conn, br, head := e.rawGet(a.Credential, id, "HTTP/1.0")
-	e.waitEvent(id, mcpserver.StreamOpened)
+	id, conn, br, head := e.rawGet(a.Credential, "HTTP/1.0")
 	if len(head) == 0 || !strings.Contains(head[0], " 200 ") || strings.Contains(strings.ToLower(strings.Join(head, "\n")), "chunked") {
 		t.Fatalf("head %q", head)
 	}

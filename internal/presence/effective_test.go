@@ -10,6 +10,16 @@ import (
 
 func tp(s string) *time.Time { t := utc(s); return &t }
 
+// override is the Inputs of shift sh with override v, set at setAt by by
+// and ending at until ("" for no end).
+func override(sh *Shift, v, until, setAt, by string) Inputs {
+	in := Inputs{Shift: sh, Override: v, OverrideSetAt: utc(setAt), OverrideBy: by}
+	if until != "" {
+		in.OverrideUntil = tp(until)
+	}
+	return in
+}
+
 type effCase struct {
 	name     string
 	in       Inputs
@@ -54,49 +64,22 @@ func TestEffectiveRules(t *testing.T) {
 		{"shift out", Inputs{Shift: sh}, "2026-01-05T13:00:00Z", Out, SourceShift, "2026-01-06T09:00:00Z"},
 		{"shift out over the weekend", Inputs{Shift: sh}, "2026-01-09T13:00:00Z", Out, SourceShift, "2026-01-12T09:00:00Z"},
 		{"always-in shift never changes", Inputs{Shift: always}, "2026-01-05T10:00:00Z", In, SourceShift, ""},
-		{"operator out, no shift, no end", Inputs{Override: Out, OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-07T10:00:00Z", Out, SourceOperator, ""},
-		{"operator out, no shift, ends", Inputs{Override: Out, OverrideUntil: tp("2026-01-05T12:00:00Z"), OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T11:00:00Z", Out, SourceOperator, "2026-01-05T12:00:00Z"},
-		{"operator out, no shift, ended", Inputs{Override: Out, OverrideUntil: tp("2026-01-05T12:00:00Z"), OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T12:00:00Z", In, SourceDefault, ""},
-		{"in override ending into default in: no change", Inputs{Override: In, OverrideUntil: tp("2026-01-05T12:00:00Z"), OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByAgent},
-			"2026-01-05T11:00:00Z", In, SourceAgent, ""},
-		{"out override while shift out, until the shift start where the shift says in",
-			Inputs{Shift: sh, Override: Out, OverrideSetAt: utc("2026-01-05T20:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T20:00:00Z", Out, SourceOperator, "2026-01-06T09:00:00Z"},
-		{"out override ending while shift out: next real change is the start",
-			Inputs{Shift: sh, Override: Out, OverrideUntil: tp("2026-01-05T22:00:00Z"), OverrideSetAt: utc("2026-01-05T20:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T21:00:00Z", Out, SourceOperator, "2026-01-06T09:00:00Z"},
-		{"in override inside shift ending inside: next change is the shift end",
-			Inputs{Shift: sh, Override: In, OverrideUntil: tp("2026-01-05T12:00:00Z"), OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T10:00:00Z", In, SourceOperator, "2026-01-05T13:00:00Z"},
-		{"in override while shift out, ended by the start: shift in, next change its end",
-			Inputs{Shift: sh, Override: In, OverrideSetAt: utc("2026-01-05T20:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T20:00:00Z", In, SourceOperator, "2026-01-06T13:00:00Z"},
-		{"out override inside shift ends at shift end, then out until next start",
-			Inputs{Shift: sh, Override: Out, OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T10:00:00Z", Out, SourceOperator, "2026-01-06T09:00:00Z"},
-		{"override's own end before the boundary, answer flips there",
-			Inputs{Shift: sh, Override: Out, OverrideUntil: tp("2026-01-05T11:00:00Z"), OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-05T10:30:00Z", Out, SourceOperator, "2026-01-05T11:00:00Z"},
-		{"override ended by a boundary even with a later until",
-			Inputs{Shift: sh, Override: Out, OverrideUntil: tp("2026-01-07T00:00:00Z"), OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByOperator("p1")},
-			"2026-01-06T10:00:00Z", In, SourceShift, "2026-01-06T13:00:00Z"},
-		{"override set at a boundary instant is live",
-			Inputs{Shift: sh, Override: Out, OverrideSetAt: utc("2026-01-05T09:00:00Z"), OverrideBy: ByAgent},
-			"2026-01-05T09:00:00Z", Out, SourceAgent, "2026-01-06T09:00:00Z"},
-		{"override set later than now (clock skew) is live",
-			Inputs{Shift: sh, Override: Out, OverrideSetAt: utc("2026-01-05T10:00:01Z"), OverrideBy: ByAgent},
-			"2026-01-05T10:00:00Z", Out, SourceAgent, "2026-01-06T09:00:00Z"},
-		{"always-in shift, out override lasts",
-			Inputs{Shift: always, Override: Out, OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByAgent},
-			"2026-02-05T10:00:00Z", Out, SourceAgent, ""},
-		{"unknown override value is ignored",
-			Inputs{Shift: sh, Override: "maybe", OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: ByAgent},
-			"2026-01-05T10:00:00Z", In, SourceShift, "2026-01-05T13:00:00Z"},
-		{"agent:<id> is the agent", Inputs{Override: Out, OverrideSetAt: utc("2026-01-05T10:00:00Z"), OverrideBy: "agent:a1"},
-			"2026-01-05T10:00:00Z", Out, SourceAgent, ""},
+		{"operator out, no shift, no end", override(nil, Out, "", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-07T10:00:00Z", Out, SourceOperator, ""},
+		{"operator out, no shift, ends", override(nil, Out, "2026-01-05T12:00:00Z", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-05T11:00:00Z", Out, SourceOperator, "2026-01-05T12:00:00Z"},
+		{"operator out, no shift, ended", override(nil, Out, "2026-01-05T12:00:00Z", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-05T12:00:00Z", In, SourceDefault, ""},
+		{"in override ending into default in: no change", override(nil, In, "2026-01-05T12:00:00Z", "2026-01-05T10:00:00Z", ByAgent), "2026-01-05T11:00:00Z", In, SourceAgent, ""},
+		{"out override while shift out, until the shift start where the shift says in", override(sh, Out, "", "2026-01-05T20:00:00Z", ByOperator("p1")), "2026-01-05T20:00:00Z", Out, SourceOperator, "2026-01-06T09:00:00Z"},
+		{"out override ending while shift out: next real change is the start", override(sh, Out, "2026-01-05T22:00:00Z", "2026-01-05T20:00:00Z", ByOperator("p1")), "2026-01-05T21:00:00Z", Out, SourceOperator, "2026-01-06T09:00:00Z"},
+		{"in override inside shift ending inside: next change is the shift end", override(sh, In, "2026-01-05T12:00:00Z", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-05T10:00:00Z", In, SourceOperator, "2026-01-05T13:00:00Z"},
+		{"in override while shift out, ended by the start: shift in, next change its end", override(sh, In, "", "2026-01-05T20:00:00Z", ByOperator("p1")), "2026-01-05T20:00:00Z", In, SourceOperator, "2026-01-06T13:00:00Z"},
+		{"out override inside shift ends at shift end, then out until next start", override(sh, Out, "", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-05T10:00:00Z", Out, SourceOperator, "2026-01-06T09:00:00Z"},
+		{"override's own end before the boundary, answer flips there", override(sh, Out, "2026-01-05T11:00:00Z", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-05T10:30:00Z", Out, SourceOperator, "2026-01-05T11:00:00Z"},
+		{"override ended by a boundary even with a later until", override(sh, Out, "2026-01-07T00:00:00Z", "2026-01-05T10:00:00Z", ByOperator("p1")), "2026-01-06T10:00:00Z", In, SourceShift, "2026-01-06T13:00:00Z"},
+		{"override set at a boundary instant is live", override(sh, Out, "", "2026-01-05T09:00:00Z", ByAgent), "2026-01-05T09:00:00Z", Out, SourceAgent, "2026-01-06T09:00:00Z"},
+		{"override set later than now (clock skew) is live", override(sh, Out, "", "2026-01-05T10:00:01Z", ByAgent), "2026-01-05T10:00:00Z", Out, SourceAgent, "2026-01-06T09:00:00Z"},
+		{"always-in shift, out override lasts", override(always, Out, "", "2026-01-05T10:00:00Z", ByAgent), "2026-02-05T10:00:00Z", Out, SourceAgent, ""},
+		{"unknown override value is ignored", override(sh, "maybe", "", "2026-01-05T10:00:00Z", ByAgent), "2026-01-05T10:00:00Z", In, SourceShift, "2026-01-05T13:00:00Z"},
+		{"agent:<id> is the agent", override(nil, Out, "", "2026-01-05T10:00:00Z", "agent:a1"), "2026-01-05T10:00:00Z", Out, SourceAgent, ""},
 	})
 }
 

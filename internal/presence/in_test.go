@@ -97,64 +97,57 @@ func TestShiftInUTC(t *testing.T) {
 	})
 }
 
-// Los Angeles 2026: springs 02:00 PST → 03:00 PDT on Sun Mar 8 (10:00Z);
-// falls 02:00 PDT → 01:00 PST on Sun Nov 1 (09:00Z).
-func TestShiftInLosAngelesDST(t *testing.T) {
-	const la = "TZ=America/Los_Angeles "
+// TestShiftInDST: shifts across the 2026 DST changes of three zones.
+func TestShiftInDST(t *testing.T) {
+	const (
+		la = "TZ=America/Los_Angeles "
+		be = "TZ=Europe/Berlin "
+		lh = "TZ=Australia/Lord_Howe "
+	)
 	runInCases(t, []inCase{
-		{"spring: night before", la + "00:00-06:00", "2026-03-08T07:59:59Z", false, "2026-03-08T08:00:00Z"},
-		{"spring: window shortened to 5h", la + "00:00-06:00", "2026-03-08T08:00:00Z", true, "2026-03-08T13:00:00Z"},
-		{"spring: start in the gap happens at the jump", la + "02:30-04:00", "2026-03-08T09:00:00Z", false, "2026-03-08T10:00:00Z"},
-		{"spring: started at the jump", la + "02:30-04:00", "2026-03-08T10:00:00Z", true, "2026-03-08T11:00:00Z"},
-		{"spring: end in the gap happens at the jump", la + "00:00-02:30", "2026-03-08T09:30:00Z", true, "2026-03-08T10:00:00Z"},
-		{"spring: window inside the gap is empty that day", la + "Sun 02:10-02:50", "2026-03-08T09:00:00Z", false, "2026-03-15T09:10:00Z"},
-		{"spring: after the jump", la + "Sun 02:10-02:50", "2026-03-08T10:00:00Z", false, "2026-03-15T09:10:00Z"},
-		{"spring: weekday shift the week after", la + "Mon-Fri 09:00-13:00", "2026-03-06T21:00:00Z", false, "2026-03-09T16:00:00Z"},
-		{"fall: window lengthened to 7h", la + "00:00-06:00", "2026-11-01T07:00:00Z", true, "2026-11-01T14:00:00Z"},
-		{"fall: start in the repeated hour, first pass", la + "Sun 01:30-03:00", "2026-11-01T08:00:00Z", false, "2026-11-01T08:30:00Z"},
-		{"fall: runs through the replay to 03:00 PST", la + "Sun 01:30-03:00", "2026-11-01T08:30:00Z", true, "2026-11-01T11:00:00Z"},
-		{"fall: replay keeps in", la + "Sun 01:30-03:00", "2026-11-01T09:15:00Z", true, "2026-11-01T11:00:00Z"},
-		{"fall: end in repeated hour at first pass", la + "Sat 22:00-01:30", "2026-11-01T05:00:00Z", true, "2026-11-01T08:30:00Z"},
-		{"fall: replay does not resume the ended window", la + "Sat 22:00-01:30", "2026-11-01T09:10:00Z", false, "2026-11-08T06:00:00Z"},
-		{"fall: edge fires once", la + "01:00-01:30", "2026-11-01T08:10:00Z", true, "2026-11-01T08:30:00Z"},
-		{"fall: no second start at 01:00 PST", la + "01:00-01:30", "2026-11-01T09:05:00Z", false, "2026-11-02T09:00:00Z"},
-		{"fall: weekday shift in PST", la + "Mon-Fri 09:00-13:00", "2026-10-30T20:00:00Z", false, "2026-11-02T17:00:00Z"},
-	})
-}
-
-// Berlin 2026: springs 02:00 CET → 03:00 CEST on Sun Mar 29 (01:00Z); falls
-// 03:00 CEST → 02:00 CET on Sun Oct 25 (01:00Z).
-func TestShiftInBerlinDST(t *testing.T) {
-	const be = "TZ=Europe/Berlin "
-	runInCases(t, []inCase{
-		{"spring: the skipped hour is an empty window", be + "Sun 02:00-03:00", "2026-03-29T00:30:00Z", false, "2026-04-05T00:00:00Z"},
-		{"spring: night shift 7h", be + "Sat 22:00-06:00", "2026-03-28T21:00:00Z", true, "2026-03-29T04:00:00Z"},
-		{"spring: weekdays move an hour in UTC", be + "Mon-Fri 09:00-17:00", "2026-03-27T16:00:00Z", false, "2026-03-30T07:00:00Z"},
-		{"fall: before the repeated hour", be + "Sun 02:00-03:00", "2026-10-24T23:59:00Z", false, "2026-10-25T00:00:00Z"},
-		{"fall: repeated hour makes it 2h", be + "Sun 02:00-03:00", "2026-10-25T00:00:00Z", true, "2026-10-25T02:00:00Z"},
-		{"fall: replay keeps in", be + "Sun 02:00-03:00", "2026-10-25T01:30:00Z", true, "2026-10-25T02:00:00Z"},
-		{"fall: night shift 9h", be + "Sat 22:00-06:00", "2026-10-24T20:00:00Z", true, "2026-10-25T05:00:00Z"},
-		{"fall: end at 02:30 fires at first pass", be + "Sat 23:00-02:30", "2026-10-25T00:10:00Z", true, "2026-10-25T00:30:00Z"},
-		{"fall: replay stays out after the end", be + "Sat 23:00-02:30", "2026-10-25T01:10:00Z", false, "2026-10-31T22:00:00Z"},
-	})
-}
-
-// Lord Howe 2026 (30-minute DST): falls 02:00 +11 → 01:30 +1030 on Sun
-// Apr 5 (Apr 4 15:00Z); springs 02:00 +1030 → 02:30 +11 on Sun Oct 4
-// (Oct 3 15:30Z).
-func TestShiftInLordHoweDST(t *testing.T) {
-	const lh = "TZ=Australia/Lord_Howe "
-	runInCases(t, []inCase{
-		{"fall: window lengthened to 6h30", lh + "00:00-06:00", "2026-04-04T13:00:00Z", true, "2026-04-04T19:30:00Z"},
-		{"fall: start in repeated half hour", lh + "Sun 01:45-06:00", "2026-04-04T14:44:00Z", false, "2026-04-04T14:45:00Z"},
-		{"fall: started at first pass", lh + "Sun 01:45-06:00", "2026-04-04T14:45:00Z", true, "2026-04-04T19:30:00Z"},
-		{"fall: replay keeps in", lh + "Sun 01:45-06:00", "2026-04-04T15:10:00Z", true, "2026-04-04T19:30:00Z"},
-		{"fall: end at first pass", lh + "Sat 20:00-01:45", "2026-04-04T09:00:00Z", true, "2026-04-04T14:45:00Z"},
-		{"fall: replay stays out", lh + "Sat 20:00-01:45", "2026-04-04T15:10:00Z", false, "2026-04-11T09:30:00Z"},
-		{"spring: window shortened to 5h30", lh + "00:00-06:00", "2026-10-03T13:30:00Z", true, "2026-10-03T19:00:00Z"},
-		{"spring: start in the gap at the jump", lh + "Sun 02:10-05:00", "2026-10-03T15:00:00Z", false, "2026-10-03T15:30:00Z"},
-		{"spring: started at the jump", lh + "Sun 02:10-05:00", "2026-10-03T15:30:00Z", true, "2026-10-03T18:00:00Z"},
-		{"spring: window inside the gap is empty", lh + "Sun 02:00-02:30", "2026-10-03T15:00:00Z", false, "2026-10-10T15:00:00Z"},
+		// Los Angeles 2026: springs 02:00 PST → 03:00 PDT on Sun Mar 8 (10:00Z);
+		// falls 02:00 PDT → 01:00 PST on Sun Nov 1 (09:00Z).
+		{"Los Angeles, spring: night before", la + "00:00-06:00", "2026-03-08T07:59:59Z", false, "2026-03-08T08:00:00Z"},
+		{"Los Angeles, spring: window shortened to 5h", la + "00:00-06:00", "2026-03-08T08:00:00Z", true, "2026-03-08T13:00:00Z"},
+		{"Los Angeles, spring: start in the gap happens at the jump", la + "02:30-04:00", "2026-03-08T09:00:00Z", false, "2026-03-08T10:00:00Z"},
+		{"Los Angeles, spring: started at the jump", la + "02:30-04:00", "2026-03-08T10:00:00Z", true, "2026-03-08T11:00:00Z"},
+		{"Los Angeles, spring: end in the gap happens at the jump", la + "00:00-02:30", "2026-03-08T09:30:00Z", true, "2026-03-08T10:00:00Z"},
+		{"Los Angeles, spring: window inside the gap is empty that day", la + "Sun 02:10-02:50", "2026-03-08T09:00:00Z", false, "2026-03-15T09:10:00Z"},
+		{"Los Angeles, spring: after the jump", la + "Sun 02:10-02:50", "2026-03-08T10:00:00Z", false, "2026-03-15T09:10:00Z"},
+		{"Los Angeles, spring: weekday shift the week after", la + "Mon-Fri 09:00-13:00", "2026-03-06T21:00:00Z", false, "2026-03-09T16:00:00Z"},
+		{"Los Angeles, fall: window lengthened to 7h", la + "00:00-06:00", "2026-11-01T07:00:00Z", true, "2026-11-01T14:00:00Z"},
+		{"Los Angeles, fall: start in the repeated hour, first pass", la + "Sun 01:30-03:00", "2026-11-01T08:00:00Z", false, "2026-11-01T08:30:00Z"},
+		{"Los Angeles, fall: runs through the replay to 03:00 PST", la + "Sun 01:30-03:00", "2026-11-01T08:30:00Z", true, "2026-11-01T11:00:00Z"},
+		{"Los Angeles, fall: replay keeps in", la + "Sun 01:30-03:00", "2026-11-01T09:15:00Z", true, "2026-11-01T11:00:00Z"},
+		{"Los Angeles, fall: end in repeated hour at first pass", la + "Sat 22:00-01:30", "2026-11-01T05:00:00Z", true, "2026-11-01T08:30:00Z"},
+		{"Los Angeles, fall: replay does not resume the ended window", la + "Sat 22:00-01:30", "2026-11-01T09:10:00Z", false, "2026-11-08T06:00:00Z"},
+		{"Los Angeles, fall: edge fires once", la + "01:00-01:30", "2026-11-01T08:10:00Z", true, "2026-11-01T08:30:00Z"},
+		{"Los Angeles, fall: no second start at 01:00 PST", la + "01:00-01:30", "2026-11-01T09:05:00Z", false, "2026-11-02T09:00:00Z"},
+		{"Los Angeles, fall: weekday shift in PST", la + "Mon-Fri 09:00-13:00", "2026-10-30T20:00:00Z", false, "2026-11-02T17:00:00Z"},
+		// Berlin 2026: springs 02:00 CET → 03:00 CEST on Sun Mar 29 (01:00Z); falls
+		// 03:00 CEST → 02:00 CET on Sun Oct 25 (01:00Z).
+		{"Berlin, spring: the skipped hour is an empty window", be + "Sun 02:00-03:00", "2026-03-29T00:30:00Z", false, "2026-04-05T00:00:00Z"},
+		{"Berlin, spring: night shift 7h", be + "Sat 22:00-06:00", "2026-03-28T21:00:00Z", true, "2026-03-29T04:00:00Z"},
+		{"Berlin, spring: weekdays move an hour in UTC", be + "Mon-Fri 09:00-17:00", "2026-03-27T16:00:00Z", false, "2026-03-30T07:00:00Z"},
+		{"Berlin, fall: before the repeated hour", be + "Sun 02:00-03:00", "2026-10-24T23:59:00Z", false, "2026-10-25T00:00:00Z"},
+		{"Berlin, fall: repeated hour makes it 2h", be + "Sun 02:00-03:00", "2026-10-25T00:00:00Z", true, "2026-10-25T02:00:00Z"},
+		{"Berlin, fall: replay keeps in", be + "Sun 02:00-03:00", "2026-10-25T01:30:00Z", true, "2026-10-25T02:00:00Z"},
+		{"Berlin, fall: night shift 9h", be + "Sat 22:00-06:00", "2026-10-24T20:00:00Z", true, "2026-10-25T05:00:00Z"},
+		{"Berlin, fall: end at 02:30 fires at first pass", be + "Sat 23:00-02:30", "2026-10-25T00:10:00Z", true, "2026-10-25T00:30:00Z"},
+		{"Berlin, fall: replay stays out after the end", be + "Sat 23:00-02:30", "2026-10-25T01:10:00Z", false, "2026-10-31T22:00:00Z"},
+		// Lord Howe 2026 (30-minute DST): falls 02:00 +11 → 01:30 +1030 on Sun
+		// Apr 5 (Apr 4 15:00Z); springs 02:00 +1030 → 02:30 +11 on Sun Oct 4
+		// (Oct 3 15:30Z).
+		{"Lord Howe, fall: window lengthened to 6h30", lh + "00:00-06:00", "2026-04-04T13:00:00Z", true, "2026-04-04T19:30:00Z"},
+		{"Lord Howe, fall: start in repeated half hour", lh + "Sun 01:45-06:00", "2026-04-04T14:44:00Z", false, "2026-04-04T14:45:00Z"},
+		{"Lord Howe, fall: started at first pass", lh + "Sun 01:45-06:00", "2026-04-04T14:45:00Z", true, "2026-04-04T19:30:00Z"},
+		{"Lord Howe, fall: replay keeps in", lh + "Sun 01:45-06:00", "2026-04-04T15:10:00Z", true, "2026-04-04T19:30:00Z"},
+		{"Lord Howe, fall: end at first pass", lh + "Sat 20:00-01:45", "2026-04-04T09:00:00Z", true, "2026-04-04T14:45:00Z"},
+		{"Lord Howe, fall: replay stays out", lh + "Sat 20:00-01:45", "2026-04-04T15:10:00Z", false, "2026-04-11T09:30:00Z"},
+		{"Lord Howe, spring: window shortened to 5h30", lh + "00:00-06:00", "2026-10-03T13:30:00Z", true, "2026-10-03T19:00:00Z"},
+		{"Lord Howe, spring: start in the gap at the jump", lh + "Sun 02:10-05:00", "2026-10-03T15:00:00Z", false, "2026-10-03T15:30:00Z"},
+		{"Lord Howe, spring: started at the jump", lh + "Sun 02:10-05:00", "2026-10-03T15:30:00Z", true, "2026-10-03T18:00:00Z"},
+		{"Lord Howe, spring: window inside the gap is empty", lh + "Sun 02:00-02:30", "2026-10-03T15:00:00Z", false, "2026-10-10T15:00:00Z"},
 	})
 }
 

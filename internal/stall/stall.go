@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // A stall of the server is not the agents' fault. While the process could
@@ -113,15 +115,7 @@ func (d *Detector) Run(ctx context.Context) {
 	d.Check()
 	t := d.clock.NewTimer(d.period)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.Chan():
-		}
-		d.Check()
-		t.Reset(d.period)
-	}
+	workgroup.After(ctx.Done(), t, d.period, func() { d.Check() })
 }
 
 // Check notes that the process runs now; a gap since the previous check of

@@ -111,10 +111,12 @@ type ReportedPair struct {
 
 // Equal reports whether r and o hold the same values (nil only equals nil).
 func (r ReportedPair) Equal(o ReportedPair) bool {
-	return samePtr(r.BillingMode, o.BillingMode) && samePtr(r.ToolClass, o.ToolClass)
+	return SamePtr(r.BillingMode, o.BillingMode) && SamePtr(r.ToolClass, o.ToolClass)
 }
 
-func samePtr(a, b *string) bool {
+// SamePtr reports whether a and b hold the same string (nil only equals
+// nil).
+func SamePtr(a, b *string) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

@@ -3,7 +3,6 @@ package testkit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // Cluster is a throwaway PostgreSQL cluster started from Debian's server
@@ -103,12 +104,11 @@ func pgUID() int {
 }
 
 func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreePort()
 	if err != nil {
 		panic(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // Server is one running `rollcall serve` process.
@@ -24,8 +26,6 @@ type Server struct {
 	mu  sync.Mutex
 	out strings.Builder
 }
-
-var listenRE = regexp.MustCompile(`rollcall listening on (http://\S+)`)
 
 // StartServer runs `bin serve --listen 127.0.0.1:0 args...` (a later
 // --listen in args wins) with env added to the environment, and waits up
@@ -55,7 +55,7 @@ func StartServer(t testing.TB, bin, name string, env []string, args ...string) *
 			s.mu.Lock()
 			s.out.WriteString(line + "\n")
 			s.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
+			if m := harness.ListeningRE.FindStringSubmatch(line); m != nil {
 				select {
 				case urlc <- m[1]:
 				default:

@@ -71,3 +71,15 @@ func Log() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// LooseTempDir is a temporary directory removed at cleanup on a best-effort
+// basis, for a store that goroutines may still touch after the test (a
+// SQLite -shm file recreated while t.TempDir's cleanup runs would fail it).
+func LooseTempDir(t testing.TB) string {
+	d, err := os.MkdirTemp("", "rollcall-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}

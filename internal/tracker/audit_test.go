@@ -11,6 +11,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // countingStore counts the audited-report transactions and holds the first
@@ -62,7 +63,7 @@ func TestFirstReportsGroupCommitted(t *testing.T) {
 				errs <- err
 			}()
 		}
-		deadline := time.Now().Add(waitBound)
+		deadline := time.Now().Add(testkit.Wait)
 		for trk(e.svc).AuditsWaiting() < n-1 {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d reports waiting, want %d", trk(e.svc).AuditsWaiting(), n-1)

@@ -10,6 +10,7 @@ import (
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/dbclock"
 	"github.com/rollcall/rollcall/internal/skewclock"
+	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
@@ -45,14 +46,14 @@ func (e *lvEnv) statusOn(svc *app.Service, id string) string {
 // the fake clock does not move while it waits.
 func (e *lvEnv) waitStatus(svc *app.Service, id, want, what string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for {
 		got := e.statusOn(svc, id)
 		if got == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: %s says %s, want %s (waited %s)", what, trk(svc).Instance(), got, want, waitBound)
+			e.t.Fatalf("%s: %s says %s, want %s (waited %s)", what, trk(svc).Instance(), got, want, testkit.Wait)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

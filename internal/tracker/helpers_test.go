@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -31,10 +30,6 @@ import (
 // correctness: deadlines fire when the test advances the clock, and the
 // few asynchronous effects (a timer's callback runs on its own goroutine)
 // are awaited with a generous bound.
-
-// waitBound bounds every wait for an asynchronous effect; reaching it fails
-// the test (it is not a timing assertion).
-const waitBound = 10 * time.Second
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
@@ -98,12 +93,12 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 	if o.postgres {
 		return newPgEnv(t, o)
 	}
-	dbPath := filepath.Join(looseTempDir(t), "r.db")
+	dbPath := filepath.Join(testkit.LooseTempDir(t), "r.db")
 	// Not closed at cleanup: goroutines the presence evaluator starts per
 	// bus signal may still read it, and sqlite.Store.Close is not safe
 	// against concurrent reads (it clears its handles). Such a goroutine may
 	// also recreate the -shm file while t.TempDir's cleanup runs, hence
-	// looseTempDir.
+	// testkit.LooseTempDir.
 	st, err := sqlite.Open(t.Context(), dbPath)
 	if err != nil {
 		t.Fatal(err)
@@ -271,8 +266,8 @@ func (r *recorder) next() (events.Event, events.PresenceChangedData) {
 		var d events.PresenceChangedData
 		_ = json.Unmarshal(ev.Data, &d)
 		return ev, d
-	case <-time.After(waitBound):
-		r.t.Fatalf("no event within %s", waitBound)
+	case <-time.After(testkit.Wait):
+		r.t.Fatalf("no event within %s", testkit.Wait)
 	}
 	panic("unreachable")
 }
@@ -292,16 +287,9 @@ func (r *recorder) none(what string) {
 func (r *recorder) expect(agent, state string, mode *string) {
 	r.t.Helper()
 	ev, d := r.next()
-	if ev.Kind != events.KindPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !sameP(d.ReportedBillingMode, mode) {
+	if ev.Kind != events.KindPresenceChanged || (agent != "" && d.Agent != agent) || d.State != state || !store.SamePtr(d.ReportedBillingMode, mode) {
 		r.t.Fatalf("event = %s %s, want agent.presence_changed %s %s mode %v", ev.Kind, ev.Data, agent, state, deref(mode))
 	}
-}
-
-func sameP(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 func deref(p *string) string {
@@ -335,10 +323,10 @@ func wantState(t *testing.T, svc *app.Service, id, want, when string) {
 // effects of timer callbacks, which run on their own goroutines.
 func waitState(t *testing.T, svc *app.Service, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for state(t, svc, id) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("state of %s = %s, want %s within %s", id, state(t, svc, id), want, waitBound)
+			t.Fatalf("state of %s = %s, want %s within %s", id, state(t, svc, id), want, testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -364,17 +352,4 @@ func fmtTime(t *time.Time) string {
 		return "<nil>"
 	}
 	return t.Format(time.RFC3339Nano)
-}
-
-var _ = fmt.Sprint
-
-// looseTempDir is a temporary directory removed at cleanup on a best-effort
-// basis (see newEnv's comment on the store).
-func looseTempDir(t testing.TB) string {
-	d, err := os.MkdirTemp("", "rollcall-test-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
 }

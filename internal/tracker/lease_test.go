@@ -13,6 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
@@ -253,10 +254,10 @@ func TestOwnerLeaseCleanShutdown(t *testing.T) {
 // waitRow waits (bounded) until the stored state of the agent is want.
 func waitRow(t *testing.T, e *lvEnv, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for e.agent(id).Liveness.State != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("stored state of %s = %s, want %s within %s", id, e.agent(id).Liveness.State, want, waitBound)
+			t.Fatalf("stored state of %s = %s, want %s within %s", id, e.agent(id).Liveness.State, want, testkit.Wait)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -266,10 +267,10 @@ func waitRow(t *testing.T, e *lvEnv, id, want string) {
 // everything queued.
 func waitIdle(t *testing.T, svc *app.Service) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for !trk(svc).TransitionsIdle() {
 		if time.Now().After(deadline) {
-			t.Fatalf("transitions of %s not written within %s", trk(svc).Instance(), waitBound)
+			t.Fatalf("transitions of %s not written within %s", trk(svc).Instance(), testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}

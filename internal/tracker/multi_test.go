@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // settle waits (bounded) until the fake clock has n timers again: a timer
@@ -13,7 +14,7 @@ import (
 // (deadline or watch) when the callback is done.
 func (e *lvEnv) settle(n int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Wait)
 	defer cancel()
 	if err := e.clock.BlockUntilContext(ctx, n); err != nil {
 		e.t.Fatalf("the fake clock did not get back to %d timers: %v", n, err)
@@ -22,13 +23,13 @@ func (e *lvEnv) settle(n int) {
 
 func waitOwns(t *testing.T, svc *app.Service, id string, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for {
 		if owned, _ := trk(svc).Owns(id); owned == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s owns %s = %v, want %v within %s", trk(svc).Instance(), id, !want, want, waitBound)
+			t.Fatalf("%s owns %s = %v, want %v within %s", trk(svc).Instance(), id, !want, want, testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rollcall/rollcall/internal/liveness"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 	"github.com/rollcall/rollcall/internal/tracker"
 )
 
@@ -411,10 +412,10 @@ func TestFlushLoop(t *testing.T) {
 
 func waitRows(t *testing.T, svc *app.Service, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for trk(svc).RowsWritten() < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("rows written = %d, want %d within %s", trk(svc).RowsWritten(), want, waitBound)
+			t.Fatalf("rows written = %d, want %d within %s", trk(svc).RowsWritten(), want, testkit.Wait)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -632,7 +633,7 @@ func TestConfigRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No heartbeat since: the refresh travels over the bus (asynchronously).
-	deadline := time.Now().Add(waitBound)
+	deadline := time.Now().Add(testkit.Wait)
 	for {
 		v := -1.0
 		trk(e.svc).MismatchAges(func(h string, s float64) { v = s })

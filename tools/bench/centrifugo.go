@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // centrifugoVersion is the peer the push and memory workloads compare with.
@@ -59,14 +61,14 @@ func ensureCentrifugo(ctx context.Context, cache string) (string, error) {
 // key, connection JWTs (HS256), uni_sse and the bidirectional WebSocket
 // transport on one loopback port.
 type centrifugo struct {
-	*server
+	*harness.Proc
 	base string
 	dir  string
 	http *http.Client
 }
 
 func startCentrifugo(ctx context.Context, bin string, logw io.Writer) (*centrifugo, error) {
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +93,12 @@ func startCentrifugo(ctx context.Context, bin string, logw io.Writer) (*centrifu
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s, _, err := startServer(ctx, bin, []string{"--config", path}, nil, logw, nil, 0)
+	s, _, err := harness.Start(ctx, bin, []string{"--config", path}, nil, logw, nil, 0)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &centrifugo{server: s, base: "http://127.0.0.1:" + strconv.Itoa(port), dir: dir,
+	c := &centrifugo{Proc: s, base: "http://127.0.0.1:" + strconv.Itoa(port), dir: dir,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if err := waitHTTP(ctx, c.base+"/health", 60*time.Second); err != nil {
 		c.stop()
@@ -106,7 +108,7 @@ func startCentrifugo(ctx context.Context, bin string, logw io.Writer) (*centrifu
 }
 
 func (c *centrifugo) stop() {
-	c.server.stop()
+	c.Stop(stopGrace)
 	c.http.CloseIdleConnections()
 	os.RemoveAll(c.dir)
 }
@@ -125,7 +127,7 @@ func centrifugoToken(user, channel string) string {
 
 // publish publishes data to channel through the HTTP API (in memory).
 func (c *centrifugo) publish(ctx context.Context, channel string, data any) error {
-	code, body, err := sendJSON(ctx, c.http, "POST", c.base+"/api/publish", "X-API-Key", centrifugoAPIKey, map[string]any{"channel": channel, "data": data})
+	code, body, err := harness.SendJSON(ctx, c.http, "POST", c.base+"/api/publish", "X-API-Key", centrifugoAPIKey, map[string]any{"channel": channel, "data": data})
 	if err != nil {
 		return err
 	}

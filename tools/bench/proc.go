@@ -1,20 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"regexp"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -32,24 +23,6 @@ func raiseNoFile() (uint64, error) {
 		return 0, err
 	}
 	return lim.Cur, nil
-}
-
-// rssKiB is the resident set size of pid (VmRSS of /proc/PID/status, KiB).
-func rssKiB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				break
-			}
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
 // openFDs counts the open file descriptors of pid (sockets included).
@@ -97,89 +70,9 @@ func settle(ctx context.Context, d time.Duration) {
 	}
 }
 
-// freePort reserves and releases a loopback TCP port for a server that takes
-// its port from configuration.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// server is one started peer or Rollcall process.
-type server struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startServer starts bin with args and env, copies its stderr to logw, and
-// when re is set waits (up to limit) for a stdout or stderr line matching it,
-// returning the first submatch.
-func startServer(ctx context.Context, bin string, args, env []string, logw io.Writer, re *regexp.Regexp, limit time.Duration) (*server, string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	errp, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
-	found := make(chan string, 1)
-	var sent atomic.Bool
-	scan := func(r io.Reader) {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if re != nil {
-				if m := re.FindStringSubmatch(line); m != nil && sent.CompareAndSwap(false, true) {
-					found <- m[len(m)-1]
-					continue
-				}
-			}
-			fmt.Fprintln(logw, line)
-		}
-	}
-	go scan(out)
-	go scan(errp)
-	go func() { cmd.Wait(); close(s.done) }()
-	if re == nil {
-		return s, "", nil
-	}
-	select {
-	case m := <-found:
-		return s, m, nil
-	case <-s.done:
-		return nil, "", fmt.Errorf("%s exited before it was ready: %v", bin, cmd.ProcessState)
-	case <-time.After(limit):
-		s.stop()
-		return nil, "", fmt.Errorf("%s not ready within %s", bin, limit)
-	case <-ctx.Done():
-		s.stop()
-		return nil, "", ctx.Err()
-	}
-}
-
-func (s *server) pid() int { return s.cmd.Process.Pid }
-
-// stop interrupts the process and kills it if it has not exited in 20 s.
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
-}
+// stopGrace is how long a started peer or Rollcall process may take to
+// exit after an interrupt before it is killed (harness.Proc.Stop).
+const stopGrace = 20 * time.Second
 
 // waitHTTP polls url until it answers below 500 (up to limit).
 func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
@@ -193,34 +86,6 @@ func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
 		resp.Body.Close()
 		return resp.StatusCode < 500, nil
 	}, func() error { return fmt.Errorf("%s not answering within %s: %v", url, limit, err) })
-}
-
-// sendJSON sends method url with the header hdr: value and body as JSON
-// (when not nil) through hc, and returns the status and the answer.
-func sendJSON(ctx context.Context, hc *http.Client, method, url, hdr, value string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set(hdr, value)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
 }
 
 // clientPool hands out HTTP clients whose connections leave from distinct

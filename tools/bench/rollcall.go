@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,15 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // benchAdminToken is the bootstrap admin token of every Rollcall the harness
@@ -41,14 +40,12 @@ func buildRollcall(ctx context.Context, root, dir string) (string, error) {
 
 // rollcall is one fresh `rollcall serve` on loopback.
 type rollcall struct {
-	*server
+	*harness.Proc
 	url    string
 	dir    string
 	dropDB func()
 	http   *http.Client
 }
-
-var listeningRe = regexp.MustCompile(`rollcall listening on (http://\S+)`)
 
 // startRollcall starts bin on a fresh store: a new SQLite file when pgURL is
 // "", else a new database created on the PostgreSQL server of pgURL (dropped
@@ -72,56 +69,35 @@ func startRollcall(ctx context.Context, bin, pgURL string, logw io.Writer) (*rol
 	// connections from four loopback addresses, and the cap (256 by
 	// default) is there for stalling clients, not for this.
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--store", store, "--log.level", "warn", "--http.max_conns_per_client", "0"}
-	s, u, err := startServer(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + benchAdminToken}, logw, listeningRe, 60*time.Second)
+	s, u, err := harness.Start(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + benchAdminToken}, logw, harness.ListeningRE, 60*time.Second)
 	if err != nil {
 		r.dropDB()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r.server, r.url = s, u
+	r.Proc, r.url = s, u
 	return r, nil
 }
 
 func (r *rollcall) stop() {
-	r.server.stop()
+	r.Stop(stopGrace)
 	r.http.CloseIdleConnections()
 	r.dropDB()
 	os.RemoveAll(r.dir)
 }
 
-// rest calls the REST API as the admin and decodes a 2xx answer into into.
+// rest calls the REST API as the admin (harness.DoJSON).
 func (r *rollcall) rest(ctx context.Context, method, path string, body, into any) error {
-	code, b, err := sendJSON(ctx, r.http, method, r.url+path, "Authorization", "Bearer "+benchAdminToken, body)
-	if err != nil {
-		return err
-	}
-	if code >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, code, b)
-	}
-	if into != nil {
-		return json.Unmarshal(b, into)
-	}
-	return nil
+	return harness.DoJSON(ctx, r.http, r.url, benchAdminToken, method, path, body, into)
 }
 
 // agent is a vended agent: its handle, credential and MCP URL.
-type agent struct {
-	Agent struct {
-		Handle string `json:"handle"`
-	} `json:"agent"`
-	Credential string `json:"credential"`
-	MCPURL     string `json:"mcp_url"`
-}
+type agent = harness.Vended
 
 // vend creates an agent with queue "q" and the work verbs (REST, as the CLI
 // does).
 func (r *rollcall) vend(ctx context.Context, handle string) (agent, error) {
-	var a agent
-	err := r.rest(ctx, "POST", "/v1/agents", map[string]any{
-		"handle": handle, "queues": []string{"q"},
-		"verbs": []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"},
-	}, &a)
-	return a, err
+	return harness.Vend(ctx, r.http, r.url, benchAdminToken, handle, []string{"q"})
 }
 
 // vendMany vends n agents named prefix-0 … prefix-(n-1), 8 at a time.
@@ -168,42 +144,16 @@ type mcpSession struct {
 	c *mcpclient.Client
 }
 
-// openMCP initializes a session for a and lists its tools; onDoorbell, when
-// set, receives the todo_id of every notifications/claude/channel and the
-// time it was read.
+// openMCP initializes a session for a through hc (harness.DialMCPVia);
+// onDoorbell, when set, receives the todo_id of every doorbell and the time
+// it was read.
 func openMCP(ctx context.Context, hc *http.Client, a agent, onDoorbell func(todoID string, at time.Time)) (*mcpSession, error) {
-	tr, err := transport.NewStreamableHTTP(a.MCPURL,
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + a.Credential}),
-		transport.WithHTTPBasicClient(hc),
-		transport.WithHTTPLogger(clientLog),
-		//lint:ignore SA1019 sessions of the legacy protocol versions receive doorbells on the standalone GET stream, as Claude Code's do
-		transport.WithContinuousListening())
-	if err != nil {
-		return nil, err
-	}
-	c := mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
+	var onBell func(harness.Bell)
 	if onDoorbell != nil {
-		c.OnNotification(func(n mcp.JSONRPCNotification) {
-			if n.Method == "notifications/claude/channel" {
-				at := time.Now()
-				meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
-				id, _ := meta["todo_id"].(string)
-				onDoorbell(id, at)
-			}
-		})
+		onBell = func(b harness.Bell) { onDoorbell(b.TodoID(), b.Read) }
 	}
-	if err := c.Start(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
-		ClientInfo:      mcp.Implementation{Name: "rollcall-bench", Version: "1"},
-	}}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
-		c.Close()
+	c, _, err := harness.DialMCPVia(ctx, hc, clientLog, a.MCPURL, a.Credential, "rollcall-bench", onBell)
+	if err != nil {
 		return nil, err
 	}
 	return &mcpSession{c: c}, nil

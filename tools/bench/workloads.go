@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 // Systems, as named in the table.
@@ -106,7 +108,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		set.pid, set.stop = r.pid(), r.stop
+		set.pid, set.stop = r.PID(), r.stop
 		target, err := r.vend(ctx, "target")
 		if err != nil {
 			r.stop()
@@ -134,7 +136,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		set.pid, set.stop = c.pid(), c.stop
+		set.pid, set.stop = c.PID(), c.stop
 		dial := func(ctx context.Context, hc *http.Client, user, ch string, f onPub) (peerConn, error) {
 			if system == sysWebSocket {
 				return c.dialWS(ctx, hc, user, ch, f)
@@ -163,7 +165,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 	}
 	set.conns = append(set.conns, warm)
 	settle(ctx, time.Second)
-	before, err := rssKiB(set.pid)
+	before, err := harness.RSSKiB(set.pid)
 	if err != nil {
 		set.close()
 		return nil, 0, 0, err
@@ -184,7 +186,7 @@ func startIdle(ctx context.Context, e env, system string, n int, f func(id strin
 		return nil, 0, 0, fmt.Errorf("%s: %w", system, err)
 	}
 	settle(ctx, 3*time.Second)
-	after, err := rssKiB(set.pid)
+	after, err := harness.RSSKiB(set.pid)
 	if err != nil {
 		set.close()
 		return nil, 0, 0, err

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
+	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
 // The heartbeat mode (docs/benchmarks.md, Liveness):
@@ -328,12 +331,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 			began, n, idx := time.Now(), 0, rand.IntN(len(mine))
 			tick := time.NewTicker(time.Millisecond)
 			defer tick.Stop()
-			for {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-tick.C:
-				}
+			workgroup.Every(runCtx.Done(), tick.C, func() {
 				for due := int(time.Since(began).Seconds()*perSec) - n; due > 0 && runCtx.Err() == nil; due-- {
 					i := mine[idx%len(mine)]
 					idx++
@@ -347,7 +345,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 						errs.Add(1)
 					}
 				}
-			}
+			})
 		})
 	}
 	w, err := measureWindow(ctx, t, &measuring, warmup, duration)
@@ -370,7 +368,7 @@ func gatewayLoad(ctx context.Context, t *target, creds []cred, rate int, withAge
 	report("gateway", int64(len(lat.ds)), errs.Load(), w.measured, lat, w.rows0, w.rows1)
 	fmt.Println("         " + cpuLine)
 	if t.PID != 0 {
-		if kb, err := rssKB(t.PID); err == nil {
+		if kb, err := harness.RSSKiB(t.PID); err == nil {
 			fmt.Printf("server RSS with %d gateway connections: %d MiB\n", len(conns), kb/1024)
 		}
 	}

@@ -10,40 +10,19 @@ import (
 	"time"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
-// session is one MCP client session (mcp-go, protocol 2025-11-25) with its
-// GET notification stream open.
+// session is one MCP client session (harness.DialMCPVia) with its GET
+// notification stream open.
 type session struct {
 	c *mcpclient.Client
 }
 
-func openSession(ctx context.Context, mcpURL, token string, onChannel func(meta map[string]any)) (*session, error) {
-	//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
-	tr, err := transport.NewStreamableHTTP(mcpURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}), transport.WithContinuousListening())
+func openSession(ctx context.Context, mcpURL, token string, onBell func(harness.Bell)) (*session, error) {
+	c, _, err := harness.DialMCPVia(ctx, nil, nil, mcpURL, token, "rollcall-load", onBell)
 	if err != nil {
-		return nil, err
-	}
-	c := mcpclient.NewClient(tr, mcpclient.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
-	if onChannel != nil {
-		c.OnNotification(func(n mcp.JSONRPCNotification) {
-			if n.Method == "notifications/claude/channel" {
-				meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
-				onChannel(meta)
-			}
-		})
-	}
-	if err := c.Start(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION, ClientInfo: mcp.Implementation{Name: "rollcall-load", Version: "1"}}}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
-		c.Close()
 		return nil, err
 	}
 	return &session{c: c}, nil
@@ -79,10 +58,7 @@ func runDoorbell(ctx context.Context, args []string) error {
 			return err
 		}
 		a := &agent{handle: v.Agent.Handle, got: make(chan string, 16)}
-		a.s, err = openSession(ctx, v.MCPURL, v.Credential, func(meta map[string]any) {
-			id, _ := meta["todo_id"].(string)
-			a.got <- id
-		})
+		a.s, err = openSession(ctx, v.MCPURL, v.Credential, func(b harness.Bell) { a.got <- b.TodoID() })
 		if err != nil {
 			return err
 		}
@@ -147,7 +123,7 @@ func runSessions(ctx context.Context, args []string) error {
 	defer warm.c.Close()
 	runtime.GC()
 	time.Sleep(500 * time.Millisecond) // let the server settle before the baseline (measurement, not correctness)
-	before, err := rssKB(t.PID)
+	before, err := harness.RSSKiB(t.PID)
 	if err != nil {
 		return err
 	}
@@ -177,7 +153,7 @@ func runSessions(ctx context.Context, args []string) error {
 		return fmt.Errorf("opening sessions: %v (opened %d)", e, opened.Load())
 	}
 	time.Sleep(2 * time.Second) // let streams attach and buffers settle (measurement, not correctness)
-	after, err := rssKB(t.PID)
+	after, err := harness.RSSKiB(t.PID)
 	if err != nil {
 		return err
 	}

@@ -1,21 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/rollcall/rollcall/internal/testkit/harness"
 )
 
 const loadAdminToken = "rcp_load-admin-token-0123456789abcdef0123456789abcd"
@@ -75,107 +69,25 @@ func spawnOrAttach(ctx context.Context, bin, storeURL, url, token string, extra 
 	}
 	// Every load connection comes from 127.0.0.1: no per-client connection cap.
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", storeURL, "--log.level", "warn", "--http.max_conns_per_client", "0"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "ROLLCALL_BOOTSTRAP_TOKEN="+loadAdminToken)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	p, base, err := harness.Start(ctx, bin, args, []string{"ROLLCALL_BOOTSTRAP_TOKEN=" + loadAdminToken}, os.Stderr, harness.ListeningRE, 30*time.Second)
 	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	re := regexp.MustCompile(`rollcall listening on (http://\S+)`)
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
-	t := &target{Token: loadAdminToken, PID: cmd.Process.Pid}
-	t.stop = func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
 		os.RemoveAll(dir)
+		return nil, err
 	}
-	select {
-	case t.URL = <-urlc:
-		return t, nil
-	case <-time.After(30 * time.Second):
-		t.stop()
-		return nil, fmt.Errorf("server did not start")
-	case <-ctx.Done():
-		t.stop()
-		return nil, ctx.Err()
-	}
+	return &target{URL: base, Token: loadAdminToken, PID: p.PID(), stop: func() {
+		p.Stop(30 * time.Second)
+		os.RemoveAll(dir)
+	}}, nil
 }
 
-// rest calls the REST API with the admin token and decodes the answer.
+// rest calls the REST API with the admin token (harness.DoJSON).
 func (t *target) rest(ctx context.Context, method, path string, body, into any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, t.URL+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+t.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if into != nil {
-		return json.Unmarshal(b, into)
-	}
-	return nil
+	return harness.DoJSON(ctx, http.DefaultClient, t.URL, t.Token, method, path, body, into)
 }
 
-// vended is what the load tool reads of POST /v1/agents.
-type vended struct {
-	Agent      struct{ ID, Handle string } `json:"agent"`
-	Credential string                      `json:"credential"`
-	MCPURL     string                      `json:"mcp_url"`
-}
+// vended is what POST /v1/agents returns.
+type vended = harness.Vended
 
 func (t *target) vend(ctx context.Context, handle string, queues []string) (vended, error) {
-	var v vended
-	err := t.rest(ctx, "POST", "/v1/agents", map[string]any{
-		"handle": handle, "queues": queues,
-		"verbs": []string{"list_todos", "claim", "claim_next", "renew", "complete", "fail"},
-	}, &v)
-	return v, err
-}
-
-// rssKB reads the resident set size of pid from /proc (KiB).
-func rssKB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return harness.Vend(ctx, http.DefaultClient, t.URL, t.Token, handle, queues)
 }

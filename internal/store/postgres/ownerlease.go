@@ -3,12 +3,12 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 )
 
 // Owner leases (store.OwnerLeaseStore) on PostgreSQL: a take-over is one
@@ -47,30 +47,19 @@ func (s *Store) ExpiredOwnerLeases(ctx context.Context, now time.Time, except st
 
 // TakeOverOwnerLease implements store.OwnerLeaseStore.
 func (s *Store) TakeOverOwnerLease(ctx context.Context, p store.TakeOverOwnerLeaseParams) (bool, []string, error) {
-	var won bool
-	var ids []string
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		won, ids = false, nil
-		tag, err := tx.Exec(ctx, `DELETE FROM owner_leases WHERE instance_id = $1 AND expires_at <= $2`, p.From, micro(p.Now))
-		if err != nil {
-			return mapErr("take over owner lease", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil
-		}
-		won = true
-		rows, err := tx.Query(ctx, `UPDATE agent_owners SET instance_id = $1 WHERE instance_id = $2 RETURNING agent_id`, p.To, p.From)
-		if err != nil {
-			return mapErr("take over owned agents", err)
-		}
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return mapErr("take over owned agents", err)
-	})
-	if err != nil {
-		return false, nil, err
-	}
-	slices.Sort(ids)
-	return won, ids, nil
+	return storeutil.TakeOverOwnerLease(func(f func(pgx.Tx) error) error { return s.tx(ctx, f) },
+		func(tx pgx.Tx) (bool, error) {
+			tag, err := tx.Exec(ctx, `DELETE FROM owner_leases WHERE instance_id = $1 AND expires_at <= $2`, p.From, micro(p.Now))
+			return tag.RowsAffected() > 0, mapErr("take over owner lease", err)
+		},
+		func(tx pgx.Tx) ([]string, error) {
+			rows, err := tx.Query(ctx, `UPDATE agent_owners SET instance_id = $1 WHERE instance_id = $2 RETURNING agent_id`, p.To, p.From)
+			if err != nil {
+				return nil, mapErr("take over owned agents", err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			return ids, mapErr("take over owned agents", err)
+		})
 }
 
 // SetAgentOwner implements store.OwnerLeaseStore.

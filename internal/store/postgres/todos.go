@@ -281,44 +281,28 @@ func appendAudit(ctx context.Context, tx pgx.Tx, at time.Time, r domain.AuditRec
 		return domain.AuditEntry{}, mapErr("append audit", err)
 	}
 	q := dbsqlc.New(tx)
-	tail, err := q.AuditTail(ctx)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	e, err := storeutil.AuditEntry(tail.Seq+1, tail.Hash, at, r)
-	if err != nil {
-		return domain.AuditEntry{}, err
-	}
-	err = q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: e.At, Actor: e.Actor, Action: e.Action,
-		AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data), PrevHash: e.PrevHash, Hash: e.Hash})
-	if err != nil {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	return e, nil
+	tail := func() (int64, string, error) { t, err := q.AuditTail(ctx); return t.Seq, t.Hash, err }
+	return storeutil.AppendAudit(at, r, pgx.ErrNoRows, mapErr, tail, func(e domain.AuditEntry) error {
+		return q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: e.At, Actor: e.Actor, Action: e.Action,
+			AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data), PrevHash: e.PrevHash, Hash: e.Hash})
+	})
 }
 
 // txAudited runs fn in one transaction (s.tx) and, when fn succeeds,
 // appends rec at at in the same transaction: the shape of every audited
 // change (store conventions: the audit record commits with the change).
 func (s *Store) txAudited(ctx context.Context, at time.Time, rec domain.AuditRecord, fn func(tx pgx.Tx) error) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
+	return s.tx(ctx, storeutil.Audited(fn, func(tx pgx.Tx) error {
 		_, err := appendAudit(ctx, tx, at, rec)
 		return err
-	})
+	}))
 }
 
 // AppendAudit implements store.Store (design: Audit chain).
 func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	var e domain.AuditEntry
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		e, err = appendAudit(ctx, tx, at, r)
-		return err
+	return storeutil.InTx(func(f func(pgx.Tx) error) error { return s.tx(ctx, f) }, func(tx pgx.Tx) (domain.AuditEntry, error) {
+		return appendAudit(ctx, tx, at, r)
 	})
-	return e, err
 }
 
 // ListAudit implements store.Store. Limit <= 0 means no limit.
@@ -330,11 +314,7 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
 // whole chain, in one statement snapshot, through domain.AuditVerifier.
 func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
-	rows, err := s.pool.Query(ctx, storeutil.AuditChainSQL)
-	if err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	defer rows.Close()
-	res, err := storeutil.VerifyChain(rows, scanAudit, p.Scoped, p.AgentIDs)
+	res, err := storeutil.VerifyQuery(func() (pgx.Rows, error) { return s.pool.Query(ctx, storeutil.AuditChainSQL) }, pgx.Rows.Close,
+		scanAudit, p.Scoped, p.AgentIDs)
 	return res, mapErr("verify audit", err)
 }

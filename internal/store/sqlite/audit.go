@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -31,21 +30,12 @@ func scanAudit(sc scanner) (domain.AuditEntry, error) {
 // BEGIN IMMEDIATE serialise appends, so reading the tail here cannot fork.
 func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
 	q := s.txq(tx)
-	tail, err := q.AuditTail(ctx)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	e, err := storeutil.AuditEntry(tail.Seq+1, tail.Hash, at, r)
-	if err != nil {
-		return domain.AuditEntry{}, err
-	}
-	err = q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: micros(e.At), Actor: e.Actor,
-		Action: e.Action, AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data),
-		PrevHash: e.PrevHash, Hash: e.Hash})
-	if err != nil {
-		return domain.AuditEntry{}, mapErr("append audit", err)
-	}
-	return e, nil
+	tail := func() (int64, string, error) { t, err := q.AuditTail(ctx); return t.Seq, t.Hash, err }
+	return storeutil.AppendAudit(at, r, sql.ErrNoRows, mapErr, tail, func(e domain.AuditEntry) error {
+		return q.InsertAudit(ctx, dbsqlc.InsertAuditParams{Seq: e.Seq, At: micros(e.At), Actor: e.Actor,
+			Action: e.Action, AgentID: e.AgentID, Decision: e.Decision, Data: nullJSON(e.Data),
+			PrevHash: e.PrevHash, Hash: e.Hash})
+	})
 }
 
 // writeAudited runs fn in one write transaction (s.write) and, when fn
@@ -53,24 +43,17 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, r dom
 // audited change (store conventions: the audit record commits with the
 // change).
 func (s *Store) writeAudited(ctx context.Context, at time.Time, rec domain.AuditRecord, fn func(tx *sql.Tx) error) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
+	return s.write(ctx, storeutil.Audited(fn, func(tx *sql.Tx) error {
 		_, err := s.appendAudit(ctx, tx, at, rec)
 		return err
-	})
+	}))
 }
 
 // AppendAudit implements store.Store (design: Audit chain).
 func (s *Store) AppendAudit(ctx context.Context, at time.Time, r domain.AuditRecord) (domain.AuditEntry, error) {
-	var e domain.AuditEntry
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		e, err = s.appendAudit(ctx, tx, at, r)
-		return err
+	return storeutil.InTx(func(f func(*sql.Tx) error) error { return s.write(ctx, f) }, func(tx *sql.Tx) (domain.AuditEntry, error) {
+		return s.appendAudit(ctx, tx, at, r)
 	})
-	return e, err
 }
 
 // ListAudit implements store.Store. Limit <= 0 means no limit.
@@ -82,11 +65,7 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]domai
 // VerifyAudit implements store.Store (design: Audit chain; verify): it streams the
 // whole chain, in one read snapshot, through domain.AuditVerifier.
 func (s *Store) VerifyAudit(ctx context.Context, p store.VerifyAuditParams) (domain.AuditVerifyResult, error) {
-	rows, err := s.r.QueryContext(ctx, storeutil.AuditChainSQL)
-	if err != nil {
-		return domain.AuditVerifyResult{}, mapErr("verify audit", err)
-	}
-	defer rows.Close()
-	res, err := storeutil.VerifyChain(rows, scanAudit, p.Scoped, p.AgentIDs)
+	res, err := storeutil.VerifyQuery(func() (*sql.Rows, error) { return s.r.QueryContext(ctx, storeutil.AuditChainSQL) },
+		func(rows *sql.Rows) { rows.Close() }, scanAudit, p.Scoped, p.AgentIDs)
 	return res, mapErr("verify audit", err)
 }

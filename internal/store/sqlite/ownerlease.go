@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/store"
@@ -54,31 +53,23 @@ func (s *Store) ExpiredOwnerLeases(ctx context.Context, now time.Time, except st
 
 // TakeOverOwnerLease implements store.OwnerLeaseStore.
 func (s *Store) TakeOverOwnerLease(ctx context.Context, p store.TakeOverOwnerLeaseParams) (bool, []string, error) {
-	var won bool
-	var ids []string
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		won, ids = false, nil
-		c := s.in(tx)
-		res, err := c.ExecContext(ctx, `DELETE FROM owner_leases WHERE instance_id = ? AND expires_at <= ?`, p.From, micros(p.Now))
-		if err != nil {
-			return mapErr("take over owner lease", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil
-		}
-		won = true
-		rows, err := c.QueryContext(ctx, `UPDATE agent_owners SET instance_id = ? WHERE instance_id = ? RETURNING agent_id`, p.To, p.From)
-		if err != nil {
-			return mapErr("take over owned agents", err)
-		}
-		ids, err = scanStrings(rows)
-		return mapErr("take over owned agents", err)
-	})
-	if err != nil {
-		return false, nil, err
-	}
-	slices.Sort(ids)
-	return won, ids, nil
+	return storeutil.TakeOverOwnerLease(func(f func(*sql.Tx) error) error { return s.write(ctx, f) },
+		func(tx *sql.Tx) (bool, error) {
+			res, err := s.in(tx).ExecContext(ctx, `DELETE FROM owner_leases WHERE instance_id = ? AND expires_at <= ?`, p.From, micros(p.Now))
+			if err != nil {
+				return false, mapErr("take over owner lease", err)
+			}
+			n, _ := res.RowsAffected()
+			return n > 0, nil
+		},
+		func(tx *sql.Tx) ([]string, error) {
+			rows, err := s.in(tx).QueryContext(ctx, `UPDATE agent_owners SET instance_id = ? WHERE instance_id = ? RETURNING agent_id`, p.To, p.From)
+			if err != nil {
+				return nil, mapErr("take over owned agents", err)
+			}
+			ids, err := scanStrings(rows)
+			return ids, mapErr("take over owned agents", err)
+		})
 }
 
 // SetAgentOwner implements store.OwnerLeaseStore.

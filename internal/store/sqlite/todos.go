@@ -211,20 +211,11 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // The ring columns (ring_attempts, last_ringed_at, next_ring_at) are left as
 // they are.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]store.Reaped, error) {
-	var rows []dbsqlc.ReapExpiredLeasesRow
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		rows, err = s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
-		return mapErr("reap leases", err)
+	rows, err := storeutil.InTx(func(f func(*sql.Tx) error) error { return s.write(ctx, f) }, func(tx *sql.Tx) ([]dbsqlc.ReapExpiredLeasesRow, error) {
+		rows, err := s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
+		return rows, mapErr("reap leases", err)
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.Reaped, len(rows))
-	for i, r := range rows {
-		out[i] = store.Reaped{ID: r.ID, AgentID: r.AgentID}
-	}
-	return out, nil
+	return storeutil.All(rows, err, func(r dbsqlc.ReapExpiredLeasesRow) store.Reaped { return store.Reaped{ID: r.ID, AgentID: r.AgentID} })
 }
 
 // MarkRung implements store.Store (design: Sweep): it changes only a

@@ -194,8 +194,7 @@ func testListAgents(t *testing.T, in Instance) {
 }
 
 func testUpdateAgent(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	v := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, v := withAlpha(t, in)
 	want := wantAgent(v.Agent)
 
 	got, err := s.UpdateAgent(ctx, store.UpdateAgentParams{
@@ -253,8 +252,7 @@ func revokeParams(id string, now time.Time) store.RevokeAgentParams {
 }
 
 func testRevokeAgent(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	v := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, v := withAlpha(t, in)
 	keep := vend(t, s, newAgent("bravo", ownerID, "build"))
 
 	got, err := s.RevokeAgent(ctx, revokeParams(v.ID, at(time.Hour)))
@@ -298,8 +296,7 @@ func testRevokeAgent(t *testing.T, in Instance) {
 }
 
 func testRotateCredential(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	v := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, v := withAlpha(t, in)
 	other := vend(t, s, newAgent("bravo", ownerID, "build"))
 	rotate := func(agentID, credID, hash string, now time.Time) ([]string, error) {
 		return s.RotateCredential(ctx, store.RotateCredentialParams{AgentID: agentID, CredentialID: credID,

@@ -305,7 +305,7 @@ func testReportedChange(t *testing.T, in Instance) {
 			want = append(want, st.data)
 		}
 		got := agentByID(t, s, a.ID).Liveness
-		if !lvEq(got.ReportedBillingMode, st.mode) || !lvEq(got.ReportedToolClass, st.class) {
+		if !store.SamePtr(got.ReportedBillingMode, st.mode) || !store.SamePtr(got.ReportedToolClass, st.class) {
 			t.Errorf("%s: stored pair = %v, %v", st.name, deref(got.ReportedBillingMode), deref(got.ReportedToolClass))
 		}
 		if st.wrote {
@@ -511,13 +511,6 @@ func testProjectReadiness(t *testing.T, in Instance) {
 	if !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("unknown agent: error = %v, want ErrNotFound", err)
 	}
-}
-
-func lvEq(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 func deref(p *string) string {

@@ -118,6 +118,13 @@ func vendParams(a domain.Agent) (store.CreateAgentParams, vended) {
 	}, v
 }
 
+// withAlpha is in's store with agent alpha of ownerID vended on queue
+// build: the fixture most contract tests start from.
+func withAlpha(t *testing.T, in Instance) (store.Store, context.Context, vended) {
+	t.Helper()
+	return in.Store, t.Context(), vend(t, in.Store, newAgent("alpha", ownerID, "build"))
+}
+
 func vend(t *testing.T, s store.Store, a domain.Agent) vended {
 	t.Helper()
 	p, v := vendParams(a)

@@ -353,8 +353,7 @@ func testConsoleSessions(t *testing.T, in Instance) {
 }
 
 func testLiveCredentials(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("beta", ownerID, "build"))
 	c := vend(t, s, newAgent("gamma", ownerID, "build"))
 	live, err := s.LiveCredentials(ctx, []string{a.CredID, b.CredID, c.CredID, "unknown"})
@@ -383,8 +382,7 @@ func testLiveCredentials(t *testing.T, in Instance) {
 }
 
 func testHandOver(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	h := newHook(a, "github")
 	must(t, "CreateHook", s.CreateHook(ctx, store.CreateHookParams{Hook: h, Audit: hookAudit(h, "hook.create")}))
 	other := uuid.NewString()
@@ -412,8 +410,7 @@ func testHandOver(t *testing.T, in Instance) {
 }
 
 func testVerifyScoped(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("beta", "someone-else", "build"))
 	for i := range 3 {
 		_, err := s.AppendAudit(ctx, at(time.Duration(i+1)*time.Minute), domain.AuditRecord{Actor: "system", Action: "x", AgentID: b.ID})
@@ -444,8 +441,7 @@ func testVerifyScoped(t *testing.T, in Instance) {
 // agent's included: the handler refuses it), no for an unknown hash, a
 // rotated-away credential and a revoked agent.
 func testCredentialMayAuthenticate(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("beta", ownerID, "build"))
 	c := vend(t, s, newAgent("gamma", ownerID, "build"))
 	check := func(what, hash string, want bool) {

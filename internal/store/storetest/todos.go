@@ -36,8 +36,7 @@ var todoTests = []contractTest{
 }
 
 func testTodoCreateGet(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	td := newTodo(a.ID, "build", at(987654321*time.Nanosecond))
 	td.Payload = json.RawMessage(`{"b": 2,  "a": [1, "é"]}`) // bytes must round-trip exactly
 	td.Kind, td.Source, td.IdempotencyKey = "review", "github", "key-1"
@@ -74,8 +73,7 @@ func keyed(agentID, key string, created time.Time) domain.Todo {
 }
 
 func testTodoIdempotency(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("bravo", ownerID, "build"))
 	create := func(td domain.Todo) (domain.Todo, bool) {
 		t.Helper()
@@ -381,8 +379,7 @@ func testClaimNextRetryAt(t *testing.T, in Instance) {
 }
 
 func testRenew(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("bravo", ownerID, "build"))
 	td := push(t, s, newTodo(a.ID, "build", Base))
 	pending := push(t, s, newTodo(a.ID, "build", Base))
@@ -411,8 +408,7 @@ func testRenew(t *testing.T, in Instance) {
 }
 
 func testComplete(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("bravo", ownerID, "build"))
 	complete := func(agent vended, id string, result json.RawMessage, now time.Time) (domain.Todo, error) {
 		return s.CompleteTodo(ctx, store.CompleteTodoParams{AgentID: agent.ID, TodoID: id, Result: result, Now: now})
@@ -457,8 +453,7 @@ func testComplete(t *testing.T, in Instance) {
 }
 
 func testFailRetriesThenDeadLetter(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	td := newTodo(a.ID, "build", Base)
 	td.MaxAttempts = 7
 	push(t, s, td)
@@ -512,8 +507,7 @@ func testFailRetriesThenDeadLetter(t *testing.T, in Instance) {
 }
 
 func testFailGuards(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	b := vend(t, s, newAgent("bravo", ownerID, "build"))
 	fail := func(agent vended, id string, now time.Time) error {
 		_, err := s.FailTodo(ctx, store.FailTodoParams{AgentID: agent.ID, TodoID: id, Reason: "x", Now: now})
@@ -531,8 +525,7 @@ func testFailGuards(t *testing.T, in Instance) {
 }
 
 func testReaper(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	expiring := push(t, s, newTodo(a.ID, "build", Base))
 	long := push(t, s, newTodo(a.ID, "build", Base))
 	last := newTodo(a.ID, "build", Base)
@@ -593,8 +586,7 @@ func testReaper(t *testing.T, in Instance) {
 }
 
 func testReaperLimit(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	for i := range 3 {
 		td := push(t, s, newTodo(a.ID, "build", Base))
 		claim(t, s, a, td.ID, time.Duration(i+1)*time.Second, Base)
@@ -612,8 +604,7 @@ func testReaperLimit(t *testing.T, in Instance) {
 }
 
 func testMarkRung(t *testing.T, in Instance) {
-	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	s, ctx, a := withAlpha(t, in)
 	td := push(t, s, newTodo(a.ID, "build", Base))
 	mark := func(id string, when time.Time) bool {
 		t.Helper()
