@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/internal/storeutil"
 	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 )
 
@@ -39,49 +40,33 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 	})
 }
 
-// poolFrom reads a pool's queues and members with q.
-func poolFrom(ctx context.Context, q *dbsqlc.Queries, r dbsqlc.Pool) (domain.Pool, error) {
-	p := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
-	queues, err := q.PoolQueues(ctx, r.ID)
-	if err != nil {
-		return domain.Pool{}, mapErr("pool queues", err)
+// poolFrom is the mapping of a pool row: with its queues and members,
+// read with s.q.
+func (s *Store) poolFrom(ctx context.Context) func(dbsqlc.Pool) (domain.Pool, error) {
+	return func(r dbsqlc.Pool) (domain.Pool, error) {
+		queues, err := s.q.PoolQueues(ctx, r.ID)
+		if err != nil {
+			return domain.Pool{}, mapErr("pool queues", err)
+		}
+		rows, err := s.q.PoolMembers(ctx, r.ID)
+		members, err := storeutil.All(rows, mapErr("pool members", err), func(m dbsqlc.PoolMembersRow) domain.PoolMember {
+			return domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}
+		})
+		return domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, Queues: append([]string{}, queues...),
+			Members: members, CreatedAt: r.CreatedAt.UTC()}, err
 	}
-	p.Queues = append([]string{}, queues...)
-	members, err := q.PoolMembers(ctx, r.ID)
-	if err != nil {
-		return domain.Pool{}, mapErr("pool members", err)
-	}
-	p.Members = make([]domain.PoolMember, len(members))
-	for i, m := range members {
-		p.Members[i] = domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}
-	}
-	return p, nil
 }
 
 // GetPool implements store.PoolStore.
 func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error) {
 	r, err := s.q.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
-	if err != nil {
-		return domain.Pool{}, mapErr("get pool", err)
-	}
-	return poolFrom(ctx, s.q, r)
+	return storeutil.OneErr(r, mapErr("get pool", err), s.poolFrom(ctx))
 }
 
 // ListPools implements store.PoolStore.
 func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
 	rows, err := s.q.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
-	if err != nil {
-		return nil, mapErr("list pools", err)
-	}
-	out := make([]domain.Pool, 0, len(rows))
-	for _, r := range rows {
-		pool, err := poolFrom(ctx, s.q, r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pool)
-	}
-	return out, nil
+	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx))
 }
 
 // DeletePool implements store.PoolStore: the pool row is locked first, so
