@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/rollcall/rollcall/internal/testkit"
+)
+
+// TestE2EPool runs pools (design: Pools, Pool routing) on the real binary
+// with three member MCP sessions: a member that is out is never rung; the
+// pooled todo rings exactly one other member, moves to the third when the
+// first does not claim within doorbell.failover_after, and that one takes
+// it with claim_next; list_todos of a member shows the pool's todos.
+func TestE2EPool(t *testing.T) {
+	srv := startSQLite(t, "--doorbell.failover_after", "2s")
+	handles := []string{"pool-a", "pool-b", "pool-c"}
+	sessions := map[string]*testkit.Session{}
+	for _, h := range handles {
+		v := vend(t, srv, h, []string{"reviews"}, allVerbs)
+		sessions[h] = testkit.OpenSession(t, v.MCPURL, v.Credential, h, nil)
+	}
+	cli(t, srv, "pool", "create", "team", "--queue", "reviews", "--member", "pool-a", "--member", "pool-b", "--member", "pool-c")
+	cli(t, srv, "agent", "clock-out", "pool-a")
+	waitFor(t, "pool-a out", func() bool {
+		var p struct{ Presence string }
+		return restGet(t, srv, "/v1/agents/pool-a/presence", &p) == 200 && p.Presence == "out"
+	})
+
+	out := cli(t, srv, "pool", "push", "team", "--queue", "reviews", "--title", "Review PR 9", "--json")
+	var td todoJSON
+	if err := json.Unmarshal([]byte(out), &td); err != nil || td.ID == "" {
+		t.Fatalf("pool push output: %v\n%s", err, out)
+	}
+	// Exactly one of b and c is rung first; a (out) never is.
+	var first, second string
+	waitFor(t, "the pooled todo rings a member", func() bool {
+		for _, h := range handles[1:] {
+			if _, ok := sessions[h].Bell(td.ID, 0); ok {
+				first = h
+				return true
+			}
+		}
+		return false
+	})
+	for _, h := range handles[1:] {
+		if h != first {
+			second = h
+		}
+	}
+	if _, ok := sessions[second].Bell(td.ID, 0); ok {
+		t.Fatalf("both %s and %s were rung at once", first, second)
+	}
+	// first does not claim: after failover_after the ring moves to second.
+	if _, ok := sessions[second].Bell(td.ID, 15*time.Second); !ok {
+		t.Fatalf("the ring did not pass from %s to %s", first, second)
+	}
+	if _, ok := sessions["pool-a"].Bell(td.ID, 0); ok {
+		t.Fatal("pool-a was rung while out")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	call := func(s *testkit.Session, name string, args map[string]any) string {
+		t.Helper()
+		r, err := s.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+		if err != nil || r.IsError {
+			t.Fatalf("%s: %v %+v", name, err, r)
+		}
+		b, _ := json.Marshal(r.Content)
+		return string(b)
+	}
+	if got := call(sessions["pool-a"], "list_todos", map[string]any{}); !strings.Contains(got, td.ID) {
+		t.Fatalf("list_todos of a member lacks the pool's todo: %s", got)
+	}
+	if got := call(sessions[second], "claim_next", map[string]any{}); !strings.Contains(got, td.ID) {
+		t.Fatalf("claim_next of %s = %s, want the pooled todo", second, got)
+	}
+	call(sessions[second], "complete", map[string]any{"todo_id": td.ID})
+	var done todoJSON
+	if code := restGet(t, srv, "/v1/todos/"+td.ID, &done); code != 200 || done.State != "done" {
+		t.Fatalf("GET /v1/todos/%s = %d %+v, want done", td.ID, code, done)
+	}
+}
