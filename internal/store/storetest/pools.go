@@ -21,6 +21,7 @@ var poolTests = []contractTest{
 	{"Pools/ReturnToPool", testPoolReturn},
 	{"Pools/RouteRing", testPoolRouteRing},
 	{"Pools/RouteRingRace", testPoolRouteRingRace},
+	{"Pools/DigestCountsRung", testPoolDigestCountsRung},
 }
 
 func newPool(name string, queues []string, members ...vended) domain.Pool {
@@ -417,5 +418,35 @@ func testPoolRouteRingRace(t *testing.T, in Instance) {
 		if got := getTodo(t, s, td.ID); got.RingAttempts != 1 {
 			t.Fatalf("round %d: ring_attempts %d, want 1", round, got.RingAttempts)
 		}
+	}
+}
+
+// testPoolDigestCountsRung: a member's digest counts the pooled todos rung
+// at it, and only those (design: Pool routing).
+func testPoolDigestCountsRung(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	b := vend(t, s, newAgent("bravo", ownerID, "build"))
+	p := createPool(t, s, newPool("team", []string{"build"}, a, b))
+	rung := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
+	held := push(t, s, pooledTodo(p.ID, "build", at(2*time.Second)))
+	own := push(t, s, newTodo(a.ID, "build", at(3*time.Second)))
+	if !route(t, s, rung.ID, a.ID, "", at(time.Minute)) {
+		t.Fatal("RouteRing failed")
+	}
+	pending := func(agent vended) string {
+		ts, err := s.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: agent.ID})
+		must(t, "PendingDoorbellTodos", err)
+		return fmt.Sprint(idsOf(ts, func(t store.PendingTodo) string { return t.ID }))
+	}
+	if got, want := pending(a), fmt.Sprint([]string{rung.ID, own.ID}); got != want {
+		t.Errorf("a's digest todos = %s, want %s (not the held %s)", got, want, held.ID)
+	}
+	if got := pending(b); got != "[]" {
+		t.Errorf("b's digest todos = %s, want none", got)
+	}
+	n, err := s.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: a.ID, IDs: []string{rung.ID, held.ID, own.ID}, At: at(2 * time.Minute)})
+	if err != nil || n != 2 {
+		t.Errorf("MarkDigestRung(a) = %d, %v; want 2 (the rung pooled todo and its own)", n, err)
 	}
 }

@@ -45,6 +45,9 @@ CREATE UNIQUE INDEX todos_pool_key ON todos (pool_id, idempotency_key)
 CREATE INDEX todos_pool_ready ON todos (pool_id, queue, created_at)
     WHERE agent_id IS NULL AND (state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL));
 
+-- The pooled todos rung at a member: what its digest counts (design: Pool routing).
+CREATE INDEX todos_ring_agent ON todos (ring_agent_id, created_at)
+    WHERE agent_id IS NULL AND ring_agent_id IS NOT NULL;
 -- +goose Down
 -- Pooled todos no member claimed have no agent and cannot be kept.
 DELETE FROM todos WHERE agent_id IS NULL;
@@ -53,6 +56,7 @@ DELETE FROM todos WHERE agent_id IS NULL;
 UPDATE todos SET idempotency_key = '' WHERE pool_id IS NOT NULL AND idempotency_key <> '' AND EXISTS (
     SELECT 1 FROM todos o WHERE o.agent_id = todos.agent_id AND o.idempotency_key = todos.idempotency_key
       AND o.id <> todos.id AND o.pool_id IS NULL);
+DROP INDEX todos_ring_agent;
 DROP INDEX todos_pool_ready;
 DROP INDEX todos_pool_key;
 DROP INDEX todos_live_key;

@@ -90,10 +90,12 @@ WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen)
     AND (presence_changed_at IS NULL OR presence_changed_at <= sqlc.arg(at)::timestamptz);
 
 -- name: PendingDoorbellTodos :many
--- The agent's pending, push-eligible todos outside exclude_queues, oldest
--- first; a NULL limit means none.
+-- The agent's pending, push-eligible todos outside exclude_queues, and the
+-- pooled ones rung at it (design: Pool routing), oldest first; a NULL
+-- limit means none.
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = sqlc.arg(agent_id)::text AND state = 'pending' AND push_eligible
+WHERE (agent_id = sqlc.arg(agent_id)::text OR (agent_id IS NULL AND ring_agent_id = sqlc.arg(agent_id)::text))
+  AND state = 'pending' AND push_eligible
   AND queue <> ALL (sqlc.arg(exclude_queues)::text[])
 ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
 

@@ -87,6 +87,9 @@ CREATE INDEX todos_sweep ON todos (agent_id, next_ring_at)
 CREATE INDEX todos_pool_ready ON todos (pool_id, queue, created_at)
     WHERE agent_id IS NULL AND (state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL));
 
+-- The pooled todos rung at a member: what its digest counts (design: Pool routing).
+CREATE INDEX todos_ring_agent ON todos (ring_agent_id, created_at)
+    WHERE agent_id IS NULL AND ring_agent_id IS NOT NULL;
 -- +goose Down
 -- Pooled todos no member claimed have no agent and cannot be kept.
 DELETE FROM todos WHERE agent_id IS NULL;

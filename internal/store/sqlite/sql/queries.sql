@@ -95,9 +95,11 @@ WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen)
 
 -- name: PendingDoorbellTodos :many
 -- The agent's pending, push-eligible todos outside the JSON array
--- exclude_queues, oldest first; a negative limit means none.
+-- exclude_queues, and the pooled ones rung at it (design: Pool routing),
+-- oldest first; a negative limit means none.
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND state = 'pending' AND push_eligible
+WHERE (agent_id = CAST(sqlc.arg(agent_id) AS TEXT) OR (agent_id IS NULL AND ring_agent_id = CAST(sqlc.arg(agent_id) AS TEXT)))
+  AND state = 'pending' AND push_eligible
   AND queue NOT IN (SELECT value FROM json_each(CAST(sqlc.arg(exclude_queues) AS TEXT)))
 ORDER BY created_at, id LIMIT sqlc.arg(lim);
 

@@ -1954,7 +1954,8 @@ func (q *Queries) MoveAgentHooks(ctx context.Context, arg MoveAgentHooksParams) 
 
 const pendingDoorbellTodos = `-- name: PendingDoorbellTodos :many
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = $1::text AND state = 'pending' AND push_eligible
+WHERE (agent_id = $1::text OR (agent_id IS NULL AND ring_agent_id = $1::text))
+  AND state = 'pending' AND push_eligible
   AND queue <> ALL ($2::text[])
 ORDER BY created_at, id LIMIT $3::bigint
 `
@@ -1971,8 +1972,9 @@ type PendingDoorbellTodosRow struct {
 	CreatedAt time.Time
 }
 
-// The agent's pending, push-eligible todos outside exclude_queues, oldest
-// first; a NULL limit means none.
+// The agent's pending, push-eligible todos outside exclude_queues, and the
+// pooled ones rung at it (design: Pool routing), oldest first; a NULL
+// limit means none.
 func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellTodosParams) ([]PendingDoorbellTodosRow, error) {
 	rows, err := q.db.Query(ctx, pendingDoorbellTodos, arg.AgentID, arg.ExcludeQueues, arg.Lim)
 	if err != nil {

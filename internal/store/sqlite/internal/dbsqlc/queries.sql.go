@@ -1773,7 +1773,8 @@ func (q *Queries) MoveAgentHooks(ctx context.Context, arg MoveAgentHooksParams) 
 
 const pendingDoorbellTodos = `-- name: PendingDoorbellTodos :many
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = CAST(?1 AS TEXT) AND state = 'pending' AND push_eligible
+WHERE (agent_id = CAST(?1 AS TEXT) OR (agent_id IS NULL AND ring_agent_id = CAST(?1 AS TEXT)))
+  AND state = 'pending' AND push_eligible
   AND queue NOT IN (SELECT value FROM json_each(CAST(?2 AS TEXT)))
 ORDER BY created_at, id LIMIT ?3
 `
@@ -1791,7 +1792,8 @@ type PendingDoorbellTodosRow struct {
 }
 
 // The agent's pending, push-eligible todos outside the JSON array
-// exclude_queues, oldest first; a negative limit means none.
+// exclude_queues, and the pooled ones rung at it (design: Pool routing),
+// oldest first; a negative limit means none.
 func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellTodosParams) ([]PendingDoorbellTodosRow, error) {
 	rows, err := q.db.QueryContext(ctx, pendingDoorbellTodos, arg.AgentID, arg.ExcludeQueues, arg.Lim)
 	if err != nil {
