@@ -2,14 +2,23 @@ package doorbell_test
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
+	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/doorbell"
 	"github.com/rollcall/rollcall/internal/evaluator"
+	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/postgres"
+	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
 // poolHub is a SessionHub with one session per agent, streaming unless
@@ -17,12 +26,16 @@ import (
 type poolHub struct {
 	mu   sync.Mutex
 	cut  map[string]bool
-	rung []string // agent ids, in order
+	only map[string]bool // when set: the only agents with a session here
+	rung []string        // agent ids, in order
 }
 
 func (h *poolHub) AgentSessions(agentID string) []doorbell.SessionInfo {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.only != nil && !h.only[agentID] {
+		return nil
+	}
 	return []doorbell.SessionInfo{{ID: "s-" + agentID, AgentID: agentID, Streaming: !h.cut[agentID]}}
 }
 
@@ -202,6 +215,125 @@ func TestPoolRingBudget(t *testing.T) {
 	}
 	if _, n := e.ringsAt(t, t1.ID); n != domain.MaxRings {
 		t.Fatalf("%d rings, want the budget %d", n, domain.MaxRings)
+	}
+}
+
+// TestPoolRoutingAcrossInstances: two engines (instances) on one store
+// and one bus, with no other shared memory: a decision one made is not
+// repeated by the other; a ring the first cannot pass on (nobody eligible
+// there) is released and the other instance, hosting an eligible member,
+// rings it; two instances routing one held todo at once ring it once
+// (design: Pool routing). On SQLite and on PostgreSQL.
+func TestPoolRoutingAcrossInstances(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			ctx := t.Context()
+			var st store.Store
+			if dialect == "sqlite" {
+				s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = s
+			} else {
+				url := pgtest.FreshDatabase(t)
+				if err := postgres.Migrate(ctx, url); err != nil {
+					t.Fatal(err)
+				}
+				s, err := postgres.Open(ctx, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = s
+			}
+			t.Cleanup(func() { st.Close() })
+			clock := clockwork.NewFakeClockAt(t0)
+			bs := bus.NewLocal()
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			eval := evaluator.New(evaluator.Config{Store: st, Bus: bs, Events: nopEvents{}, Clock: clock, Log: log})
+			var ids []string
+			pool := domain.Pool{ID: "00000000-0000-7000-8004-000000000002", OwnerID: "o", Name: "team", Queues: []string{"q"}, CreatedAt: t0}
+			for i := range 2 {
+				a := domain.Agent{ID: fmt.Sprintf("00000000-0000-7000-8001-00000000002%d", i), Handle: fmt.Sprintf("m%d", i), OwnerID: "o",
+					Active: true, Scope: domain.Scope{Queues: []string{"q"}, Verbs: []string{"claim_next"}}, BillingModes: []string{}, CreatedAt: t0, UpdatedAt: t0}
+				if err := st.CreateAgent(ctx, store.CreateAgentParams{Agent: a, CredentialID: fmt.Sprintf("00000000-0000-7000-8002-00000000002%d", i),
+					CredentialHash: a.Handle, Audit: domain.AuditRecord{Actor: "operator:o", Action: "agent.vend", AgentID: a.ID}}); err != nil {
+					t.Fatal(err)
+				}
+				eval.Upsert(&a, "")
+				ids = append(ids, a.ID)
+				pool.Members = append(pool.Members, domain.PoolMember{AgentID: a.ID})
+			}
+			if err := st.CreatePool(ctx, store.CreatePoolParams{Pool: pool, Audit: domain.AuditRecord{Actor: "operator:o", Action: "pool.create"}}); err != nil {
+				t.Fatal(err)
+			}
+			engine := func(h *poolHub) *doorbell.Engine {
+				d := doorbell.New(doorbell.Config{Store: st, Bus: bs, Presence: eval, Clock: clock, Log: log})
+				d.SetSessionHub(h)
+				return d
+			}
+			h1 := &poolHub{cut: map[string]bool{}, only: map[string]bool{ids[0]: true}}
+			h2 := &poolHub{cut: map[string]bool{}, only: map[string]bool{ids[1]: true}}
+			d1, d2 := engine(h1), engine(h2)
+			push := func(n int) domain.Todo {
+				td, _, err := st.CreateTodo(ctx, store.CreateTodoParams{Todo: domain.Todo{ID: fmt.Sprintf("00000000-0000-7000-8005-1%011d", n),
+					PoolID: pool.ID, Queue: "q", Title: "t", PushEligible: true, CreatedBy: "operator:o", State: domain.TodoPending,
+					MaxAttempts: 3, CreatedAt: clock.Now(), UpdatedAt: clock.Now()}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return td
+			}
+			ringsAt := func(id string) (string, int) {
+				td, err := st.GetTodo(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return td.RingAgentID, td.RingAttempts
+			}
+
+			t1 := push(1)
+			if !d1.RoutePooled(ctx, t1) {
+				t.Fatal("instance 1 did not ring its member")
+			}
+			d2.RoutePooled(ctx, t1) // as read before: not repeated
+			if who, n := ringsAt(t1.ID); who != ids[0] || n != 1 {
+				t.Fatalf("t1 rings %s (%d rings), want m0 once", who, n)
+			}
+			// m0 goes out: instance 1 has nobody else, releases, tells; instance 2 rings m1.
+			now := clock.Now()
+			a, err := st.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: ids[0], Now: now, SetOverride: true, Override: "out",
+				OverrideSetAt: &now, OverrideBy: "operator:o", Audit: domain.AuditRecord{Actor: "operator:o", Action: "agent.presence", AgentID: ids[0]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eval.Upsert(&a, evaluator.ReasonOperator)
+			d1.FailoverOnce(ctx)
+			deadline := time.Now().Add(10 * time.Second)
+			for who, _ := ringsAt(t1.ID); who != ids[1]; who, _ = ringsAt(t1.ID) {
+				if time.Now().After(deadline) {
+					t.Fatalf("t1 rings %q, want m1 rung by instance 2", who)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if h2.last() != ids[1] {
+				t.Errorf("instance 2's member got no doorbell")
+			}
+
+			// Both instances host m1 and route one held todo at once: one ring.
+			h1.mu.Lock()
+			h1.only[ids[1]] = true
+			h1.mu.Unlock()
+			t2 := push(2)
+			var wg sync.WaitGroup
+			for _, d := range []*doorbell.Engine{d1, d2} {
+				wg.Go(func() { d.RoutePooled(ctx, t2) })
+			}
+			wg.Wait()
+			if who, n := ringsAt(t2.ID); who != ids[1] || n != 1 {
+				t.Fatalf("t2 rings %s (%d rings), want m1 once", who, n)
+			}
+		})
 	}
 }
 
