@@ -88,11 +88,10 @@ func (d *Engine) route(ctx context.Context, t domain.Todo, prev string) bool {
 		return false
 	}
 	now := d.now()
-	cands := d.eligible(ctx, pool, t.Queue, prev, now)
-	if len(cands) == 0 {
+	m := d.pick(ctx, pool, t.Queue, prev, now)
+	if m == "" {
 		return false
 	}
-	m := cands[0]
 	ok, err := d.store.RouteRing(ctx, store.RouteRingParams{TodoID: t.ID, AgentID: m, Prev: prev, At: now})
 	if err != nil {
 		d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
@@ -110,10 +109,11 @@ func (d *Engine) route(ctx context.Context, t domain.Todo, prev string) bool {
 	return true
 }
 
-// eligible lists the members of pool that can answer a todo of queue now
-// here, least recently rung first (never rung first, then by id); skip is
-// left out.
-func (d *Engine) eligible(ctx context.Context, pool domain.Pool, queue, skip string, now time.Time) []string {
+// pick returns the member of pool rung least recently (never rung first,
+// then by id) that can answer a todo of queue now here, skip left out; ""
+// when none can. Memory is asked first; the store (liveness) only for the
+// member about to be picked.
+func (d *Engine) pick(ctx context.Context, pool domain.Pool, queue, skip string, now time.Time) string {
 	ms := append([]domain.PoolMember{}, pool.Members...)
 	sort.SliceStable(ms, func(i, j int) bool {
 		a, b := ms[i].LastRungAt, ms[j].LastRungAt
@@ -125,13 +125,12 @@ func (d *Engine) eligible(ctx context.Context, pool domain.Pool, queue, skip str
 		}
 		return ms[i].AgentID < ms[j].AgentID
 	})
-	var out []string
 	for _, m := range ms {
 		if m.AgentID != skip && d.canAnswer(m.AgentID, queue, now) && !d.offline(ctx, m.AgentID) {
-			out = append(out, m.AgentID)
+			return m.AgentID
 		}
 	}
-	return out
+	return ""
 }
 
 // canAnswer reports, from memory, whether the agent is in, its queue is

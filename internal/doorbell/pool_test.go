@@ -202,6 +202,30 @@ func TestPoolRouting(t *testing.T) {
 	}
 }
 
+// TestPoolLeaseExpiry: a member that dies holding a pooled todo gives it
+// back to the pool when its lease expires, and the next member is rung
+// (design: Pools, Pool routing).
+func TestPoolLeaseExpiry(t *testing.T) {
+	e := newPoolEnv(t)
+	ctx := t.Context()
+	a, b := e.members[0].ID, e.members[1].ID
+	t1 := e.pushPooled(t, 1)
+	e.bell.RoutePooled(ctx, t1)
+	if _, err := e.st.ClaimTodo(ctx, store.ClaimTodoParams{AgentID: a, TodoID: t1.ID, Queues: []string{"q"}, Lease: time.Minute, Now: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.hub.setCut(a, true) // a is killed
+	e.clock.Advance(2 * time.Minute)
+	reaped, err := e.st.ReapExpiredLeases(ctx, store.ReapParams{Now: e.clock.Now()})
+	if err != nil || len(reaped) != 1 || reaped[0].PoolID != e.pool.ID {
+		t.Fatalf("reaped %+v, %v", reaped, err)
+	}
+	e.bell.RoutePooledID(ctx, reaped[0].ID)
+	if who, _ := e.ringsAt(t, t1.ID); who != b || e.hub.last() != b {
+		t.Fatalf("after the lease expired t1 rings %s, want b", who)
+	}
+}
+
 // TestPoolRingBudget: the ring budget is the todo's across members; once
 // spent the ring stays where it is and the todo waits for a claim.
 func TestPoolRingBudget(t *testing.T) {
