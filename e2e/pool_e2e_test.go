@@ -87,3 +87,36 @@ func TestE2EPool(t *testing.T) {
 		t.Fatalf("GET /v1/todos/%s = %d %+v, want done", td.ID, code, done)
 	}
 }
+
+// TestE2EPoolTwoInstances: two `rollcall serve` processes on one
+// PostgreSQL database, a pool member streaming on each. The member on A is
+// out, so A, where the todo is pushed, rings nobody; the member on B is
+// rung by B (the todo-ready signal carries the pool), once (design: Pool
+// routing).
+func TestE2EPoolTwoInstances(t *testing.T) {
+	a, b := startPair(t, "--doorbell.failover_after", "2s")
+	m0 := vend(t, a, "pool-m0", []string{"reviews"}, allVerbs)
+	m1 := vend(t, a, "pool-m1", []string{"reviews"}, allVerbs)
+	s0 := testkit.OpenSession(t, a.URL+"/mcp", m0.Credential, "pool-m0", nil)
+	s1 := testkit.OpenSession(t, b.URL+"/mcp", m1.Credential, "pool-m1", nil)
+	cli(t, a, "pool", "create", "team", "--queue", "reviews", "--member", "pool-m0", "--member", "pool-m1")
+	cli(t, a, "agent", "clock-out", "pool-m0")
+	waitFor(t, "pool-m0 out on A", func() bool {
+		var p struct{ Presence string }
+		return restGet(t, a, "/v1/agents/pool-m0/presence", &p) == 200 && p.Presence == "out"
+	})
+	var td todoJSON
+	if code := restDo(t, a, "POST", "/v1/pools/team/todos", map[string]string{"queue": "reviews", "title": "Review PR 10"}, &td); code != 201 {
+		t.Fatalf("pool push: %d", code)
+	}
+	if _, ok := s1.Bell(td.ID, wait); !ok {
+		t.Fatalf("the member on instance B was not rung for %s", td.ID)
+	}
+	if _, ok := s0.Bell(td.ID, 0); ok {
+		t.Fatal("the member that is out was rung")
+	}
+	var got todoJSON
+	if code := restGet(t, b, "/v1/todos/"+td.ID, &got); code != 200 || got.State != "pending" {
+		t.Fatalf("GET on B = %d %+v", code, got)
+	}
+}
