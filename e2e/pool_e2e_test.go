@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 // with three member MCP sessions: a member that is out is never rung; the
 // pooled todo rings exactly one other member, moves to the third when the
 // first does not claim within doorbell.failover_after, and that one takes
-// it with claim_next; list_todos of a member shows the pool's todos.
+// it with claim_next; list_todos of a member shows the pool's todos; a
+// member killed holding a todo gives it back at lease expiry, and the one
+// member left gets every todo.
 func TestE2EPool(t *testing.T) {
 	srv := startSQLite(t, "--doorbell.failover_after", "2s")
 	handles := []string{"pool-a", "pool-b", "pool-c"}
@@ -78,6 +81,20 @@ func TestE2EPool(t *testing.T) {
 	if got := call(sessions["pool-a"], "list_todos", map[string]any{}); !strings.Contains(got, td.ID) {
 		t.Fatalf("list_todos of a member lacks the pool's todo: %s", got)
 	}
+	// first claims it after all, with a 1 s lease, and is killed: at lease
+	// expiry the todo is back in the pool and second is rung again.
+	call(sessions[first], "claim", map[string]any{"todo_id": td.ID, "lease_seconds": 1})
+	sessions[first].Client().Close()
+	bellsOf := func(s *testkit.Session, id string) int {
+		n := 0
+		for _, b := range s.Bells() {
+			if b.TodoID() == id {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "the todo rings "+second+" again after the lease expired", func() bool { return bellsOf(sessions[second], td.ID) >= 2 })
 	if got := call(sessions[second], "claim_next", map[string]any{}); !strings.Contains(got, td.ID) {
 		t.Fatalf("claim_next of %s = %s, want the pooled todo", second, got)
 	}
@@ -85,6 +102,23 @@ func TestE2EPool(t *testing.T) {
 	var done todoJSON
 	if code := restGet(t, srv, "/v1/todos/"+td.ID, &done); code != 200 || done.State != "done" {
 		t.Fatalf("GET /v1/todos/%s = %d %+v, want done", td.ID, code, done)
+	}
+	// With one member out and one killed, the third gets every todo.
+	for i := range 3 {
+		out := cli(t, srv, "pool", "push", "team", "--queue", "reviews", "--title", fmt.Sprintf("Review PR %d", 20+i), "--json")
+		var next todoJSON
+		if err := json.Unmarshal([]byte(out), &next); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := sessions[second].Bell(next.ID, wait); !ok {
+			t.Fatalf("todo %d did not ring %s", i, second)
+		}
+		if got := call(sessions[second], "claim_next", map[string]any{}); !strings.Contains(got, next.ID) {
+			t.Fatalf("claim_next = %s, want %s", got, next.ID)
+		}
+	}
+	if n := len(sessions["pool-a"].Bells()); n != 0 {
+		t.Fatalf("pool-a, out, got %d doorbells", n)
 	}
 }
 
