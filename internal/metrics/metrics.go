@@ -22,6 +22,7 @@
 //	rollcall.sweep.rings                      → rollcall_sweep_rings_total
 //	rollcall.presence.transitions {presence}  → rollcall_presence_transitions_total
 //	rollcall.hook.deliveries {kind, outcome} → rollcall_hook_deliveries_total
+//	rollcall.pool.pushes                      → rollcall_pool_pushes_total
 package metrics
 
 import (
