@@ -165,18 +165,20 @@ func (d *Engine) offline(ctx context.Context, agentID string) bool {
 // released.
 func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 	now := d.now()
-	d.mu.Lock()
-	var check []poolRing
-	keep := d.pool[:0]
-	for _, pr := range d.pool {
+	d.mu.Lock() // take the watched rings; canAnswer asks the presence cache and the hub, not under d.mu
+	watched := d.pool
+	d.pool = nil
+	d.mu.Unlock()
+	var check, keep []poolRing
+	for _, pr := range watched {
 		if !pr.due.After(now) || !d.canAnswer(pr.member, pr.r.Queue, now) {
 			check = append(check, pr)
 		} else {
 			keep = append(keep, pr)
 		}
 	}
-	clear(d.pool[len(keep):])
-	d.pool = keep
+	d.mu.Lock()
+	d.pool = append(d.pool, keep...)
 	d.mu.Unlock()
 	n := 0
 	for _, pr := range check {
