@@ -39,6 +39,14 @@ func createPool(t *testing.T, s store.Store, p domain.Pool) domain.Pool {
 	return p
 }
 
+// pairPool is a pool name on queue build with members alpha and bravo.
+func pairPool(t *testing.T, s store.Store, name string) (a, b vended, p domain.Pool) {
+	t.Helper()
+	a = vend(t, s, newAgent("alpha", ownerID, "build"))
+	b = vend(t, s, newAgent("bravo", ownerID, "build"))
+	return a, b, createPool(t, s, newPool(name, []string{"build"}, a, b))
+}
+
 func pooledTodo(poolID, queue string, created time.Time) domain.Todo {
 	td := newTodo("", queue, created)
 	td.PoolID = poolID
@@ -217,9 +225,7 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 
 func testPoolClaimRace(t *testing.T, in Instance) {
 	s := in.Store
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
-	b := vend(t, s, newAgent("bravo", ownerID, "build"))
-	p := createPool(t, s, newPool("racers", []string{"build"}, a, b))
+	a, b, p := pairPool(t, s, "racers")
 	members := []vended{a, b}
 	for round := range 20 {
 		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
@@ -282,9 +288,7 @@ func testPoolClaimNextRace(t *testing.T, in Instance) {
 
 func testPoolReturn(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
-	b := vend(t, s, newAgent("bravo", ownerID, "build"))
-	p := createPool(t, s, newPool("team", []string{"build"}, a, b))
+	a, b, p := pairPool(t, s, "team")
 	td := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
 	claim(t, s, a, td.ID, time.Minute, at(time.Minute))
 	reaped, err := s.ReapExpiredLeases(ctx, store.ReapParams{Now: at(3 * time.Minute)})
@@ -330,10 +334,8 @@ func route(t *testing.T, s store.Store, todoID, agentID, prev string, when time.
 
 func testPoolRouteRing(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
-	b := vend(t, s, newAgent("bravo", ownerID, "build"))
+	a, b, p := pairPool(t, s, "team")
 	outsider := vend(t, s, newAgent("charlie", ownerID, "build"))
-	p := createPool(t, s, newPool("team", []string{"build"}, a, b))
 	td := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
 
 	if route(t, s, td.ID, outsider.ID, "", at(time.Minute)) {
@@ -397,9 +399,7 @@ func testPoolRouteRing(t *testing.T, in Instance) {
 
 func testPoolRouteRingRace(t *testing.T, in Instance) {
 	s := in.Store
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
-	b := vend(t, s, newAgent("bravo", ownerID, "build"))
-	p := createPool(t, s, newPool("team", []string{"build"}, a, b))
+	a, b, p := pairPool(t, s, "team")
 	members := []vended{a, b}
 	for round := range 10 {
 		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
@@ -425,9 +425,7 @@ func testPoolRouteRingRace(t *testing.T, in Instance) {
 // at it, and only those (design: Pool routing).
 func testPoolDigestCountsRung(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	a := vend(t, s, newAgent("alpha", ownerID, "build"))
-	b := vend(t, s, newAgent("bravo", ownerID, "build"))
-	p := createPool(t, s, newPool("team", []string{"build"}, a, b))
+	a, b, p := pairPool(t, s, "team")
 	rung := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
 	held := push(t, s, pooledTodo(p.ID, "build", at(2*time.Second)))
 	own := push(t, s, newTodo(a.ID, "build", at(3*time.Second)))
