@@ -226,6 +226,21 @@ func TestPoolLeaseExpiry(t *testing.T) {
 	}
 }
 
+// TestPoolDigest: a member's digest counts the pooled todos rung at it;
+// another member's does not (design: Pool routing).
+func TestPoolDigest(t *testing.T) {
+	e := newPoolEnv(t)
+	ctx := t.Context()
+	a, b := e.members[0].ID, e.members[1].ID
+	e.bell.RoutePooled(ctx, e.pushPooled(t, 1))
+	if !e.bell.Digest(ctx, a, "return") {
+		t.Error("the digest of the member rung was not sent")
+	}
+	if e.bell.Digest(ctx, b, "return") {
+		t.Error("a member not rung got a digest of the pool's todo")
+	}
+}
+
 // TestPoolRingBudget: the ring budget is the todo's across members; once
 // spent the ring stays where it is and the todo waits for a claim.
 func TestPoolRingBudget(t *testing.T) {
