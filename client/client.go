@@ -345,6 +345,12 @@ func (c *Client) PushPoolTodo(ctx context.Context, name string, in wire.PushInpu
 	return t, status == http.StatusCreated, err
 }
 
+// ListPoolTodos lists a pool's live todos oldest first
+// (GET /v1/pools/{name}/todos), every page.
+func (c *Client) ListPoolTodos(ctx context.Context, name string) ([]wire.Todo, error) {
+	return items[wire.Todo](c, ctx, "/v1/pools/"+url.PathEscape(name)+"/todos", url.Values{})
+}
+
 // --- persons and tokens ---
 
 // CreatePerson creates a person and its first token, shown once

@@ -48,6 +48,7 @@ var covered = map[string]string{
 	"getPool":          "GetPool",
 	"deletePool":       "DeletePool",
 	"pushPoolTodo":     "PushPoolTodo",
+	"listPoolTodos":    "ListPoolTodos",
 }
 
 // uncovered lists the operations the operator client intentionally does not

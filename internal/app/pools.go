@@ -154,6 +154,24 @@ func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name strin
 	return got, created, nil
 }
 
+// ListPoolTodos lists the live todos of one of the person's pools
+// (pending, claimed or waiting for a retry), oldest first: its backlog,
+// and who holds or is rung for what (design: Pools).
+func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name string) ([]domain.Todo, error) {
+	p, err := s.ownedPool(ctx, by, name)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
+	live := ts[:0]
+	for _, t := range ts {
+		if t.State == domain.TodoPending || t.State == domain.TodoClaimed || (t.State == domain.TodoFailed && t.RetryAt != nil) {
+			live = append(live, t)
+		}
+	}
+	return live, err
+}
+
 // poolTodoOwned reports whether a todo in no agent's hands belongs to a
 // pool of the person (GetTodo of a pooled todo).
 func (s *Service) poolTodoOwned(ctx context.Context, by domain.Person, t domain.Todo) bool {

@@ -57,17 +57,52 @@ func memberHandles(p wire.Pool) string {
 	return strings.Join(hs, ",")
 }
 
+// poolView is what pool show prints: the pool and its live todos.
+type poolView struct {
+	wire.Pool
+	Todos []wire.Todo `json:"todos"`
+}
+
 func poolShow(cf *clientFlags) *cobra.Command {
-	return argCommand(cf, "show NAME", "Show a pool and its members", (*client.Client).GetPool, func(w io.Writer, p wire.Pool) error {
-		fmt.Fprintf(w, "Pool %s (%s): queues %s\n\n", clean(p.Name), p.ID, clean(strings.Join(p.Queues, ",")))
-		return tableOf(func(m wire.PoolMember) []string {
-			last := "-"
-			if m.LastRungAt != nil {
-				last = m.LastRungAt.Format("2006-01-02T15:04:05Z")
+	return newCommand("show NAME", "Show a pool, its members and its live todos (who holds or is rung for each)", exactArgs("NAME"), func(cmd *cobra.Command, args []string) error {
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (poolView, error) {
+			p, err := c.GetPool(ctx, args[0])
+			if err != nil {
+				return poolView{}, err
 			}
-			return []string{orDash(m.Handle), m.AgentID, last}
-		}, "MEMBER", "AGENT ID", "LAST RUNG")(w, p.Members)
+			ts, err := c.ListPoolTodos(ctx, args[0])
+			return poolView{Pool: p, Todos: nonNil(ts)}, err
+		}, printPool)
 	})
+}
+
+func printPool(w io.Writer, v poolView) error {
+	p := v.Pool
+	handles := map[string]string{}
+	for _, m := range p.Members {
+		handles[m.AgentID] = orDash(m.Handle)
+	}
+	fmt.Fprintf(w, "Pool %s (%s): queues %s\n\n", clean(p.Name), p.ID, clean(strings.Join(p.Queues, ",")))
+	if err := tableOf(func(m wire.PoolMember) []string {
+		last := "-"
+		if m.LastRungAt != nil {
+			last = m.LastRungAt.Format("2006-01-02T15:04:05Z")
+		}
+		return []string{orDash(m.Handle), m.AgentID, last}
+	}, "MEMBER", "AGENT ID", "LAST RUNG")(w, p.Members); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return tableOf(func(t wire.Todo) []string {
+		holder, rung := "-", "-"
+		if t.AgentID != "" {
+			holder = handles[t.AgentID]
+		}
+		if t.RingAgentID != "" {
+			rung = handles[t.RingAgentID]
+		}
+		return []string{t.ID, t.State, t.Queue, holder, rung, clean(t.Title)}
+	}, "TODO", "STATE", "QUEUE", "HELD BY", "RINGS", "TITLE")(w, v.Todos)
 }
 
 func poolDelete(cf *clientFlags) *cobra.Command {

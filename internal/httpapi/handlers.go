@@ -144,6 +144,15 @@ func (a *api) pushPoolTodo(w http.ResponseWriter, r *http.Request, by domain.Per
 	return pushed(w)(a.svc.PushPoolTodo(r.Context(), by, r.PathValue("name"), in))
 }
 
+// listPoolTodos answers one page of a pool's live todos (design: Pools).
+func (a *api) listPoolTodos(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	all, err := a.svc.ListPoolTodos(r.Context(), by, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writePageOf(w, r, "todo", all, func(t domain.Todo) string { return t.ID })
+}
+
 // pushed answers a push: 201 with Location when it created the todo, 200
 // with the live todo that holds the idempotency key otherwise.
 func pushed(w http.ResponseWriter) func(t domain.Todo, created bool, err error) error {

@@ -98,6 +98,7 @@ var routes = []routeEntry{
 	{Route{"GET", "/v1/pools/{name}", "getPool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).GetPool)},
 	{Route{"DELETE", "/v1/pools/{name}", "deletePool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).DeletePool)},
 	{Route{"POST", "/v1/pools/{name}/todos", "pushPoolTodo", true, nil}, (*api).pushPoolTodo},
+	{Route{"GET", "/v1/pools/{name}/todos", "listPoolTodos", true, []string{"limit", "cursor"}}, (*api).listPoolTodos},
 	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).GetPresence)},
 	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, pathBodyCall("ref", (*app.Service).SetPresence)},
 	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).ClearPresence)},

@@ -65,6 +65,11 @@ func TestPools(t *testing.T) {
 	if pr := e.do(t, "POST", "/v1/pools/reviewers/todos", e.bob, map[string]any{"queue": "review", "title": "x", "max_attempts": 0}).problem(t); pr.Status != 400 || pr.Pointer != "/max_attempts" {
 		t.Errorf("push with max_attempts 0: %+v", pr)
 	}
+	var backlog struct{ Items []domain.Todo }
+	e.do(t, "GET", "/v1/pools/reviewers/todos", e.bob, nil).want(t, 200, &backlog)
+	if len(backlog.Items) != 1 || backlog.Items[0].ID != td.ID {
+		t.Errorf("pool backlog = %+v, want the one todo", backlog.Items)
+	}
 	e.do(t, "GET", "/v1/todos/"+td.ID, e.bob, nil).want(t, 200, nil)
 	e.do(t, "GET", "/v1/todos/"+td.ID, e.admin, nil).want(t, 404, nil)
 	if pr := e.do(t, "DELETE", "/v1/pools/reviewers", e.bob, nil).problem(t); pr.Status != 409 {
