@@ -313,6 +313,44 @@ func (c *Client) DeleteHook(ctx context.Context, id string) (wire.HookView, erro
 	return send[wire.HookView](c, ctx, http.MethodDelete, "/v1/hooks/"+url.PathEscape(id), nil, nil)
 }
 
+// --- pools (docs/design.md, "Pools") ---
+
+// CreatePool creates a pool of the caller's agents (POST /v1/pools).
+// Errors: invalid_argument (with pointer), conflict (name taken).
+func (c *Client) CreatePool(ctx context.Context, in wire.PoolInput) (wire.Pool, error) {
+	return send[wire.Pool](c, ctx, http.MethodPost, "/v1/pools", nil, in)
+}
+
+// ListPools lists the caller's pools by name (GET /v1/pools), every page.
+func (c *Client) ListPools(ctx context.Context) ([]wire.Pool, error) {
+	return items[wire.Pool](c, ctx, "/v1/pools", url.Values{})
+}
+
+// GetPool returns one of the caller's pools (GET /v1/pools/{name}).
+func (c *Client) GetPool(ctx context.Context, name string) (wire.Pool, error) {
+	return send[wire.Pool](c, ctx, http.MethodGet, "/v1/pools/"+url.PathEscape(name), nil, nil)
+}
+
+// DeletePool deletes one of the caller's pools (DELETE /v1/pools/{name}).
+// Errors: not_found, conflict (live todos).
+func (c *Client) DeletePool(ctx context.Context, name string) (wire.Pool, error) {
+	return send[wire.Pool](c, ctx, http.MethodDelete, "/v1/pools/"+url.PathEscape(name), nil, nil)
+}
+
+// PushPoolTodo pushes a todo to a pool (POST /v1/pools/{name}/todos), as
+// PushTodo does to an agent: created is false when a live todo of the
+// pool already had the idempotency key.
+func (c *Client) PushPoolTodo(ctx context.Context, name string, in wire.PushInput) (t wire.Todo, created bool, err error) {
+	status, err := c.do(ctx, http.MethodPost, "/v1/pools/"+url.PathEscape(name)+"/todos", nil, in, &t)
+	return t, status == http.StatusCreated, err
+}
+
+// ListPoolTodos lists a pool's live todos oldest first
+// (GET /v1/pools/{name}/todos), every page.
+func (c *Client) ListPoolTodos(ctx context.Context, name string) ([]wire.Todo, error) {
+	return items[wire.Todo](c, ctx, "/v1/pools/"+url.PathEscape(name)+"/todos", url.Values{})
+}
+
 // --- persons and tokens ---
 
 // CreatePerson creates a person and its first token, shown once

@@ -43,6 +43,12 @@ var covered = map[string]string{
 	"getHook":          "GetHook",
 	"deleteHook":       "DeleteHook",
 	"rotateHookSecret": "RotateHookSecret",
+	"createPool":       "CreatePool",
+	"listPools":        "ListPools",
+	"getPool":          "GetPool",
+	"deletePool":       "DeletePool",
+	"pushPoolTodo":     "PushPoolTodo",
+	"listPoolTodos":    "ListPoolTodos",
 }
 
 // uncovered lists the operations the operator client intentionally does not

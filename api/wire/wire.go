@@ -29,6 +29,8 @@ type (
 	Hook              = domain.Hook
 	HookFilter        = domain.HookFilter
 	HookDelivery      = domain.HookDelivery
+	Pool              = domain.Pool
+	PoolMember        = domain.PoolMember
 )
 
 // --- agents ---
@@ -95,6 +97,15 @@ type PushInput struct {
 	Source         string          `json:"source,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	MaxAttempts    int             `json:"max_attempts,omitempty"`
+}
+
+// PoolInput is the body of POST /v1/pools (design: Pools): a name unique
+// among the person's pools, the queues the pool takes, and its members
+// (agent ids or handles).
+type PoolInput struct {
+	Name    string   `json:"name"`
+	Queues  []string `json:"queues"`
+	Members []string `json:"members"`
 }
 
 // TodoFilter filters todo listings (the query of GET

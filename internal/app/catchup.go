@@ -62,6 +62,9 @@ func (s *Service) CatchUp(ctx context.Context, lostAt time.Time) (CatchUpResult,
 	if err != nil {
 		return res, err
 	}
+	for _, id := range s.bell.Receivers() { // pooled todos the outage left held (design: Pool routing)
+		res.Rung += s.bell.RouteHeldFor(ctx, id)
+	}
 	if selected > 0 || res.Transitions > 0 || res.Claimed > 0 {
 		s.log.Info("bus catch-up done", "transitions", res.Transitions, "claimed", res.Claimed, "rung", res.Rung, "lost_at", lostAt)
 	}

@@ -21,6 +21,8 @@ type Metrics interface {
 	// PresenceTransition counts one claimed in/out transition; to is "in"
 	// or "out".
 	PresenceTransition(to string)
+	// PoolPushed counts one todo created by a push to a pool (design: Pools).
+	PoolPushed()
 }
 
 // NopMetrics counts nothing.
@@ -43,3 +45,6 @@ func (NopMetrics) SweepRung(int) {}
 
 // PresenceTransition implements Metrics.
 func (NopMetrics) PresenceTransition(string) {}
+
+// PoolPushed implements Metrics.
+func (NopMetrics) PoolPushed() {}

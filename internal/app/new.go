@@ -137,7 +137,10 @@ func New(o Options) *Service {
 		// Digests do more I/O and run off the bus's delivery goroutine so
 		// doorbells are never queued behind them.
 		OnIn: func(agentID, reason string) {
-			s.background(func() { s.bell.Digest(context.Background(), agentID, reason) })
+			s.background(func() {
+				s.bell.Digest(context.Background(), agentID, reason)
+				s.bell.RouteHeldFor(context.Background(), agentID) // design: Pool routing
+			})
 		}})
 	s.bell = doorbell.New(doorbell.Config{Store: s.store, Bus: s.bus, Presence: s.eval, Clock: s.clock, Log: s.log, Metrics: s.metrics,
 		FailoverAfter: s.failoverAfter})

@@ -32,38 +32,11 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 	if !a.Scope.HasQueue(in.Queue) {
 		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in agent %s's scope (queues %v)", in.Queue, a.Handle, a.Scope.Queues).At("/queue")
 	}
-	// A title may hold any text but NUL; the doorbell neutralises line
-	// breaks and channel tags when it puts the title into a notification.
-	if strings.TrimSpace(in.Title) == "" {
-		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "title is required").At("/title")
-	}
-	if err := domain.ValidateNote("title", in.Title, domain.MaxTitleLen); err != nil {
+	t, err := s.pushedTodo(by, in)
+	if err != nil {
 		return domain.Todo{}, false, err
 	}
-	if err := domain.ValidateJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
-		return domain.Todo{}, false, err
-	}
-	if err := domain.ValidateCode("kind", in.Kind); err != nil {
-		return domain.Todo{}, false, err
-	}
-	if err := domain.ValidateCode("source", in.Source); err != nil {
-		return domain.Todo{}, false, err
-	}
-	if err := domain.ValidateText("idempotency_key", in.IdempotencyKey, domain.MaxKeyLen, false); err != nil {
-		return domain.Todo{}, false, err
-	}
-	if in.MaxAttempts < 0 || in.MaxAttempts > 100 {
-		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "max_attempts must be between 1 and 100").At("/max_attempts")
-	}
-	if in.MaxAttempts == 0 {
-		in.MaxAttempts = domain.DefaultMaxAttempts
-	}
-	now := s.now()
-	t := domain.Todo{
-		ID: newID(), AgentID: a.ID, Queue: in.Queue, Title: in.Title, Payload: in.Payload, Kind: in.Kind, Source: in.Source,
-		IdempotencyKey: in.IdempotencyKey, PushEligible: true, CreatedBy: "operator:" + by.ID,
-		State: domain.TodoPending, MaxAttempts: in.MaxAttempts, CreatedAt: now, UpdatedAt: now,
-	}
+	t.AgentID = a.ID
 	got, created, err := s.store.CreateTodo(ctx, store.CreateTodoParams{Todo: t})
 	if err != nil {
 		return domain.Todo{}, false, err
@@ -72,6 +45,45 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 		s.publishTodoReady(ctx, got)
 	}
 	return got, created, nil
+}
+
+// pushedTodo is the todo an operator push of in makes, with no receiver
+// yet, after the bounds every push checks (title, payload, kind, source,
+// idempotency key, max_attempts; design: Input bounds): the agent push and
+// the pool push (design: Pools) share them.
+func (s *Service) pushedTodo(by domain.Person, in PushInput) (domain.Todo, error) {
+	// A title may hold any text but NUL; the doorbell neutralises line
+	// breaks and channel tags when it puts the title into a notification.
+	if strings.TrimSpace(in.Title) == "" {
+		return domain.Todo{}, domain.Errorf(domain.CodeInvalidArgument, "title is required").At("/title")
+	}
+	if err := domain.ValidateNote("title", in.Title, domain.MaxTitleLen); err != nil {
+		return domain.Todo{}, err
+	}
+	if err := domain.ValidateJSON("payload", in.Payload, domain.MaxPayloadLen); err != nil {
+		return domain.Todo{}, err
+	}
+	if err := domain.ValidateCode("kind", in.Kind); err != nil {
+		return domain.Todo{}, err
+	}
+	if err := domain.ValidateCode("source", in.Source); err != nil {
+		return domain.Todo{}, err
+	}
+	if err := domain.ValidateText("idempotency_key", in.IdempotencyKey, domain.MaxKeyLen, false); err != nil {
+		return domain.Todo{}, err
+	}
+	if in.MaxAttempts < 0 || in.MaxAttempts > 100 {
+		return domain.Todo{}, domain.Errorf(domain.CodeInvalidArgument, "max_attempts must be between 1 and 100").At("/max_attempts")
+	}
+	if in.MaxAttempts == 0 {
+		in.MaxAttempts = domain.DefaultMaxAttempts
+	}
+	now := s.now()
+	return domain.Todo{
+		ID: newID(), Queue: in.Queue, Title: in.Title, Payload: in.Payload, Kind: in.Kind, Source: in.Source,
+		IdempotencyKey: in.IdempotencyKey, PushEligible: true, CreatedBy: "operator:" + by.ID,
+		State: domain.TodoPending, MaxAttempts: in.MaxAttempts, CreatedAt: now, UpdatedAt: now,
+	}, nil
 }
 
 // publishTodoReady rings the todo's doorbell on this instance's sessions
@@ -124,7 +136,7 @@ func (s *Service) ListTodosOf(ctx context.Context, a *domain.Agent, f TodoFilter
 // GetTodo returns a todo of one of the person's agents; others are not_found.
 func (s *Service) GetTodo(ctx context.Context, by domain.Person, id string) (domain.Todo, error) {
 	t, err := s.store.GetTodo(ctx, id)
-	if err == nil {
+	if err == nil && !s.poolTodoOwned(ctx, by, t) {
 		_, err = s.OwnedAgent(ctx, by, t.AgentID)
 	}
 	if err != nil {
@@ -153,7 +165,8 @@ func (s *Service) agentQueues(a *domain.Agent, queue string) ([]string, error) {
 }
 
 // AgentListTodos is the list_todos verb: the agent's todos in its scope's
-// queues (or one of them), optionally by state, oldest first.
+// queues (or one of them), and the unclaimed todos of its pools there
+// (design: Pools), optionally by state, oldest first.
 func (s *Service) AgentListTodos(ctx context.Context, a *domain.Agent, f TodoFilter) ([]domain.Todo, error) {
 	qs, err := s.agentQueues(a, f.Queue)
 	if err != nil {
@@ -162,7 +175,7 @@ func (s *Service) AgentListTodos(ctx context.Context, a *domain.Agent, f TodoFil
 	if err := f.Check(); err != nil {
 		return nil, err
 	}
-	return s.store.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Queues: qs, State: f.State, Limit: f.Limit})
+	return s.store.ListTodos(ctx, store.ListTodosParams{AgentID: a.ID, Queues: qs, State: f.State, Limit: f.Limit, WithPools: true})
 }
 
 // Claim is the claim verb. lease_seconds 0 = 300 s; max 86400.
@@ -245,6 +258,10 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 		s.log.Info("expired leases returned", "count", len(reaped))
 	}
 	for _, r := range reaped {
+		if r.PoolID != "" { // back in its pool: ring a member (design: Pool routing)
+			s.bell.RoutePooledID(ctx, r.ID)
+			continue
+		}
 		s.events.TodosChanged(ctx, r.AgentID)
 	}
 	return len(reaped), err

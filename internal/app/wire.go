@@ -11,6 +11,7 @@ type (
 	UpdateInput        = wire.UpdateInput
 	RotateResult       = wire.RotateResult
 	PushInput          = wire.PushInput
+	PoolInput          = wire.PoolInput
 	TodoFilter         = wire.TodoFilter
 	AuditFilter        = wire.AuditFilter
 	PresenceInput      = wire.PresenceInput

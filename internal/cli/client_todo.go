@@ -26,40 +26,55 @@ func todoCreate(cf *clientFlags) *cobra.Command {
 		payload string
 	)
 	cmd := newCommand("create AGENT", "Push a todo to an agent; prints the todo id", exactArgs("AGENT"), func(cmd *cobra.Command, args []string) error {
-		if err := requireFlags(cmd, "queue", "title"); err != nil {
-			return err
-		}
-		if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
-			return err
-		}
-		if cmd.Flags().Changed("payload") {
-			if !json.Valid([]byte(payload)) {
-				return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
-			}
-			in.Payload = json.RawMessage(payload)
-		}
-		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
-			t, created, err := c.PushTodo(ctx, args[0], in)
-			if err == nil && !created {
-				fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
-			}
-			return t, err
-		}, oneLine(func(t wire.Todo) string { return t.ID }))
+		return pushCall(cmd, cf, &in, payload, func(ctx context.Context, c *client.Client) (wire.Todo, bool, error) {
+			return c.PushTodo(ctx, args[0], in)
+		})
 	})
 	cmd.Aliases = []string{"push"}
 	cmd.Long = `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
 prints the todo's id. With --idempotency-key, pushing again while the first
 todo is live prints the same id (and says so on stderr) instead of creating
 another.`
+	pushFlags(cmd, &in, &payload, "agent's scope", "agent's")
+	return cmd
+}
+
+// pushFlags registers the push body's flags on cmd (todo create, pool
+// push); of names whose queues and live todos they are.
+func pushFlags(cmd *cobra.Command, in *wire.PushInput, payload *string, scope, of string) {
 	f := cmd.Flags()
-	f.StringVar(&in.Queue, "queue", "", "queue, one of the agent's scope (required)")
+	f.StringVar(&in.Queue, "queue", "", "queue, one of the "+scope+" (required)")
 	f.StringVar(&in.Title, "title", "", "one-line title (required)")
-	f.StringVar(&payload, "payload", "", "free-form JSON payload")
+	f.StringVar(payload, "payload", "", "free-form JSON payload")
 	f.StringVar(&in.Kind, "kind", "", "kind code, e.g. review")
 	f.StringVar(&in.Source, "source", "", "source code, e.g. github")
-	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "dedup key among the agent's live todos")
+	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "dedup key among the "+of+" live todos")
 	f.IntVar(&in.MaxAttempts, "max-attempts", 0, "attempts before dead letter, 1-100 (default 5)")
-	return cmd
+}
+
+// pushCall checks the push flags, sets the payload and runs push, printing
+// the todo's id (and, on stderr, that nothing was created when a live todo
+// had the key).
+func pushCall(cmd *cobra.Command, cf *clientFlags, in *wire.PushInput, payload string, push func(context.Context, *client.Client) (wire.Todo, bool, error)) error {
+	if err := requireFlags(cmd, "queue", "title"); err != nil {
+		return err
+	}
+	if err := minFlags(cmd, map[string]int64{"max-attempts": 1}); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("payload") {
+		if !json.Valid([]byte(payload)) {
+			return usageError{fmt.Errorf("--payload must be valid JSON, e.g. '{\"pr\": 42}'")}
+		}
+		in.Payload = json.RawMessage(payload)
+	}
+	return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Todo, error) {
+		t, created, err := push(ctx, c)
+		if err == nil && !created {
+			fmt.Fprintf(cmd.ErrOrStderr(), "a live todo with idempotency key %q already exists; nothing was created\n", clean(t.IdempotencyKey))
+		}
+		return t, err
+	}, oneLine(func(t wire.Todo) string { return t.ID }))
 }
 
 func todoList(cf *clientFlags) *cobra.Command {

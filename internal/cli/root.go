@@ -71,7 +71,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cf := &clientFlags{}
 	cf.register(root.PersistentFlags())
 	root.AddCommand(newServeCommand(), newMigrateCommand(), newAdminCommand())
-	root.AddCommand(newAgentCommand(cf), newTodoCommand(cf), newHookCommand(cf), newAuditCommand(cf))
+	root.AddCommand(newAgentCommand(cf), newTodoCommand(cf), newHookCommand(cf), newPoolCommand(cf), newAuditCommand(cf))
 	root.AddCommand(newPersonCommand(cf), newTokenCommand(cf))
 	root.AddCommand(newClaudeCommand(cf), newAdapterCommand(cf))
 	return root

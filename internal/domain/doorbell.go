@@ -32,6 +32,9 @@ type TodoReady struct {
 	Title   string `json:"title"`
 	Kind    string `json:"kind,omitempty"`
 	Source  string `json:"source,omitempty"`
+	// PoolID is set for a pooled todo (design: Pool routing): AgentID is
+	// then the member rung, or "" when no member is rung for it yet.
+	PoolID string `json:"pool_id,omitempty"`
 }
 
 var metaKeyRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)

@@ -64,6 +64,12 @@ type Todo struct {
 	UpdatedAt  time.Time       `json:"updated_at"`
 	ClaimedAt  *time.Time      `json:"claimed_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	// PoolID is the pool the todo was pushed to ("" = pushed to AgentID);
+	// a pooled todo has no AgentID until a member claims it (design: Pools).
+	PoolID string `json:"pool_id,omitempty"`
+	// RingAgentID is the one member a pooled, unclaimed todo's doorbell
+	// rings now ("" = held; design: Pool routing).
+	RingAgentID string `json:"ring_agent_id,omitempty"`
 }
 
 // DeadLettered reports whether the todo failed with no retry scheduled.

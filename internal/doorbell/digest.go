@@ -198,6 +198,9 @@ func (d *Engine) StreamOpened(agentID string) {
 	if p, ok := d.presence.Presence(agentID, now); !ok || p != "in" {
 		return
 	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	d.routeHeld(rctx, agentID) // a member with a stream here: its pools' held todos (design: Pool routing)
+	rcancel()
 	d.digestMu.Lock()
 	last, had := d.reconnect[agentID]
 	if had && now.Sub(last) < ReconnectDigestGate {

@@ -53,8 +53,14 @@ func New(c Config) *Engine {
 	}
 	d := &Engine{store: c.Store, presence: c.Presence, clock: c.Clock, log: c.Log, metrics: c.Metrics,
 		recent: newDedup(DedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096),
-		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}}
-	bus.Listen(c.Bus, func(sig bus.TodoReady) { d.Ring(sig.TodoReady) }, func(_ string, err error) {
+		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}, bus: c.Bus}
+	bus.Listen(c.Bus, func(sig bus.TodoReady) {
+		if sig.PoolID != "" {
+			d.onPooledSignal(sig.TodoReady)
+			return
+		}
+		d.Ring(sig.TodoReady)
+	}, func(_ string, err error) {
 		d.log.Warn("malformed todo-ready signal dropped", "err", err)
 	})
 	return d

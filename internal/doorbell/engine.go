@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -48,6 +49,16 @@ type Store interface {
 	SweepRing(ctx context.Context, p store.SweepParams) ([]domain.Todo, error)
 	// RingMissed selects and counts the never-rung todos a bus outage hid.
 	RingMissed(ctx context.Context, p store.MissedRingParams) ([]domain.Todo, error)
+
+	// Pool routing (design: Pool routing): pools, their todos, members'
+	// liveness and the conditional ring updates.
+	GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error)
+	ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error)
+	GetTodo(ctx context.Context, id string) (domain.Todo, error)
+	ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error)
+	GetAgent(ctx context.Context, ref store.AgentRef) (domain.Agent, error)
+	RouteRing(ctx context.Context, p store.RouteRingParams) (bool, error)
+	ReleaseRing(ctx context.Context, p store.ReleaseRingParams) (bool, error)
 }
 
 // Presence is this instance's presence cache (the presence evaluator).
@@ -99,6 +110,8 @@ type Engine struct {
 	fo            []failover           // rings to check, in due order (fo[foHead:])
 	foHead        int                  //
 	suspect       map[string]time.Time // session id → when a ring on it went unanswered
+	pool          []poolRing           // pooled rings made here, watched (pool.go)
+	bus           bus.Bus
 
 	digestMu  sync.Mutex
 	reconnect map[string]time.Time // agent id → last reconnect digest here

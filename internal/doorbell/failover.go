@@ -16,9 +16,15 @@ import (
 // rings of one pass counted in one conditional statement
 // (store.FailoverRings: budget and unclaimed state hold) — and the session
 // that did not answer is not preferred until its client acts again. Held
-// doorbells (agent out, queue not ready) are not failed over. It returns
-// how many todos were rung again.
+// doorbells (agent out, queue not ready) are not failed over. Pooled rings
+// pass from member to member (poolFailoverOnce; design: Pool routing). It
+// returns how many todos were rung again.
 func (d *Engine) FailoverOnce(ctx context.Context) int {
+	return d.poolFailoverOnce(ctx) + d.failoverSessions(ctx)
+}
+
+// failoverSessions is FailoverOnce across the sessions of one agent.
+func (d *Engine) failoverSessions(ctx context.Context) int {
 	now := d.now()
 	d.mu.Lock()
 	var due []failover

@@ -60,7 +60,11 @@ func (d *Engine) SweepOnce(ctx context.Context) (int, error) {
 	for _, t := range todos {
 		d.deliver(readyOf(t), ringSweep)
 	}
-	return len(todos), nil
+	held := 0
+	for _, id := range recv { // held pooled todos (design: Pool routing)
+		held += d.routeHeld(ctx, id)
+	}
+	return len(todos) + held, nil
 }
 
 // RingMissed rings, after a bus outage noticed at lostAt, the never-rung
@@ -90,5 +94,5 @@ func (d *Engine) RingMissed(ctx context.Context, lostAt time.Time) (selected, ru
 }
 
 func readyOf(t domain.Todo) domain.TodoReady {
-	return domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}
+	return domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source, PoolID: t.PoolID}
 }

@@ -127,16 +127,46 @@ func (a *api) pushTodo(w http.ResponseWriter, r *http.Request, by domain.Person)
 	if err != nil {
 		return err
 	}
-	t, created, err := a.svc.PushTodo(r.Context(), by, r.PathValue("ref"), in)
+	return pushed(w)(a.svc.PushTodo(r.Context(), by, r.PathValue("ref"), in))
+}
+
+// pushPoolTodo is pushTodo to a pool (design: Pools): the same body,
+// limits, idempotency key and answers.
+func (a *api) pushPoolTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var body pushBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	in, err := body.input()
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		w.Header().Set("Location", "/v1/todos/"+t.ID)
+	return pushed(w)(a.svc.PushPoolTodo(r.Context(), by, r.PathValue("name"), in))
+}
+
+// listPoolTodos answers one page of a pool's live todos (design: Pools).
+func (a *api) listPoolTodos(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	all, err := a.svc.ListPoolTodos(r.Context(), by, r.PathValue("name"))
+	if err != nil {
+		return err
 	}
-	return writeJSON(w, status, t)
+	return writePageOf(w, r, "todo", all, func(t domain.Todo) string { return t.ID })
+}
+
+// pushed answers a push: 201 with Location when it created the todo, 200
+// with the live todo that holds the idempotency key otherwise.
+func pushed(w http.ResponseWriter) func(t domain.Todo, created bool, err error) error {
+	return func(t domain.Todo, created bool, err error) error {
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+			w.Header().Set("Location", "/v1/todos/"+t.ID)
+		}
+		return writeJSON(w, status, t)
+	}
 }
 
 func (a *api) listAgentTodos(w http.ResponseWriter, r *http.Request, by domain.Person) error {

@@ -92,6 +92,13 @@ var routes = []routeEntry{
 	{Route{"POST", "/v1/agents/{ref}/todos", "pushTodo", true, nil}, (*api).pushTodo},
 	{Route{"GET", "/v1/agents/{ref}/todos", "listAgentTodos", true, []string{"queue", "state", "limit", "cursor"}}, (*api).listAgentTodos},
 	{Route{"GET", "/v1/todos/{id}", "getTodo", true, nil}, pathCall(http.StatusOK, "id", (*app.Service).GetTodo)},
+	// Pools (design: Pools): the person's own, addressed by name.
+	{Route{"POST", "/v1/pools", "createPool", true, nil}, createCall((*app.Service).CreatePool, func(p domain.Pool) string { return "/v1/pools/" + p.Name })},
+	{Route{"GET", "/v1/pools", "listPools", true, []string{"limit", "cursor"}}, pageCall("pool", (*app.Service).ListPools, func(p domain.Pool) string { return p.Name })},
+	{Route{"GET", "/v1/pools/{name}", "getPool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).GetPool)},
+	{Route{"DELETE", "/v1/pools/{name}", "deletePool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).DeletePool)},
+	{Route{"POST", "/v1/pools/{name}/todos", "pushPoolTodo", true, nil}, (*api).pushPoolTodo},
+	{Route{"GET", "/v1/pools/{name}/todos", "listPoolTodos", true, []string{"limit", "cursor"}}, (*api).listPoolTodos},
 	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).GetPresence)},
 	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, pathBodyCall("ref", (*app.Service).SetPresence)},
 	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).ClearPresence)},

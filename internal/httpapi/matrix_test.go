@@ -113,6 +113,13 @@ var matrixOps = map[string]matrixOp{
 	"getHook":          {"GET", "/v1/hooks/{hook}", nil, theirs, false},
 	"rotateHookSecret": {"POST", "/v1/hooks/{hook}/secret", nil, theirs, false},
 	"deleteHook":       {"DELETE", "/v1/hooks/{hook}", nil, theirs, false},
+	// Another person's agents cannot join a pool (400 at /members/0).
+	"createPool":    {"POST", "/v1/pools", map[string]any{"name": "p-{caller}", "queues": []string{"q"}, "members": []string{"{agent}"}}, expect{cMember: 400, cAdmin: 400, cAgent: 403, cRevoked: 401, cExpired: 401}, false},
+	"listPools":     {"GET", "/v1/pools", nil, ownScope(200), false},
+	"getPool":       {"GET", "/v1/pools/ann-pool-zq9", nil, theirs, false},
+	"deletePool":    {"DELETE", "/v1/pools/ann-pool-zq9", nil, theirs, false},
+	"pushPoolTodo":  {"POST", "/v1/pools/ann-pool-zq9/todos", map[string]any{"queue": "q", "title": "x"}, theirs, false},
+	"listPoolTodos": {"GET", "/v1/pools/ann-pool-zq9/todos", nil, theirs, false},
 	// Deliveries carry no token: an unsigned one is 401 for everyone.
 	"deliverHook": {"POST", "/v1/hooks/{hook}/deliveries", map[string]any{"zen": "x"}, expect{cMember: 401, cAdmin: 401, cAgent: 401, cRevoked: 401, cExpired: 401}, false},
 }
@@ -160,6 +167,8 @@ func TestTenantIsolationMatrix(t *testing.T) {
 		e.do(t, "POST", "/v1/tokens", ann, map[string]any{"name": name, "expires_at": expires}).want(t, 201, &m)
 		return m
 	}
+	var pool domain.Pool
+	e.do(t, "POST", "/v1/pools", ann, map[string]any{"name": "ann-pool-zq9", "queues": []string{"q"}, "members": []string{"ann-bot"}}).want(t, 201, &pool)
 	var hook app.HookSecretResult
 	e.do(t, "POST", "/v1/hooks", ann, map[string]any{"kind": "github", "agent": "ann-bot", "queue": "q"}).want(t, 201, &hook)
 	live := mint("live", nil)
@@ -184,7 +193,7 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	// admin sees them on the person routes.
 	annPerson := []string{annP.ID, "annika-q7x"}
 	annThings := []string{agent.Agent.ID, "ann-bot", "Annika's zq9 bot", agent.Credential, todo.ID, "secret zq9 title", "payload-zq9",
-		live.ID, revoked.ID, expired.ID, hook.Hook.ID, hook.Secret}
+		live.ID, revoked.ID, expired.ID, hook.Hook.ID, hook.Secret, pool.ID, "ann-pool-zq9"}
 	// Each caller's stream must also carry its own agent's events, so a
 	// leak on the stream has a moment to show before the stream is judged.
 	own := map[string][2]string{cMember: {bobAgent.Credential, "bob-bot"}, cAdmin: {adminAgent.Credential, "admin-bot"}}

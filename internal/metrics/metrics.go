@@ -22,6 +22,7 @@
 //	rollcall.sweep.rings                      → rollcall_sweep_rings_total
 //	rollcall.presence.transitions {presence}  → rollcall_presence_transitions_total
 //	rollcall.hook.deliveries {kind, outcome} → rollcall_hook_deliveries_total
+//	rollcall.pool.pushes                      → rollcall_pool_pushes_total
 package metrics
 
 import (
@@ -49,6 +50,7 @@ const (
 	NameDigests       = "rollcall.digests"
 	NameSweepRings    = "rollcall.sweep.rings"
 	NameTransitions   = "rollcall.presence.transitions"
+	NamePoolPushes    = "rollcall.pool.pushes"
 	AttrAgentHandle   = "agent.handle"
 	AttrPresence      = "presence"
 	PromMismatchAge   = "rollcall_agent_billing_mode_mismatch_age_seconds"
@@ -58,6 +60,7 @@ const (
 	PromDoorbells     = "rollcall_doorbells_total"
 	PromDigests       = "rollcall_digests_total"
 	PromSweepRings    = "rollcall_sweep_rings_total"
+	PromPoolPushes    = "rollcall_pool_pushes_total"
 	PromTransitions   = "rollcall_presence_transitions_total"
 	scopeName         = "github.com/rollcall/rollcall"
 )
@@ -79,6 +82,7 @@ type Metrics struct {
 	heartbeats, persisted, flushes, doorbells, digests, sweepRings, transitions metric.Int64Counter
 	inAttr, outAttr                                                             metric.MeasurementOption
 	hookDeliveries                                                              metric.Int64Counter // hooks.go
+	poolPushes                                                                  metric.Int64Counter
 }
 
 // New builds the instruments on a fresh registry (with the Go runtime and
@@ -109,6 +113,7 @@ func New(o Options) (*Metrics, error) {
 	m.doorbells = counter(NameDoorbells, "{doorbell}", "Todo doorbells queued to an MCP session.")
 	m.digests = counter(NameDigests, "{digest}", "Digests queued to an MCP session.")
 	m.sweepRings = counter(NameSweepRings, "{ring}", "Todos re-rung by the doorbell sweep.")
+	m.poolPushes = counter(NamePoolPushes, "{todo}", "Todos pushed to a pool (design: Pools).")
 	m.transitions = counter(NameTransitions, "{transition}", "Claimed in/out presence transitions, by the presence entered.")
 	if err == nil {
 		err = m.newHookCounter(meter)
@@ -160,6 +165,9 @@ func (m *Metrics) DigestSent() { m.digests.Add(bg, 1) }
 
 // SweepRung implements app.Metrics.
 func (m *Metrics) SweepRung(n int) { m.sweepRings.Add(bg, int64(n)) }
+
+// PoolPushed implements app.Metrics.
+func (m *Metrics) PoolPushed() { m.poolPushes.Add(bg, 1) }
 
 // PresenceTransition implements app.Metrics; to is "in" or "out".
 func (m *Metrics) PresenceTransition(to string) {

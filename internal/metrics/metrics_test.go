@@ -40,6 +40,7 @@ func TestExposition(t *testing.T) {
 	m.DoorbellRung()
 	m.DigestSent()
 	m.SweepRung(3)
+	m.PoolPushed()
 	m.PresenceTransition("in")
 	m.PresenceTransition("out")
 	m.PresenceTransition("out")
@@ -54,6 +55,7 @@ func TestExposition(t *testing.T) {
 		PromDoorbells + " 1",
 		PromDigests + " 1",
 		PromSweepRings + " 3",
+		PromPoolPushes + " 1",
 		PromTransitions + `{presence="in"} 1`,
 		PromTransitions + `{presence="out"} 2`,
 		"go_goroutines",

@@ -35,12 +35,13 @@ type PresenceStore interface {
 	// signals.
 	ListAgentsChangedSince(ctx context.Context, p ListChangedParams) ([]domain.Agent, error)
 	// PendingDoorbellTodos returns the agent's push-eligible pending todos,
-	// excluding ExcludeQueues, oldest first, at most Limit: what a digest
-	// counts (design: Digest on return) and what presence.pending counts.
+	// and the pooled ones rung at it (design: Pool routing), excluding
+	// ExcludeQueues, oldest first, at most Limit: what a digest counts
+	// (design: Digest on return) and what presence.pending counts.
 	PendingDoorbellTodos(ctx context.Context, p PendingParams) ([]PendingTodo, error)
 	// MarkDigestRung sets last_ringed_at = At (and next_ring_at per
 	// domain.NextRingAt with the unchanged ring_attempts) on exactly the
-	// listed todos of the agent that are still pending; ring_attempts is
+	// listed todos of the agent (or rung at it) that are still pending; ring_attempts is
 	// unchanged. It returns how many rows changed.
 	MarkDigestRung(ctx context.Context, p MarkDigestParams) (int, error)
 	// SweepRing selects and rings, in ONE statement, the todos due for a

@@ -36,6 +36,8 @@ type Store interface {
 	OwnerLeaseStore
 	// OAuthStore serves the authorization server for /mcp (design: Sign-in for MCP clients).
 	OAuthStore
+	// PoolStore serves pools and the routing of their todos (design: Pools, Pool routing).
+	PoolStore
 
 	// Dialect names the adapter: "sqlite" or "postgres".
 	Dialect() string
@@ -88,10 +90,12 @@ type Store interface {
 	// (pending, or failed with RetryAt <= Now) and in one of Queues: state
 	// claimed, attempt+1, lease until Now+Lease. Not claimable → ErrConflict;
 	// no such todo of that agent → ErrNotFound. Exactly one of two racing
-	// claims wins.
+	// claims wins. An unclaimed todo of one of the agent's pools is
+	// claimable too: the claim sets AgentID and clears RingAgentID.
 	ClaimTodo(ctx context.Context, p ClaimTodoParams) (domain.Todo, error)
 	// ClaimNext claims the oldest claimable todo of the agent in Queues (the
-	// agent's granted queues, or the one requested). None → ErrNotFound.
+	// agent's granted queues, or the one requested), its own or an
+	// unclaimed one of its pools (design: Pools). None → ErrNotFound.
 	ClaimNext(ctx context.Context, p ClaimNextParams) (domain.Todo, error)
 	// RenewLease extends the lease of a todo the agent holds (claimed, lease
 	// not expired at Now) to Now+Lease; else ErrConflict.
@@ -229,6 +233,10 @@ type ListTodosParams struct {
 	// AfterID, when set, starts the list after that todo in the
 	// (created_at, id) order: keyset paging (design: Paging).
 	AfterID string
+	// PoolID lists the todos of that pool (with AgentID: either).
+	PoolID string
+	// WithPools adds the unclaimed todos of AgentID's pools (design: Pools).
+	WithPools bool
 }
 
 // ClaimTodoParams claims one todo.
@@ -273,8 +281,8 @@ type FailTodoParams struct {
 }
 
 // Reaped is a todo whose expired lease ReapExpiredLeases returned, and
-// its agent.
-type Reaped struct{ ID, AgentID string }
+// its agent; a pooled todo back in its pool has AgentID "" and its PoolID.
+type Reaped struct{ ID, AgentID, PoolID string }
 
 // ReapParams bounds one reaper pass.
 type ReapParams struct {

@@ -171,7 +171,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	tag, err := s.pool.Exec(ctx, `UPDATE todos
 		SET last_ringed_at = $3, next_ring_at = $3::timestamptz + `+ring.DelayNow+`
 		WHERE id IN (SELECT id FROM todos
-			WHERE agent_id = $1 AND id = ANY ($2::text[]) AND state = 'pending'
+			WHERE (agent_id = $1 OR (agent_id IS NULL AND ring_agent_id = $1)) AND id = ANY ($2::text[]) AND state = 'pending'
 			ORDER BY id FOR UPDATE)
 		AND state = 'pending'`,
 		p.AgentID, p.IDs, micro(p.At))

@@ -23,7 +23,7 @@ func scanTodo(row storeutil.Scanner) (domain.Todo, error) {
 	if err := row.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
 		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
 		&r.LeaseExpiresAt, &r.RetryAt, &r.RingAttempts, &r.LastRingedAt, &r.Result, &r.LastError,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt); err != nil {
+		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt, &r.PoolID, &r.RingAgentID); err != nil {
 		return domain.Todo{}, err
 	}
 	return todoFrom(r), nil
@@ -31,7 +31,7 @@ func scanTodo(row storeutil.Scanner) (domain.Todo, error) {
 
 // todoFrom turns a row into a todo, every time in UTC.
 func todoFrom(r dbsqlc.Todo) domain.Todo {
-	return domain.Todo{ID: r.ID, AgentID: r.AgentID, Queue: r.Queue, Title: r.Title,
+	return domain.Todo{ID: r.ID, AgentID: deref(r.AgentID), Queue: r.Queue, Title: r.Title,
 		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
 		PushEligible: r.PushEligible, CreatedBy: r.CreatedBy, State: r.State,
 		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
@@ -39,7 +39,16 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		RingAttempts: int(r.RingAttempts), LastRingedAt: utcPtr(r.LastRingedAt),
 		Result: rawJSON(r.Result), LastError: r.LastError,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		ClaimedAt: utcPtr(r.ClaimedAt), FinishedAt: utcPtr(r.FinishedAt), NextRingAt: utcPtr(r.NextRingAt)}
+		ClaimedAt: utcPtr(r.ClaimedAt), FinishedAt: utcPtr(r.FinishedAt), NextRingAt: utcPtr(r.NextRingAt),
+		PoolID: deref(r.PoolID), RingAgentID: deref(r.RingAgentID)}
+}
+
+// optStr is s as a nullable column: "" is NULL.
+func optStr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
@@ -74,7 +83,7 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 
 // createTodoQ is CreateTodo on the pool or inside a transaction.
 func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.Todo, bool, error) {
-	arg := dbsqlc.InsertTodoParams{ID: t.ID, AgentID: t.AgentID, Queue: t.Queue, Title: t.Title,
+	arg := dbsqlc.InsertTodoParams{ID: t.ID, AgentID: optStr(t.AgentID), Queue: t.Queue, Title: t.Title,
 		Payload: nullJSON(t.Payload), Kind: t.Kind, Source: t.Source, IdempotencyKey: t.IdempotencyKey,
 		PushEligible: t.PushEligible, CreatedBy: t.CreatedBy, State: t.State,
 		Attempt: int32(t.Attempt), MaxAttempts: int32(t.MaxAttempts),
@@ -82,9 +91,18 @@ func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.
 		RingAttempts: int32(t.RingAttempts), LastRingedAt: storeutil.MicroPtr(t.LastRingedAt),
 		Result: nullJSON(t.Result), LastError: t.LastError, CreatedAt: micro(t.CreatedAt),
 		UpdatedAt: micro(t.UpdatedAt), ClaimedAt: storeutil.MicroPtr(t.ClaimedAt),
-		FinishedAt: storeutil.MicroPtr(t.FinishedAt), NextRingAt: storeutil.NextRingAt(t)}
+		FinishedAt: storeutil.MicroPtr(t.FinishedAt), NextRingAt: storeutil.NextRingAt(t), PoolID: optStr(t.PoolID)}
+	insert, live := func() (dbsqlc.Todo, error) { return q.InsertTodo(ctx, arg) }, func() (dbsqlc.Todo, error) {
+		return q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
+	}
+	if t.PoolID != "" { // pushed to a pool: its key is the pool's (design: Pools)
+		insert = func() (dbsqlc.Todo, error) { return q.InsertPoolTodo(ctx, dbsqlc.InsertPoolTodoParams(arg)) }
+		live = func() (dbsqlc.Todo, error) {
+			return q.LivePoolTodoByKey(ctx, dbsqlc.LivePoolTodoByKeyParams{PoolID: t.PoolID, IdempotencyKey: t.IdempotencyKey})
+		}
+	}
 	for range 3 {
-		r, err := q.InsertTodo(ctx, arg)
+		r, err := insert()
 		if err == nil {
 			return todoFrom(r), true, nil
 		}
@@ -92,7 +110,7 @@ func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.
 			return domain.Todo{}, false, mapErr("create todo", err)
 		}
 		// A live todo holds the key: return it.
-		r, err = q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
+		r, err = live()
 		if err == nil {
 			return todoFrom(r), false, nil
 		}
@@ -114,7 +132,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 // Limit <= 0 means no limit.
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.q.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
-		State: p.State, AfterID: p.AfterID, Lim: limitArg(p.Limit)})
+		State: p.State, AfterID: p.AfterID, PoolID: p.PoolID, WithPools: p.WithPools, Lim: limitArg(p.Limit)})
 	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 
@@ -204,7 +222,8 @@ func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.To
 // claims go back to pending (last_error "lease expired") or, at
 // max_attempts, to dead letter with finished_at = Now. The oldest leases go
 // first; rows locked by another reaper are skipped; Limit <= 0 means no
-// limit. The ids come back in no particular order. The ring columns
+// limit. A pooled todo going back to pending goes back to its pool
+// (design: Pools). The ids come back in no particular order. The ring columns
 // (ring_attempts, last_ringed_at, next_ring_at) are left as they are.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]store.Reaped, error) {
 	// Hand-written: the picks are a MATERIALIZED CTE with SKIP LOCKED,
@@ -216,11 +235,12 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 		UPDATE todos SET
 			state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
 			finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE $1 END,
-			lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired',
+			agent_id = CASE WHEN pool_id IS NOT NULL AND attempt < max_attempts THEN NULL ELSE agent_id END,
+			lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired', ring_agent_id = NULL,
 			updated_at = $1
 		FROM pick
 		WHERE todos.id = pick.pick_id AND todos.state = 'claimed'
-		RETURNING id, agent_id`, micro(p.Now), limitArg(p.Limit))
+		RETURNING id, coalesce(agent_id, ''), coalesce(pool_id, '')`, micro(p.Now), limitArg(p.Limit))
 	if err != nil {
 		return nil, mapErr("reap leases", err)
 	}

@@ -169,7 +169,7 @@ func (s *Store) MarkDigestRung(ctx context.Context, p store.MarkDigestParams) (i
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
 			SET last_ringed_at = ?3, next_ring_at = ?3 + `+ring.DelayNow+`
-			WHERE agent_id = ?1 AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
+			WHERE (agent_id = ?1 OR (agent_id IS NULL AND ring_agent_id = ?1)) AND id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`,
 			p.AgentID, encodeList(p.IDs), micros(p.At))
 		if err != nil {
 			return mapErr("mark digest rung", err)

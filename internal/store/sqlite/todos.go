@@ -21,14 +21,14 @@ func scanTodo(sc scanner) (domain.Todo, error) {
 	if err := sc.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
 		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
 		&r.LeaseExpiresAt, &r.RetryAt, &r.RingAttempts, &r.LastRingedAt, &r.Result, &r.LastError,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt); err != nil {
+		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt, &r.PoolID, &r.RingAgentID); err != nil {
 		return domain.Todo{}, err
 	}
 	return todoFrom(r), nil
 }
 
 func todoFrom(r dbsqlc.Todo) domain.Todo {
-	return domain.Todo{ID: r.ID, AgentID: r.AgentID, Queue: r.Queue, Title: r.Title,
+	return domain.Todo{ID: r.ID, AgentID: r.AgentID.String, Queue: r.Queue, Title: r.Title,
 		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
 		PushEligible: r.PushEligible != 0, CreatedBy: r.CreatedBy, State: r.State,
 		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
@@ -37,8 +37,11 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		Result: rawJSON(r.Result), LastError: r.LastError,
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 		ClaimedAt: fromNullMicros(r.ClaimedAt), FinishedAt: fromNullMicros(r.FinishedAt),
-		NextRingAt: fromNullMicros(r.NextRingAt)}
+		NextRingAt: fromNullMicros(r.NextRingAt), PoolID: r.PoolID.String, RingAgentID: r.RingAgentID.String}
 }
+
+// optStr is s as a nullable column: "" is NULL.
+func optStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // CreateTodo implements store.Store (design: Idempotency keys; dedup
 // among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
@@ -60,12 +63,18 @@ func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domai
 	return out, created, nil
 }
 
-// createTodoTx is CreateTodo inside tx: the live todo with the key, or a
-// new row.
+// createTodoTx is CreateTodo inside tx: the live todo with the key (of
+// the agent, or of the pool for a pooled todo; design: Pools), or a new row.
 func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (domain.Todo, bool, error) {
 	q := s.txq(tx)
 	if t.IdempotencyKey != "" {
-		existing, err := q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
+		var existing dbsqlc.Todo
+		var err error
+		if t.PoolID != "" {
+			existing, err = q.LivePoolTodoByKey(ctx, dbsqlc.LivePoolTodoByKeyParams{PoolID: t.PoolID, IdempotencyKey: t.IdempotencyKey})
+		} else {
+			existing, err = q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
+		}
 		if err == nil {
 			return todoFrom(existing), false, nil
 		}
@@ -73,7 +82,7 @@ func (s *Store) createTodoTx(ctx context.Context, tx *sql.Tx, t domain.Todo) (do
 			return domain.Todo{}, false, mapErr("create todo", err)
 		}
 	}
-	r, err := q.InsertTodo(ctx, dbsqlc.InsertTodoParams{ID: t.ID, AgentID: t.AgentID, Queue: t.Queue,
+	r, err := q.InsertTodo(ctx, dbsqlc.InsertTodoParams{ID: t.ID, AgentID: optStr(t.AgentID), PoolID: optStr(t.PoolID), Queue: t.Queue,
 		Title: t.Title, Payload: nullJSON(t.Payload), Kind: t.Kind, Source: t.Source,
 		IdempotencyKey: t.IdempotencyKey, PushEligible: boolInt(t.PushEligible), CreatedBy: t.CreatedBy,
 		State: t.State, Attempt: int64(t.Attempt), MaxAttempts: int64(t.MaxAttempts),
@@ -98,7 +107,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 // Limit <= 0 means no limit.
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.rq.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
-		State: p.State, AfterID: p.AfterID, Lim: limit(p.Limit)})
+		State: p.State, AfterID: p.AfterID, PoolID: p.PoolID, WithPools: boolInt(p.WithPools), Lim: limit(p.Limit)})
 	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 
@@ -215,7 +224,9 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 		rows, err := s.txq(tx).ReapExpiredLeases(ctx, dbsqlc.ReapExpiredLeasesParams{Now: micros(p.Now), Lim: limit(p.Limit)})
 		return rows, mapErr("reap leases", err)
 	})
-	return storeutil.All(rows, err, func(r dbsqlc.ReapExpiredLeasesRow) store.Reaped { return store.Reaped{ID: r.ID, AgentID: r.AgentID} })
+	return storeutil.All(rows, err, func(r dbsqlc.ReapExpiredLeasesRow) store.Reaped {
+		return store.Reaped{ID: r.ID, AgentID: r.AgentID, PoolID: r.PoolID}
+	})
 }
 
 // MarkRung implements store.Store (design: Sweep): it changes only a

@@ -17,6 +17,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, livenessTests...)
 	tests = append(tests, ownerLeaseTests...)
 	tests = append(tests, oauthTests...)
+	tests = append(tests, poolTests...)
 	h.run(t, tests)
 	t.Run("Migrations/UpDownUp", func(t *testing.T) {
 		if h.Parallel {

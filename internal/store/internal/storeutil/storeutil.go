@@ -175,7 +175,7 @@ const AgentCols = `id, handle, owner_id, name, active, revoked_at, queues, verbs
 const TodoCols = `id, agent_id, queue, title, payload, kind, source, idempotency_key,
 	push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
 	ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-	finished_at, next_ring_at`
+	finished_at, next_ring_at, pool_id, ring_agent_id`
 
 // Batches runs del with lim = batch (<= 0: defaultBatch) until it deletes
 // fewer than lim rows, and returns the total deleted: the loop of a pruning

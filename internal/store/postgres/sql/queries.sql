@@ -90,10 +90,12 @@ WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen)
     AND (presence_changed_at IS NULL OR presence_changed_at <= sqlc.arg(at)::timestamptz);
 
 -- name: PendingDoorbellTodos :many
--- The agent's pending, push-eligible todos outside exclude_queues, oldest
--- first; a NULL limit means none.
+-- The agent's pending, push-eligible todos outside exclude_queues, and the
+-- pooled ones rung at it (design: Pool routing), oldest first; a NULL
+-- limit means none.
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = sqlc.arg(agent_id) AND state = 'pending' AND push_eligible
+WHERE (agent_id = sqlc.arg(agent_id)::text OR (agent_id IS NULL AND ring_agent_id = sqlc.arg(agent_id)::text))
+  AND state = 'pending' AND push_eligible
   AND queue <> ALL (sqlc.arg(exclude_queues)::text[])
 ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
 
@@ -103,17 +105,39 @@ ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
 INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
     push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
     ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-    finished_at, next_ring_at)
+    finished_at, next_ring_at, pool_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-    $18, $19, $20, $21, $22, $23, $24)
+    $18, $19, $20, $21, $22, $23, $24, $25)
 ON CONFLICT (agent_id, idempotency_key)
-    WHERE idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+    WHERE pool_id IS NULL AND idempotency_key <> ''
+      AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+    DO NOTHING
+RETURNING *;
+
+-- name: InsertPoolTodo :one
+-- InsertTodo of a todo pushed to a pool: ON CONFLICT repeats the
+-- todos_pool_key predicate verbatim (design: Pools).
+INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
+    push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
+    ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
+    finished_at, next_ring_at, pool_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+    $18, $19, $20, $21, $22, $23, $24, $25)
+ON CONFLICT (pool_id, idempotency_key)
+    WHERE pool_id IS NOT NULL AND idempotency_key <> ''
+      AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
     DO NOTHING
 RETURNING *;
 
 -- name: LiveTodoByKey :one
 SELECT * FROM todos
-WHERE agent_id = $1 AND idempotency_key = $2
+WHERE agent_id = sqlc.arg(agent_id)::text AND idempotency_key = sqlc.arg(idempotency_key)
+  AND pool_id IS NULL AND idempotency_key <> ''
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
+
+-- name: LivePoolTodoByKey :one
+SELECT * FROM todos
+WHERE pool_id = sqlc.arg(pool_id)::text AND idempotency_key = sqlc.arg(idempotency_key)
   AND idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
 
 -- name: GetTodo :one
@@ -121,9 +145,13 @@ SELECT * FROM todos WHERE id = $1;
 
 -- name: ListTodos :many
 -- Empty filters match everything; a NULL limit means none. Oldest first,
--- after the todo after_id.
+-- after the todo after_id. with_pools adds the unclaimed todos of the
+-- agent's pools; pool_id lists a pool's todos (design: Pools).
 SELECT * FROM todos
-WHERE (sqlc.arg(agent_id)::text = '' OR agent_id = sqlc.arg(agent_id))
+WHERE ((sqlc.arg(agent_id)::text = '' AND sqlc.arg(pool_id)::text = '')
+       OR agent_id = sqlc.arg(agent_id)::text OR pool_id = sqlc.arg(pool_id)::text
+       OR (sqlc.arg(with_pools)::boolean AND agent_id IS NULL
+           AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)))
   AND (cardinality(sqlc.arg(queues)::text[]) = 0 OR queue = ANY (sqlc.arg(queues)::text[]))
   AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state))
   AND (sqlc.arg(after_id)::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
@@ -134,54 +162,76 @@ ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
 -- One conditional UPDATE, so of two racing claims the second re-checks the
 -- row after the first commits and matches nothing. Claimable at now:
 -- pending, or failed with a retry due; the first term is the todos_ready
--- index predicate, verbatim, so the planner uses that index.
+-- index predicate, verbatim, so the planner uses that index. The agent's
+-- own todo, or an unclaimed todo of one of its pools (design: Pools); the
+-- claim takes the todo out of its pool and ends its ring.
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
-    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND queue = ANY (sqlc.arg(queues)::text[])
+    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now),
+    agent_id = sqlc.arg(agent_id)::text, ring_agent_id = NULL
+WHERE id = sqlc.arg(id)
+  AND (agent_id = sqlc.arg(agent_id)::text
+       OR (agent_id IS NULL AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)))
+  AND queue = ANY (sqlc.arg(queues)::text[])
   AND ((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
        AND (state = 'pending' OR retry_at <= sqlc.arg(now)))
 RETURNING *;
 
 -- name: ClaimNext :one
--- ClaimTodo of the oldest claimable todo of the agent in queues, picked
--- with FOR UPDATE SKIP LOCKED so concurrent claimers take different rows.
-UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
-    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)
-WHERE id = (SELECT t.id FROM todos t
-    WHERE t.agent_id = sqlc.arg(agent_id) AND t.queue = ANY (sqlc.arg(queues)::text[])
+-- ClaimTodo of the oldest claimable todo of the agent or of its pools in
+-- queues (the older of the two index walks' firsts), each picked with FOR
+-- UPDATE SKIP LOCKED so concurrent claimers take different rows.
+WITH own AS MATERIALIZED (
+    SELECT t.id, t.created_at FROM todos t
+    WHERE t.agent_id = sqlc.arg(agent_id)::text AND t.queue = ANY (sqlc.arg(queues)::text[])
       AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-           AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)))
-    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED)
+           AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)::timestamptz))
+    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED
+), pooled AS MATERIALIZED (
+    SELECT p.id, p.created_at FROM todos p
+    WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)
+      AND p.queue = ANY (sqlc.arg(queues)::text[])
+      AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+      AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
+    ORDER BY p.created_at, p.id LIMIT 1 FOR UPDATE OF p SKIP LOCKED
+)
+UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
+    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)::timestamptz,
+    agent_id = sqlc.arg(agent_id)::text, ring_agent_id = NULL
+WHERE id = (SELECT b.id FROM (SELECT * FROM own UNION ALL SELECT * FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT 1)
 RETURNING *;
 
 -- name: TodoOfAgent :one
--- Whether the todo is the agent's (and, unless queues is NULL, in one of
--- queues).
+-- Whether the todo is the agent's or one of its pools' (and, unless
+-- queues is NULL, in one of queues).
 SELECT EXISTS (SELECT 1 FROM todos
-    WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)
+    WHERE id = sqlc.arg(id)
+      AND (agent_id = sqlc.arg(agent_id)::text
+           OR pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text))
       AND (sqlc.narg(queues)::text[] IS NULL OR queue = ANY (sqlc.narg(queues)::text[])));
 
 -- name: RenewLease :one
 -- Held: claimed by the agent, lease not expired at now.
 UPDATE todos SET lease_expires_at = sqlc.arg(lease_until)::timestamptz, updated_at = sqlc.arg(now)::timestamptz
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)::text AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
 RETURNING *;
 
 -- name: CompleteTodo :one
 UPDATE todos SET state = 'done', result = sqlc.narg(result), lease_expires_at = NULL,
     updated_at = sqlc.arg(now)::timestamptz, finished_at = sqlc.arg(now)::timestamptz
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)::timestamptz
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)::text AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)::timestamptz
 RETURNING *;
 
 -- name: LockHeldAttempts :one
 SELECT attempt, max_attempts FROM todos
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed'
+WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)::text AND state = 'claimed'
   AND lease_expires_at > sqlc.arg(now)::timestamptz
 FOR UPDATE;
 
 -- name: FailTodo :one
+-- A pooled todo that will be retried goes back to its pool (design: Pools).
 UPDATE todos SET state = 'failed', last_error = sqlc.arg(reason), retry_at = sqlc.narg(retry_at),
-    lease_expires_at = NULL, updated_at = sqlc.arg(now), finished_at = sqlc.narg(finished_at)
+    lease_expires_at = NULL, updated_at = sqlc.arg(now), finished_at = sqlc.narg(finished_at),
+    agent_id = CASE WHEN pool_id IS NOT NULL AND sqlc.narg(retry_at)::timestamptz IS NOT NULL THEN NULL ELSE agent_id END
 WHERE id = sqlc.arg(id) RETURNING *;
 
 -- name: AuditTail :one
@@ -355,3 +405,53 @@ SELECT EXISTS (SELECT 1 FROM person_tokens t JOIN persons p ON p.id = t.person_i
 WHERE t.hash = sqlc.arg(hash) AND t.revoked_at IS NULL
   AND (t.expires_at IS NULL OR t.expires_at > sqlc.arg(now)::timestamptz)
   AND p.deactivated_at IS NULL) AS ok;
+
+-- Pools (design: Pools).
+
+-- name: InsertPool :exec
+INSERT INTO pools (id, owner_id, name, created_at) VALUES ($1, $2, $3, $4);
+
+-- name: InsertPoolQueue :exec
+INSERT INTO pool_queues (pool_id, queue) VALUES ($1, $2);
+
+-- name: InsertPoolMember :exec
+INSERT INTO pool_members (pool_id, agent_id) VALUES ($1, $2);
+
+-- name: GetPool :one
+-- By id, or (id empty) by owner and name.
+SELECT * FROM pools
+WHERE (sqlc.arg(id)::text <> '' AND id = sqlc.arg(id)::text)
+   OR (sqlc.arg(id)::text = '' AND owner_id = sqlc.arg(owner_id)::text AND name = sqlc.arg(name)::text);
+
+-- name: ListPools :many
+-- Empty filters match everything; by owner, then name.
+SELECT * FROM pools
+WHERE (sqlc.arg(owner_id)::text = '' OR owner_id = sqlc.arg(owner_id)::text)
+  AND (sqlc.arg(member_id)::text = '' OR id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(member_id)::text))
+ORDER BY owner_id, name, id;
+
+-- name: PoolQueues :many
+SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue;
+
+-- name: PoolMembers :many
+SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = $1 ORDER BY agent_id;
+
+-- name: LockPoolLiveTodos :one
+-- Locks the pool row, then counts its live todos (pending, claimed, or
+-- waiting for a retry): a push racing the delete waits for it.
+SELECT count(*) FROM todos
+WHERE pool_id = (SELECT p.id FROM pools p WHERE p.id = sqlc.arg(id)::text FOR UPDATE)
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
+
+-- name: DeletePool :execrows
+DELETE FROM pools WHERE id = $1;
+
+-- name: ReleaseRing :execrows
+-- Ends the ring of a pooled todo while it is still with the agent (design: Pool routing).
+UPDATE todos SET ring_agent_id = NULL
+WHERE id = sqlc.arg(id) AND ring_agent_id = sqlc.arg(agent_id)::text;
+
+-- name: TouchPoolMember :exec
+-- The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
+UPDATE pool_members SET last_rung_at = sqlc.arg(at)::timestamptz
+WHERE agent_id = sqlc.arg(agent_id)::text AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = sqlc.arg(todo_id)::text);

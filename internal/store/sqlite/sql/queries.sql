@@ -95,24 +95,33 @@ WHERE id = sqlc.arg(id) AND presence_seen <> sqlc.arg(seen)
 
 -- name: PendingDoorbellTodos :many
 -- The agent's pending, push-eligible todos outside the JSON array
--- exclude_queues, oldest first; a negative limit means none.
+-- exclude_queues, and the pooled ones rung at it (design: Pool routing),
+-- oldest first; a negative limit means none.
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = sqlc.arg(agent_id) AND state = 'pending' AND push_eligible
+WHERE (agent_id = CAST(sqlc.arg(agent_id) AS TEXT) OR (agent_id IS NULL AND ring_agent_id = CAST(sqlc.arg(agent_id) AS TEXT)))
+  AND state = 'pending' AND push_eligible
   AND queue NOT IN (SELECT value FROM json_each(CAST(sqlc.arg(exclude_queues) AS TEXT)))
 ORDER BY created_at, id LIMIT sqlc.arg(lim);
 
 -- name: LiveTodoByKey :one
--- The live todo (pending, claimed, or failed with a retry) holding the key.
+-- The live todo (pending, claimed, or failed with a retry) pushed to the
+-- agent holding the key.
 SELECT * FROM todos
-WHERE agent_id = ? AND idempotency_key = ?
+WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND idempotency_key = sqlc.arg(idempotency_key) AND pool_id IS NULL
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
+
+-- name: LivePoolTodoByKey :one
+-- The live todo pushed to the pool holding the key (design: Pools).
+SELECT * FROM todos
+WHERE pool_id = CAST(sqlc.arg(pool_id) AS TEXT) AND idempotency_key = sqlc.arg(idempotency_key)
   AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
 
 -- name: InsertTodo :one
 INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
     push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
     ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-    finished_at, next_ring_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    finished_at, next_ring_at, pool_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING *;
 
 -- name: GetTodo :one
@@ -120,9 +129,14 @@ SELECT * FROM todos WHERE id = ?;
 
 -- name: ListTodos :many
 -- Empty filters match everything; queues is a JSON array; a negative
--- limit means none. Oldest first, after the todo after_id.
+-- limit means none. Oldest first, after the todo after_id. with_pools
+-- adds the unclaimed todos of the agent's pools; pool_id lists a pool's
+-- todos (design: Pools).
 SELECT * FROM todos
-WHERE (CAST(sqlc.arg(agent_id) AS TEXT) = '' OR agent_id = sqlc.arg(agent_id))
+WHERE ((CAST(sqlc.arg(agent_id) AS TEXT) = '' AND CAST(sqlc.arg(pool_id) AS TEXT) = '')
+       OR agent_id = CAST(sqlc.arg(agent_id) AS TEXT) OR pool_id = CAST(sqlc.arg(pool_id) AS TEXT)
+       OR (CAST(sqlc.arg(with_pools) AS INTEGER) AND agent_id IS NULL
+           AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT))))
   AND (json_array_length(CAST(sqlc.arg(queues) AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(sqlc.arg(queues))))
   AND (CAST(sqlc.arg(state) AS TEXT) = '' OR state = sqlc.arg(state))
   AND (CAST(sqlc.arg(after_id) AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
@@ -132,64 +146,86 @@ ORDER BY created_at, id LIMIT sqlc.arg(lim);
 -- name: ClaimTodo :one
 -- Claimable at now: pending, or failed with a retry due. The first term
 -- is the todos_ready index predicate, verbatim, so the planner uses it.
+-- The agent's own todo, or an unclaimed todo of one of its pools (design:
+-- Pools); the claim takes the todo out of its pool and ends its ring.
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CAST(sqlc.arg(lease_until) AS INTEGER),
-    retry_at = NULL, claimed_at = CAST(sqlc.arg(now) AS INTEGER), updated_at = sqlc.arg(now)
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)
+    retry_at = NULL, claimed_at = CAST(sqlc.arg(now) AS INTEGER), updated_at = sqlc.arg(now),
+    agent_id = CAST(sqlc.arg(agent_id) AS TEXT), ring_agent_id = NULL
+WHERE id = sqlc.arg(id)
+  AND (agent_id = CAST(sqlc.arg(agent_id) AS TEXT)
+       OR (agent_id IS NULL AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT))))
   AND queue IN (SELECT value FROM json_each(CAST(sqlc.arg(queues) AS TEXT)))
   AND ((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
        AND (state = 'pending' OR retry_at <= sqlc.arg(now)))
 RETURNING *;
 
 -- name: ClaimNext :one
--- ClaimTodo of the oldest claimable todo of the agent in queues.
+-- ClaimTodo of the oldest claimable todo of the agent or of its pools in
+-- queues: the oldest of the two index walks' firsts.
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CAST(sqlc.arg(lease_until) AS INTEGER),
-    retry_at = NULL, claimed_at = CAST(sqlc.arg(now) AS INTEGER), updated_at = sqlc.arg(now)
-WHERE id = (SELECT t.id FROM todos t
-    WHERE t.agent_id = sqlc.arg(agent_id) AND t.queue IN (SELECT value FROM json_each(CAST(sqlc.arg(queues) AS TEXT)))
-      AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-           AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)))
-    ORDER BY t.created_at, t.id LIMIT 1)
+    retry_at = NULL, claimed_at = CAST(sqlc.arg(now) AS INTEGER), updated_at = sqlc.arg(now),
+    agent_id = CAST(sqlc.arg(agent_id) AS TEXT), ring_agent_id = NULL
+WHERE id = (SELECT pick.id FROM (
+    SELECT * FROM (SELECT t.id, t.created_at FROM todos t
+        WHERE t.agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND t.queue IN (SELECT value FROM json_each(CAST(sqlc.arg(queues) AS TEXT)))
+          AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
+               AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)))
+        ORDER BY t.created_at, t.id LIMIT 1)
+    UNION ALL
+    SELECT * FROM (SELECT p.id, p.created_at FROM todos p
+        WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT))
+          AND p.queue IN (SELECT value FROM json_each(CAST(sqlc.arg(queues) AS TEXT)))
+          AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+          AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now))
+        ORDER BY p.created_at, p.id LIMIT 1)) AS pick
+    ORDER BY pick.created_at, pick.id LIMIT 1)
 RETURNING *;
 
 -- name: TodoOfAgent :one
--- Whether the todo is the agent's (and, unless queues is empty, in one of
--- the JSON array queues).
+-- Whether the todo is the agent's or one of its pools' (and, unless
+-- queues is empty, in one of the JSON array queues).
 SELECT count(*) FROM todos
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id)
+WHERE id = sqlc.arg(id)
+  AND (agent_id = CAST(sqlc.arg(agent_id) AS TEXT)
+       OR pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT)))
   AND (CAST(sqlc.arg(queues) AS TEXT) = '' OR queue IN (SELECT value FROM json_each(sqlc.arg(queues))));
 
 -- name: RenewLease :one
 -- Held: claimed by the agent, lease not expired at now.
 UPDATE todos SET lease_expires_at = CAST(sqlc.arg(lease_until) AS INTEGER), updated_at = CAST(sqlc.arg(now) AS INTEGER)
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
 RETURNING *;
 
 -- name: CompleteTodo :one
 UPDATE todos SET state = 'done', result = sqlc.arg(result), lease_expires_at = NULL,
     updated_at = sqlc.arg(now), finished_at = sqlc.arg(now)
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND state = 'claimed' AND lease_expires_at > sqlc.arg(now)
 RETURNING *;
 
 -- name: HeldAttempts :one
 SELECT attempt, max_attempts FROM todos
-WHERE id = sqlc.arg(id) AND agent_id = sqlc.arg(agent_id) AND state = 'claimed' AND lease_expires_at > CAST(sqlc.arg(now) AS INTEGER);
+WHERE id = sqlc.arg(id) AND agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND state = 'claimed' AND lease_expires_at > CAST(sqlc.arg(now) AS INTEGER);
 
 -- name: FailTodo :one
+-- A pooled todo that will be retried goes back to its pool (design: Pools).
 UPDATE todos SET state = 'failed', last_error = sqlc.arg(reason), retry_at = sqlc.arg(retry_at),
-    lease_expires_at = NULL, updated_at = sqlc.arg(now), finished_at = sqlc.arg(finished_at)
+    lease_expires_at = NULL, updated_at = sqlc.arg(now), finished_at = sqlc.arg(finished_at),
+    agent_id = CASE WHEN pool_id IS NOT NULL AND sqlc.arg(retry_at) IS NOT NULL THEN NULL ELSE agent_id END
 WHERE id = sqlc.arg(id) RETURNING *;
 
 -- name: ReapExpiredLeases :many
 -- Expired claims go back to pending, or at max_attempts to dead letter;
--- the oldest leases first, at most lim (negative: all).
+-- the oldest leases first, at most lim (negative: all). A pooled todo
+-- going back to pending goes back to its pool (design: Pools).
 UPDATE todos SET
     state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
     finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE sqlc.arg(now) END,
-    lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired',
+    agent_id = CASE WHEN pool_id IS NOT NULL AND attempt < max_attempts THEN NULL ELSE agent_id END,
+    lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired', ring_agent_id = NULL,
     updated_at = sqlc.arg(now)
 WHERE id IN (SELECT t.id FROM todos t WHERE t.state = 'claimed' AND t.lease_expires_at <= sqlc.arg(now)
     ORDER BY t.lease_expires_at, t.id LIMIT sqlc.arg(lim))
-RETURNING id, agent_id;
+RETURNING id, coalesce(agent_id, '') AS agent_id, coalesce(pool_id, '') AS pool_id;
 
 -- name: AuditTail :one
 SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1;
@@ -331,3 +367,51 @@ SELECT EXISTS (SELECT 1 FROM person_tokens t JOIN persons p ON p.id = t.person_i
 WHERE t.hash = sqlc.arg(hash) AND t.revoked_at IS NULL
   AND (t.expires_at IS NULL OR t.expires_at > CAST(sqlc.arg(now) AS INTEGER))
   AND p.deactivated_at IS NULL) AS ok;
+
+-- Pools (design: Pools).
+
+-- name: InsertPool :exec
+INSERT INTO pools (id, owner_id, name, created_at) VALUES (?, ?, ?, ?);
+
+-- name: InsertPoolQueue :exec
+INSERT INTO pool_queues (pool_id, queue) VALUES (?, ?);
+
+-- name: InsertPoolMember :exec
+INSERT INTO pool_members (pool_id, agent_id) VALUES (?, ?);
+
+-- name: GetPool :one
+-- By id, or (id empty) by owner and name.
+SELECT * FROM pools
+WHERE (CAST(sqlc.arg(id) AS TEXT) <> '' AND id = sqlc.arg(id))
+   OR (CAST(sqlc.arg(id) AS TEXT) = '' AND owner_id = CAST(sqlc.arg(owner_id) AS TEXT) AND name = CAST(sqlc.arg(name) AS TEXT));
+
+-- name: ListPools :many
+-- Empty filters match everything; by owner, then name.
+SELECT * FROM pools
+WHERE (CAST(sqlc.arg(owner_id) AS TEXT) = '' OR owner_id = sqlc.arg(owner_id))
+  AND (CAST(sqlc.arg(member_id) AS TEXT) = '' OR id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(member_id)))
+ORDER BY owner_id, name, id;
+
+-- name: PoolQueues :many
+SELECT queue FROM pool_queues WHERE pool_id = ? ORDER BY queue;
+
+-- name: PoolMembers :many
+SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = ? ORDER BY agent_id;
+
+-- name: PoolLiveTodos :one
+-- How many todos of the pool are live (pending, claimed, or waiting for a retry).
+SELECT count(*) FROM todos
+WHERE pool_id = ? AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
+
+-- name: DeletePool :execrows
+DELETE FROM pools WHERE id = ?;
+
+-- name: ReleaseRing :execrows
+-- Ends the ring of a pooled todo while it is still with the agent (design: Pool routing).
+UPDATE todos SET ring_agent_id = NULL
+WHERE id = sqlc.arg(id) AND ring_agent_id = CAST(sqlc.arg(agent_id) AS TEXT);
+
+-- name: TouchPoolMember :exec
+-- The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
+UPDATE pool_members SET last_rung_at = CAST(sqlc.arg(at) AS INTEGER)
+WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = sqlc.arg(todo_id));

@@ -174,6 +174,24 @@ type PersonToken struct {
 	RevokedAt  *time.Time
 }
 
+type Pool struct {
+	ID        string
+	OwnerID   string
+	Name      string
+	CreatedAt time.Time
+}
+
+type PoolMember struct {
+	PoolID     string
+	AgentID    string
+	LastRungAt *time.Time
+}
+
+type PoolQueue struct {
+	PoolID string
+	Queue  string
+}
+
 type RateWindow struct {
 	Key         string
 	WindowStart time.Time
@@ -182,7 +200,7 @@ type RateWindow struct {
 
 type Todo struct {
 	ID             string
-	AgentID        string
+	AgentID        *string
 	Queue          string
 	Title          string
 	Payload        *string
@@ -205,4 +223,6 @@ type Todo struct {
 	ClaimedAt      *time.Time
 	FinishedAt     *time.Time
 	NextRingAt     *time.Time
+	PoolID         *string
+	RingAgentID    *string
 }

@@ -150,14 +150,25 @@ func (q *Queries) AuditTail(ctx context.Context) (AuditTailRow, error) {
 }
 
 const claimNext = `-- name: ClaimNext :one
-UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $1::timestamptz,
-    retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2
-WHERE id = (SELECT t.id FROM todos t
-    WHERE t.agent_id = $3 AND t.queue = ANY ($4::text[])
+WITH own AS MATERIALIZED (
+    SELECT t.id, t.created_at FROM todos t
+    WHERE t.agent_id = $3::text AND t.queue = ANY ($4::text[])
       AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-           AND (t.state = 'pending' OR t.retry_at <= $2))
-    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+           AND (t.state = 'pending' OR t.retry_at <= $2::timestamptz))
+    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED
+), pooled AS MATERIALIZED (
+    SELECT p.id, p.created_at FROM todos p
+    WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $3::text)
+      AND p.queue = ANY ($4::text[])
+      AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+      AND (p.state = 'pending' OR p.retry_at <= $2::timestamptz)
+    ORDER BY p.created_at, p.id LIMIT 1 FOR UPDATE OF p SKIP LOCKED
+)
+UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $1::timestamptz,
+    retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2::timestamptz,
+    agent_id = $3::text, ring_agent_id = NULL
+WHERE id = (SELECT b.id FROM (SELECT id, created_at FROM own UNION ALL SELECT id, created_at FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT 1)
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type ClaimNextParams struct {
@@ -167,8 +178,9 @@ type ClaimNextParams struct {
 	Queues     []string
 }
 
-// ClaimTodo of the oldest claimable todo of the agent in queues, picked
-// with FOR UPDATE SKIP LOCKED so concurrent claimers take different rows.
+// ClaimTodo of the oldest claimable todo of the agent or of its pools in
+// queues (the older of the two index walks' firsts), each picked with FOR
+// UPDATE SKIP LOCKED so concurrent claimers take different rows.
 func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) (Todo, error) {
 	row := q.db.QueryRow(ctx, claimNext,
 		arg.LeaseUntil,
@@ -202,37 +214,45 @@ func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) (Todo, err
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
 
 const claimTodo = `-- name: ClaimTodo :one
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $1::timestamptz,
-    retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2
-WHERE id = $3 AND agent_id = $4 AND queue = ANY ($5::text[])
+    retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2,
+    agent_id = $3::text, ring_agent_id = NULL
+WHERE id = $4
+  AND (agent_id = $3::text
+       OR (agent_id IS NULL AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $3::text)))
+  AND queue = ANY ($5::text[])
   AND ((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
        AND (state = 'pending' OR retry_at <= $2))
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type ClaimTodoParams struct {
 	LeaseUntil time.Time
 	Now        time.Time
-	ID         string
 	AgentID    string
+	ID         string
 	Queues     []string
 }
 
 // One conditional UPDATE, so of two racing claims the second re-checks the
 // row after the first commits and matches nothing. Claimable at now:
 // pending, or failed with a retry due; the first term is the todos_ready
-// index predicate, verbatim, so the planner uses that index.
+// index predicate, verbatim, so the planner uses that index. The agent's
+// own todo, or an unclaimed todo of one of its pools (design: Pools); the
+// claim takes the todo out of its pool and ends its ring.
 func (q *Queries) ClaimTodo(ctx context.Context, arg ClaimTodoParams) (Todo, error) {
 	row := q.db.QueryRow(ctx, claimTodo,
 		arg.LeaseUntil,
 		arg.Now,
-		arg.ID,
 		arg.AgentID,
+		arg.ID,
 		arg.Queues,
 	)
 	var i Todo
@@ -261,6 +281,8 @@ func (q *Queries) ClaimTodo(ctx context.Context, arg ClaimTodoParams) (Todo, err
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -300,8 +322,8 @@ func (q *Queries) ClaimTransition(ctx context.Context, arg ClaimTransitionParams
 const completeTodo = `-- name: CompleteTodo :one
 UPDATE todos SET state = 'done', result = $1, lease_expires_at = NULL,
     updated_at = $2::timestamptz, finished_at = $2::timestamptz
-WHERE id = $3 AND agent_id = $4 AND state = 'claimed' AND lease_expires_at > $2::timestamptz
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+WHERE id = $3 AND agent_id = $4::text AND state = 'claimed' AND lease_expires_at > $2::timestamptz
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type CompleteTodoParams struct {
@@ -344,6 +366,8 @@ func (q *Queries) CompleteTodo(ctx context.Context, arg CompleteTodoParams) (Tod
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -480,6 +504,18 @@ func (q *Queries) DeleteHook(ctx context.Context, id string) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const deletePool = `-- name: DeletePool :execrows
+DELETE FROM pools WHERE id = $1
+`
+
+func (q *Queries) DeletePool(ctx context.Context, id string) (int64, error) {
+	result, err := q.db.Exec(ctx, deletePool, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deliveryByKey = `-- name: DeliveryByKey :one
 SELECT id, hook_id, key, event, action, outcome, reason, todo_id, received_at FROM hook_deliveries WHERE hook_id = $1 AND key = $2
 `
@@ -550,8 +586,9 @@ func (q *Queries) EndTokenSessions(ctx context.Context, arg EndTokenSessionsPara
 
 const failTodo = `-- name: FailTodo :one
 UPDATE todos SET state = 'failed', last_error = $1, retry_at = $2,
-    lease_expires_at = NULL, updated_at = $3, finished_at = $4
-WHERE id = $5 RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+    lease_expires_at = NULL, updated_at = $3, finished_at = $4,
+    agent_id = CASE WHEN pool_id IS NOT NULL AND $2::timestamptz IS NOT NULL THEN NULL ELSE agent_id END
+WHERE id = $5 RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type FailTodoParams struct {
@@ -562,6 +599,7 @@ type FailTodoParams struct {
 	ID         string
 }
 
+// A pooled todo that will be retried goes back to its pool (design: Pools).
 func (q *Queries) FailTodo(ctx context.Context, arg FailTodoParams) (Todo, error) {
 	row := q.db.QueryRow(ctx, failTodo,
 		arg.Reason,
@@ -596,6 +634,8 @@ func (q *Queries) FailTodo(ctx context.Context, arg FailTodoParams) (Todo, error
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -693,8 +733,33 @@ func (q *Queries) GetPerson(ctx context.Context, id string) (Person, error) {
 	return i, err
 }
 
+const getPool = `-- name: GetPool :one
+SELECT id, owner_id, name, created_at FROM pools
+WHERE ($1::text <> '' AND id = $1::text)
+   OR ($1::text = '' AND owner_id = $2::text AND name = $3::text)
+`
+
+type GetPoolParams struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+// By id, or (id empty) by owner and name.
+func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) {
+	row := q.db.QueryRow(ctx, getPool, arg.ID, arg.OwnerID, arg.Name)
+	var i Pool
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getTodo = `-- name: GetTodo :one
-SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at FROM todos WHERE id = $1
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos WHERE id = $1
 `
 
 func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
@@ -725,6 +790,8 @@ func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -943,22 +1010,74 @@ func (q *Queries) InsertPerson(ctx context.Context, arg InsertPersonParams) erro
 	return err
 }
 
-const insertTodo = `-- name: InsertTodo :one
+const insertPool = `-- name: InsertPool :exec
+
+INSERT INTO pools (id, owner_id, name, created_at) VALUES ($1, $2, $3, $4)
+`
+
+type InsertPoolParams struct {
+	ID        string
+	OwnerID   string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Pools (design: Pools).
+func (q *Queries) InsertPool(ctx context.Context, arg InsertPoolParams) error {
+	_, err := q.db.Exec(ctx, insertPool,
+		arg.ID,
+		arg.OwnerID,
+		arg.Name,
+		arg.CreatedAt,
+	)
+	return err
+}
+
+const insertPoolMember = `-- name: InsertPoolMember :exec
+INSERT INTO pool_members (pool_id, agent_id) VALUES ($1, $2)
+`
+
+type InsertPoolMemberParams struct {
+	PoolID  string
+	AgentID string
+}
+
+func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) error {
+	_, err := q.db.Exec(ctx, insertPoolMember, arg.PoolID, arg.AgentID)
+	return err
+}
+
+const insertPoolQueue = `-- name: InsertPoolQueue :exec
+INSERT INTO pool_queues (pool_id, queue) VALUES ($1, $2)
+`
+
+type InsertPoolQueueParams struct {
+	PoolID string
+	Queue  string
+}
+
+func (q *Queries) InsertPoolQueue(ctx context.Context, arg InsertPoolQueueParams) error {
+	_, err := q.db.Exec(ctx, insertPoolQueue, arg.PoolID, arg.Queue)
+	return err
+}
+
+const insertPoolTodo = `-- name: InsertPoolTodo :one
 INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
     push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
     ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-    finished_at, next_ring_at)
+    finished_at, next_ring_at, pool_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-    $18, $19, $20, $21, $22, $23, $24)
-ON CONFLICT (agent_id, idempotency_key)
-    WHERE idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+    $18, $19, $20, $21, $22, $23, $24, $25)
+ON CONFLICT (pool_id, idempotency_key)
+    WHERE pool_id IS NOT NULL AND idempotency_key <> ''
+      AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
     DO NOTHING
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
-type InsertTodoParams struct {
+type InsertPoolTodoParams struct {
 	ID             string
-	AgentID        string
+	AgentID        *string
 	Queue          string
 	Title          string
 	Payload        *string
@@ -981,6 +1100,111 @@ type InsertTodoParams struct {
 	ClaimedAt      *time.Time
 	FinishedAt     *time.Time
 	NextRingAt     *time.Time
+	PoolID         *string
+}
+
+// InsertTodo of a todo pushed to a pool: ON CONFLICT repeats the
+// todos_pool_key predicate verbatim (design: Pools).
+func (q *Queries) InsertPoolTodo(ctx context.Context, arg InsertPoolTodoParams) (Todo, error) {
+	row := q.db.QueryRow(ctx, insertPoolTodo,
+		arg.ID,
+		arg.AgentID,
+		arg.Queue,
+		arg.Title,
+		arg.Payload,
+		arg.Kind,
+		arg.Source,
+		arg.IdempotencyKey,
+		arg.PushEligible,
+		arg.CreatedBy,
+		arg.State,
+		arg.Attempt,
+		arg.MaxAttempts,
+		arg.LeaseExpiresAt,
+		arg.RetryAt,
+		arg.RingAttempts,
+		arg.LastRingedAt,
+		arg.Result,
+		arg.LastError,
+		arg.CreatedAt,
+		arg.UpdatedAt,
+		arg.ClaimedAt,
+		arg.FinishedAt,
+		arg.NextRingAt,
+		arg.PoolID,
+	)
+	var i Todo
+	err := row.Scan(
+		&i.ID,
+		&i.AgentID,
+		&i.Queue,
+		&i.Title,
+		&i.Payload,
+		&i.Kind,
+		&i.Source,
+		&i.IdempotencyKey,
+		&i.PushEligible,
+		&i.CreatedBy,
+		&i.State,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.LeaseExpiresAt,
+		&i.RetryAt,
+		&i.RingAttempts,
+		&i.LastRingedAt,
+		&i.Result,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ClaimedAt,
+		&i.FinishedAt,
+		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
+	)
+	return i, err
+}
+
+const insertTodo = `-- name: InsertTodo :one
+INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
+    push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
+    ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
+    finished_at, next_ring_at, pool_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+    $18, $19, $20, $21, $22, $23, $24, $25)
+ON CONFLICT (agent_id, idempotency_key)
+    WHERE pool_id IS NULL AND idempotency_key <> ''
+      AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+    DO NOTHING
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
+`
+
+type InsertTodoParams struct {
+	ID             string
+	AgentID        *string
+	Queue          string
+	Title          string
+	Payload        *string
+	Kind           string
+	Source         string
+	IdempotencyKey string
+	PushEligible   bool
+	CreatedBy      string
+	State          string
+	Attempt        int32
+	MaxAttempts    int32
+	LeaseExpiresAt *time.Time
+	RetryAt        *time.Time
+	RingAttempts   int32
+	LastRingedAt   *time.Time
+	Result         *string
+	LastError      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ClaimedAt      *time.Time
+	FinishedAt     *time.Time
+	NextRingAt     *time.Time
+	PoolID         *string
 }
 
 // ON CONFLICT repeats the todos_live_key predicate verbatim so it infers
@@ -1011,6 +1235,7 @@ func (q *Queries) InsertTodo(ctx context.Context, arg InsertTodoParams) (Todo, e
 		arg.ClaimedAt,
 		arg.FinishedAt,
 		arg.NextRingAt,
+		arg.PoolID,
 	)
 	var i Todo
 	err := row.Scan(
@@ -1038,6 +1263,8 @@ func (q *Queries) InsertTodo(ctx context.Context, arg InsertTodoParams) (Todo, e
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -1351,29 +1578,75 @@ func (q *Queries) ListPersons(ctx context.Context) ([]Person, error) {
 	return items, nil
 }
 
+const listPools = `-- name: ListPools :many
+SELECT id, owner_id, name, created_at FROM pools
+WHERE ($1::text = '' OR owner_id = $1::text)
+  AND ($2::text = '' OR id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $2::text))
+ORDER BY owner_id, name, id
+`
+
+type ListPoolsParams struct {
+	OwnerID  string
+	MemberID string
+}
+
+// Empty filters match everything; by owner, then name.
+func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, error) {
+	rows, err := q.db.Query(ctx, listPools, arg.OwnerID, arg.MemberID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Pool
+	for rows.Next() {
+		var i Pool
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.Name,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTodos = `-- name: ListTodos :many
-SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at FROM todos
-WHERE ($1::text = '' OR agent_id = $1)
-  AND (cardinality($2::text[]) = 0 OR queue = ANY ($2::text[]))
-  AND ($3::text = '' OR state = $3)
-  AND ($4::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = $4)
-       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = $4) AND id > $4))
-ORDER BY created_at, id LIMIT $5::bigint
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
+WHERE (($1::text = '' AND $2::text = '')
+       OR agent_id = $1::text OR pool_id = $2::text
+       OR ($3::boolean AND agent_id IS NULL
+           AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $1::text)))
+  AND (cardinality($4::text[]) = 0 OR queue = ANY ($4::text[]))
+  AND ($5::text = '' OR state = $5)
+  AND ($6::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = $6)
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = $6) AND id > $6))
+ORDER BY created_at, id LIMIT $7::bigint
 `
 
 type ListTodosParams struct {
-	AgentID string
-	Queues  []string
-	State   string
-	AfterID string
-	Lim     *int64
+	AgentID   string
+	PoolID    string
+	WithPools bool
+	Queues    []string
+	State     string
+	AfterID   string
+	Lim       *int64
 }
 
 // Empty filters match everything; a NULL limit means none. Oldest first,
-// after the todo after_id.
+// after the todo after_id. with_pools adds the unclaimed todos of the
+// agent's pools; pool_id lists a pool's todos (design: Pools).
 func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, error) {
 	rows, err := q.db.Query(ctx, listTodos,
 		arg.AgentID,
+		arg.PoolID,
+		arg.WithPools,
 		arg.Queues,
 		arg.State,
 		arg.AfterID,
@@ -1411,6 +1684,8 @@ func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, e
 			&i.ClaimedAt,
 			&i.FinishedAt,
 			&i.NextRingAt,
+			&i.PoolID,
+			&i.RingAgentID,
 		); err != nil {
 			return nil, err
 		}
@@ -1482,10 +1757,56 @@ func (q *Queries) LiveCredentials(ctx context.Context, ids []string) ([]string, 
 	return items, nil
 }
 
-const liveTodoByKey = `-- name: LiveTodoByKey :one
-SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at FROM todos
-WHERE agent_id = $1 AND idempotency_key = $2
+const livePoolTodoByKey = `-- name: LivePoolTodoByKey :one
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
+WHERE pool_id = $1::text AND idempotency_key = $2
   AND idempotency_key <> '' AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+`
+
+type LivePoolTodoByKeyParams struct {
+	PoolID         string
+	IdempotencyKey string
+}
+
+func (q *Queries) LivePoolTodoByKey(ctx context.Context, arg LivePoolTodoByKeyParams) (Todo, error) {
+	row := q.db.QueryRow(ctx, livePoolTodoByKey, arg.PoolID, arg.IdempotencyKey)
+	var i Todo
+	err := row.Scan(
+		&i.ID,
+		&i.AgentID,
+		&i.Queue,
+		&i.Title,
+		&i.Payload,
+		&i.Kind,
+		&i.Source,
+		&i.IdempotencyKey,
+		&i.PushEligible,
+		&i.CreatedBy,
+		&i.State,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.LeaseExpiresAt,
+		&i.RetryAt,
+		&i.RingAttempts,
+		&i.LastRingedAt,
+		&i.Result,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ClaimedAt,
+		&i.FinishedAt,
+		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
+	)
+	return i, err
+}
+
+const liveTodoByKey = `-- name: LiveTodoByKey :one
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
+WHERE agent_id = $1::text AND idempotency_key = $2
+  AND pool_id IS NULL AND idempotency_key <> ''
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
 `
 
 type LiveTodoByKeyParams struct {
@@ -1521,6 +1842,8 @@ func (q *Queries) LiveTodoByKey(ctx context.Context, arg LiveTodoByKeyParams) (T
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -1539,7 +1862,7 @@ func (q *Queries) LockAgent(ctx context.Context, id string) (*time.Time, error) 
 
 const lockHeldAttempts = `-- name: LockHeldAttempts :one
 SELECT attempt, max_attempts FROM todos
-WHERE id = $1 AND agent_id = $2 AND state = 'claimed'
+WHERE id = $1 AND agent_id = $2::text AND state = 'claimed'
   AND lease_expires_at > $3::timestamptz
 FOR UPDATE
 `
@@ -1560,6 +1883,21 @@ func (q *Queries) LockHeldAttempts(ctx context.Context, arg LockHeldAttemptsPara
 	var i LockHeldAttemptsRow
 	err := row.Scan(&i.Attempt, &i.MaxAttempts)
 	return i, err
+}
+
+const lockPoolLiveTodos = `-- name: LockPoolLiveTodos :one
+SELECT count(*) FROM todos
+WHERE pool_id = (SELECT p.id FROM pools p WHERE p.id = $1::text FOR UPDATE)
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+`
+
+// Locks the pool row, then counts its live todos (pending, claimed, or
+// waiting for a retry): a push racing the delete waits for it.
+func (q *Queries) LockPoolLiveTodos(ctx context.Context, id string) (int64, error) {
+	row := q.db.QueryRow(ctx, lockPoolLiveTodos, id)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const lockReportedPair = `-- name: LockReportedPair :one
@@ -1616,7 +1954,8 @@ func (q *Queries) MoveAgentHooks(ctx context.Context, arg MoveAgentHooksParams) 
 
 const pendingDoorbellTodos = `-- name: PendingDoorbellTodos :many
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = $1 AND state = 'pending' AND push_eligible
+WHERE (agent_id = $1::text OR (agent_id IS NULL AND ring_agent_id = $1::text))
+  AND state = 'pending' AND push_eligible
   AND queue <> ALL ($2::text[])
 ORDER BY created_at, id LIMIT $3::bigint
 `
@@ -1633,8 +1972,9 @@ type PendingDoorbellTodosRow struct {
 	CreatedAt time.Time
 }
 
-// The agent's pending, push-eligible todos outside exclude_queues, oldest
-// first; a NULL limit means none.
+// The agent's pending, push-eligible todos outside exclude_queues, and the
+// pooled ones rung at it (design: Pool routing), oldest first; a NULL
+// limit means none.
 func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellTodosParams) ([]PendingDoorbellTodosRow, error) {
 	rows, err := q.db.Query(ctx, pendingDoorbellTodos, arg.AgentID, arg.ExcludeQueues, arg.Lim)
 	if err != nil {
@@ -1648,6 +1988,59 @@ func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellT
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const poolMembers = `-- name: PoolMembers :many
+SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = $1 ORDER BY agent_id
+`
+
+type PoolMembersRow struct {
+	AgentID    string
+	LastRungAt *time.Time
+}
+
+func (q *Queries) PoolMembers(ctx context.Context, poolID string) ([]PoolMembersRow, error) {
+	rows, err := q.db.Query(ctx, poolMembers, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PoolMembersRow
+	for rows.Next() {
+		var i PoolMembersRow
+		if err := rows.Scan(&i.AgentID, &i.LastRungAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const poolQueues = `-- name: PoolQueues :many
+SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue
+`
+
+func (q *Queries) PoolQueues(ctx context.Context, poolID string) ([]string, error) {
+	rows, err := q.db.Query(ctx, poolQueues, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -1692,10 +2085,29 @@ func (q *Queries) PruneRateWindows(ctx context.Context, before time.Time) (int64
 	return result.RowsAffected(), nil
 }
 
+const releaseRing = `-- name: ReleaseRing :execrows
+UPDATE todos SET ring_agent_id = NULL
+WHERE id = $1 AND ring_agent_id = $2::text
+`
+
+type ReleaseRingParams struct {
+	ID      string
+	AgentID string
+}
+
+// Ends the ring of a pooled todo while it is still with the agent (design: Pool routing).
+func (q *Queries) ReleaseRing(ctx context.Context, arg ReleaseRingParams) (int64, error) {
+	result, err := q.db.Exec(ctx, releaseRing, arg.ID, arg.AgentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const renewLease = `-- name: RenewLease :one
 UPDATE todos SET lease_expires_at = $1::timestamptz, updated_at = $2::timestamptz
-WHERE id = $3 AND agent_id = $4 AND state = 'claimed' AND lease_expires_at > $2
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+WHERE id = $3 AND agent_id = $4::text AND state = 'claimed' AND lease_expires_at > $2
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type RenewLeaseParams struct {
@@ -1739,6 +2151,8 @@ func (q *Queries) RenewLease(ctx context.Context, arg RenewLeaseParams) (Todo, e
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -1868,7 +2282,9 @@ func (q *Queries) SetDeliveryTodo(ctx context.Context, arg SetDeliveryTodoParams
 
 const todoOfAgent = `-- name: TodoOfAgent :one
 SELECT EXISTS (SELECT 1 FROM todos
-    WHERE id = $1 AND agent_id = $2
+    WHERE id = $1
+      AND (agent_id = $2::text
+           OR pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $2::text))
       AND ($3::text[] IS NULL OR queue = ANY ($3::text[])))
 `
 
@@ -1878,8 +2294,8 @@ type TodoOfAgentParams struct {
 	Queues  []string
 }
 
-// Whether the todo is the agent's (and, unless queues is NULL, in one of
-// queues).
+// Whether the todo is the agent's or one of its pools' (and, unless
+// queues is NULL, in one of queues).
 func (q *Queries) TodoOfAgent(ctx context.Context, arg TodoOfAgentParams) (bool, error) {
 	row := q.db.QueryRow(ctx, todoOfAgent, arg.ID, arg.AgentID, arg.Queues)
 	var exists bool
@@ -1945,6 +2361,23 @@ func (q *Queries) TokenWithPerson(ctx context.Context, arg TokenWithPersonParams
 		&i.Person.DeactivatedAt,
 	)
 	return i, err
+}
+
+const touchPoolMember = `-- name: TouchPoolMember :exec
+UPDATE pool_members SET last_rung_at = $1::timestamptz
+WHERE agent_id = $2::text AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = $3::text)
+`
+
+type TouchPoolMemberParams struct {
+	At      time.Time
+	AgentID string
+	TodoID  string
+}
+
+// The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
+func (q *Queries) TouchPoolMember(ctx context.Context, arg TouchPoolMemberParams) error {
+	_, err := q.db.Exec(ctx, touchPoolMember, arg.At, arg.AgentID, arg.TodoID)
+	return err
 }
 
 const touchToken = `-- name: TouchToken :exec

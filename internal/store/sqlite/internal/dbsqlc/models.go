@@ -174,9 +174,27 @@ type PersonToken struct {
 	RevokedAt  sql.NullInt64
 }
 
+type Pool struct {
+	ID        string
+	OwnerID   string
+	Name      string
+	CreatedAt int64
+}
+
+type PoolMember struct {
+	PoolID     string
+	AgentID    string
+	LastRungAt sql.NullInt64
+}
+
+type PoolQueue struct {
+	PoolID string
+	Queue  string
+}
+
 type Todo struct {
 	ID             string
-	AgentID        string
+	AgentID        sql.NullString
 	Queue          string
 	Title          string
 	Payload        sql.NullString
@@ -199,4 +217,6 @@ type Todo struct {
 	ClaimedAt      sql.NullInt64
 	FinishedAt     sql.NullInt64
 	NextRingAt     sql.NullInt64
+	PoolID         sql.NullString
+	RingAgentID    sql.NullString
 }

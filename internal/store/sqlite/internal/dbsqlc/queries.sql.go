@@ -141,13 +141,23 @@ func (q *Queries) AuditTail(ctx context.Context) (AuditTailRow, error) {
 
 const claimNext = `-- name: ClaimNext :one
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CAST(?1 AS INTEGER),
-    retry_at = NULL, claimed_at = CAST(?2 AS INTEGER), updated_at = ?2
-WHERE id = (SELECT t.id FROM todos t
-    WHERE t.agent_id = ?3 AND t.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
-      AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-           AND (t.state = 'pending' OR t.retry_at <= ?2))
-    ORDER BY t.created_at, t.id LIMIT 1)
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+    retry_at = NULL, claimed_at = CAST(?2 AS INTEGER), updated_at = ?2,
+    agent_id = CAST(?3 AS TEXT), ring_agent_id = NULL
+WHERE id = (SELECT pick.id FROM (
+    SELECT id, created_at FROM (SELECT t.id, t.created_at FROM todos t
+        WHERE t.agent_id = CAST(?3 AS TEXT) AND t.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
+          AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
+               AND (t.state = 'pending' OR t.retry_at <= ?2))
+        ORDER BY t.created_at, t.id LIMIT 1)
+    UNION ALL
+    SELECT id, created_at FROM (SELECT p.id, p.created_at FROM todos p
+        WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?3 AS TEXT))
+          AND p.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
+          AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+          AND (p.state = 'pending' OR p.retry_at <= ?2)
+        ORDER BY p.created_at, p.id LIMIT 1)) AS pick
+    ORDER BY pick.created_at, pick.id LIMIT 1)
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type ClaimNextParams struct {
@@ -157,7 +167,8 @@ type ClaimNextParams struct {
 	Queues     string
 }
 
-// ClaimTodo of the oldest claimable todo of the agent in queues.
+// ClaimTodo of the oldest claimable todo of the agent or of its pools in
+// queues: the oldest of the two index walks' firsts.
 func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) (Todo, error) {
 	row := q.db.QueryRowContext(ctx, claimNext,
 		arg.LeaseUntil,
@@ -191,36 +202,43 @@ func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) (Todo, err
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
 
 const claimTodo = `-- name: ClaimTodo :one
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CAST(?1 AS INTEGER),
-    retry_at = NULL, claimed_at = CAST(?2 AS INTEGER), updated_at = ?2
-WHERE id = ?3 AND agent_id = ?4
+    retry_at = NULL, claimed_at = CAST(?2 AS INTEGER), updated_at = ?2,
+    agent_id = CAST(?3 AS TEXT), ring_agent_id = NULL
+WHERE id = ?4
+  AND (agent_id = CAST(?3 AS TEXT)
+       OR (agent_id IS NULL AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?3 AS TEXT))))
   AND queue IN (SELECT value FROM json_each(CAST(?5 AS TEXT)))
   AND ((state = 'pending' OR (state = 'failed' AND retry_at IS NOT NULL))
        AND (state = 'pending' OR retry_at <= ?2))
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type ClaimTodoParams struct {
 	LeaseUntil int64
 	Now        int64
-	ID         string
 	AgentID    string
+	ID         string
 	Queues     string
 }
 
 // Claimable at now: pending, or failed with a retry due. The first term
 // is the todos_ready index predicate, verbatim, so the planner uses it.
+// The agent's own todo, or an unclaimed todo of one of its pools (design:
+// Pools); the claim takes the todo out of its pool and ends its ring.
 func (q *Queries) ClaimTodo(ctx context.Context, arg ClaimTodoParams) (Todo, error) {
 	row := q.db.QueryRowContext(ctx, claimTodo,
 		arg.LeaseUntil,
 		arg.Now,
-		arg.ID,
 		arg.AgentID,
+		arg.ID,
 		arg.Queues,
 	)
 	var i Todo
@@ -249,6 +267,8 @@ func (q *Queries) ClaimTodo(ctx context.Context, arg ClaimTodoParams) (Todo, err
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -288,8 +308,8 @@ func (q *Queries) ClaimTransition(ctx context.Context, arg ClaimTransitionParams
 const completeTodo = `-- name: CompleteTodo :one
 UPDATE todos SET state = 'done', result = ?1, lease_expires_at = NULL,
     updated_at = ?2, finished_at = ?2
-WHERE id = ?3 AND agent_id = ?4 AND state = 'claimed' AND lease_expires_at > ?2
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+WHERE id = ?3 AND agent_id = CAST(?4 AS TEXT) AND state = 'claimed' AND lease_expires_at > ?2
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type CompleteTodoParams struct {
@@ -332,6 +352,8 @@ func (q *Queries) CompleteTodo(ctx context.Context, arg CompleteTodoParams) (Tod
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -426,6 +448,18 @@ func (q *Queries) DeleteHook(ctx context.Context, id string) (int64, error) {
 	return result.RowsAffected()
 }
 
+const deletePool = `-- name: DeletePool :execrows
+DELETE FROM pools WHERE id = ?
+`
+
+func (q *Queries) DeletePool(ctx context.Context, id string) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deletePool, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deliveryByKey = `-- name: DeliveryByKey :one
 SELECT id, hook_id, "key", event, "action", outcome, reason, todo_id, received_at FROM hook_deliveries WHERE hook_id = ? AND key = ?
 `
@@ -496,8 +530,9 @@ func (q *Queries) EndTokenSessions(ctx context.Context, arg EndTokenSessionsPara
 
 const failTodo = `-- name: FailTodo :one
 UPDATE todos SET state = 'failed', last_error = ?1, retry_at = ?2,
-    lease_expires_at = NULL, updated_at = ?3, finished_at = ?4
-WHERE id = ?5 RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+    lease_expires_at = NULL, updated_at = ?3, finished_at = ?4,
+    agent_id = CASE WHEN pool_id IS NOT NULL AND ?2 IS NOT NULL THEN NULL ELSE agent_id END
+WHERE id = ?5 RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type FailTodoParams struct {
@@ -508,6 +543,7 @@ type FailTodoParams struct {
 	ID         string
 }
 
+// A pooled todo that will be retried goes back to its pool (design: Pools).
 func (q *Queries) FailTodo(ctx context.Context, arg FailTodoParams) (Todo, error) {
 	row := q.db.QueryRowContext(ctx, failTodo,
 		arg.Reason,
@@ -542,6 +578,8 @@ func (q *Queries) FailTodo(ctx context.Context, arg FailTodoParams) (Todo, error
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -639,8 +677,33 @@ func (q *Queries) GetPerson(ctx context.Context, id string) (Person, error) {
 	return i, err
 }
 
+const getPool = `-- name: GetPool :one
+SELECT id, owner_id, name, created_at FROM pools
+WHERE (CAST(?1 AS TEXT) <> '' AND id = ?1)
+   OR (CAST(?1 AS TEXT) = '' AND owner_id = CAST(?2 AS TEXT) AND name = CAST(?3 AS TEXT))
+`
+
+type GetPoolParams struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+// By id, or (id empty) by owner and name.
+func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) {
+	row := q.db.QueryRowContext(ctx, getPool, arg.ID, arg.OwnerID, arg.Name)
+	var i Pool
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getTodo = `-- name: GetTodo :one
-SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at FROM todos WHERE id = ?
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos WHERE id = ?
 `
 
 func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
@@ -671,13 +734,15 @@ func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
 
 const heldAttempts = `-- name: HeldAttempts :one
 SELECT attempt, max_attempts FROM todos
-WHERE id = ?1 AND agent_id = ?2 AND state = 'claimed' AND lease_expires_at > CAST(?3 AS INTEGER)
+WHERE id = ?1 AND agent_id = CAST(?2 AS TEXT) AND state = 'claimed' AND lease_expires_at > CAST(?3 AS INTEGER)
 `
 
 type HeldAttemptsParams struct {
@@ -910,18 +975,69 @@ func (q *Queries) InsertPerson(ctx context.Context, arg InsertPersonParams) erro
 	return err
 }
 
+const insertPool = `-- name: InsertPool :exec
+
+INSERT INTO pools (id, owner_id, name, created_at) VALUES (?, ?, ?, ?)
+`
+
+type InsertPoolParams struct {
+	ID        string
+	OwnerID   string
+	Name      string
+	CreatedAt int64
+}
+
+// Pools (design: Pools).
+func (q *Queries) InsertPool(ctx context.Context, arg InsertPoolParams) error {
+	_, err := q.db.ExecContext(ctx, insertPool,
+		arg.ID,
+		arg.OwnerID,
+		arg.Name,
+		arg.CreatedAt,
+	)
+	return err
+}
+
+const insertPoolMember = `-- name: InsertPoolMember :exec
+INSERT INTO pool_members (pool_id, agent_id) VALUES (?, ?)
+`
+
+type InsertPoolMemberParams struct {
+	PoolID  string
+	AgentID string
+}
+
+func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) error {
+	_, err := q.db.ExecContext(ctx, insertPoolMember, arg.PoolID, arg.AgentID)
+	return err
+}
+
+const insertPoolQueue = `-- name: InsertPoolQueue :exec
+INSERT INTO pool_queues (pool_id, queue) VALUES (?, ?)
+`
+
+type InsertPoolQueueParams struct {
+	PoolID string
+	Queue  string
+}
+
+func (q *Queries) InsertPoolQueue(ctx context.Context, arg InsertPoolQueueParams) error {
+	_, err := q.db.ExecContext(ctx, insertPoolQueue, arg.PoolID, arg.Queue)
+	return err
+}
+
 const insertTodo = `-- name: InsertTodo :one
 INSERT INTO todos (id, agent_id, queue, title, payload, kind, source, idempotency_key,
     push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at,
     ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at,
-    finished_at, next_ring_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+    finished_at, next_ring_at, pool_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type InsertTodoParams struct {
 	ID             string
-	AgentID        string
+	AgentID        sql.NullString
 	Queue          string
 	Title          string
 	Payload        sql.NullString
@@ -944,6 +1060,7 @@ type InsertTodoParams struct {
 	ClaimedAt      sql.NullInt64
 	FinishedAt     sql.NullInt64
 	NextRingAt     sql.NullInt64
+	PoolID         sql.NullString
 }
 
 func (q *Queries) InsertTodo(ctx context.Context, arg InsertTodoParams) (Todo, error) {
@@ -972,6 +1089,7 @@ func (q *Queries) InsertTodo(ctx context.Context, arg InsertTodoParams) (Todo, e
 		arg.ClaimedAt,
 		arg.FinishedAt,
 		arg.NextRingAt,
+		arg.PoolID,
 	)
 	var i Todo
 	err := row.Scan(
@@ -999,6 +1117,8 @@ func (q *Queries) InsertTodo(ctx context.Context, arg InsertTodoParams) (Todo, e
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -1330,29 +1450,79 @@ func (q *Queries) ListPersons(ctx context.Context) ([]Person, error) {
 	return items, nil
 }
 
+const listPools = `-- name: ListPools :many
+SELECT id, owner_id, name, created_at FROM pools
+WHERE (CAST(?1 AS TEXT) = '' OR owner_id = ?1)
+  AND (CAST(?2 AS TEXT) = '' OR id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = ?2))
+ORDER BY owner_id, name, id
+`
+
+type ListPoolsParams struct {
+	OwnerID  string
+	MemberID string
+}
+
+// Empty filters match everything; by owner, then name.
+func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, error) {
+	rows, err := q.db.QueryContext(ctx, listPools, arg.OwnerID, arg.MemberID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Pool
+	for rows.Next() {
+		var i Pool
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.Name,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTodos = `-- name: ListTodos :many
-SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at FROM todos
-WHERE (CAST(?1 AS TEXT) = '' OR agent_id = ?1)
-  AND (json_array_length(CAST(?2 AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(?2)))
-  AND (CAST(?3 AS TEXT) = '' OR state = ?3)
-  AND (CAST(?4 AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = ?4)
-       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = ?4) AND id > ?4))
-ORDER BY created_at, id LIMIT ?5
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
+WHERE ((CAST(?1 AS TEXT) = '' AND CAST(?2 AS TEXT) = '')
+       OR agent_id = CAST(?1 AS TEXT) OR pool_id = CAST(?2 AS TEXT)
+       OR (CAST(?3 AS INTEGER) AND agent_id IS NULL
+           AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?1 AS TEXT))))
+  AND (json_array_length(CAST(?4 AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(?4)))
+  AND (CAST(?5 AS TEXT) = '' OR state = ?5)
+  AND (CAST(?6 AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = ?6)
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = ?6) AND id > ?6))
+ORDER BY created_at, id LIMIT ?7
 `
 
 type ListTodosParams struct {
-	AgentID string
-	Queues  string
-	State   string
-	AfterID string
-	Lim     int64
+	AgentID   string
+	PoolID    string
+	WithPools int64
+	Queues    string
+	State     string
+	AfterID   string
+	Lim       int64
 }
 
 // Empty filters match everything; queues is a JSON array; a negative
-// limit means none. Oldest first, after the todo after_id.
+// limit means none. Oldest first, after the todo after_id. with_pools
+// adds the unclaimed todos of the agent's pools; pool_id lists a pool's
+// todos (design: Pools).
 func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, error) {
 	rows, err := q.db.QueryContext(ctx, listTodos,
 		arg.AgentID,
+		arg.PoolID,
+		arg.WithPools,
 		arg.Queues,
 		arg.State,
 		arg.AfterID,
@@ -1390,6 +1560,8 @@ func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, e
 			&i.ClaimedAt,
 			&i.FinishedAt,
 			&i.NextRingAt,
+			&i.PoolID,
+			&i.RingAgentID,
 		); err != nil {
 			return nil, err
 		}
@@ -1471,9 +1643,55 @@ func (q *Queries) LiveCredentials(ctx context.Context, ids string) ([]string, er
 	return items, nil
 }
 
+const livePoolTodoByKey = `-- name: LivePoolTodoByKey :one
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
+WHERE pool_id = CAST(?1 AS TEXT) AND idempotency_key = ?2
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+`
+
+type LivePoolTodoByKeyParams struct {
+	PoolID         string
+	IdempotencyKey string
+}
+
+// The live todo pushed to the pool holding the key (design: Pools).
+func (q *Queries) LivePoolTodoByKey(ctx context.Context, arg LivePoolTodoByKeyParams) (Todo, error) {
+	row := q.db.QueryRowContext(ctx, livePoolTodoByKey, arg.PoolID, arg.IdempotencyKey)
+	var i Todo
+	err := row.Scan(
+		&i.ID,
+		&i.AgentID,
+		&i.Queue,
+		&i.Title,
+		&i.Payload,
+		&i.Kind,
+		&i.Source,
+		&i.IdempotencyKey,
+		&i.PushEligible,
+		&i.CreatedBy,
+		&i.State,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.LeaseExpiresAt,
+		&i.RetryAt,
+		&i.RingAttempts,
+		&i.LastRingedAt,
+		&i.Result,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ClaimedAt,
+		&i.FinishedAt,
+		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
+	)
+	return i, err
+}
+
 const liveTodoByKey = `-- name: LiveTodoByKey :one
-SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at FROM todos
-WHERE agent_id = ? AND idempotency_key = ?
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
+WHERE agent_id = CAST(?1 AS TEXT) AND idempotency_key = ?2 AND pool_id IS NULL
   AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
 `
 
@@ -1482,7 +1700,8 @@ type LiveTodoByKeyParams struct {
 	IdempotencyKey string
 }
 
-// The live todo (pending, claimed, or failed with a retry) holding the key.
+// The live todo (pending, claimed, or failed with a retry) pushed to the
+// agent holding the key.
 func (q *Queries) LiveTodoByKey(ctx context.Context, arg LiveTodoByKeyParams) (Todo, error) {
 	row := q.db.QueryRowContext(ctx, liveTodoByKey, arg.AgentID, arg.IdempotencyKey)
 	var i Todo
@@ -1511,6 +1730,8 @@ func (q *Queries) LiveTodoByKey(ctx context.Context, arg LiveTodoByKeyParams) (T
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -1552,7 +1773,8 @@ func (q *Queries) MoveAgentHooks(ctx context.Context, arg MoveAgentHooksParams) 
 
 const pendingDoorbellTodos = `-- name: PendingDoorbellTodos :many
 SELECT id, queue, created_at FROM todos
-WHERE agent_id = ?1 AND state = 'pending' AND push_eligible
+WHERE (agent_id = CAST(?1 AS TEXT) OR (agent_id IS NULL AND ring_agent_id = CAST(?1 AS TEXT)))
+  AND state = 'pending' AND push_eligible
   AND queue NOT IN (SELECT value FROM json_each(CAST(?2 AS TEXT)))
 ORDER BY created_at, id LIMIT ?3
 `
@@ -1570,7 +1792,8 @@ type PendingDoorbellTodosRow struct {
 }
 
 // The agent's pending, push-eligible todos outside the JSON array
-// exclude_queues, oldest first; a negative limit means none.
+// exclude_queues, and the pooled ones rung at it (design: Pool routing),
+// oldest first; a negative limit means none.
 func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellTodosParams) ([]PendingDoorbellTodosRow, error) {
 	rows, err := q.db.QueryContext(ctx, pendingDoorbellTodos, arg.AgentID, arg.ExcludeQueues, arg.Lim)
 	if err != nil {
@@ -1642,6 +1865,78 @@ func (q *Queries) PersistHeartbeatState(ctx context.Context, arg PersistHeartbea
 	return result.RowsAffected()
 }
 
+const poolLiveTodos = `-- name: PoolLiveTodos :one
+SELECT count(*) FROM todos
+WHERE pool_id = ? AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+`
+
+// How many todos of the pool are live (pending, claimed, or waiting for a retry).
+func (q *Queries) PoolLiveTodos(ctx context.Context, poolID sql.NullString) (int64, error) {
+	row := q.db.QueryRowContext(ctx, poolLiveTodos, poolID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const poolMembers = `-- name: PoolMembers :many
+SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = ? ORDER BY agent_id
+`
+
+type PoolMembersRow struct {
+	AgentID    string
+	LastRungAt sql.NullInt64
+}
+
+func (q *Queries) PoolMembers(ctx context.Context, poolID string) ([]PoolMembersRow, error) {
+	rows, err := q.db.QueryContext(ctx, poolMembers, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PoolMembersRow
+	for rows.Next() {
+		var i PoolMembersRow
+		if err := rows.Scan(&i.AgentID, &i.LastRungAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const poolQueues = `-- name: PoolQueues :many
+SELECT queue FROM pool_queues WHERE pool_id = ? ORDER BY queue
+`
+
+func (q *Queries) PoolQueues(ctx context.Context, poolID string) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, poolQueues, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pruneDeliveries = `-- name: PruneDeliveries :execrows
 DELETE FROM hook_deliveries WHERE id IN (
     SELECT old.id FROM hook_deliveries AS old WHERE old.received_at < ?1 LIMIT ?2
@@ -1667,11 +1962,12 @@ const reapExpiredLeases = `-- name: ReapExpiredLeases :many
 UPDATE todos SET
     state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
     finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE ?1 END,
-    lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired',
+    agent_id = CASE WHEN pool_id IS NOT NULL AND attempt < max_attempts THEN NULL ELSE agent_id END,
+    lease_expires_at = NULL, retry_at = NULL, last_error = 'lease expired', ring_agent_id = NULL,
     updated_at = ?1
 WHERE id IN (SELECT t.id FROM todos t WHERE t.state = 'claimed' AND t.lease_expires_at <= ?1
     ORDER BY t.lease_expires_at, t.id LIMIT ?2)
-RETURNING id, agent_id
+RETURNING id, coalesce(agent_id, '') AS agent_id, coalesce(pool_id, '') AS pool_id
 `
 
 type ReapExpiredLeasesParams struct {
@@ -1682,10 +1978,12 @@ type ReapExpiredLeasesParams struct {
 type ReapExpiredLeasesRow struct {
 	ID      string
 	AgentID string
+	PoolID  string
 }
 
 // Expired claims go back to pending, or at max_attempts to dead letter;
-// the oldest leases first, at most lim (negative: all).
+// the oldest leases first, at most lim (negative: all). A pooled todo
+// going back to pending goes back to its pool (design: Pools).
 func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesParams) ([]ReapExpiredLeasesRow, error) {
 	rows, err := q.db.QueryContext(ctx, reapExpiredLeases, arg.Now, arg.Lim)
 	if err != nil {
@@ -1695,7 +1993,7 @@ func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesPa
 	var items []ReapExpiredLeasesRow
 	for rows.Next() {
 		var i ReapExpiredLeasesRow
-		if err := rows.Scan(&i.ID, &i.AgentID); err != nil {
+		if err := rows.Scan(&i.ID, &i.AgentID, &i.PoolID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1709,10 +2007,29 @@ func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesPa
 	return items, nil
 }
 
+const releaseRing = `-- name: ReleaseRing :execrows
+UPDATE todos SET ring_agent_id = NULL
+WHERE id = ?1 AND ring_agent_id = CAST(?2 AS TEXT)
+`
+
+type ReleaseRingParams struct {
+	ID      string
+	AgentID string
+}
+
+// Ends the ring of a pooled todo while it is still with the agent (design: Pool routing).
+func (q *Queries) ReleaseRing(ctx context.Context, arg ReleaseRingParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, releaseRing, arg.ID, arg.AgentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const renewLease = `-- name: RenewLease :one
 UPDATE todos SET lease_expires_at = CAST(?1 AS INTEGER), updated_at = CAST(?2 AS INTEGER)
-WHERE id = ?3 AND agent_id = ?4 AND state = 'claimed' AND lease_expires_at > ?2
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at
+WHERE id = ?3 AND agent_id = CAST(?4 AS TEXT) AND state = 'claimed' AND lease_expires_at > ?2
+RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
 type RenewLeaseParams struct {
@@ -1756,6 +2073,8 @@ func (q *Queries) RenewLease(ctx context.Context, arg RenewLeaseParams) (Todo, e
 		&i.ClaimedAt,
 		&i.FinishedAt,
 		&i.NextRingAt,
+		&i.PoolID,
+		&i.RingAgentID,
 	)
 	return i, err
 }
@@ -1890,7 +2209,9 @@ func (q *Queries) RotateHookSecret(ctx context.Context, arg RotateHookSecretPara
 
 const todoOfAgent = `-- name: TodoOfAgent :one
 SELECT count(*) FROM todos
-WHERE id = ?1 AND agent_id = ?2
+WHERE id = ?1
+  AND (agent_id = CAST(?2 AS TEXT)
+       OR pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?2 AS TEXT)))
   AND (CAST(?3 AS TEXT) = '' OR queue IN (SELECT value FROM json_each(?3)))
 `
 
@@ -1900,8 +2221,8 @@ type TodoOfAgentParams struct {
 	Queues  string
 }
 
-// Whether the todo is the agent's (and, unless queues is empty, in one of
-// the JSON array queues).
+// Whether the todo is the agent's or one of its pools' (and, unless
+// queues is empty, in one of the JSON array queues).
 func (q *Queries) TodoOfAgent(ctx context.Context, arg TodoOfAgentParams) (int64, error) {
 	row := q.db.QueryRowContext(ctx, todoOfAgent, arg.ID, arg.AgentID, arg.Queues)
 	var count int64
@@ -1967,6 +2288,23 @@ func (q *Queries) TokenWithPerson(ctx context.Context, arg TokenWithPersonParams
 		&i.Person.DeactivatedAt,
 	)
 	return i, err
+}
+
+const touchPoolMember = `-- name: TouchPoolMember :exec
+UPDATE pool_members SET last_rung_at = CAST(?1 AS INTEGER)
+WHERE agent_id = CAST(?2 AS TEXT) AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = ?3)
+`
+
+type TouchPoolMemberParams struct {
+	At      int64
+	AgentID string
+	TodoID  string
+}
+
+// The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
+func (q *Queries) TouchPoolMember(ctx context.Context, arg TouchPoolMemberParams) error {
+	_, err := q.db.ExecContext(ctx, touchPoolMember, arg.At, arg.AgentID, arg.TodoID)
+	return err
 }
 
 const touchToken = `-- name: TouchToken :exec

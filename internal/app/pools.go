@@ -1,0 +1,185 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Pools (design: Pools): a person's named set of member agents sharing
+// queues, and pushes to it. A pooled todo belongs to no agent until a
+// member claims it; its doorbell is routed to one member at a time
+// (design: Pool routing, internal/doorbell).
+
+// CreatePool creates a pool of the person's agents. Every member must be
+// an unrevoked agent of the person whose scope has every queue of the
+// pool, so that any member can take any of the pool's todos. Agents of
+// other persons are refused: a pool takes them only through a grant, which
+// does not exist yet (design: Pools). Errors: invalid_argument (with
+// pointer), conflict (the person has a pool of that name).
+func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput) (domain.Pool, error) {
+	if err := domain.ValidatePool(in.Name, in.Queues, len(in.Members)); err != nil {
+		return domain.Pool{}, err
+	}
+	p := domain.Pool{ID: newID(), OwnerID: by.ID, Name: in.Name, Queues: in.Queues, CreatedAt: s.now()}
+	for i, ref := range in.Members {
+		ptr := fmt.Sprintf("/members/%d", i)
+		a, err := s.OwnedAgent(ctx, by, ref)
+		if domain.CodeOf(err) == domain.CodeNotFound {
+			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
+				"member %q is not one of your agents (agents of other persons cannot join your pools yet: there is no pool grant)", ref).At(ptr)
+		}
+		if err != nil {
+			return domain.Pool{}, err
+		}
+		if a.Revoked() {
+			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument, "member %s is revoked", a.Handle).At(ptr)
+		}
+		if p.HasMember(a.ID) {
+			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument, "member %s is listed twice", a.Handle).At(ptr)
+		}
+		for _, q := range in.Queues {
+			if !a.Scope.HasQueue(q) {
+				return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
+					"member %s cannot take the pool's queue %q (its queues %v)", a.Handle, q, a.Scope.Queues).At(ptr)
+			}
+		}
+		p.Members = append(p.Members, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
+	}
+	err := s.store.CreatePool(ctx, store.CreatePoolParams{Pool: p, Audit: domain.AuditRecord{
+		Actor: "operator:" + by.ID, Action: "pool.create",
+		Data: map[string]any{"pool_id": p.ID, "name": p.Name, "queues": p.Queues, "members": memberIDs(p)}}})
+	if err != nil {
+		return domain.Pool{}, storeErr(err, "a member is gone", fmt.Sprintf("you already have a pool named %q", in.Name))
+	}
+	s.log.Info("pool created", "pool_id", p.ID, "name", p.Name, "by", by.ID)
+	return s.ownedPool(ctx, by, p.Name)
+}
+
+func memberIDs(p domain.Pool) []string {
+	ids := make([]string, len(p.Members))
+	for i, m := range p.Members {
+		ids[i] = m.AgentID
+	}
+	return ids
+}
+
+// ownedPool reads the person's pool by name with its members' handles;
+// another person's pool is not_found like a missing one.
+func (s *Service) ownedPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	p, err := s.store.GetPool(ctx, store.GetPoolParams{OwnerID: by.ID, Name: name})
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Pool{}, domain.Errorf(domain.CodeNotFound, "pool %q not found", name)
+	}
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	s.withHandles(ctx, &p)
+	return p, nil
+}
+
+func (s *Service) withHandles(ctx context.Context, p *domain.Pool) {
+	for i := range p.Members {
+		if a, err := s.store.GetAgent(ctx, store.AgentRef{ID: p.Members[i].AgentID}); err == nil {
+			p.Members[i].Handle = a.Handle
+		}
+	}
+}
+
+// GetPool returns one of the person's pools by name.
+func (s *Service) GetPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	return s.ownedPool(ctx, by, name)
+}
+
+// ListPools lists the person's pools by name.
+func (s *Service) ListPools(ctx context.Context, by domain.Person) ([]domain.Pool, error) {
+	ps, err := s.store.ListPools(ctx, store.ListPoolsParams{OwnerID: by.ID})
+	for i := range ps {
+		s.withHandles(ctx, &ps[i])
+	}
+	return ps, err
+}
+
+// DeletePool deletes one of the person's pools and returns it. A pool
+// with live todos (pending, claimed or waiting for a retry) is a conflict:
+// finish or let them fail first.
+func (s *Service) DeletePool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	p, err := s.ownedPool(ctx, by, name)
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	err = s.store.DeletePool(ctx, store.DeletePoolParams{ID: p.ID, Now: s.now(), Audit: domain.AuditRecord{
+		Actor: "operator:" + by.ID, Action: "pool.delete",
+		Data: map[string]any{"pool_id": p.ID, "name": p.Name}}})
+	if err != nil {
+		return domain.Pool{}, storeErr(err, fmt.Sprintf("pool %q not found", name),
+			fmt.Sprintf("pool %q has live todos (pending, claimed or waiting for a retry); it can be deleted once they are done or dead", name))
+	}
+	s.log.Info("pool deleted", "pool_id", p.ID, "name", p.Name, "by", by.ID)
+	return p, nil
+}
+
+// PushPoolTodo pushes a todo to one of the person's pools: the body,
+// bounds and idempotency key of an agent push (PushTodo), the key unique
+// among the pool's live todos. On creation the doorbell routes it to one
+// member (design: Pool routing). Errors: not_found, invalid_argument
+// (queue not one of the pool's, bad fields; with pointer).
+func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name string, in PushInput) (domain.Todo, bool, error) {
+	p, err := s.ownedPool(ctx, by, name)
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	if in.Queue == "" {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue is required").At("/queue")
+	}
+	if !p.HasQueue(in.Queue) {
+		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not one of pool %s's queues %v", in.Queue, p.Name, p.Queues).At("/queue")
+	}
+	t, err := s.pushedTodo(by, in)
+	if err != nil {
+		return domain.Todo{}, false, err
+	}
+	t.PoolID = p.ID
+	got, created, err := s.store.CreateTodo(ctx, store.CreateTodoParams{Todo: t, Audit: &domain.AuditRecord{
+		Actor: "operator:" + by.ID, Action: "todo.push_pool",
+		Data: map[string]any{"pool_id": p.ID, "todo_id": t.ID, "queue": t.Queue}}})
+	if err != nil {
+		return domain.Todo{}, false, storeErr(err, fmt.Sprintf("pool %q not found", name), "")
+	}
+	if created {
+		s.metrics.PoolPushed()
+		s.bell.RoutePooled(ctx, got)
+	}
+	return got, created, nil
+}
+
+// ListPoolTodos lists the live todos of one of the person's pools
+// (pending, claimed or waiting for a retry), oldest first: its backlog,
+// and who holds or is rung for what (design: Pools).
+func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name string) ([]domain.Todo, error) {
+	p, err := s.ownedPool(ctx, by, name)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
+	live := ts[:0]
+	for _, t := range ts {
+		if t.State == domain.TodoPending || t.State == domain.TodoClaimed || (t.State == domain.TodoFailed && t.RetryAt != nil) {
+			live = append(live, t)
+		}
+	}
+	return live, err
+}
+
+// poolTodoOwned reports whether a todo in no agent's hands belongs to a
+// pool of the person (GetTodo of a pooled todo).
+func (s *Service) poolTodoOwned(ctx context.Context, by domain.Person, t domain.Todo) bool {
+	if t.AgentID != "" || t.PoolID == "" {
+		return false
+	}
+	p, err := s.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})
+	return err == nil && p.OwnerID == by.ID
+}

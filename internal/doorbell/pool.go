@@ -1,0 +1,238 @@
+package doorbell
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/presence"
+	"github.com/rollcall/rollcall/internal/store"
+)
+
+// Pool routing (design: Pool routing). A pooled todo rings exactly one
+// member at a time: one that can answer now — in, not offline, its queue
+// ready, an open stream on this instance — and among those the one rung
+// least recently. Every decision is a conditional update in the store
+// (store.RouteRing: ring_agent_id only from the value this instance read),
+// so instances never repeat or undo one another's decision and need no
+// in-memory coordination; what this instance keeps in memory (the rings it
+// watches) only tells it when to try a conditional update again.
+
+// maxHeldRoutes bounds the held todos one member's return routes.
+const maxHeldRoutes = 100
+
+// poolRing is a ring of a pooled todo this instance made and watches.
+type poolRing struct {
+	r      domain.TodoReady
+	member string
+	due    time.Time
+}
+
+// RoutePooled rings a pooled todo that no member is rung for (just pushed,
+// or back in its pool) at one eligible member here. Nobody eligible here:
+// the todo is held, and every instance is told (bus.TodoReady with the
+// pool) so one hosting an eligible member rings it. It reports whether it
+// rang here.
+func (d *Engine) RoutePooled(ctx context.Context, t domain.Todo) bool {
+	if d.route(ctx, t, "") {
+		return true
+	}
+	d.tellInstances(ctx, t)
+	return false
+}
+
+// RoutePooledID is RoutePooled of a todo known by id (a reaped lease).
+func (d *Engine) RoutePooledID(ctx context.Context, id string) {
+	t, err := d.store.GetTodo(ctx, id)
+	if err != nil {
+		d.log.Warn("pooled todo not routed", "todo_id", id, "err", err)
+		return
+	}
+	d.RoutePooled(ctx, t)
+}
+
+func (d *Engine) tellInstances(ctx context.Context, t domain.Todo) {
+	if d.bus == nil {
+		return
+	}
+	if err := bus.Send(ctx, d.bus, bus.TodoReady{TodoReady: readyOf(t)}); err != nil {
+		// Lossy by design (design: Bus delivery): a member's return and the sweep route held todos.
+		d.log.Warn("pool signal not published", "todo_id", t.ID, "err", err)
+	}
+}
+
+// onPooledSignal routes, here only, a pooled todo another instance could
+// not ring (or just pushed): off the bus goroutine, it reads the store.
+func (d *Engine) onPooledSignal(r domain.TodoReady) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if t, err := d.store.GetTodo(ctx, r.TodoID); err == nil {
+			d.route(ctx, t, "")
+		}
+	}()
+}
+
+// route rings t at the least recently rung member eligible here, passing
+// the ring on from prev ("" = t rings nobody now). A todo that rings
+// someone other than prev, is claimed or is not pooled is left alone.
+func (d *Engine) route(ctx context.Context, t domain.Todo, prev string) bool {
+	if t.PoolID == "" || t.AgentID != "" || t.State != domain.TodoPending || t.RingAgentID != prev {
+		return false
+	}
+	pool, err := d.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})
+	if err != nil {
+		d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
+		return false
+	}
+	now := d.now()
+	m := d.pick(ctx, pool, t.Queue, prev, now)
+	if m == "" {
+		return false
+	}
+	ok, err := d.store.RouteRing(ctx, store.RouteRingParams{TodoID: t.ID, AgentID: m, Prev: prev, At: now})
+	if err != nil {
+		d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
+		return false
+	}
+	if !ok {
+		return false // another instance decided, a member claimed it, or its ring budget is spent
+	}
+	r := readyOf(t)
+	r.AgentID = m
+	d.deliver(r, ringSweep) // counted by RouteRing
+	d.mu.Lock()
+	d.pool = append(d.pool, poolRing{r: r, member: m, due: now.Add(d.failoverAfter)})
+	d.mu.Unlock()
+	return true
+}
+
+// pick returns the member of pool rung least recently (never rung first,
+// then by id) that can answer a todo of queue now here, skip left out; ""
+// when none can. Memory is asked first; the store (liveness) only for the
+// member about to be picked.
+func (d *Engine) pick(ctx context.Context, pool domain.Pool, queue, skip string, now time.Time) string {
+	ms := append([]domain.PoolMember{}, pool.Members...)
+	sort.SliceStable(ms, func(i, j int) bool {
+		a, b := ms[i].LastRungAt, ms[j].LastRungAt
+		switch {
+		case a == nil || b == nil:
+			return a == nil && b != nil
+		case !a.Equal(*b):
+			return a.Before(*b)
+		}
+		return ms[i].AgentID < ms[j].AgentID
+	})
+	for _, m := range ms {
+		if m.AgentID != skip && d.canAnswer(m.AgentID, queue, now) && !d.offline(ctx, m.AgentID) {
+			return m.AgentID
+		}
+	}
+	return ""
+}
+
+// canAnswer reports, from memory, whether the agent is in, its queue is
+// ready and it has an open, unstalled stream here.
+func (d *Engine) canAnswer(agentID, queue string, now time.Time) bool {
+	if p, ok := d.presence.Presence(agentID, now); !ok || p != presence.In || d.presence.NotReady(agentID, queue) {
+		return false
+	}
+	hub := d.sessionHub()
+	if hub == nil {
+		return false
+	}
+	for _, si := range hub.AgentSessions(agentID) {
+		if si.Streaming && !si.Stalled {
+			return true
+		}
+	}
+	return false
+}
+
+// offline reports whether the agent's stored liveness is offline.
+func (d *Engine) offline(ctx context.Context, agentID string) bool {
+	a, err := d.store.GetAgent(ctx, store.AgentRef{ID: agentID})
+	return err != nil || a.Liveness.State == "offline"
+}
+
+// poolFailoverOnce passes on the pooled rings this instance watches whose
+// member can no longer answer (out, queue not ready, no open stream here)
+// at once, and those unclaimed failover_after after the ring, to the next
+// eligible member; with nobody eligible here the ring is released (held)
+// and every instance is told. It returns how many rings it passed on or
+// released.
+func (d *Engine) poolFailoverOnce(ctx context.Context) int {
+	now := d.now()
+	d.mu.Lock() // take the watched rings; canAnswer asks the presence cache and the hub, not under d.mu
+	watched := d.pool
+	d.pool = nil
+	d.mu.Unlock()
+	var check, keep []poolRing
+	for _, pr := range watched {
+		if !pr.due.After(now) || !d.canAnswer(pr.member, pr.r.Queue, now) {
+			check = append(check, pr)
+		} else {
+			keep = append(keep, pr)
+		}
+	}
+	d.mu.Lock()
+	d.pool = append(d.pool, keep...)
+	d.mu.Unlock()
+	n := 0
+	for _, pr := range check {
+		t, err := d.store.GetTodo(ctx, pr.r.TodoID)
+		if err != nil || t.RingAgentID != pr.member || t.AgentID != "" || t.State != domain.TodoPending {
+			continue // claimed, done, or passed on by another instance
+		}
+		if d.route(ctx, t, pr.member) {
+			n++
+			continue
+		}
+		if d.canAnswer(pr.member, pr.r.Queue, now) && !d.offline(ctx, pr.member) {
+			d.mu.Lock() // nobody else can answer; the member still can: keep ringing it
+			d.pool = append(d.pool, poolRing{r: pr.r, member: pr.member, due: now.Add(d.failoverAfter)})
+			d.mu.Unlock()
+			continue
+		}
+		if ok, err := d.store.ReleaseRing(ctx, store.ReleaseRingParams{TodoID: t.ID, AgentID: pr.member}); err == nil && ok {
+			n++
+			t.RingAgentID = ""
+			d.tellInstances(ctx, t)
+		}
+	}
+	return n
+}
+
+// routeHeld routes the held todos (pending, unclaimed, ringing nobody) of
+// the agent's pools, oldest first, when the agent may have become
+// eligible here (its first stream here, a transition to in) and on each
+// sweep: the first member to become eligible gets them (design: Pool
+// routing). It returns how many it rang.
+func (d *Engine) routeHeld(ctx context.Context, agentID string) int {
+	pools, err := d.store.ListPools(ctx, store.ListPoolsParams{MemberID: agentID})
+	if err != nil || len(pools) == 0 {
+		return 0
+	}
+	n := 0
+	for _, p := range pools {
+		ts, err := d.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, State: domain.TodoPending, Limit: maxHeldRoutes})
+		if err != nil {
+			d.log.Warn("held pooled todos not routed", "pool_id", p.ID, "err", err)
+			continue
+		}
+		for _, t := range ts {
+			if t.AgentID == "" && t.RingAgentID == "" && d.route(ctx, t, "") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// RouteHeldFor is routeHeld for one agent (the use cases call it when the
+// agent turns in).
+func (d *Engine) RouteHeldFor(ctx context.Context, agentID string) int {
+	return d.routeHeld(ctx, agentID)
+}

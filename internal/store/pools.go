@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// PoolStore is the part of the store port that serves pools and the
+// routing of their todos (design: Pools, Pool routing). Pushing to a pool
+// is CreateTodo with Todo.PoolID set and no AgentID; ClaimTodo, ClaimNext
+// and ListTodos (WithPools) of a member include the unclaimed todos of its
+// pools; a lease that expires, or a failure that will be retried, returns
+// a pooled todo to its pool (AgentID empty again).
+type PoolStore interface {
+	// CreatePool inserts the pool with its queues and members and appends
+	// the audit record. A name the owner already uses returns ErrConflict;
+	// an unknown member ErrNotFound.
+	CreatePool(ctx context.Context, p CreatePoolParams) error
+	// GetPool returns a pool by ID, or by OwnerID and Name; ErrNotFound
+	// when none.
+	GetPool(ctx context.Context, p GetPoolParams) (domain.Pool, error)
+	// ListPools lists pools by owner, then name; empty filters match all.
+	ListPools(ctx context.Context, p ListPoolsParams) ([]domain.Pool, error)
+	// DeletePool deletes the pool with its queues and members and appends
+	// the audit record. A pool with live todos (pending, claimed or
+	// waiting for a retry) returns ErrConflict; unknown ErrNotFound.
+	DeletePool(ctx context.Context, p DeletePoolParams) error
+	// RouteRing rings a pooled todo at a member, one conditional statement
+	// (design: Pool routing): only while the todo is pending, unclaimed,
+	// has ring budget left (ring_attempts < domain.MaxRings), AgentID is a
+	// member of its pool and its ring_agent_id is Prev ("" = unset). It
+	// sets ring_agent_id = AgentID, counts the ring (ring_attempts+1,
+	// last_ringed_at = At, next_ring_at per domain.NextRingAt) and sets the
+	// member's last_rung_at = At. Of racing routes with the same Prev
+	// exactly one reports true.
+	RouteRing(ctx context.Context, p RouteRingParams) (bool, error)
+	// ReleaseRing clears ring_agent_id while it is AgentID (the todo is
+	// held until a member becomes eligible); it reports whether it did.
+	ReleaseRing(ctx context.Context, p ReleaseRingParams) (bool, error)
+}
+
+// CreatePoolParams inserts a pool (ID, owner, name, queues, members and
+// CreatedAt set by the use case).
+type CreatePoolParams struct {
+	Pool  domain.Pool
+	Audit domain.AuditRecord
+}
+
+// GetPoolParams addresses a pool by ID, or by OwnerID and Name.
+type GetPoolParams struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+// ListPoolsParams filters ListPools.
+type ListPoolsParams struct {
+	OwnerID  string // "" = every owner
+	MemberID string // "" = any; else only pools with this member agent
+}
+
+// DeletePoolParams deletes a pool.
+type DeletePoolParams struct {
+	ID    string
+	Now   time.Time
+	Audit domain.AuditRecord
+}
+
+// RouteRingParams rings a pooled todo at a member.
+type RouteRingParams struct {
+	TodoID  string
+	AgentID string
+	Prev    string
+	At      time.Time
+}
+
+// ReleaseRingParams ends a member's ring of a pooled todo.
+type ReleaseRingParams struct {
+	TodoID  string
+	AgentID string
+}
