@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 var oauthTests = []contractTest{
 	{"OAuth/ClientsBoundedAndExpiring", testOAuthClients},
 	{"OAuth/RequestCodeOnce", testOAuthRequestCode},
+	{"OAuth/ConcurrentRedemptionOnce", testOAuthConcurrentRedemption},
 	{"OAuth/TokensRotateAndRevoke", testOAuthTokens},
 }
 
@@ -92,6 +95,40 @@ func testOAuthRequestCode(t *testing.T, in Instance) {
 	must(t, "code", s.SaveOAuthCode(ctx, late.ID, "h3", at(time.Second)))
 	_, err = s.RedeemOAuthCode(ctx, "h3", at(11*time.Minute))
 	wantErr(t, "expired code", err, domain.ErrNotFound)
+}
+
+// testOAuthConcurrentRedemption: a code presented by eight requests at
+// once (across two instances where the adapter can) is redeemed by exactly
+// one; the others are refused as replays.
+func testOAuthConcurrentRedemption(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	stores := []store.Store{s}
+	if in.Twin != nil {
+		stores = append(stores, in.Twin(t))
+	}
+	ag := vend(t, s, newAgent("oauth-race", ownerID, "q"))
+	c, _ := oauthClient(t, s, 10, at(0))
+	for round := range 5 {
+		r := oauthRequest(t, s, c.ID, at(0))
+		code := fmt.Sprintf("race-%d", round)
+		must(t, "ApproveOAuthRequest", s.ApproveOAuthRequest(ctx, r.ID, ag.ID, at(time.Second)))
+		must(t, "SaveOAuthCode", s.SaveOAuthCode(ctx, r.ID, code, at(time.Second)))
+		won := 0
+		for _, err := range parallel(8, func(i int) error {
+			_, err := stores[i%len(stores)].RedeemOAuthCode(ctx, code, at(2*time.Second))
+			return err
+		}) {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, domain.ErrConflict):
+				t.Fatalf("round %d: RedeemOAuthCode: %v", round, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d concurrent redemptions of one code succeeded, want exactly 1", round, won)
+		}
+	}
 }
 
 func testOAuthTokens(t *testing.T, in Instance) {

@@ -198,7 +198,12 @@ func (o OAuth) RedeemOAuthCode(ctx context.Context, codeHash string, now time.Ti
 		case !r.ExpiresAt.After(now):
 			return domain.ErrNotFound
 		}
-		_, err = db.Exec(ctx, `UPDATE oauth_requests SET redeemed_at = $2 WHERE id = $1`, r.ID, o.DB.TimeArg(now))
+		// Conditional: of concurrent redemptions (the SELECT above takes no
+		// lock) exactly one changes the row; the others are replays.
+		n, err := db.Exec(ctx, `UPDATE oauth_requests SET redeemed_at = $2 WHERE id = $1 AND redeemed_at IS NULL`, r.ID, o.DB.TimeArg(now))
+		if err == nil && n == 0 {
+			return domain.ErrConflict
+		}
 		return err
 	})
 	return r, o.DB.MapErr("redeem oauth code", err)
