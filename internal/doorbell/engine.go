@@ -143,6 +143,25 @@ type failover struct {
 	tried   []string // sessions rung so far
 	rungAt  time.Time
 	due     time.Time
+	again   int // times put back because no session could take it
+}
+
+// maxFailoverAgain bounds how often a failover that no session could take
+// is tried again (one failover_after apart); after that the sweep has it.
+const maxFailoverAgain = 3
+
+// again puts f back for one more failover_after when no session could
+// take it now (none streaming, or every outbox full), at most
+// maxFailoverAgain times; rungAt is the ring the store last counted.
+func (d *Engine) again(f failover, rungAt, now time.Time) {
+	if f.again >= maxFailoverAgain {
+		return
+	}
+	f.again++
+	f.rungAt, f.due = rungAt, now.Add(d.failoverAfter)
+	d.mu.Lock()
+	d.fo = append(d.fo, f)
+	d.mu.Unlock()
 }
 
 // watch schedules the failover check of a ring just queued on session.

@@ -193,13 +193,16 @@ func TestSweepWithoutReceiversQueriesNothing(t *testing.T) {
 // twoHub gives every agent two streaming sessions, s1 and s2; a session
 // named in full refuses what it is given, as a full outbox does.
 type twoHub struct {
-	mu   sync.Mutex
-	got  map[string][]string // session → todo ids
-	full map[string]bool
+	mu       sync.Mutex
+	got      map[string][]string // session → todo ids
+	full     map[string]bool
+	noStream map[string]bool // sessions whose stream is closed (reconnecting)
 }
 
 func (h *twoHub) AgentSessions(agentID string) []doorbell.SessionInfo {
-	return []doorbell.SessionInfo{{ID: "s1", AgentID: agentID, Streaming: true}, {ID: "s2", AgentID: agentID, Streaming: true}}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return []doorbell.SessionInfo{{ID: "s1", AgentID: agentID, Streaming: !h.noStream["s1"]}, {ID: "s2", AgentID: agentID, Streaming: !h.noStream["s2"]}}
 }
 
 func (h *twoHub) Notify(session string, m domain.ChannelMessage) error {
@@ -220,13 +223,31 @@ func (h *twoHub) setFull(session string, full bool) {
 	h.full[session] = full
 }
 
+func (h *twoHub) setStreaming(session string, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.noStream[session] = !on
+}
+
 // TestFailoverNobodyCouldTakeIsTriedAgain: a failover that no session can
 // queue (the other session's outbox is full) is tried again one
 // failover_after later instead of being left to the sweep (design:
 // Doorbell failover).
 func TestFailoverNobodyCouldTakeIsTriedAgain(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		blocked func(h *twoHub, session string, blocked bool)
+	}{
+		{"outbox full", (*twoHub).setFull},
+		{"stream reconnecting", func(h *twoHub, s string, blocked bool) { h.setStreaming(s, !blocked) }},
+	} {
+		t.Run(c.name, func(t *testing.T) { testFailoverTriedAgain(t, c.blocked) })
+	}
+}
+
+func testFailoverTriedAgain(t *testing.T, blocked func(h *twoHub, session string, blocked bool)) {
 	e := newEnv(t)
-	h := &twoHub{got: map[string][]string{}, full: map[string]bool{}}
+	h := &twoHub{got: map[string][]string{}, full: map[string]bool{}, noStream: map[string]bool{}}
 	e.bell.SetSessionHub(h)
 	r := e.push(t, 1)
 	if !e.bell.Ring(r) {
@@ -240,12 +261,12 @@ func TestFailoverNobodyCouldTakeIsTriedAgain(t *testing.T) {
 	}
 	h.mu.Unlock()
 	other := map[string]string{"s1": "s2", "s2": "s1"}[first]
-	h.setFull(other, true)
+	blocked(h, other, true)
 	e.clock.Advance(doorbell.DefaultFailoverAfter)
 	if n := e.bell.FailoverOnce(t.Context()); n != 0 {
-		t.Fatalf("failover rang %d on a full session", n)
+		t.Fatalf("failover rang %d on a session that could not take it", n)
 	}
-	h.setFull(other, false)
+	blocked(h, other, false)
 	e.clock.Advance(doorbell.DefaultFailoverAfter)
 	if n := e.bell.FailoverOnce(t.Context()); n != 1 {
 		t.Fatalf("the failover no session could take was not tried again: rung %d", n)

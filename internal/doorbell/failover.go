@@ -65,10 +65,14 @@ func (d *Engine) failoverSessions(ctx context.Context) int {
 				others = append(others, si)
 			}
 		}
-		if len(others) == 0 {
-			continue
-		}
 		if p, ok := d.presence.Presence(f.r.AgentID, now); !ok || p != presence.In || d.presence.NotReady(f.r.AgentID, f.r.Queue) {
+			continue // held: not failed over
+		}
+		if len(others) == 0 {
+			// None can take it at this moment (a stream reconnecting, a
+			// session stalled): look again later rather than leave it to
+			// the sweep's minutes. Nothing was counted.
+			d.again(f, f.rungAt, now)
 			continue
 		}
 		cands = append(cands, cand{f, others})
@@ -120,7 +124,7 @@ func (d *Engine) failoverSessions(ctx context.Context) int {
 			// closed since): try again one failover period later rather
 			// than leave it to the sweep's minutes.
 			d.log.Warn("doorbell failover found no session to take it; trying again later", "todo_id", f.r.TodoID, "agent_id", f.r.AgentID)
-			d.watch(f.r, f.session, f.tried, now)
+			d.again(f, now, now) // counted at now by FailoverRings
 		}
 	}
 	return rung
