@@ -264,10 +264,15 @@ func fieldOf(err error) (field, msg string, ok bool) {
 	return f, de.Detail, true
 }
 
-// backTo is where a card form returns: the agent page or the fleet page.
+// backTo is where a card form returns: the agent page, a pool page or the
+// fleet page.
 func backTo(r *http.Request, a *domain.Agent) string {
-	if r.PostFormValue("back") == "agent" {
+	back := r.PostFormValue("back")
+	if back == "agent" {
 		return Prefix + "agents/" + a.Handle
+	}
+	if u := poolBackURL(back); u != "" {
+		return u
 	}
 	return Prefix
 }

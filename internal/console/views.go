@@ -44,8 +44,13 @@ type cardView struct {
 
 	Now  time.Time
 	CSRF string
-	// Back is "agent" on the agent page, so its forms return there.
+	// Back is "agent" on the agent page and "pool:<name>" on a pool page,
+	// so its forms return there.
 	Back string
+	// Pooled is set on a pool page: the card says when the pool last rang
+	// the agent (LastRung; nil = never; design: Pool routing).
+	Pooled   bool
+	LastRung *time.Time
 	// Presence form state after a refused submission.
 	UntilValue, UntilError, PresenceError string
 }
