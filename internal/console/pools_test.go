@@ -5,8 +5,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollcall/rollcall/internal/app"
+	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
 )
 
 // TestPoolPages renders the pools list and a pool page for a pool of two
@@ -36,32 +39,47 @@ func TestPoolPages(t *testing.T) {
 	if _, err := e.Service.Claim(ctx, &r2, taken.ID, 0); err != nil {
 		t.Fatal(err)
 	}
+	r1, err := e.Service.OwnedAgent(ctx, me, "reviewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The doorbell's routing decision (design: Pool routing), made here
+	// without a session: the waiting todo rings reviewer.
+	rungAt := e.Clock.Now().Add(-time.Minute)
+	if ok, err := e.Store.RouteRing(ctx, store.RouteRingParams{TodoID: waiting.ID, AgentID: r1.ID, At: rungAt}); err != nil || !ok {
+		t.Fatalf("route ring: %v %v", ok, err)
+	}
 
 	resp, body := b.get("/console/pools")
 	wantStatus(t, resp, body, http.StatusOK)
 	row := between(t, body, `<tr data-pool="reviewers">`, "</tr>")
 	wantContains(t, row, `<a href="/console/pools/reviewers">reviewers</a>`, "<code>reviews</code>", "<td>2</td>",
-		"<strong>1</strong> <span class=\"meta\">(1 pending, 0 rung)", "<td>1</td>")
+		"<strong>1</strong> <span class=\"meta\">(1 pending, 1 rung)", "<td>1</td>")
 
 	resp, body = b.get("/console/pools/reviewers")
 	wantStatus(t, resp, body, http.StatusOK)
 	wantContains(t, body, "<h1>Pool reviewers</h1>", `<strong data-backlog>1</strong>, 1 claimed`,
 		`<h2 id="members-title">Members <span class="count">(2)</span></h2>`, `data-events="/console/events`)
-	for _, h := range []string{"reviewer", "reviewer2"} {
-		a, err := e.Service.OwnedAgent(ctx, me, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		card := between(t, body, `id="agent-`+a.ID+`"`, "</article>")
-		// Liveness and presence as on the fleet page, when the pool last rang it, and
-		// its presence form returns to the pool page.
-		wantContains(t, card, `>`+h+`</a></h3>`, `data-state="unknown"`, "In (no shift)",
-			"Last rung by this pool: never", `name="back" value="pool:reviewers"`)
+	for _, m := range []struct {
+		a    domain.Agent
+		rung string
+	}{{r1, `Last rung by this pool: <time datetime="` + rungAt.Format(time.RFC3339) + `" data-rel title="Mon 2 Mar 09:29 UTC">1m ago</time>`}, {r2, "Last rung by this pool: never"}} {
+		card := between(t, body, `id="agent-`+m.a.ID+`"`, "</article>")
+		// Liveness and presence as on the fleet page, when the pool last rang
+		// it, and its presence form returns to the pool page.
+		wantContains(t, card, `>`+m.a.Handle+`</a></h3>`, `data-state="unknown"`, "In (no shift)", m.rung, `name="back" value="pool:reviewers"`)
 	}
 	wantContains(t, between(t, body, `<tr data-todo="`+waiting.ID+`">`, "</tr>"),
-		"Review PR 8", `todo-pending">pending`, "no member can answer now")
+		"Review PR 8", `todo-pending">pending`, `rung at <a href="/console/agents/reviewer">reviewer</a> <time`, "<td>1</td>")
 	wantContains(t, between(t, body, `<tr data-todo="`+taken.ID+`">`, "</tr>"),
 		"Review PR 9", `todo-claimed">claimed`, `held by <a href="/console/agents/reviewer2">reviewer2</a>, lease ends`, "<td>1 / 5</td>")
+
+	// Released (nobody eligible), the todo is held.
+	if ok, err := e.Store.ReleaseRing(ctx, store.ReleaseRingParams{TodoID: waiting.ID, AgentID: r1.ID}); err != nil || !ok {
+		t.Fatalf("release ring: %v %v", ok, err)
+	}
+	_, body = b.get("/console/pools/reviewers")
+	wantContains(t, between(t, body, `<tr data-todo="`+waiting.ID+`">`, "</tr>"), "no member can answer now")
 
 	// A card form on the pool page comes back to it.
 	resp, body = b.post("/console/agents/reviewer/presence", url.Values{"action": {"out"}, "back": {"pool:reviewers"}})
@@ -70,8 +88,7 @@ func TestPoolPages(t *testing.T) {
 		t.Fatalf("presence form returned to %q", loc)
 	}
 	_, body = b.get("/console/pools/reviewers")
-	a, _ := e.Service.OwnedAgent(ctx, me, "reviewer")
-	wantContains(t, between(t, body, `id="agent-`+a.ID+`"`, "</article>"), "Clocked out by operator")
+	wantContains(t, between(t, body, `id="agent-`+r1.ID+`"`, "</article>"), "Clocked out by operator")
 
 	// Another person's pool is not found like a missing one.
 	resp, body = b.get("/console/pools/nobody")
