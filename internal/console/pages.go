@@ -156,12 +156,7 @@ func (h *Handler) agentPage(w http.ResponseWriter, r *http.Request, v *visit) {
 func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, status int, form agentView) {
 	ctx := r.Context()
 	since := h.svc.EventsCursor() // before the reads: see Console live updates
-	a, err := h.svc.OwnedAgent(ctx, v.person, r.PathValue("ref"))
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	card, err := h.buildCard(ctx, v, &a)
+	a, card, err := h.ownedCard(ctx, v, r.PathValue("ref"))
 	if err != nil {
 		h.fail(w, r, v, err)
 		return

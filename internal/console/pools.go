@@ -100,12 +100,7 @@ func (h *Handler) poolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	handles := make(map[string]string, len(p.Members))
 	for _, m := range p.Members {
 		handles[m.AgentID] = m.Handle
-		a, err := h.svc.OwnedAgent(ctx, v.person, m.AgentID)
-		if err != nil {
-			h.fail(w, r, v, err)
-			return
-		}
-		c, err := h.buildCard(ctx, v, &a)
+		_, c, err := h.ownedCard(ctx, v, m.AgentID)
 		if err != nil {
 			h.fail(w, r, v, err)
 			return

@@ -216,6 +216,16 @@ func (h *Handler) buildCard(ctx context.Context, v *visit, a *domain.Agent) (car
 	return c, nil
 }
 
+// ownedCard reads one of the person's agents by ref and builds its card.
+func (h *Handler) ownedCard(ctx context.Context, v *visit, ref string) (domain.Agent, cardView, error) {
+	a, err := h.svc.OwnedAgent(ctx, v.person, ref)
+	if err != nil {
+		return a, cardView{}, err
+	}
+	c, err := h.buildCard(ctx, v, &a)
+	return a, c, err
+}
+
 // funcs are the template helpers.
 func (h *Handler) funcs() template.FuncMap {
 	return template.FuncMap{
