@@ -21,7 +21,7 @@ import (
 	"github.com/rollcall/rollcall/internal/server"
 )
 
-// screenshotDir is where the browser test saves fleet.png and agent.png:
+// screenshotDir is where the browser test saves fleet.png, agent.png and pool.png:
 // $ROLLCALL_SCREENSHOTS, or the repository's tmp/screenshots/ (ignored by
 // git). `ROLLCALL_SCREENSHOTS=$PWD/docs/screenshots` refreshes the copies
 // the README shows.
@@ -336,7 +336,7 @@ func TestBrowserConsole(t *testing.T) {
 	stop := fleetForScreenshot(t, svc, token)
 	defer stop()
 	dir := screenshotDir()
-	fleetPNG, agentPNG := filepath.Join(dir, "fleet.png"), filepath.Join(dir, "agent.png")
+	fleetPNG, agentPNG, poolPNG := filepath.Join(dir, "fleet.png"), filepath.Join(dir, "agent.png"), filepath.Join(dir, "pool.png")
 	run("fleet for the screenshot",
 		chromedp.Navigate(srv.URL+"/console/"),
 		waitJS(`document.querySelectorAll('[data-state="online"]').length >= 1 && document.querySelectorAll('[data-state="degraded"]').length >= 1`, 10*time.Second),
@@ -347,10 +347,15 @@ func TestBrowserConsole(t *testing.T) {
 		chromedp.WaitVisible(css(`#todos-title`)),
 	)
 	agentShot := read(t, browser, "agent screenshot", chromedp.FullScreenshot(100))
+	run("pool page for the screenshot",
+		chromedp.Navigate(srv.URL+"/console/pools/builders"),
+		waitJS(`document.querySelectorAll('[data-state="online"]').length >= 1 && document.querySelectorAll('[data-todo]').length == 2`, 10*time.Second),
+	)
+	poolShot := read(t, browser, "pool screenshot", chromedp.FullScreenshot(100))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for path, b := range map[string][]byte{fleetPNG: fleetShot, agentPNG: agentShot} {
+	for path, b := range map[string][]byte{fleetPNG: fleetShot, agentPNG: agentShot, poolPNG: poolShot} {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +388,7 @@ func fleetForScreenshot(t *testing.T, svc *app.Service, token string) (stop func
 	}{
 		{"builder", "Build fixer", `{"state":"online","billing_mode":"subscription"}`, []string{"builds"}},
 		{"triage", "Issue triage", `{"state":"degraded","billing_mode":"subscription","billing_evidence":{"key_type":"unknown","method":"env"},"details":{"degraded_reasons":["rate_limited"]}}`, []string{"issues"}},
-		{"docs-writer", "Docs writer", "", []string{"docs"}},
+		{"docs-writer", "Docs writer", "", []string{"docs", "builds"}},
 	} {
 		r, err := svc.Vend(ctx, me, app.VendInput{Handle: a.handle, Name: a.name, Queues: a.queues, Verbs: domain.ScopeVerbs, BillingMode: "subscription"})
 		if err != nil {
@@ -405,6 +410,25 @@ func fleetForScreenshot(t *testing.T, svc *app.Service, token string) (stop func
 		if _, _, err := svc.PushTodo(ctx, me, "builder", app.PushInput{Queue: "builds", Title: title, IdempotencyKey: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A pool of two with one todo claimed and one waiting (the pool page).
+	if _, err := svc.CreatePool(ctx, me, app.PoolInput{Name: "builders", Queues: []string{"builds"}, Members: []string{"builder", "docs-writer"}}); err != nil {
+		t.Fatal(err)
+	}
+	var pooled []string
+	for _, title := range []string{"Rebuild the arm64 image", "Pin the Go toolchain"} {
+		td, _, err := svc.PushPoolTodo(ctx, me, "builders", app.PushInput{Queue: "builds", Title: title})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pooled = append(pooled, td.ID)
+	}
+	b, err := svc.OwnedAgent(ctx, me, "builder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Claim(ctx, &b, pooled[0], 0); err != nil {
+		t.Fatal(err)
 	}
 	return heartbeats(t, svc, beats)
 }

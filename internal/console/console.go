@@ -115,6 +115,9 @@ func New(svc *app.Service, o Options) (*Handler, error) {
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/todos", h.form(h.pushTodo))
 	h.mux.Handle("GET "+Prefix+"agents/{ref}/revoke", h.page(h.revokePage))
 	h.mux.Handle("POST "+Prefix+"agents/{ref}/revoke", h.form(h.revoke))
+	// Pools: pools.go.
+	h.mux.Handle("GET "+Prefix+"pools", h.page(h.poolsPage))
+	h.mux.Handle("GET "+Prefix+"pools/{name}", h.page(h.poolPage))
 	// Tokens (everyone) and People (admins): team.go.
 	h.mux.Handle("GET "+Prefix+"tokens", h.page(freshView(h.renderTokens)))
 	h.mux.Handle("POST "+Prefix+"tokens", h.form(h.createToken))
@@ -417,7 +420,7 @@ func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people", "consent"} {
+	for _, name := range []string{"signin", "fleet", "agent", "vended", "revoke", "error", "tokens", "people", "consent", "pools", "pool"} {
 		t, err := base.Clone()
 		if err == nil {
 			t, err = t.ParseFS(templateFS, "templates/"+name+".html")

@@ -156,12 +156,7 @@ func (h *Handler) agentPage(w http.ResponseWriter, r *http.Request, v *visit) {
 func (h *Handler) renderAgent(w http.ResponseWriter, r *http.Request, v *visit, status int, form agentView) {
 	ctx := r.Context()
 	since := h.svc.EventsCursor() // before the reads: see Console live updates
-	a, err := h.svc.OwnedAgent(ctx, v.person, r.PathValue("ref"))
-	if err != nil {
-		h.fail(w, r, v, err)
-		return
-	}
-	card, err := h.buildCard(ctx, v, &a)
+	a, card, err := h.ownedCard(ctx, v, r.PathValue("ref"))
 	if err != nil {
 		h.fail(w, r, v, err)
 		return
@@ -264,10 +259,15 @@ func fieldOf(err error) (field, msg string, ok bool) {
 	return f, de.Detail, true
 }
 
-// backTo is where a card form returns: the agent page or the fleet page.
+// backTo is where a card form returns: the agent page, a pool page or the
+// fleet page.
 func backTo(r *http.Request, a *domain.Agent) string {
-	if r.PostFormValue("back") == "agent" {
+	back := r.PostFormValue("back")
+	if back == "agent" {
 		return Prefix + "agents/" + a.Handle
+	}
+	if u := poolBackURL(back); u != "" {
+		return u
 	}
 	return Prefix
 }

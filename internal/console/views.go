@@ -44,8 +44,13 @@ type cardView struct {
 
 	Now  time.Time
 	CSRF string
-	// Back is "agent" on the agent page, so its forms return there.
+	// Back is "agent" on the agent page and "pool:<name>" on a pool page,
+	// so its forms return there.
 	Back string
+	// Pooled is set on a pool page: the card says when the pool last rang
+	// the agent (LastRung; nil = never; design: Pool routing).
+	Pooled   bool
+	LastRung *time.Time
 	// Presence form state after a refused submission.
 	UntilValue, UntilError, PresenceError string
 }
@@ -209,6 +214,16 @@ func (h *Handler) buildCard(ctx context.Context, v *visit, a *domain.Agent) (car
 		}
 	}
 	return c, nil
+}
+
+// ownedCard reads one of the person's agents by ref and builds its card.
+func (h *Handler) ownedCard(ctx context.Context, v *visit, ref string) (domain.Agent, cardView, error) {
+	a, err := h.svc.OwnedAgent(ctx, v.person, ref)
+	if err != nil {
+		return a, cardView{}, err
+	}
+	c, err := h.buildCard(ctx, v, &a)
+	return a, c, err
 }
 
 // funcs are the template helpers.
