@@ -303,17 +303,23 @@ func tryVend(srv *server, handle string) (vended, error) {
 // wait.
 func push(t *testing.T, srv *server, agent, title string) string {
 	t.Helper()
+	return pushTo(t, srv, "/v1/agents/"+agent+"/todos", title)
+}
+
+// pushTo is push to the todos route path (an agent's or a pool's).
+func pushTo(t *testing.T, srv *server, path, title string) string {
+	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
 		var td struct {
 			ID string `json:"id"`
 		}
-		code := do(srv, adminToken, "POST", "/v1/agents/"+agent+"/todos", map[string]string{"queue": "q", "title": title}, &td)
+		code := do(srv, adminToken, "POST", path, map[string]string{"queue": "q", "title": title}, &td)
 		if code == 201 && td.ID != "" {
 			return td.ID
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("push to %s via %s: HTTP %d", agent, srv.Name, code)
+			t.Fatalf("push to %s via %s: HTTP %d", path, srv.Name, code)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -446,16 +452,29 @@ func (s *session) missing(d time.Duration, ids []string) int {
 
 const childEnv = "ROLLCALL_FAULT_CHILD"
 
+// childLeaseEnv, when set (seconds), makes the child a working agent: it
+// claims every todo it is rung for with that lease.
+const childLeaseEnv = "ROLLCALL_FAULT_CHILD_LEASE"
+
 // childMain is this test binary re-executed as an MCP client: it opens one
 // session on $ROLLCALL_FAULT_URL with $ROLLCALL_FAULT_TOKEN, prints "ready"
-// and then "doorbell <todo_id>" per channel notification, until killed.
+// and then "doorbell <todo_id>" per channel notification, and with
+// $ROLLCALL_FAULT_CHILD_LEASE "claimed <todo_id>" per todo it claimed,
+// until killed.
 func childMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	var mu sync.Mutex
-	_, _, err := testkit.DialMCP(ctx, os.Getenv("ROLLCALL_FAULT_URL"), os.Getenv("ROLLCALL_FAULT_TOKEN"), "fault", func(b testkit.Bell) {
+	rung := make(chan string, 100)
+	c, _, err := testkit.DialMCP(ctx, os.Getenv("ROLLCALL_FAULT_URL"), os.Getenv("ROLLCALL_FAULT_TOKEN"), "fault", func(b testkit.Bell) {
 		mu.Lock()
 		fmt.Printf("doorbell %s\n", b.TodoID())
 		mu.Unlock()
+		if b.TodoID() != "" {
+			select {
+			case rung <- b.TodoID():
+			default:
+			}
+		}
 	})
 	cancel()
 	if err != nil {
@@ -465,21 +484,45 @@ func childMain() int {
 	mu.Lock()
 	fmt.Println("ready")
 	mu.Unlock()
-	select {}
+	lease, _ := strconv.Atoi(os.Getenv(childLeaseEnv))
+	for id := range rung {
+		if lease <= 0 {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), wait)
+		r, err := c.CallTool(cctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"todo_id": id, "lease_seconds": lease}}})
+		cancel()
+		if err == nil && !r.IsError {
+			mu.Lock()
+			fmt.Printf("claimed %s\n", id)
+			mu.Unlock()
+		}
+	}
+	return 0
 }
 
 // child is an MCP client process.
 type child struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	seen []string // todo ids it printed
-	done chan struct{}
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	seen    []string // todo ids it printed
+	claimed []string // todo ids it claimed (startClaimingChild)
+	done    chan struct{}
 }
 
-func startChild(t *testing.T, srv *server, a vended) *child {
+// startClaimingChild is a child that claims every todo it is rung for with
+// a lease of lease seconds.
+func startClaimingChild(t *testing.T, srv *server, a vended, lease int) *child {
+	t.Helper()
+	return startChild(t, srv, a, childLeaseEnv+"="+strconv.Itoa(lease))
+}
+
+// startChild starts an MCP client process for a on srv; env adds to its
+// environment.
+func startChild(t *testing.T, srv *server, a vended, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=mcp", "ROLLCALL_FAULT_URL="+srv.URL+"/mcp", "ROLLCALL_FAULT_TOKEN="+a.Credential)
+	cmd.Env = append(append(os.Environ(), childEnv+"=mcp", "ROLLCALL_FAULT_URL="+srv.URL+"/mcp", "ROLLCALL_FAULT_TOKEN="+a.Credential), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -501,6 +544,10 @@ func startChild(t *testing.T, srv *server, a vended) *child {
 			case strings.HasPrefix(line, "doorbell "):
 				c.mu.Lock()
 				c.seen = append(c.seen, strings.TrimPrefix(line, "doorbell "))
+				c.mu.Unlock()
+			case strings.HasPrefix(line, "claimed "):
+				c.mu.Lock()
+				c.claimed = append(c.claimed, strings.TrimPrefix(line, "claimed "))
 				c.mu.Unlock()
 			}
 		}
