@@ -223,30 +223,38 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 	must(t, "CompleteTodo(pooled)", err)
 }
 
+// poolRace pushes rounds pooled todos to a fresh pair pool name and, for
+// each, runs race of both members at once, then check of the round.
+func poolRace(t *testing.T, s store.Store, name string, rounds int, race func(td domain.Todo, m vended, i int) error,
+	check func(round int, td domain.Todo, members []vended, errs []error)) {
+	a, b, p := pairPool(t, s, name)
+	members := []vended{a, b}
+	for round := range rounds {
+		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
+		check(round, td, members, parallel(2, func(i int) error { return race(td, members[i], i) }))
+	}
+}
+
 func testPoolClaimRace(t *testing.T, in Instance) {
 	s := in.Store
-	a, b, p := pairPool(t, s, "racers")
-	members := []vended{a, b}
-	for round := range 20 {
-		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
-		errs := parallel(2, func(i int) error {
-			_, err := s.ClaimTodo(ctxOf(t), store.ClaimTodoParams{AgentID: members[i].ID, TodoID: td.ID,
-				Queues: []string{"build"}, Lease: time.Minute, Now: at(time.Hour)})
-			return err
-		})
+	poolRace(t, s, "racers", 20, func(td domain.Todo, m vended, _ int) error {
+		_, err := s.ClaimTodo(ctxOf(t), store.ClaimTodoParams{AgentID: m.ID, TodoID: td.ID,
+			Queues: []string{"build"}, Lease: time.Minute, Now: at(time.Hour)})
+		return err
+	}, func(round int, td domain.Todo, members []vended, errs []error) {
 		wins, conflicts, err := Outcome(errs)
 		if err != nil || wins != 1 || conflicts != 1 {
 			t.Fatalf("round %d: %d won, %d conflict, err %v; want 1 and 1", round, wins, conflicts, err)
 		}
 		got := getTodo(t, s, td.ID)
-		winner := a.ID
+		winner := members[0].ID
 		if errs[0] != nil {
-			winner = b.ID
+			winner = members[1].ID
 		}
 		if got.Attempt != 1 || got.AgentID != winner {
 			t.Fatalf("round %d: attempt %d agent %s, want 1 and the winner %s", round, got.Attempt, got.AgentID, winner)
 		}
-	}
+	})
 }
 
 func testPoolClaimNextRace(t *testing.T, in Instance) {
@@ -399,16 +407,12 @@ func testPoolRouteRing(t *testing.T, in Instance) {
 
 func testPoolRouteRingRace(t *testing.T, in Instance) {
 	s := in.Store
-	a, b, p := pairPool(t, s, "team")
-	members := []vended{a, b}
-	for round := range 10 {
-		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
-		won := make([]bool, 2)
-		errs := parallel(2, func(i int) error {
-			var err error
-			won[i], err = s.RouteRing(ctxOf(t), store.RouteRingParams{TodoID: td.ID, AgentID: members[i].ID, At: at(time.Hour)})
-			return err
-		})
+	won := make([]bool, 2)
+	poolRace(t, s, "team", 10, func(td domain.Todo, m vended, i int) error {
+		var err error
+		won[i], err = s.RouteRing(ctxOf(t), store.RouteRingParams{TodoID: td.ID, AgentID: m.ID, At: at(time.Hour)})
+		return err
+	}, func(round int, td domain.Todo, _ []vended, errs []error) {
 		for _, err := range errs {
 			must(t, "RouteRing", err)
 		}
@@ -418,7 +422,7 @@ func testPoolRouteRingRace(t *testing.T, in Instance) {
 		if got := getTodo(t, s, td.ID); got.RingAttempts != 1 {
 			t.Fatalf("round %d: ring_attempts %d, want 1", round, got.RingAttempts)
 		}
-	}
+	})
 }
 
 // testPoolDigestCountsRung: a member's digest counts the pooled todos rung
