@@ -35,6 +35,24 @@ type hub struct {
 	rung []string        // agent ids, in order
 }
 
+func (h *hub) setCut(agentID string, cut bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cut == nil {
+		h.cut = map[string]bool{}
+	}
+	h.cut[agentID] = cut
+}
+
+func (h *hub) last() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.rung) == 0 {
+		return ""
+	}
+	return h.rung[len(h.rung)-1]
+}
+
 func (h *hub) AgentSessions(agentID string) []doorbell.SessionInfo {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -56,24 +74,6 @@ func (h *hub) Notify(sessionID string, m domain.ChannelMessage) error {
 }
 func (h *hub) CloseAgentSessions(string, []string) {}
 func (h *hub) AgentsWithSessions() []string        { return nil }
-
-func (h *hub) setCut(agentID string, cut bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cut == nil {
-		h.cut = map[string]bool{}
-	}
-	h.cut[agentID] = cut
-}
-
-func (h *hub) last() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.rung) == 0 {
-		return ""
-	}
-	return h.rung[len(h.rung)-1]
-}
 
 func (h *hub) notes() int {
 	h.mu.Lock()
