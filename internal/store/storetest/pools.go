@@ -1,7 +1,8 @@
 package storetest
 
 import (
-	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +38,14 @@ func createPool(t *testing.T, s store.Store, p domain.Pool) domain.Pool {
 	must(t, "CreatePool "+p.Name, s.CreatePool(t.Context(), store.CreatePoolParams{Pool: p,
 		Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.create"}}))
 	return p
+}
+
+// wantIDs fails t unless got is want, in order (none: empty).
+func wantIDs(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
 }
 
 // pairPool is a pool name on queue build with members alpha and bravo.
@@ -75,7 +84,7 @@ func testPoolCRUD(t *testing.T, in Instance) {
 
 	got, err := s.GetPool(ctx, store.GetPoolParams{OwnerID: ownerID, Name: "reviewers"})
 	must(t, "GetPool by name", err)
-	if got.ID != p.ID || fmt.Sprint(got.Queues) != "[build review]" || len(got.Members) != 2 || !got.HasMember(a.ID) || !got.HasMember(b.ID) {
+	if got.ID != p.ID || !slices.Equal(got.Queues, []string{"build", "review"}) || len(got.Members) != 2 || !got.HasMember(a.ID) || !got.HasMember(b.ID) {
 		t.Errorf("GetPool = %+v", got)
 	}
 	if !got.CreatedAt.Equal(Base) {
@@ -171,20 +180,14 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 	older := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
 	review := push(t, s, pooledTodo(p.ID, "review", at(3*time.Second)))
 
-	list := func(agent vended, withPools bool) string {
+	list := func(agent vended, withPools bool) []string {
 		ts, err := s.ListTodos(ctx, store.ListTodosParams{AgentID: agent.ID, WithPools: withPools})
 		must(t, "ListTodos", err)
-		return fmt.Sprint(idsOf(ts, func(t domain.Todo) string { return t.ID }))
+		return idsOf(ts, func(t domain.Todo) string { return t.ID })
 	}
-	if got, want := list(a, true), fmt.Sprint([]string{older.ID, own.ID, review.ID}); got != want {
-		t.Errorf("ListTodos(a, with pools) = %s, want %s", got, want)
-	}
-	if got, want := list(a, false), fmt.Sprint([]string{own.ID}); got != want {
-		t.Errorf("ListTodos(a) = %s, want %s", got, want)
-	}
-	if got := list(outsider, true); got != "[]" {
-		t.Errorf("ListTodos(outsider, with pools) = %s, want none", got)
-	}
+	wantIDs(t, "ListTodos(a, with pools)", list(a, true), older.ID, own.ID, review.ID)
+	wantIDs(t, "ListTodos(a)", list(a, false), own.ID)
+	wantIDs(t, "ListTodos(outsider, with pools)", list(outsider, true))
 	byPool, err := s.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
 	if err != nil || len(byPool) != 2 {
 		t.Errorf("ListTodos(pool) = %d, %v; want 2", len(byPool), err)
@@ -206,9 +209,7 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 	}
 	_, err = s.ClaimTodo(ctx, store.ClaimTodoParams{AgentID: b.ID, TodoID: older.ID, Queues: b.Scope.Queues, Lease: time.Minute, Now: at(time.Minute)})
 	wantErr(t, "ClaimTodo(held by another member)", err, domain.ErrConflict)
-	if got, want := list(b, true), fmt.Sprint([]string{review.ID}); got != want {
-		t.Errorf("ListTodos(b, with pools) after a's claim = %s, want only the unclaimed %s", got, want)
-	}
+	wantIDs(t, "ListTodos(b, with pools) after a's claim (only the unclaimed)", list(b, true), review.ID)
 	_, err = s.ClaimNext(ctx, store.ClaimNextParams{AgentID: b.ID, Queues: b.Scope.Queues, Lease: time.Minute, Now: at(time.Minute)})
 	wantErr(t, "ClaimNext(b, nothing in its queues)", err, domain.ErrNotFound)
 	got := claim(t, s, a, review.ID, time.Minute, at(time.Minute))
@@ -262,7 +263,7 @@ func testPoolClaimNextRace(t *testing.T, in Instance) {
 	const todos, workers = 20, 4
 	var members []vended
 	for i := range workers {
-		members = append(members, vend(t, s, newAgent(fmt.Sprintf("worker-%d", i), ownerID, "build")))
+		members = append(members, vend(t, s, newAgent("worker-"+strconv.Itoa(i), ownerID, "build")))
 	}
 	p := createPool(t, s, newPool("crowd", []string{"build"}, members...))
 	for i := range todos {
@@ -281,7 +282,7 @@ func testPoolClaimNextRace(t *testing.T, in Instance) {
 	})
 	seen := map[string]bool{}
 	for i, err := range errs {
-		wantErr(t, fmt.Sprintf("worker %d's last ClaimNext", i), err, domain.ErrNotFound)
+		wantErr(t, "worker "+strconv.Itoa(i)+"'s last ClaimNext", err, domain.ErrNotFound)
 		for _, id := range claimed[i] {
 			if seen[id] {
 				t.Errorf("todo %s claimed twice", id)
@@ -436,17 +437,13 @@ func testPoolDigestCountsRung(t *testing.T, in Instance) {
 	if !route(t, s, rung.ID, a.ID, "", at(time.Minute)) {
 		t.Fatal("RouteRing failed")
 	}
-	pending := func(agent vended) string {
+	pending := func(agent vended) []string {
 		ts, err := s.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: agent.ID})
 		must(t, "PendingDoorbellTodos", err)
-		return fmt.Sprint(idsOf(ts, func(t store.PendingTodo) string { return t.ID }))
+		return idsOf(ts, func(t store.PendingTodo) string { return t.ID })
 	}
-	if got, want := pending(a), fmt.Sprint([]string{rung.ID, own.ID}); got != want {
-		t.Errorf("a's digest todos = %s, want %s (not the held %s)", got, want, held.ID)
-	}
-	if got := pending(b); got != "[]" {
-		t.Errorf("b's digest todos = %s, want none", got)
-	}
+	wantIDs(t, "a's digest todos (not the held "+held.ID+")", pending(a), rung.ID, own.ID)
+	wantIDs(t, "b's digest todos", pending(b))
 	n, err := s.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: a.ID, IDs: []string{rung.ID, held.ID, own.ID}, At: at(2 * time.Minute)})
 	if err != nil || n != 2 {
 		t.Errorf("MarkDigestRung(a) = %d, %v; want 2 (the rung pooled todo and its own)", n, err)
