@@ -13,9 +13,8 @@ import (
 )
 
 // Pools (design: Pools, Pool routing) over the generated queries
-// (sql/queries.sql); RouteRing is hand-written for the ring-delay CASE.
-
-var _ store.PoolStore = (*Store)(nil)
+// (sql/queries.sql); RouteRing is hand-written for the ring-delay CASE. Store
+// implements store.PoolStore as part of store.Store.
 
 // CreatePool implements store.PoolStore.
 func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error {
@@ -32,29 +31,10 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 	})
 }
 
-// poolFrom is the mapping of a pool row: with its queues and members,
-// read with s.q.
-func (s *Store) poolFrom(ctx context.Context) func(dbsqlc.Pool) (domain.Pool, error) {
-	return func(r dbsqlc.Pool) (domain.Pool, error) {
-		base := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
-		return storeutil.PoolWith(base, mapErr, func() ([]string, error) { return s.q.PoolQueues(ctx, r.ID) },
-			func() ([]dbsqlc.PoolMembersRow, error) { return s.q.PoolMembers(ctx, r.ID) },
-			func(m dbsqlc.PoolMembersRow) domain.PoolMember {
-				return domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}
-			})
-	}
-}
-
 // GetPool implements store.PoolStore.
 func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error) {
 	r, err := s.q.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
 	return storeutil.OneErr(r, mapErr("get pool", err), s.poolFrom(ctx))
-}
-
-// ListPools implements store.PoolStore.
-func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
-	rows, err := s.q.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
-	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx))
 }
 
 // DeletePool implements store.PoolStore: the pool row is locked first, so
@@ -66,6 +46,12 @@ func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error 
 		return storeutil.DeletePool(p.ID, mapErr, func() (int64, error) { return q.LockPoolLiveTodos(ctx, p.ID) },
 			func() (int64, error) { return q.DeletePool(ctx, p.ID) })
 	})
+}
+
+// ListPools implements store.PoolStore.
+func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
+	rows, err := s.q.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
+	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx))
 }
 
 // routeRingSQL is RouteRing's conditional update: $1 todo, $2 member,
@@ -81,14 +67,14 @@ var routeRingSQL = storeutil.RouteRingSQL(ringSet, func(n int) string {
 // RouteRing implements store.PoolStore.
 func (s *Store) RouteRing(ctx context.Context, p store.RouteRingParams) (bool, error) {
 	routed := false
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, routeRingSQL, p.TodoID, p.AgentID, p.Prev, micro(p.At))
-		if err != nil || tag.RowsAffected() == 0 {
-			return mapErr("route ring", err)
-		}
-		routed = true
-		return mapErr("route ring", dbsqlc.New(tx).TouchPoolMember(ctx, dbsqlc.TouchPoolMemberParams{At: micro(p.At),
-			AgentID: p.AgentID, TodoID: p.TodoID}))
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		routed, err = storeutil.RouteRing(mapErr, func() (int64, error) {
+			tag, err := tx.Exec(ctx, routeRingSQL, p.TodoID, p.AgentID, p.Prev, micro(p.At))
+			return tag.RowsAffected(), err
+		}, func() error {
+			return dbsqlc.New(tx).TouchPoolMember(ctx, dbsqlc.TouchPoolMemberParams{At: micro(p.At), AgentID: p.AgentID, TodoID: p.TodoID})
+		})
+		return err
 	})
 	return routed && err == nil, err
 }
@@ -97,4 +83,14 @@ func (s *Store) RouteRing(ctx context.Context, p store.RouteRingParams) (bool, e
 func (s *Store) ReleaseRing(ctx context.Context, p store.ReleaseRingParams) (bool, error) {
 	n, err := s.q.ReleaseRing(ctx, dbsqlc.ReleaseRingParams{ID: p.TodoID, AgentID: p.AgentID})
 	return n > 0, mapErr("release ring", err)
+}
+
+// poolFrom is the mapping of a pool row: with its queues and members,
+// read with s.q.
+func (s *Store) poolFrom(ctx context.Context) func(dbsqlc.Pool) (domain.Pool, error) {
+	return storeutil.PoolFrom(ctx, mapErr, s.q.PoolQueues, s.q.PoolMembers, func(r dbsqlc.Pool) domain.Pool {
+		return domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
+	}, func(m dbsqlc.PoolMembersRow) domain.PoolMember {
+		return domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}
+	})
 }

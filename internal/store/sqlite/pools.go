@@ -12,9 +12,8 @@ import (
 )
 
 // Pools (design: Pools, Pool routing) over the generated queries
-// (sql/queries.sql); RouteRing is hand-written for the ring-delay CASE.
-
-var _ store.PoolStore = (*Store)(nil)
+// (sql/queries.sql); RouteRing is hand-written for the ring-delay CASE. Store
+// implements store.PoolStore as part of store.Store.
 
 // CreatePool implements store.PoolStore.
 func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error {
@@ -36,29 +35,10 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 	})
 }
 
-// poolFrom is the mapping of a pool row: with its queues and members,
-// read with s.rq.
-func (s *Store) poolFrom(ctx context.Context) func(dbsqlc.Pool) (domain.Pool, error) {
-	return func(r dbsqlc.Pool) (domain.Pool, error) {
-		base := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: fromMicros(r.CreatedAt)}
-		return storeutil.PoolWith(base, mapErr, func() ([]string, error) { return s.rq.PoolQueues(ctx, r.ID) },
-			func() ([]dbsqlc.PoolMembersRow, error) { return s.rq.PoolMembers(ctx, r.ID) },
-			func(m dbsqlc.PoolMembersRow) domain.PoolMember {
-				return domain.PoolMember{AgentID: m.AgentID, LastRungAt: fromNullMicros(m.LastRungAt)}
-			})
-	}
-}
-
 // GetPool implements store.PoolStore.
 func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error) {
 	r, err := s.rq.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
 	return storeutil.OneErr(r, mapErr("get pool", err), s.poolFrom(ctx))
-}
-
-// ListPools implements store.PoolStore.
-func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
-	rows, err := s.rq.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
-	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx))
 }
 
 // DeletePool implements store.PoolStore: the one write transaction
@@ -75,6 +55,12 @@ func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error 
 	})
 }
 
+// ListPools implements store.PoolStore.
+func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
+	rows, err := s.rq.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
+	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx))
+}
+
 // routeRingSQL is RouteRing's conditional update: ?1 todo, ?2 member,
 // ?3 previous member, ?4 at.
 var routeRingSQL = storeutil.RouteRingSQL(ringSet, func(n int) string { return "?" + strconv.Itoa(n) })
@@ -82,18 +68,17 @@ var routeRingSQL = storeutil.RouteRingSQL(ringSet, func(n int) string { return "
 // RouteRing implements store.PoolStore.
 func (s *Store) RouteRing(ctx context.Context, p store.RouteRingParams) (bool, error) {
 	routed := false
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := s.in(tx).ExecContext(ctx, routeRingSQL, p.TodoID, p.AgentID, p.Prev, micros(p.At))
-		if err != nil {
-			return mapErr("route ring", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil || n == 0 {
-			return mapErr("route ring", err)
-		}
-		routed = true
-		return mapErr("route ring", s.txq(tx).TouchPoolMember(ctx, dbsqlc.TouchPoolMemberParams{At: micros(p.At),
-			AgentID: p.AgentID, TodoID: p.TodoID}))
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		routed, err = storeutil.RouteRing(mapErr, func() (int64, error) {
+			res, err := s.in(tx).ExecContext(ctx, routeRingSQL, p.TodoID, p.AgentID, p.Prev, micros(p.At))
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		}, func() error {
+			return s.txq(tx).TouchPoolMember(ctx, dbsqlc.TouchPoolMemberParams{At: micros(p.At), AgentID: p.AgentID, TodoID: p.TodoID})
+		})
+		return err
 	})
 	return routed && err == nil, err
 }
@@ -107,4 +92,14 @@ func (s *Store) ReleaseRing(ctx context.Context, p store.ReleaseRingParams) (boo
 		return mapErr("release ring", err)
 	})
 	return released, err
+}
+
+// poolFrom is the mapping of a pool row: with its queues and members,
+// read with s.rq.
+func (s *Store) poolFrom(ctx context.Context) func(dbsqlc.Pool) (domain.Pool, error) {
+	return storeutil.PoolFrom(ctx, mapErr, s.rq.PoolQueues, s.rq.PoolMembers, func(r dbsqlc.Pool) domain.Pool {
+		return domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: fromMicros(r.CreatedAt)}
+	}, func(m dbsqlc.PoolMembersRow) domain.PoolMember {
+		return domain.PoolMember{AgentID: m.AgentID, LastRungAt: fromNullMicros(m.LastRungAt)}
+	})
 }

@@ -1,6 +1,7 @@
 package storeutil
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -50,18 +51,33 @@ func DeletePool(id string, mapErr func(string, error) error, live, del func() (i
 	return nil
 }
 
-// PoolWith completes base (a pool row) with its queues and its member rows
-// of type M, mapped with member.
-func PoolWith[M any](base domain.Pool, mapErr func(string, error) error, queues func() ([]string, error),
-	members func() ([]M, error), member func(M) domain.PoolMember) (domain.Pool, error) {
-	q, err := queues()
-	if err != nil {
-		return domain.Pool{}, mapErr("pool queues", err)
+// PoolFrom is the mapping of an adapter's pool row R: base maps the row,
+// queues and members read the pool's queues and member rows M (mapped with
+// member) within ctx.
+func PoolFrom[R, M any](ctx context.Context, mapErr func(string, error) error,
+	queues func(context.Context, string) ([]string, error), members func(context.Context, string) ([]M, error),
+	base func(R) domain.Pool, member func(M) domain.PoolMember) func(R) (domain.Pool, error) {
+	return func(r R) (domain.Pool, error) {
+		p := base(r)
+		q, err := queues(ctx, p.ID)
+		if err != nil {
+			return domain.Pool{}, mapErr("pool queues", err)
+		}
+		p.Queues = append([]string{}, q...)
+		rows, err := members(ctx, p.ID)
+		p.Members, err = All(rows, mapErr("pool members", err), member)
+		return p, err
 	}
-	base.Queues = append([]string{}, q...)
-	rows, err := members()
-	base.Members, err = All(rows, mapErr("pool members", err), member)
-	return base, err
+}
+
+// RouteRing runs an adapter's RouteRing in its transaction: update runs
+// RouteRingSQL and counts the rows it changed; when it rang, touch sets
+// the member's last_rung_at (design: Pool routing).
+func RouteRing(mapErr func(string, error) error, update func() (int64, error), touch func() error) (bool, error) {
+	if n, err := update(); err != nil || n == 0 {
+		return false, mapErr("route ring", err)
+	}
+	return true, mapErr("route ring", touch())
 }
 
 // RouteRingSQL is RouteRing's conditional update (design: Pool routing) in
