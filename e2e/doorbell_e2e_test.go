@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -121,19 +120,7 @@ func TestE2EGoClient(t *testing.T) {
 				t.Fatalf("doorbell meta = %v, want todo_id %s queue lane-m", meta, id)
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			call := func(name string, args map[string]any) *mcp.CallToolResult {
-				t.Helper()
-				r, err := s.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				if r.IsError {
-					t.Fatalf("%s returned a tool error: %+v", name, r.Content)
-				}
-				return r
-			}
+			call := func(name string, args map[string]any) *mcp.CallToolResult { return callTool(t, s, name, args) }
 			call("claim", map[string]any{"todo_id": id})
 			call("complete", map[string]any{"todo_id": id, "result": map[string]any{"fixed": true}})
 

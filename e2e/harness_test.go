@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/rollcall/rollcall/internal/testkit"
 )
@@ -99,6 +100,22 @@ func vend(t *testing.T, srv *server, handle string, queues, verbs []string) vend
 		t.Fatalf("vend output is not JSON: %v\n%s", err, out)
 	}
 	return v
+}
+
+// callTool calls an MCP tool on the session, bounded by wait, and fails t
+// on a transport or tool error.
+func callTool(t *testing.T, s *testkit.Session, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	r, err := s.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if r.IsError {
+		t.Fatalf("%s returned a tool error: %+v", name, r.Content)
+	}
+	return r
 }
 
 // restGet GETs a path with the admin token and decodes the JSON body.

@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/rollcall/rollcall/internal/testkit"
 )
@@ -67,15 +64,9 @@ func TestE2EPool(t *testing.T) {
 		t.Fatal("pool-a was rung while out")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
 	call := func(s *testkit.Session, name string, args map[string]any) string {
 		t.Helper()
-		r, err := s.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
-		if err != nil || r.IsError {
-			t.Fatalf("%s: %v %+v", name, err, r)
-		}
-		b, _ := json.Marshal(r.Content)
+		b, _ := json.Marshal(callTool(t, s, name, args).Content)
 		return string(b)
 	}
 	if got := call(sessions["pool-a"], "list_todos", map[string]any{}); !strings.Contains(got, td.ID) {

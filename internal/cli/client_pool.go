@@ -113,18 +113,7 @@ func poolDelete(cf *clientFlags) *cobra.Command {
 }
 
 func poolPush(cf *clientFlags) *cobra.Command {
-	var (
-		in      wire.PushInput
-		payload string
-	)
-	cmd := newCommand("push NAME", "Push a todo to a pool; prints the todo id", exactArgs("NAME"), func(cmd *cobra.Command, args []string) error {
-		return pushCall(cmd, cf, &in, payload, func(ctx context.Context, c *client.Client) (wire.Todo, bool, error) {
-			return c.PushPoolTodo(ctx, args[0], in)
-		})
-	})
-	cmd.Long = `Push makes a todo for pool NAME in one of its queues and prints the todo's
+	return pushCommand(cf, "push NAME", "Push a todo to a pool; prints the todo id", `Push makes a todo for pool NAME in one of its queues and prints the todo's
 id: the same flags and idempotency rules as rollcall todo create, the key
-unique among the pool's live todos.`
-	pushFlags(cmd, &in, &payload, "pool's queues", "pool's")
-	return cmd
+unique among the pool's live todos.`, "pool's queues", "pool's", (*client.Client).PushPoolTodo)
 }

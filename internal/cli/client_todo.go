@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,21 +22,31 @@ func newTodoCommand(cf *clientFlags) *cobra.Command {
 }
 
 func todoCreate(cf *clientFlags) *cobra.Command {
+	cmd := pushCommand(cf, "create AGENT", "Push a todo to an agent; prints the todo id", `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
+prints the todo's id. With --idempotency-key, pushing again while the first
+todo is live prints the same id (and says so on stderr) instead of creating
+another.`, "agent's scope", "agent's", (*client.Client).PushTodo)
+	cmd.Aliases = []string{"push"}
+	return cmd
+}
+
+// pushCommand is a push command (todo create, pool push) "VERB TARGET":
+// push of the flags' body to TARGET, the flags' help naming the target's
+// scope and of whose live todos an idempotency key is unique.
+func pushCommand(cf *clientFlags, use, short, long, scope, of string,
+	push func(*client.Client, context.Context, string, wire.PushInput) (wire.Todo, bool, error)) *cobra.Command {
 	var (
 		in      wire.PushInput
 		payload string
 	)
-	cmd := newCommand("create AGENT", "Push a todo to an agent; prints the todo id", exactArgs("AGENT"), func(cmd *cobra.Command, args []string) error {
+	_, target, _ := strings.Cut(use, " ")
+	cmd := newCommand(use, short, exactArgs(target), func(cmd *cobra.Command, args []string) error {
 		return pushCall(cmd, cf, &in, payload, func(ctx context.Context, c *client.Client) (wire.Todo, bool, error) {
-			return c.PushTodo(ctx, args[0], in)
+			return push(c, ctx, args[0], in)
 		})
 	})
-	cmd.Aliases = []string{"push"}
-	cmd.Long = `Create (push) makes a todo for AGENT (id or handle) in one of its queues and
-prints the todo's id. With --idempotency-key, pushing again while the first
-todo is live prints the same id (and says so on stderr) instead of creating
-another.`
-	pushFlags(cmd, &in, &payload, "agent's scope", "agent's")
+	cmd.Long = long
+	pushFlags(cmd, &in, &payload, scope, of)
 	return cmd
 }
 

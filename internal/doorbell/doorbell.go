@@ -53,7 +53,7 @@ func New(c Config) *Engine {
 	}
 	d := &Engine{store: c.Store, presence: c.Presence, clock: c.Clock, log: c.Log, metrics: c.Metrics,
 		recent: newDedup(DedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096),
-		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}, bus: c.Bus}
+		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}, pooling: pooling{bus: c.Bus}}
 	bus.Listen(c.Bus, func(sig bus.TodoReady) {
 		if sig.PoolID != "" {
 			d.onPooledSignal(sig.TodoReady)

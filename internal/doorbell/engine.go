@@ -8,7 +8,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -110,8 +109,7 @@ type Engine struct {
 	fo            []failover           // rings to check, in due order (fo[foHead:])
 	foHead        int                  //
 	suspect       map[string]time.Time // session id → when a ring on it went unanswered
-	pool          []poolRing           // pooled rings made here, watched (pool.go)
-	bus           bus.Bus
+	pooling                            // pooled rings made here, watched, and the bus (pool.go)
 
 	digestMu  sync.Mutex
 	reconnect map[string]time.Time // agent id → last reconnect digest here

@@ -23,25 +23,53 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
-// hub is a SessionHub with one streaming session per agent that records
-// what it was given; fail makes every Notify fail.
+// hub is a SessionHub with one session per agent (of the agents in only,
+// when set), streaming unless the agent was cut off; it records what it was
+// given and which agent each message reached; fail makes every Notify fail.
 type hub struct {
 	mu   sync.Mutex
 	got  []domain.ChannelMessage
 	fail bool
+	cut  map[string]bool
+	only map[string]bool // when set: the only agents with a session here
+	rung []string        // agent ids, in order
+}
+
+func (h *hub) setCut(agentID string, cut bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cut == nil {
+		h.cut = map[string]bool{}
+	}
+	h.cut[agentID] = cut
+}
+
+func (h *hub) last() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.rung) == 0 {
+		return ""
+	}
+	return h.rung[len(h.rung)-1]
 }
 
 func (h *hub) AgentSessions(agentID string) []doorbell.SessionInfo {
-	return []doorbell.SessionInfo{{ID: "s-" + agentID, AgentID: agentID, Streaming: true}}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.only != nil && !h.only[agentID] {
+		return nil
+	}
+	return []doorbell.SessionInfo{{ID: "s-" + agentID, AgentID: agentID, Streaming: !h.cut[agentID]}}
 }
 
-func (h *hub) Notify(_ string, m domain.ChannelMessage) error {
+func (h *hub) Notify(sessionID string, m domain.ChannelMessage) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.fail {
 		return errors.New("injected: write failed")
 	}
 	h.got = append(h.got, m)
+	h.rung = append(h.rung, sessionID[2:])
 	return nil
 }
 func (h *hub) CloseAgentSessions(string, []string) {}

@@ -21,59 +21,23 @@ import (
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 )
 
-// poolHub is a SessionHub with one session per agent, streaming unless
-// the agent was cut off; it records which agent each doorbell reached.
-type poolHub struct {
-	mu   sync.Mutex
-	cut  map[string]bool
-	only map[string]bool // when set: the only agents with a session here
-	rung []string        // agent ids, in order
-}
-
-func (h *poolHub) AgentSessions(agentID string) []doorbell.SessionInfo {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.only != nil && !h.only[agentID] {
-		return nil
-	}
-	return []doorbell.SessionInfo{{ID: "s-" + agentID, AgentID: agentID, Streaming: !h.cut[agentID]}}
-}
-
-func (h *poolHub) Notify(sessionID string, _ domain.ChannelMessage) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rung = append(h.rung, sessionID[2:])
-	return nil
-}
-func (h *poolHub) CloseAgentSessions(string, []string) {}
-func (h *poolHub) AgentsWithSessions() []string        { return nil }
-
-func (h *poolHub) setCut(agentID string, cut bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cut[agentID] = cut
-}
-
-func (h *poolHub) last() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.rung) == 0 {
-		return ""
-	}
-	return h.rung[len(h.rung)-1]
-}
-
 // poolEnv is env with three members a, b, c of one pool on queue q.
 type poolEnv struct {
 	*env
-	hub     *poolHub
 	members []domain.Agent
 	pool    domain.Pool
 }
 
+// wantRung fails t unless the todo rings want and the hub rang want last.
+func (e *poolEnv) wantRung(t *testing.T, todoID, want, when string) {
+	t.Helper()
+	if who, _ := e.ringsAt(t, todoID); who != want || e.hub.last() != want {
+		t.Fatalf("%s rings %s (hub rang %s last), want %s", when, who, e.hub.last(), want)
+	}
+}
+
 func newPoolEnv(t *testing.T) *poolEnv {
-	e := &poolEnv{env: newEnv(t), hub: &poolHub{cut: map[string]bool{}}}
-	e.bell.SetSessionHub(e.hub)
+	e := &poolEnv{env: newEnv(t)}
 	ctx := t.Context()
 	e.pool = domain.Pool{ID: "00000000-0000-7000-8004-000000000001", OwnerID: e.agent.OwnerID, Name: "team", Queues: []string{"q"}, CreatedAt: t0}
 	for i, h := range []string{"a", "b", "c"} {
@@ -197,9 +161,7 @@ func TestPoolRouting(t *testing.T) {
 	if n := e.bell.RouteHeldFor(ctx, a); n != 1 {
 		t.Fatalf("RouteHeldFor(a) rang %d, want 1", n)
 	}
-	if who, _ := e.ringsAt(t, t2.ID); who != a || e.hub.last() != a {
-		t.Fatalf("held t2 rings %s after a returned, want a", who)
-	}
+	e.wantRung(t, t2.ID, a, "held t2 after a returned")
 }
 
 // TestPoolLeaseExpiry: a member that dies holding a pooled todo gives it
@@ -221,9 +183,7 @@ func TestPoolLeaseExpiry(t *testing.T) {
 		t.Fatalf("reaped %+v, %v", reaped, err)
 	}
 	e.bell.RoutePooledID(ctx, reaped[0].ID)
-	if who, _ := e.ringsAt(t, t1.ID); who != b || e.hub.last() != b {
-		t.Fatalf("after the lease expired t1 rings %s, want b", who)
-	}
+	e.wantRung(t, t1.ID, b, "after the lease expired t1")
 }
 
 // TestPoolDigest: a member's digest counts the pooled todos rung at it;
@@ -306,13 +266,13 @@ func TestPoolRoutingAcrossInstances(t *testing.T) {
 			if err := st.CreatePool(ctx, store.CreatePoolParams{Pool: pool, Audit: domain.AuditRecord{Actor: "operator:o", Action: "pool.create"}}); err != nil {
 				t.Fatal(err)
 			}
-			engine := func(h *poolHub) *doorbell.Engine {
+			engine := func(h *hub) *doorbell.Engine {
 				d := doorbell.New(doorbell.Config{Store: st, Bus: bs, Presence: eval, Clock: clock, Log: log})
 				d.SetSessionHub(h)
 				return d
 			}
-			h1 := &poolHub{cut: map[string]bool{}, only: map[string]bool{ids[0]: true}}
-			h2 := &poolHub{cut: map[string]bool{}, only: map[string]bool{ids[1]: true}}
+			h1 := &hub{only: map[string]bool{ids[0]: true}}
+			h2 := &hub{only: map[string]bool{ids[1]: true}}
 			d1, d2 := engine(h1), engine(h2)
 			push := func(n int) domain.Todo {
 				td, _, err := st.CreateTodo(ctx, store.CreateTodoParams{Todo: domain.Todo{ID: fmt.Sprintf("00000000-0000-7000-8005-1%011d", n),

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -119,20 +120,19 @@ func (b *pushBody) input() (app.PushInput, error) {
 }
 
 func (a *api) pushTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
-	var body pushBody
-	if err := decodeJSON(w, r, &body); err != nil {
-		return err
-	}
-	in, err := body.input()
-	if err != nil {
-		return err
-	}
-	return pushed(w)(a.svc.PushTodo(r.Context(), by, r.PathValue("ref"), in))
+	return pushTo(w, r, by, "ref", a.svc.PushTodo)
 }
 
 // pushPoolTodo is pushTodo to a pool (design: Pools): the same body,
 // limits, idempotency key and answers.
 func (a *api) pushPoolTodo(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	return pushTo(w, r, by, "name", a.svc.PushPoolTodo)
+}
+
+// pushTo decodes and checks the push body and answers push of it to the
+// agent or pool the path value param names.
+func pushTo(w http.ResponseWriter, r *http.Request, by domain.Person, param string,
+	push func(context.Context, domain.Person, string, app.PushInput) (domain.Todo, bool, error)) error {
 	var body pushBody
 	if err := decodeJSON(w, r, &body); err != nil {
 		return err
@@ -141,7 +141,7 @@ func (a *api) pushPoolTodo(w http.ResponseWriter, r *http.Request, by domain.Per
 	if err != nil {
 		return err
 	}
-	return pushed(w)(a.svc.PushPoolTodo(r.Context(), by, r.PathValue("name"), in))
+	return pushed(w)(push(r.Context(), by, r.PathValue(param), in))
 }
 
 // listPoolTodos answers one page of a pool's live todos (design: Pools).

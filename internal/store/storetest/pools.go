@@ -1,7 +1,8 @@
 package storetest
 
 import (
-	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +38,14 @@ func createPool(t *testing.T, s store.Store, p domain.Pool) domain.Pool {
 	must(t, "CreatePool "+p.Name, s.CreatePool(t.Context(), store.CreatePoolParams{Pool: p,
 		Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.create"}}))
 	return p
+}
+
+// wantIDs fails t unless got is want, in order (none: empty).
+func wantIDs(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
 }
 
 // pairPool is a pool name on queue build with members alpha and bravo.
@@ -75,7 +84,7 @@ func testPoolCRUD(t *testing.T, in Instance) {
 
 	got, err := s.GetPool(ctx, store.GetPoolParams{OwnerID: ownerID, Name: "reviewers"})
 	must(t, "GetPool by name", err)
-	if got.ID != p.ID || fmt.Sprint(got.Queues) != "[build review]" || len(got.Members) != 2 || !got.HasMember(a.ID) || !got.HasMember(b.ID) {
+	if got.ID != p.ID || !slices.Equal(got.Queues, []string{"build", "review"}) || len(got.Members) != 2 || !got.HasMember(a.ID) || !got.HasMember(b.ID) {
 		t.Errorf("GetPool = %+v", got)
 	}
 	if !got.CreatedAt.Equal(Base) {
@@ -171,20 +180,14 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 	older := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
 	review := push(t, s, pooledTodo(p.ID, "review", at(3*time.Second)))
 
-	list := func(agent vended, withPools bool) string {
+	list := func(agent vended, withPools bool) []string {
 		ts, err := s.ListTodos(ctx, store.ListTodosParams{AgentID: agent.ID, WithPools: withPools})
 		must(t, "ListTodos", err)
-		return fmt.Sprint(idsOf(ts, func(t domain.Todo) string { return t.ID }))
+		return idsOf(ts, func(t domain.Todo) string { return t.ID })
 	}
-	if got, want := list(a, true), fmt.Sprint([]string{older.ID, own.ID, review.ID}); got != want {
-		t.Errorf("ListTodos(a, with pools) = %s, want %s", got, want)
-	}
-	if got, want := list(a, false), fmt.Sprint([]string{own.ID}); got != want {
-		t.Errorf("ListTodos(a) = %s, want %s", got, want)
-	}
-	if got := list(outsider, true); got != "[]" {
-		t.Errorf("ListTodos(outsider, with pools) = %s, want none", got)
-	}
+	wantIDs(t, "ListTodos(a, with pools)", list(a, true), older.ID, own.ID, review.ID)
+	wantIDs(t, "ListTodos(a)", list(a, false), own.ID)
+	wantIDs(t, "ListTodos(outsider, with pools)", list(outsider, true))
 	byPool, err := s.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
 	if err != nil || len(byPool) != 2 {
 		t.Errorf("ListTodos(pool) = %d, %v; want 2", len(byPool), err)
@@ -206,9 +209,7 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 	}
 	_, err = s.ClaimTodo(ctx, store.ClaimTodoParams{AgentID: b.ID, TodoID: older.ID, Queues: b.Scope.Queues, Lease: time.Minute, Now: at(time.Minute)})
 	wantErr(t, "ClaimTodo(held by another member)", err, domain.ErrConflict)
-	if got, want := list(b, true), fmt.Sprint([]string{review.ID}); got != want {
-		t.Errorf("ListTodos(b, with pools) after a's claim = %s, want only the unclaimed %s", got, want)
-	}
+	wantIDs(t, "ListTodos(b, with pools) after a's claim (only the unclaimed)", list(b, true), review.ID)
 	_, err = s.ClaimNext(ctx, store.ClaimNextParams{AgentID: b.ID, Queues: b.Scope.Queues, Lease: time.Minute, Now: at(time.Minute)})
 	wantErr(t, "ClaimNext(b, nothing in its queues)", err, domain.ErrNotFound)
 	got := claim(t, s, a, review.ID, time.Minute, at(time.Minute))
@@ -223,30 +224,38 @@ func testPoolClaimAndList(t *testing.T, in Instance) {
 	must(t, "CompleteTodo(pooled)", err)
 }
 
+// poolRace pushes rounds pooled todos to a fresh pair pool name and, for
+// each, runs race of both members at once, then check of the round.
+func poolRace(t *testing.T, s store.Store, name string, rounds int, race func(td domain.Todo, m vended, i int) error,
+	check func(round int, td domain.Todo, members []vended, errs []error)) {
+	a, b, p := pairPool(t, s, name)
+	members := []vended{a, b}
+	for round := range rounds {
+		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
+		check(round, td, members, parallel(2, func(i int) error { return race(td, members[i], i) }))
+	}
+}
+
 func testPoolClaimRace(t *testing.T, in Instance) {
 	s := in.Store
-	a, b, p := pairPool(t, s, "racers")
-	members := []vended{a, b}
-	for round := range 20 {
-		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
-		errs := parallel(2, func(i int) error {
-			_, err := s.ClaimTodo(ctxOf(t), store.ClaimTodoParams{AgentID: members[i].ID, TodoID: td.ID,
-				Queues: []string{"build"}, Lease: time.Minute, Now: at(time.Hour)})
-			return err
-		})
+	poolRace(t, s, "racers", 20, func(td domain.Todo, m vended, _ int) error {
+		_, err := s.ClaimTodo(ctxOf(t), store.ClaimTodoParams{AgentID: m.ID, TodoID: td.ID,
+			Queues: []string{"build"}, Lease: time.Minute, Now: at(time.Hour)})
+		return err
+	}, func(round int, td domain.Todo, members []vended, errs []error) {
 		wins, conflicts, err := Outcome(errs)
 		if err != nil || wins != 1 || conflicts != 1 {
 			t.Fatalf("round %d: %d won, %d conflict, err %v; want 1 and 1", round, wins, conflicts, err)
 		}
 		got := getTodo(t, s, td.ID)
-		winner := a.ID
+		winner := members[0].ID
 		if errs[0] != nil {
-			winner = b.ID
+			winner = members[1].ID
 		}
 		if got.Attempt != 1 || got.AgentID != winner {
 			t.Fatalf("round %d: attempt %d agent %s, want 1 and the winner %s", round, got.Attempt, got.AgentID, winner)
 		}
-	}
+	})
 }
 
 func testPoolClaimNextRace(t *testing.T, in Instance) {
@@ -254,7 +263,7 @@ func testPoolClaimNextRace(t *testing.T, in Instance) {
 	const todos, workers = 20, 4
 	var members []vended
 	for i := range workers {
-		members = append(members, vend(t, s, newAgent(fmt.Sprintf("worker-%d", i), ownerID, "build")))
+		members = append(members, vend(t, s, newAgent("worker-"+strconv.Itoa(i), ownerID, "build")))
 	}
 	p := createPool(t, s, newPool("crowd", []string{"build"}, members...))
 	for i := range todos {
@@ -273,7 +282,7 @@ func testPoolClaimNextRace(t *testing.T, in Instance) {
 	})
 	seen := map[string]bool{}
 	for i, err := range errs {
-		wantErr(t, fmt.Sprintf("worker %d's last ClaimNext", i), err, domain.ErrNotFound)
+		wantErr(t, "worker "+strconv.Itoa(i)+"'s last ClaimNext", err, domain.ErrNotFound)
 		for _, id := range claimed[i] {
 			if seen[id] {
 				t.Errorf("todo %s claimed twice", id)
@@ -399,16 +408,12 @@ func testPoolRouteRing(t *testing.T, in Instance) {
 
 func testPoolRouteRingRace(t *testing.T, in Instance) {
 	s := in.Store
-	a, b, p := pairPool(t, s, "team")
-	members := []vended{a, b}
-	for round := range 10 {
-		td := push(t, s, pooledTodo(p.ID, "build", at(time.Duration(round)*time.Second)))
-		won := make([]bool, 2)
-		errs := parallel(2, func(i int) error {
-			var err error
-			won[i], err = s.RouteRing(ctxOf(t), store.RouteRingParams{TodoID: td.ID, AgentID: members[i].ID, At: at(time.Hour)})
-			return err
-		})
+	won := make([]bool, 2)
+	poolRace(t, s, "team", 10, func(td domain.Todo, m vended, i int) error {
+		var err error
+		won[i], err = s.RouteRing(ctxOf(t), store.RouteRingParams{TodoID: td.ID, AgentID: m.ID, At: at(time.Hour)})
+		return err
+	}, func(round int, td domain.Todo, _ []vended, errs []error) {
 		for _, err := range errs {
 			must(t, "RouteRing", err)
 		}
@@ -418,7 +423,7 @@ func testPoolRouteRingRace(t *testing.T, in Instance) {
 		if got := getTodo(t, s, td.ID); got.RingAttempts != 1 {
 			t.Fatalf("round %d: ring_attempts %d, want 1", round, got.RingAttempts)
 		}
-	}
+	})
 }
 
 // testPoolDigestCountsRung: a member's digest counts the pooled todos rung
@@ -432,17 +437,13 @@ func testPoolDigestCountsRung(t *testing.T, in Instance) {
 	if !route(t, s, rung.ID, a.ID, "", at(time.Minute)) {
 		t.Fatal("RouteRing failed")
 	}
-	pending := func(agent vended) string {
+	pending := func(agent vended) []string {
 		ts, err := s.PendingDoorbellTodos(ctx, store.PendingParams{AgentID: agent.ID})
 		must(t, "PendingDoorbellTodos", err)
-		return fmt.Sprint(idsOf(ts, func(t store.PendingTodo) string { return t.ID }))
+		return idsOf(ts, func(t store.PendingTodo) string { return t.ID })
 	}
-	if got, want := pending(a), fmt.Sprint([]string{rung.ID, own.ID}); got != want {
-		t.Errorf("a's digest todos = %s, want %s (not the held %s)", got, want, held.ID)
-	}
-	if got := pending(b); got != "[]" {
-		t.Errorf("b's digest todos = %s, want none", got)
-	}
+	wantIDs(t, "a's digest todos (not the held "+held.ID+")", pending(a), rung.ID, own.ID)
+	wantIDs(t, "b's digest todos", pending(b))
 	n, err := s.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: a.ID, IDs: []string{rung.ID, held.ID, own.ID}, At: at(2 * time.Minute)})
 	if err != nil || n != 2 {
 		t.Errorf("MarkDigestRung(a) = %d, %v; want 2 (the rung pooled todo and its own)", n, err)

@@ -1,0 +1,92 @@
+package storeutil
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/rollcall/rollcall/internal/domain"
+)
+
+// The pool logic both adapters share (design: Pools, Pool routing); the
+// adapters bind it to their generated queries. mapErr is the adapter's
+// error mapping.
+
+// CreatePool writes p with the adapter's inserts of the pool row, of one
+// queue and of one member.
+func CreatePool(p domain.Pool, mapErr func(string, error) error,
+	pool func() error, queue func(queue string) error, member func(agentID string) error) error {
+	if err := pool(); err != nil {
+		return mapErr("create pool", err)
+	}
+	for _, q := range p.Queues {
+		if err := queue(q); err != nil {
+			return mapErr("create pool", err)
+		}
+	}
+	for _, m := range p.Members {
+		if err := member(m.AgentID); err != nil {
+			return mapErr("create pool: member "+m.AgentID, err)
+		}
+	}
+	return nil
+}
+
+// DeletePool deletes pool id with del unless live counts live todos in it:
+// ErrConflict with live todos, ErrNotFound when del removes no row.
+func DeletePool(id string, mapErr func(string, error) error, live, del func() (int64, error)) error {
+	n, err := live()
+	if err != nil {
+		return mapErr("delete pool", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("delete pool: %d live todos: %w", n, domain.ErrConflict)
+	}
+	if n, err = del(); err != nil {
+		return mapErr("delete pool", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("delete pool %s: %w", id, domain.ErrNotFound)
+	}
+	return nil
+}
+
+// PoolFrom is the mapping of an adapter's pool row R: base maps the row,
+// queues and members read the pool's queues and member rows M (mapped with
+// member) within ctx.
+func PoolFrom[R, M any](ctx context.Context, mapErr func(string, error) error,
+	queues func(context.Context, string) ([]string, error), members func(context.Context, string) ([]M, error),
+	base func(R) domain.Pool, member func(M) domain.PoolMember) func(R) (domain.Pool, error) {
+	return func(r R) (domain.Pool, error) {
+		p := base(r)
+		q, err := queues(ctx, p.ID)
+		if err != nil {
+			return domain.Pool{}, mapErr("pool queues", err)
+		}
+		p.Queues = append([]string{}, q...)
+		rows, err := members(ctx, p.ID)
+		p.Members, err = All(rows, mapErr("pool members", err), member)
+		return p, err
+	}
+}
+
+// RouteRing runs an adapter's RouteRing in its transaction: update runs
+// RouteRingSQL and counts the rows it changed; when it rang, touch sets
+// the member's last_rung_at (design: Pool routing).
+func RouteRing(mapErr func(string, error) error, update func() (int64, error), touch func() error) (bool, error) {
+	if n, err := update(); err != nil || n == 0 {
+		return false, mapErr("route ring", err)
+	}
+	return true, mapErr("route ring", touch())
+}
+
+// RouteRingSQL is RouteRing's conditional update (design: Pool routing) in
+// one dialect: ringSet is the adapter's ring-delay SET clause, arg(n) its
+// n-th placeholder of 1 todo, 2 member, 3 previous member ("" = none), 4 at.
+func RouteRingSQL(ringSet func(at string) string, arg func(n int) string) string {
+	return `UPDATE todos
+	` + ringSet(arg(4)) + `, ring_agent_id = ` + arg(2) + `
+	WHERE id = ` + arg(1) + ` AND state = 'pending' AND agent_id IS NULL AND pool_id IS NOT NULL
+	  AND ring_attempts < ` + strconv.Itoa(domain.MaxRings) + ` AND coalesce(ring_agent_id, '') = ` + arg(3) + `
+	  AND EXISTS (SELECT 1 FROM pool_members m WHERE m.pool_id = todos.pool_id AND m.agent_id = ` + arg(2) + `)`
+}
