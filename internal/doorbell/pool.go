@@ -23,19 +23,6 @@ import (
 // maxHeldRoutes bounds the held todos one member's return routes.
 const maxHeldRoutes = 100
 
-// pooling is the engine's pool routing state (design: Pool routing).
-type pooling struct {
-	pool []poolRing // pooled rings made here, watched
-	bus  bus.Bus    // tells every instance of a pooled todo to route
-}
-
-// poolRing is a ring of a pooled todo this instance made and watches.
-type poolRing struct {
-	r      domain.TodoReady
-	member string
-	due    time.Time
-}
-
 // RoutePooled rings a pooled todo that no member is rung for (just pushed,
 // or back in its pool) at one eligible member here. Nobody eligible here:
 // the todo is held, and every instance is told (bus.TodoReady with the

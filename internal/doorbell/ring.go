@@ -124,3 +124,8 @@ func (d *Engine) DrainRecords() {
 		}
 	}
 }
+
+// readyOf is the ring of a stored todo.
+func readyOf(t domain.Todo) domain.TodoReady {
+	return domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source, PoolID: t.PoolID}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/presence"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -91,8 +90,4 @@ func (d *Engine) RingMissed(ctx context.Context, lostAt time.Time) (selected, ru
 		}
 	}
 	return len(todos), rung, nil
-}
-
-func readyOf(t domain.Todo) domain.TodoReady {
-	return domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source, PoolID: t.PoolID}
 }
