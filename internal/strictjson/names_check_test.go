@@ -26,7 +26,7 @@ func TestCheckNames(t *testing.T) {
 		`"s"`:                                        "",
 		``:                                           "",
 	} {
-		err := strictjson.CheckNames([]byte(body))
+		err := strictjson.CheckNames([]byte(body), "/skipped")
 		var ne *strictjson.NameError
 		switch {
 		case want == "" && err != nil:
