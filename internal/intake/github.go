@@ -98,7 +98,7 @@ func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 	}
 	// go-github decodes with encoding/json v1, which takes the last of a
 	// repeated name and matches names in any letter case: one reading of
-	// a body (design: Strict JSON).
+	// a body (design: One reading of a body).
 	if err := strictjson.CheckNames(payload); err != nil {
 		return Event{Event: event}, false, fmt.Errorf("%w: %v", ErrBody, err)
 	}

@@ -66,7 +66,7 @@ type StandardBody struct {
 // case). Errors: ErrBody wrapping what is wrong.
 func DecodeStandard(body []byte) (StandardBody, error) {
 	var b StandardBody
-	// One reading of a body (design: Strict JSON): encoding/json would take
+	// One reading of a body (design: see that heading): encoding/json would take
 	// the last of a repeated name, in any letter case.
 	if err := strictjson.CheckNames(body); err != nil {
 		return StandardBody{}, fmt.Errorf("%w: %v", ErrBody, err)

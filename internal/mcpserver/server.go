@@ -150,7 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSONRPCInvalid(w, body)
 			return
 		}
-		// One reading of a body (design: Strict JSON): mcp-go decodes the
+		// One reading of a body (design: see that heading): mcp-go decodes the
 		// envelope with encoding/json, which takes the last of a repeated
 		// name in any letter case. Tool arguments are strictjson.Object's
 		// to refuse, with the tool's own wording.

@@ -357,8 +357,8 @@ func (h *Handler) registerClient(w http.ResponseWriter, r *http.Request) {
 	var reg registration
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<10))
 	if err == nil {
-		// One reading of a body (design: Strict JSON): no member name twice,
-		// in any letter case, before encoding/json takes the last one.
+		// No member name twice, in any letter case, before encoding/json
+		// takes the last one (design: One reading of a body).
 		var ne *strictjson.NameError
 		if errors.As(strictjson.CheckNames(body), &ne) {
 			writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "member "+strconv.Quote(ne.Name)+" at "+ne.Pointer+" repeats a member name of its object; names are compared without regard to letter case")

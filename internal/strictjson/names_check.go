@@ -25,7 +25,7 @@ func (e *NameError) Error() string {
 // decoder that takes the last duplicate and matches names
 // case-insensitively (encoding/json v1, behind the OAuth registration
 // endpoint, the hook deliveries and the MCP JSON-RPC envelope), so such a
-// body reads one way here and another there (design: Strict JSON, One
+// body reads one way here and another there (design: One
 // reading of a body). The error is a *NameError. A body that is not valid
 // JSON is left (nil) to the decoder behind, which reports it as it does
 // today. The values of members at the pointers in skip are not walked:
