@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v89/github"
+
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // GitHub delivery headers (https://docs.github.com/webhooks: "Delivery
@@ -88,10 +90,17 @@ func VerifyGitHub(secret string, h http.Header, body []byte) ([]byte, error) {
 // given event (X-GitHub-Event) with go-github's ParseWebHook into an Event.
 // ok is false for an event Rollcall does not take (answered 202, ignored);
 // "ping" decodes to Event{Event: "ping"} with ok true.
-// Errors: ErrBody (not valid JSON for the event).
+// Errors: ErrBody (not valid JSON for the event, or a member name
+// repeated in one object, also in another letter case).
 func DecodeGitHub(event string, payload []byte) (ev Event, ok bool, err error) {
 	if event != "ping" && todoEvents[event] == nil {
 		return Event{Event: cut(event)}, false, nil
+	}
+	// go-github decodes with encoding/json v1, which takes the last of a
+	// repeated name and matches names in any letter case: one reading of
+	// a body (design: One reading of a body).
+	if err := strictjson.CheckNames(payload); err != nil {
+		return Event{Event: event}, false, fmt.Errorf("%w: %v", ErrBody, err)
 	}
 	parsed, perr := github.ParseWebHook(event, payload)
 	if perr != nil {

@@ -358,3 +358,18 @@ func FuzzDecodeStandard(f *testing.F) {
 		}
 	})
 }
+
+// A delivery whose member names repeat in one object, exactly or in
+// another letter case, is a malformed body (design: Strict JSON): the
+// decoders behind would read the last spelling.
+func TestDeliveryRepeatedNames(t *testing.T) {
+	for _, bad := range []string{`{"title":"a","Title":"b"}`, `{"title":"a","title":"b"}`, `{"title":"a","payload":{"k":1,"K":2}}`} {
+		if b, err := intake.DecodeStandard([]byte(bad)); !errors.Is(err, intake.ErrBody) {
+			t.Errorf("%s: %+v, %v; want ErrBody", bad, b, err)
+		}
+	}
+	body := `{"action":"closed","ACTION":"opened","issue":{"number":1,"title":"t","html_url":"https://github.com/a/b/issues/1"},"repository":{"full_name":"a/b"},"sender":{"login":"x"}}`
+	if ev, ok, err := intake.DecodeGitHub("issues", []byte(body)); !errors.Is(err, intake.ErrBody) || ok {
+		t.Errorf("issues with action twice: %+v, %v, %v; want ErrBody", ev, ok, err)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // Standard Webhooks headers (https://www.standardwebhooks.com).
@@ -60,9 +62,15 @@ type StandardBody struct {
 
 // DecodeStandard decodes a verified Standard Webhooks body strictly: one
 // JSON object with only the members of StandardBody, title a non-empty
-// string. Errors: ErrBody wrapping what is wrong.
+// string, no member name repeated in one object (also in another letter
+// case). Errors: ErrBody wrapping what is wrong.
 func DecodeStandard(body []byte) (StandardBody, error) {
 	var b StandardBody
+	// One reading of a body (design: see that heading): encoding/json would take
+	// the last of a repeated name, in any letter case.
+	if err := strictjson.CheckNames(body); err != nil {
+		return StandardBody{}, fmt.Errorf("%w: %v", ErrBody, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {

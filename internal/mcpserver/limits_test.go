@@ -303,6 +303,11 @@ func TestMalformedJSONIsAParseError(t *testing.T) {
 		{"", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`, mcp.INVALID_REQUEST},
 		{"", `{"jsonrpc":"2.0","id":1,"method":7}`, mcp.INVALID_REQUEST},
 		{ac.sessionID(), `{"jsonrpc":`, mcp.PARSE_ERROR},
+		// A member name repeated in one object, also in another letter
+		// case (design: Strict JSON): mcp-go would read the last.
+		{ac.sessionID(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_todos","name":"claim_next"}}`, mcp.INVALID_REQUEST},
+		{ac.sessionID(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_todos","NAME":"claim_next"}}`, mcp.INVALID_REQUEST},
+		{ac.sessionID(), `{"jsonrpc":"2.0","id":2,"method":"tools/list","METHOD":"tools/call"}`, mcp.INVALID_REQUEST},
 	} {
 		resp := e.raw(http.MethodPost, a.Credential, tc.session, tc.body)
 		body, _ := io.ReadAll(resp.Body)

@@ -17,6 +17,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/ssestream"
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 var (
@@ -147,6 +148,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Answered here, before any session check: malformed JSON is
 			// not a missing Mcp-Session-Id.
 			writeJSONRPCInvalid(w, body)
+			return
+		}
+		// One reading of a body (design: see that heading): mcp-go decodes the
+		// envelope with encoding/json, which takes the last of a repeated
+		// name in any letter case. Tool arguments are strictjson.Object's
+		// to refuse, with the tool's own wording.
+		var ne *strictjson.NameError
+		if errors.As(strictjson.CheckNames(body, "/params/arguments"), &ne) {
+			writeJSONRPCError(w, mcp.INVALID_REQUEST, "Invalid Request: "+ne.Error())
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -319,13 +329,19 @@ type jsonrpcError struct {
 // error, -32700 (parse error) for malformed JSON, -32600 (invalid request)
 // for valid JSON of the wrong shape.
 func writeJSONRPCInvalid(w http.ResponseWriter, body []byte) {
+	if json.Valid(body) {
+		writeJSONRPCError(w, mcp.INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC 2.0 message object")
+	} else {
+		writeJSONRPCError(w, mcp.PARSE_ERROR, "Parse error: the request body is malformed JSON")
+	}
+}
+
+// writeJSONRPCError answers HTTP 400 with the JSON-RPC error code and
+// message and a null id.
+func writeJSONRPCError(w http.ResponseWriter, code int, message string) {
 	var e jsonrpcError
 	e.JSONRPC = "2.0"
-	if json.Valid(body) {
-		e.Error.Code, e.Error.Message = mcp.INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC 2.0 message object"
-	} else {
-		e.Error.Code, e.Error.Message = mcp.PARSE_ERROR, "Parse error: the request body is malformed JSON"
-	}
+	e.Error.Code, e.Error.Message = code, message
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -11,9 +11,11 @@
 package oauth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -29,6 +31,7 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/edge"
 	"github.com/rollcall/rollcall/internal/ratelimit"
+	"github.com/rollcall/rollcall/internal/strictjson"
 )
 
 // Paths the server mounts this handler on.
@@ -352,7 +355,18 @@ func (h *Handler) registerClient(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var reg registration
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&reg); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<10))
+	if err == nil {
+		// No member name twice, in any letter case, before encoding/json
+		// takes the last one (design: One reading of a body).
+		var ne *strictjson.NameError
+		if errors.As(strictjson.CheckNames(body), &ne) {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "member "+strconv.Quote(ne.Name)+" at "+ne.Pointer+" repeats a member name of its object; names are compared without regard to letter case")
+			return
+		}
+		err = json.NewDecoder(bytes.NewReader(body)).Decode(&reg)
+	}
+	if err != nil {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "the body must be a JSON object of client metadata")
 		return
 	}

@@ -23,6 +23,10 @@ import (
 // (asked only once the request validated).
 type promptKey struct{}
 
+// promptTwiceKey marks, in the context of an authorization request, that
+// it gave prompt more than once.
+type promptTwiceKey struct{}
+
 // SetSignedIn names the function that reports whether a request carries
 // a live console session (the console's); without one every prompt=none
 // request is answered login_required. Call it before serving.
@@ -30,7 +34,14 @@ func (h *Handler) SetSignedIn(f func(*http.Request) bool) { h.signedIn = f }
 
 // withPrompt puts into r's context, for a request with prompt=none
 // (r.Form parsed), how to tell whether its browser is signed in.
+//
+// prompt given more than once (query and body together) is marked for
+// invalid_request: this code would read the first and the library the
+// last (design: Silent authorization requests).
 func (h *Handler) withPrompt(r *http.Request) *http.Request {
+	if len(r.Form["prompt"]) > 1 {
+		return r.WithContext(context.WithValue(r.Context(), promptTwiceKey{}, true))
+	}
 	if !slices.Contains(strings.Fields(r.Form.Get("prompt")), oidc.PromptNone) {
 		return r
 	}
@@ -41,6 +52,9 @@ func (h *Handler) withPrompt(r *http.Request) *http.Request {
 // promptNone is the answer to a validated request that asked for no
 // page, or nil.
 func promptNone(ctx context.Context, ar *oidc.AuthRequest) error {
+	if twice, _ := ctx.Value(promptTwiceKey{}).(bool); twice {
+		return oidc.ErrInvalidRequest().WithDescription("prompt must be given at most once")
+	}
 	if !slices.Contains(ar.Prompt, oidc.PromptNone) {
 		return nil
 	}

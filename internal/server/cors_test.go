@@ -278,3 +278,59 @@ func TestOAuthPromptNone(t *testing.T) {
 		}
 	})
 }
+
+// prompt given more than once, in the query or in the query and the body
+// together, is invalid_request at the client's registered redirect URI,
+// never the consent page or another prompt's answer (design: Silent
+// authorization requests); to an unregistered URI nothing is sent.
+func TestOAuthPromptGivenTwice(t *testing.T) {
+	in := startInstance(t, sqliteStore(t))
+	f := newFlow(t, in.base) // signed in
+	query := func(change url.Values) url.Values {
+		q := url.Values{"response_type": {"code"}, "client_id": {f.clientID}, "redirect_uri": {"http://127.0.0.1:43210/callback"},
+			"state": {"st4te"}, "code_challenge": {challenge(f.verifier)}, "code_challenge_method": {"S256"}, "resource": {in.base + "/mcp"}}
+		for k, v := range change {
+			q[k] = v
+		}
+		return q
+	}
+	wantInvalid := func(name string, resp *http.Response) {
+		t.Helper()
+		back, _ := url.Parse(resp.Header.Get("Location"))
+		if resp.StatusCode != http.StatusFound || back == nil || back.Host != "127.0.0.1:43210" || back.Query().Get("error") != "invalid_request" ||
+			back.Query().Get("state") != "st4te" || back.Query().Get("iss") != in.base || back.Query().Get("code") != "" {
+			t.Errorf("%s: %d Location %q, want invalid_request sent back with state and iss", name, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	wantInvalid("none then login", f.authorize(in.base, url.Values{"prompt": {"none", "login"}}))
+	wantInvalid("login then none", f.authorize(in.base, url.Values{"prompt": {"login", "none"}}))
+	wantInvalid("login twice", f.authorize(in.base, url.Values{"prompt": {"login", "login"}}))
+	resp, _ := f.post(in.base+"/oauth/authorize?prompt=login", query(url.Values{"prompt": {"none"}}))
+	wantInvalid("body and query", resp)
+	resp = f.authorize(in.base, url.Values{"prompt": {"none", "login"}, "redirect_uri": {"https://attacker.example/callback"}})
+	if resp.StatusCode != 400 || resp.Header.Get("Location") != "" {
+		t.Errorf("unregistered redirect_uri: %d Location %q, want 400 without a redirect", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// A registration whose member names repeat, exactly or in another letter
+// case, is refused (design: Strict JSON) rather than read as its last
+// spelling.
+func TestOAuthRegistrationRepeatedNames(t *testing.T) {
+	in := startInstance(t, sqliteStore(t))
+	for body, ptr := range map[string]string{
+		`{"redirect_uris":["http://127.0.0.1:1/cb"],"REDIRECT_URIS":["https://evil.example/x"]}`: "/REDIRECT_URIS",
+		`{"redirect_uris":["http://127.0.0.1:1/cb"],"redirect_uris":["https://evil.example/x"]}`: "/redirect_uris",
+	} {
+		resp, err := http.Post(in.base+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&raw)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || raw["error"] != "invalid_client_metadata" || !strings.Contains(raw["error_description"], " at "+ptr+" ") {
+			t.Errorf("%s: %d %+v, want invalid_client_metadata naming %s", body, resp.StatusCode, raw, ptr)
+		}
+	}
+}

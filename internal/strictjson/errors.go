@@ -121,7 +121,7 @@ func (c Contract) unknown(name, ptr string, known []string) *domain.Error {
 	case wireREST:
 		list := "; this object takes no members"
 		if len(known) > 0 {
-			list = "; known members: " + strings.Join(slices.Sorted(slices.Values(known)), ", ")
+			list = "; known members: " + strings.Join(slices.Compact(slices.Sorted(slices.Values(known))), ", ")
 		}
 		e = &domain.Error{Code: domain.CodeUnknownMember, Detail: fmt.Sprintf("unknown member %q%s", name, list)}
 	case wireHeartbeat:
