@@ -363,10 +363,15 @@ func FuzzDecodeStandard(f *testing.F) {
 // another letter case, is a malformed body (design: Strict JSON): the
 // decoders behind would read the last spelling.
 func TestDeliveryRepeatedNames(t *testing.T) {
-	for _, bad := range []string{`{"title":"a","Title":"b"}`, `{"title":"a","title":"b"}`, `{"title":"a","payload":{"k":1,"K":2}}`} {
+	for _, bad := range []string{`{"title":"a","Title":"b"}`, `{"title":"a","title":"b"}`, `{"title":"a","TITLE":"b","payload":{}}`} {
 		if b, err := intake.DecodeStandard([]byte(bad)); !errors.Is(err, intake.ErrBody) {
 			t.Errorf("%s: %+v, %v; want ErrBody", bad, b, err)
 		}
+	}
+	// The free-form payload is kept as sent, not matched to fields: its
+	// names in two letter cases are two names.
+	if b, err := intake.DecodeStandard([]byte(`{"title":"a","payload":{"id":1,"ID":2}}`)); err != nil || string(b.Payload) != `{"id":1,"ID":2}` {
+		t.Errorf("payload with id and ID: %+v, %v; want it kept", b, err)
 	}
 	body := `{"action":"closed","ACTION":"opened","issue":{"number":1,"title":"t","html_url":"https://github.com/a/b/issues/1"},"repository":{"full_name":"a/b"},"sender":{"login":"x"}}`
 	if ev, ok, err := intake.DecodeGitHub("issues", []byte(body)); !errors.Is(err, intake.ErrBody) || ok {

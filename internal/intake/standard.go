@@ -63,12 +63,13 @@ type StandardBody struct {
 // DecodeStandard decodes a verified Standard Webhooks body strictly: one
 // JSON object with only the members of StandardBody, title a non-empty
 // string, no member name repeated in one object (also in another letter
-// case). Errors: ErrBody wrapping what is wrong.
+// case) outside the free-form payload, which is kept as sent, not matched
+// to fields. Errors: ErrBody wrapping what is wrong.
 func DecodeStandard(body []byte) (StandardBody, error) {
 	var b StandardBody
 	// One reading of a body (design: see that heading): encoding/json would take
 	// the last of a repeated name, in any letter case.
-	if err := strictjson.CheckNames(body); err != nil {
+	if err := strictjson.CheckNames(body, "/payload"); err != nil {
 		return StandardBody{}, fmt.Errorf("%w: %v", ErrBody, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -33,14 +33,6 @@ func (e *NameError) Error() string {
 func CheckNames(body []byte, skip ...string) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(body),
 		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	// One frame per open object or array: the pointer of the container
-	// and, for an object, the names seen so far.
-	type frame struct {
-		ptr    string
-		object bool
-		names  []string
-		next   int // the index of the next element, for an array
-	}
 	var stack []frame
 	for {
 		tok, err := dec.ReadToken()
@@ -55,12 +47,9 @@ func CheckNames(body []byte, skip ...string) error {
 			case top.object && tok.Kind() == '"' && dec.StackDepth() == n && isName(dec):
 				name := tok.String()
 				ptr = Member(top.ptr, name)
-				for _, seen := range top.names {
-					if strings.EqualFold(seen, name) {
-						return &NameError{Name: name, Pointer: ptr}
-					}
+				if top.repeats(name) {
+					return &NameError{Name: name, Pointer: ptr}
 				}
-				top.names = append(top.names, name)
 				if len(skip) > 0 && contains(skip, ptr) {
 					if dec.SkipValue() != nil {
 						return nil
@@ -74,7 +63,7 @@ func CheckNames(body []byte, skip ...string) error {
 				}
 				continue
 			case top.object:
-				ptr = Member(top.ptr, top.names[len(top.names)-1])
+				ptr = Member(top.ptr, top.last)
 			default:
 				ptr = fmt.Sprintf("%s/%d", top.ptr, top.next)
 				top.next++
@@ -92,6 +81,54 @@ func CheckNames(body []byte, skip ...string) error {
 		}
 	}
 }
+
+// One frame per open object or array: the pointer of the container
+// and, for an object, the names seen so far.
+type frame struct {
+	ptr    string
+	object bool
+	names  []string            // the names so far, while few
+	last   string              // the last name read
+	folded map[string]struct{} // fold(name) of every name, once names is long
+	next   int                 // the index of the next element, for an array
+}
+
+// fewNames is how many names of one object are compared one by one before
+// they go into a map: a body of many members must not cost a comparison
+// of every pair (an unauthenticated registration body is up to its limit).
+const fewNames = 16
+
+// repeats records name in f and reports whether the object gave it
+// before, up to case folding.
+func (f *frame) repeats(name string) bool {
+	f.last = name
+	if f.folded == nil {
+		for _, seen := range f.names {
+			if strings.EqualFold(seen, name) {
+				return true
+			}
+		}
+		if f.names = append(f.names, name); len(f.names) <= fewNames {
+			return false
+		}
+		f.folded = make(map[string]struct{}, 2*fewNames)
+		for _, n := range f.names {
+			f.folded[fold(n)] = struct{}{}
+		}
+		f.names = nil
+		return false
+	}
+	k := fold(name)
+	if _, ok := f.folded[k]; ok {
+		return true
+	}
+	f.folded[k] = struct{}{}
+	return false
+}
+
+// fold is a key equal for names that strings.EqualFold finds equal (simple
+// case folding: upper, then lower, so that ſ and s, K and k meet).
+func fold(name string) string { return strings.ToLower(strings.ToUpper(name)) }
 
 // isName reports whether the string token just read by dec was an object
 // member's name (not its value): inside an object, the length of the

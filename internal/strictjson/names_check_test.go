@@ -2,6 +2,7 @@ package strictjson_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,6 +35,29 @@ func TestCheckNames(t *testing.T) {
 		case want != "" && (!errors.As(err, &ne) || ne.Pointer != want):
 			t.Errorf("%s: %v, want refusal at %s", body, err, want)
 		}
+	}
+}
+
+// An object of many members is checked through a map past the first few:
+// a repeat far down is still found, distinct names are still accepted, and
+// the cost does not grow with every pair of names.
+func TestCheckNamesManyMembers(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 5000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"m` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strconv.Itoa(i) + `":0`)
+	}
+	distinct := b.String() + "}"
+	if err := strictjson.CheckNames([]byte(distinct)); err != nil {
+		t.Fatalf("5000 distinct names: %v", err)
+	}
+	again := b.String() + `,"MA0":1}`
+	var ne *strictjson.NameError
+	if err := strictjson.CheckNames([]byte(again)); !errors.As(err, &ne) || ne.Pointer != "/MA0" {
+		t.Fatalf("a repeat of the first of 5000 names in another case: %v, want refusal at /MA0", err)
 	}
 }
 
