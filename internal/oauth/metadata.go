@@ -1,18 +1,12 @@
 package oauth
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"syscall"
 	"time"
-
-	"github.com/rollcall/rollcall/internal/store"
 )
 
 // Client ID Metadata Documents (design: Client registration): a client
@@ -55,46 +49,4 @@ type metadataDocument struct {
 	ClientName              string   `json:"client_name"`
 	RedirectURIs            []string `json:"redirect_uris"`
 	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
-}
-
-// metadataClient returns the client a metadata document URL names,
-// fetching the document when the stored copy is older than
-// OAuthMetadataClientTTL.
-func (s *storage) metadataClient(ctx context.Context, id string) (store.OAuthClient, error) {
-	if c, fresh := s.svc.FreshOAuthMetadataClient(ctx, id); fresh {
-		return c, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
-	if err != nil {
-		return store.OAuthClient{}, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := s.fetch.Do(req)
-	if err != nil {
-		return store.OAuthClient{}, fmt.Errorf("fetch client metadata: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return store.OAuthClient{}, fmt.Errorf("fetch client metadata: status %d", resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes+1))
-	if err != nil {
-		return store.OAuthClient{}, fmt.Errorf("fetch client metadata: %w", err)
-	}
-	if len(body) > maxMetadataBytes {
-		return store.OAuthClient{}, errors.New("client metadata document larger than 5 KiB")
-	}
-	var doc metadataDocument
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return store.OAuthClient{}, fmt.Errorf("client metadata document: %w", err)
-	}
-	if doc.ClientID != id {
-		return store.OAuthClient{}, errors.New("client metadata document: client_id is not the document's URL")
-	}
-	if doc.TokenEndpointAuthMethod != "" && doc.TokenEndpointAuthMethod != "none" {
-		return store.OAuthClient{}, errors.New("client metadata document: only token_endpoint_auth_method none is supported")
-	}
-	return s.svc.PutOAuthMetadataClient(ctx, id, doc.ClientName, doc.RedirectURIs)
 }

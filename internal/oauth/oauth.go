@@ -76,7 +76,7 @@ type Handler struct {
 	resource   string
 	issuerURL  string
 	consentURL string
-	signedIn   func(*http.Request) bool // SetSignedIn (prompt.go)
+	signedIn   func(*http.Request) bool // SetSignedIn; read by withPrompt (prompt.go)
 }
 
 // New builds the handler for the service's public URL (issuer and
@@ -221,7 +221,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) {
 		// A client that asks for no scope gets the one there is.
 		r.Form.Set("scope", OAuthScope)
 	}
-	r = h.withPrompt(r.WithContext(context.WithValue(r.Context(), resourceKey{}, res)))
+	r = withPrompt(r.WithContext(context.WithValue(r.Context(), resourceKey{}, res)), h.signedIn)
 	op.Authorize(&issWriter{ResponseWriter: w, iss: h.issuerURL, consent: h.consentURL}, r, h.authz)
 }
 
@@ -412,3 +412,32 @@ func writeOAuthError(w http.ResponseWriter, status int, code, desc string) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": desc})
 }
+
+// SetSignedIn names the function that reports whether a request carries
+// a live console session (the console's); without one every prompt=none
+// request is answered login_required. Call it before serving.
+func (h *Handler) SetSignedIn(f func(*http.Request) bool) { h.signedIn = f }
+
+// CrossOrigin reports the requests of the endpoints any web origin may
+// call (design: Browser clients): the metadata documents and the token,
+// registration and revocation endpoints. None of them reads a cookie; a
+// token or revocation request authenticates by its body (code and PKCE
+// verifier, refresh token), a registration by nothing, so a page of
+// another origin learns nothing it did not send. The edge answers their
+// CORS preflights and adds Access-Control-Allow-Origin: * (never
+// Access-Control-Allow-Credentials). The authorization endpoint, the
+// callback and the consent page are top-level navigations with the
+// console's cookie and stay same-origin.
+func CrossOrigin(r *http.Request) bool {
+	switch r.URL.Path {
+	case ProtectedResourcePath, ProtectedResourcePath + "/mcp", AuthorizationServerPath, tokenPath, registerPath, revokePath:
+		return true
+	}
+	return false
+}
+
+// noLibraryCORS turns off the protocol library's own CORS layer, which
+// answers any origin with Access-Control-Allow-Credentials: true on the
+// endpoints it serves (revocation): the edge is the one place CORS is
+// decided.
+var noLibraryCORS = op.WithCORSOptions(nil)

@@ -27,26 +27,22 @@ type promptKey struct{}
 // it gave prompt more than once.
 type promptTwiceKey struct{}
 
-// SetSignedIn names the function that reports whether a request carries
-// a live console session (the console's); without one every prompt=none
-// request is answered login_required. Call it before serving.
-func (h *Handler) SetSignedIn(f func(*http.Request) bool) { h.signedIn = f }
-
 // withPrompt puts into r's context, for a request with prompt=none
-// (r.Form parsed), how to tell whether its browser is signed in.
+// (r.Form parsed), how to tell whether its browser is signed in (by
+// signedIn, which may be nil: never).
 //
 // prompt given more than once (query and body together) is marked for
 // invalid_request: this code would read the first and the library the
 // last (design: Silent authorization requests).
-func (h *Handler) withPrompt(r *http.Request) *http.Request {
+func withPrompt(r *http.Request, signedIn func(*http.Request) bool) *http.Request {
 	if len(r.Form["prompt"]) > 1 {
 		return r.WithContext(context.WithValue(r.Context(), promptTwiceKey{}, true))
 	}
 	if !slices.Contains(strings.Fields(r.Form.Get("prompt")), oidc.PromptNone) {
 		return r
 	}
-	signedIn := func() bool { return h.signedIn != nil && h.signedIn(r) }
-	return r.WithContext(context.WithValue(r.Context(), promptKey{}, signedIn))
+	asked := func() bool { return signedIn != nil && signedIn(r) }
+	return r.WithContext(context.WithValue(r.Context(), promptKey{}, asked))
 }
 
 // promptNone is the answer to a validated request that asked for no
