@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
@@ -141,8 +143,12 @@ func (g *Grants) putOAuthClient(ctx context.Context, id, name string, redirectUR
 	if name == "" {
 		name = "unnamed client"
 	}
-	if len(name) > 200 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return store.OAuthClient{}, &domain.Error{Code: domain.CodeInvalidArgument, Reason: "invalid_client_metadata", Detail: "client_name must be at most 200 bytes without control characters"}
+	// The consent page shows the name to a person deciding whom to trust:
+	// no control or format characters (a right-to-left override, a
+	// zero-width joiner) that make it read as another name.
+	if len(name) > 200 || !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) {
+		return store.OAuthClient{}, &domain.Error{Code: domain.CodeInvalidArgument, Reason: "invalid_client_metadata",
+			Detail: "client_name must be at most 200 bytes of UTF-8 without control or format characters (such as U+202E)"}
 	}
 	now := g.now()
 	exp := now.Add(OAuthUnusedClientTTL)

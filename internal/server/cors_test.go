@@ -333,4 +333,18 @@ func TestOAuthRegistrationRepeatedNames(t *testing.T) {
 			t.Errorf("%s: %d %+v, want invalid_client_metadata naming %s", body, resp.StatusCode, raw, ptr)
 		}
 	}
+	// A name that would read as another on the consent page is refused.
+	for _, name := range []string{"Claude‮edoC", "Clau‍de", "ab"} {
+		body := `{"redirect_uris":["http://127.0.0.1:1/cb"],"client_name":"` + name + `"}`
+		resp, err := http.Post(in.base+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&raw)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || raw["error"] != "invalid_client_metadata" {
+			t.Errorf("client_name %q: %d %+v, want invalid_client_metadata", name, resp.StatusCode, raw)
+		}
+	}
 }
