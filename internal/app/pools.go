@@ -70,15 +70,23 @@ func memberIDs(p domain.Pool) []string {
 // ownedPool reads the person's pool by name with its members' handles;
 // another person's pool is not_found like a missing one.
 func (s *Service) ownedPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
-	p, err := s.store.GetPool(ctx, store.GetPoolParams{OwnerID: by.ID, Name: name})
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Pool{}, domain.Errorf(domain.CodeNotFound, "pool %q not found", name)
-	}
+	p, err := s.ownedPoolRow(ctx, by, name)
 	if err != nil {
 		return domain.Pool{}, err
 	}
 	s.withHandles(ctx, &p)
 	return p, nil
+}
+
+// ownedPoolRow is ownedPool without the members' handles (one agent read
+// per member): a push and a listing of the pool's todos need only its id
+// and queues (design: Pools).
+func (s *Service) ownedPoolRow(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	p, err := s.store.GetPool(ctx, store.GetPoolParams{OwnerID: by.ID, Name: name})
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Pool{}, domain.Errorf(domain.CodeNotFound, "pool %q not found", name)
+	}
+	return p, err
 }
 
 func (s *Service) withHandles(ctx context.Context, p *domain.Pool) {
@@ -128,7 +136,7 @@ func (s *Service) DeletePool(ctx context.Context, by domain.Person, name string)
 // member (design: Pool routing). Errors: not_found, invalid_argument
 // (queue not one of the pool's, bad fields; with pointer).
 func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name string, in PushInput) (domain.Todo, bool, error) {
-	p, err := s.ownedPool(ctx, by, name)
+	p, err := s.ownedPoolRow(ctx, by, name)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
@@ -160,7 +168,7 @@ func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name strin
 // (pending, claimed or waiting for a retry), oldest first: its backlog,
 // and who holds or is rung for what (design: Pools).
 func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name string) ([]domain.Todo, error) {
-	p, err := s.ownedPool(ctx, by, name)
+	p, err := s.ownedPoolRow(ctx, by, name)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@
 //	go run ./tools/load doorbell  -spawn ./rollcall -n 2000
 //	go run ./tools/load sessions  -spawn ./rollcall -n 5000
 //	go run ./tools/load heartbeat …   (see heartbeat.go)
+//	go run ./tools/load pool      -spawn ./rollcall -store postgres://… (see pool.go)
 package main
 
 import (
