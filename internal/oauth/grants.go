@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -166,8 +167,15 @@ func (g *Grants) putOAuthClient(ctx context.Context, id, name string, redirectUR
 
 func validRedirectURI(raw string) bool {
 	u, err := url.Parse(raw)
-	if err != nil || u.Fragment != "" || u.Host == "" || !u.IsAbs() {
+	// No fragment at all (RFC 6749 3.1.2): a bare "#" parses to an empty
+	// one. A port must exist (loopback URIs match any port at use).
+	if err != nil || strings.Contains(raw, "#") || u.Host == "" || !u.IsAbs() {
 		return false
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
+			return false
+		}
 	}
 	switch u.Scheme {
 	case "https":

@@ -318,33 +318,34 @@ func TestOAuthPromptGivenTwice(t *testing.T) {
 // spelling.
 func TestOAuthRegistrationRepeatedNames(t *testing.T) {
 	in := startInstance(t, sqliteStore(t))
+	register := func(body string) (int, map[string]string) {
+		resp, err := http.Post(in.base+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var raw map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&raw)
+		return resp.StatusCode, raw
+	}
 	for body, ptr := range map[string]string{
 		`{"redirect_uris":["http://127.0.0.1:1/cb"],"REDIRECT_URIS":["https://evil.example/x"]}`: "/REDIRECT_URIS",
 		`{"redirect_uris":["http://127.0.0.1:1/cb"],"redirect_uris":["https://evil.example/x"]}`: "/redirect_uris",
 	} {
-		resp, err := http.Post(in.base+"/oauth/register", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var raw map[string]string
-		_ = json.NewDecoder(resp.Body).Decode(&raw)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || raw["error"] != "invalid_client_metadata" || !strings.Contains(raw["error_description"], " at "+ptr+" ") {
-			t.Errorf("%s: %d %+v, want invalid_client_metadata naming %s", body, resp.StatusCode, raw, ptr)
+		if code, raw := register(body); code != 400 || raw["error"] != "invalid_client_metadata" || !strings.Contains(raw["error_description"], " at "+ptr+" ") {
+			t.Errorf("%s: %d %+v, want invalid_client_metadata naming %s", body, code, raw, ptr)
 		}
 	}
 	// A name that would read as another on the consent page is refused.
 	for _, name := range []string{"Claude\u202eedoC", "Clau\u200dde", "a\ab"} {
-		body := `{"redirect_uris":["http://127.0.0.1:1/cb"],"client_name":"` + name + `"}`
-		resp, err := http.Post(in.base+"/oauth/register", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+		if code, raw := register(`{"redirect_uris":["http://127.0.0.1:1/cb"],"client_name":"` + name + `"}`); code != 400 || raw["error"] != "invalid_client_metadata" {
+			t.Errorf("client_name %q: %d %+v, want invalid_client_metadata", name, code, raw)
 		}
-		var raw map[string]string
-		_ = json.NewDecoder(resp.Body).Decode(&raw)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || raw["error"] != "invalid_client_metadata" {
-			t.Errorf("client_name %q: %d %+v, want invalid_client_metadata", name, resp.StatusCode, raw)
+	}
+	// No fragment, not even an empty one; a port that exists.
+	for _, uri := range []string{"https://x.example/cb#", "http://127.0.0.1:99999/cb"} {
+		if code, raw := register(`{"redirect_uris":["` + uri + `"]}`); code != 400 || raw["error"] != "invalid_redirect_uri" {
+			t.Errorf("redirect_uri %s: %d %+v, want invalid_redirect_uri", uri, code, raw)
 		}
 	}
 }
