@@ -2,6 +2,7 @@ package doorbell
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -86,12 +87,14 @@ func (d *Engine) route(ctx context.Context, t domain.Todo, prev string) bool {
 		return false
 	}
 	ok, err := d.store.RouteRing(ctx, store.RouteRingParams{TodoID: t.ID, AgentID: m, Prev: prev, At: now})
-	if err != nil {
-		d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
-		return false
-	}
-	if !ok {
-		return false // another instance decided, a member claimed it, or its ring budget is spent
+	if err != nil || !ok {
+		d.mu.Lock()
+		d.releaseLocked(m) // pick reserved it
+		d.mu.Unlock()
+		if err != nil {
+			d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
+		}
+		return false // or: another instance decided, a member claimed it, or its ring budget is spent
 	}
 	r := readyOf(t)
 	r.AgentID = m
@@ -102,10 +105,15 @@ func (d *Engine) route(ctx context.Context, t domain.Todo, prev string) bool {
 	return true
 }
 
-// pick returns the member of pool rung least recently (never rung first,
-// then by id) that can answer a todo of queue now here, skip left out; ""
-// when none can. Memory is asked first; the store (liveness) only for the
-// member about to be picked.
+// pick returns the member of pool that can answer a todo of queue now
+// here (skip left out) and has the fewest pooled rings from this instance
+// outstanding — none, while one is free — among those the one rung least
+// recently (never rung first, then by id); "" when none can. The pick is
+// reserved (pooling.ringing) under d.mu, so routes running at once on this
+// instance spread over the members instead of all reading the same
+// last_rung_at; the caller releases it when its RouteRing does not take.
+// Memory is asked first; the store (liveness) only for the member about
+// to be picked.
 func (d *Engine) pick(ctx context.Context, pool domain.Pool, queue, skip string, now time.Time) string {
 	ms := append([]domain.PoolMember{}, pool.Members...)
 	sort.SliceStable(ms, func(i, j int) bool {
@@ -118,10 +126,30 @@ func (d *Engine) pick(ctx context.Context, pool domain.Pool, queue, skip string,
 		}
 		return ms[i].AgentID < ms[j].AgentID
 	})
+	var able []string
 	for _, m := range ms {
-		if m.AgentID != skip && d.canAnswer(m.AgentID, queue, now) && !d.offline(ctx, m.AgentID) {
-			return m.AgentID
+		if m.AgentID != skip && d.canAnswer(m.AgentID, queue, now) {
+			able = append(able, m.AgentID)
 		}
+	}
+	for len(able) > 0 {
+		d.mu.Lock()
+		best := 0
+		for i, id := range able {
+			if d.ringing[id] < d.ringing[able[best]] {
+				best = i
+			}
+		}
+		m := able[best]
+		d.reserveLocked(m)
+		d.mu.Unlock()
+		if !d.offline(ctx, m) {
+			return m
+		}
+		d.mu.Lock()
+		d.releaseLocked(m)
+		d.mu.Unlock()
+		able = slices.Delete(able, best, best+1)
 	}
 	return ""
 }
@@ -175,6 +203,9 @@ func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 	d.mu.Unlock()
 	n := 0
 	for _, pr := range check {
+		d.mu.Lock()
+		d.releaseLocked(pr.member) // no longer watched, unless kept below
+		d.mu.Unlock()
 		t, err := d.store.GetTodo(ctx, pr.r.TodoID)
 		if err != nil || t.RingAgentID != pr.member || t.AgentID != "" || t.State != domain.TodoPending {
 			continue // claimed, done, or passed on by another instance
@@ -186,6 +217,7 @@ func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 		if d.canAnswer(pr.member, pr.r.Queue, now) && !d.offline(ctx, pr.member) {
 			d.mu.Lock() // nobody else can answer; the member still can: keep ringing it
 			d.pool = append(d.pool, poolRing{r: pr.r, member: pr.member, due: now.Add(d.failoverAfter)})
+			d.reserveLocked(pr.member)
 			d.mu.Unlock()
 			continue
 		}

@@ -9,8 +9,26 @@ import (
 
 // pooling is the engine's pool routing state (design: Pool routing).
 type pooling struct {
-	pool []poolRing // pooled rings made here, watched
-	bus  bus.Bus    // tells every instance of a pooled todo to route
+	pool    []poolRing     // pooled rings made here, watched
+	ringing map[string]int // per member, how many of pool ring it (reserved as picked)
+	bus     bus.Bus        // tells every instance of a pooled todo to route
+}
+
+// reserveLocked counts one more pooled ring on member. Callers hold d.mu.
+func (p *pooling) reserveLocked(member string) {
+	if p.ringing == nil {
+		p.ringing = map[string]int{}
+	}
+	p.ringing[member]++
+}
+
+// releaseLocked counts one pooled ring on member less. Callers hold d.mu.
+func (p *pooling) releaseLocked(member string) {
+	if p.ringing[member] <= 1 {
+		delete(p.ringing, member)
+		return
+	}
+	p.ringing[member]--
 }
 
 // poolRing is a ring of a pooled todo this instance made and watches.
