@@ -175,7 +175,7 @@ func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name stri
 	ts, err := s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
 	live := ts[:0]
 	for _, t := range ts {
-		if t.State == domain.TodoPending || t.State == domain.TodoClaimed || (t.State == domain.TodoFailed && t.RetryAt != nil) {
+		if t.Live() {
 			live = append(live, t)
 		}
 	}
