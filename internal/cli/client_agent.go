@@ -227,7 +227,7 @@ func printStatus(w io.Writer, st wire.AgentRuntimeStatus) error {
 		line("project readiness", joinOrDash(qs))
 	}
 	if p := st.Presence; p.Presence != "" {
-		line("presence", p.Presence+" (source "+p.Source+", until "+fmtTimePtr(p.Until)+")")
+		line("presence", p.Presence+" (source "+p.Source+", "+untilText(p.Until)+")")
 	}
 	return nil
 }
@@ -360,11 +360,17 @@ func printPresenceTo(w io.Writer, p wire.AgentPresence) error {
 	return nil
 }
 
-func printPresence(w io.Writer, p wire.AgentPresence) {
-	until := "no scheduled change"
-	if p.Until != nil {
-		until = "until " + p.Until.UTC().Format(time.RFC3339)
+// untilText says when presence next changes: "until <RFC 3339>" or "no
+// scheduled change" (one wording for status and presence output).
+func untilText(t *time.Time) string {
+	if t == nil {
+		return "no scheduled change"
 	}
+	return "until " + t.UTC().Format(time.RFC3339)
+}
+
+func printPresence(w io.Writer, p wire.AgentPresence) {
+	until := untilText(p.Until)
 	shift := "none"
 	if p.Shift != nil {
 		shift = *p.Shift
