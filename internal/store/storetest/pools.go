@@ -75,7 +75,8 @@ func testPoolCRUD(t *testing.T, in Instance) {
 	wantErr(t, "CreatePool(taken name)", s.CreatePool(ctx, store.CreatePoolParams{Pool: dup}), domain.ErrConflict)
 	other := newPool("reviewers", []string{"build"}, a)
 	other.OwnerID = "someone-else"
-	createPool(t, s, other) // names are per owner
+	grantPool(t, s, a.ID, other.OwnerID, Base) // a joins another person's pool through a grant (design: Pool grants)
+	createPool(t, s, other)                    // names are per owner
 	ghost := newPool("ghosts", []string{"build"}, vended{Agent: domain.Agent{ID: uuid.NewString()}})
 	wantErr(t, "CreatePool(unknown member)", s.CreatePool(ctx, store.CreatePoolParams{Pool: ghost}), domain.ErrNotFound)
 	if _, err := s.GetPool(ctx, store.GetPoolParams{ID: ghost.ID}); err == nil {

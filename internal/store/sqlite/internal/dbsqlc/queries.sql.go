@@ -460,6 +460,24 @@ func (q *Queries) DeletePool(ctx context.Context, id string) (int64, error) {
 	return result.RowsAffected()
 }
 
+const deletePoolGrant = `-- name: DeletePoolGrant :execrows
+DELETE FROM pool_grants WHERE agent_id = ? AND person_id = ?
+`
+
+type DeletePoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
+func (q *Queries) DeletePoolGrant(ctx context.Context, arg DeletePoolGrantParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deletePoolGrant, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deliveryByKey = `-- name: DeliveryByKey :one
 SELECT id, hook_id, "key", event, "action", outcome, reason, todo_id, received_at FROM hook_deliveries WHERE hook_id = ? AND key = ?
 `
@@ -702,6 +720,27 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 	return i, err
 }
 
+const getPoolGrant = `-- name: GetPoolGrant :one
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants WHERE agent_id = ? AND person_id = ?
+`
+
+type GetPoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+func (q *Queries) GetPoolGrant(ctx context.Context, arg GetPoolGrantParams) (PoolGrant, error) {
+	row := q.db.QueryRowContext(ctx, getPoolGrant, arg.AgentID, arg.PersonID)
+	var i PoolGrant
+	err := row.Scan(
+		&i.AgentID,
+		&i.PersonID,
+		&i.GrantedBy,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getTodo = `-- name: GetTodo :one
 SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos WHERE id = ?
 `
@@ -738,6 +777,39 @@ func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
 		&i.RingAgentID,
 	)
 	return i, err
+}
+
+const grantedPools = `-- name: GrantedPools :many
+SELECT pool_id FROM pool_members WHERE agent_id = CAST(?1 AS TEXT) AND granted_to = CAST(?2 AS TEXT) ORDER BY pool_id
+`
+
+type GrantedPoolsParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// The pools the agent joined through its grant to the person.
+func (q *Queries) GrantedPools(ctx context.Context, arg GrantedPoolsParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, grantedPools, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var pool_id string
+		if err := rows.Scan(&pool_id); err != nil {
+			return nil, err
+		}
+		items = append(items, pool_id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const heldAttempts = `-- name: HeldAttempts :one
@@ -998,18 +1070,56 @@ func (q *Queries) InsertPool(ctx context.Context, arg InsertPoolParams) error {
 	return err
 }
 
-const insertPoolMember = `-- name: InsertPoolMember :exec
-INSERT INTO pool_members (pool_id, agent_id) VALUES (?, ?)
+const insertPoolGrant = `-- name: InsertPoolGrant :execrows
+
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (agent_id, person_id) DO NOTHING
+`
+
+type InsertPoolGrantParams struct {
+	AgentID   string
+	PersonID  string
+	GrantedBy string
+	CreatedAt int64
+}
+
+// Pool grants (design: Pool grants).
+// No row: the agent has granted the person already.
+func (q *Queries) InsertPoolGrant(ctx context.Context, arg InsertPoolGrantParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPoolGrant,
+		arg.AgentID,
+		arg.PersonID,
+		arg.GrantedBy,
+		arg.CreatedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertPoolMember = `-- name: InsertPoolMember :execrows
+INSERT INTO pool_members (pool_id, agent_id, granted_to)
+SELECT p.id, a.id, CASE WHEN a.owner_id = p.owner_id THEN NULL ELSE p.owner_id END
+FROM pools p JOIN agents a ON a.id = CAST(?1 AS TEXT)
+WHERE p.id = CAST(?2 AS TEXT)
 `
 
 type InsertPoolMemberParams struct {
-	PoolID  string
 	AgentID string
+	PoolID  string
 }
 
-func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) error {
-	_, err := q.db.ExecContext(ctx, insertPoolMember, arg.PoolID, arg.AgentID)
-	return err
+// An agent of another person than the pool's owner joins through that
+// owner's grant (design: Pool grants): granted_to is the pool's owner, and
+// the foreign key to pool_grants refuses it without the grant. No row: the
+// agent or the pool is unknown.
+func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPoolMember, arg.AgentID, arg.PoolID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const insertPoolQueue = `-- name: InsertPoolQueue :exec
@@ -1436,6 +1546,47 @@ func (q *Queries) ListPersons(ctx context.Context) ([]Person, error) {
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeactivatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPoolGrants = `-- name: ListPoolGrants :many
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants
+WHERE (CAST(?1 AS TEXT) = '' OR agent_id = ?1)
+  AND (CAST(?2 AS TEXT) = '' OR person_id = ?2)
+ORDER BY agent_id, created_at, person_id
+`
+
+type ListPoolGrantsParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Empty filters match everything; by agent, then creation.
+func (q *Queries) ListPoolGrants(ctx context.Context, arg ListPoolGrantsParams) ([]PoolGrant, error) {
+	rows, err := q.db.QueryContext(ctx, listPoolGrants, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PoolGrant
+	for rows.Next() {
+		var i PoolGrant
+		if err := rows.Scan(
+			&i.AgentID,
+			&i.PersonID,
+			&i.GrantedBy,
+			&i.CreatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -2323,6 +2474,44 @@ type TouchTokenParams struct {
 func (q *Queries) TouchToken(ctx context.Context, arg TouchTokenParams) error {
 	_, err := q.db.ExecContext(ctx, touchToken, arg.At, arg.ID, arg.NotAfter)
 	return err
+}
+
+const unringGranted = `-- name: UnringGranted :many
+UPDATE todos SET ring_agent_id = NULL
+WHERE ring_agent_id = CAST(?1 AS TEXT) AND agent_id IS NULL
+  AND pool_id IN (SELECT m.pool_id FROM pool_members m
+                  WHERE m.agent_id = CAST(?1 AS TEXT) AND m.granted_to = CAST(?2 AS TEXT))
+RETURNING id
+`
+
+type UnringGrantedParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Ends the rings at the agent of the pooled todos of the pools it joined
+// through its grant to the person (the todos are held).
+func (q *Queries) UnringGranted(ctx context.Context, arg UnringGrantedParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, unringGranted, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const updateAgent = `-- name: UpdateAgent :one
