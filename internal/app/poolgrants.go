@@ -116,7 +116,7 @@ func (s *Service) RevokePoolGrant(ctx context.Context, by domain.Person, ref, pe
 				Data: map[string]any{"handle": a.Handle, "person": person, "pools": r.Pools, "unrung": r.Unrung}}
 		}})
 	if err != nil {
-		return domain.PoolGrant{}, storeErr(err, fmt.Sprintf("agent %s has no pool grant to person %q", a.Handle, person), "")
+		return domain.PoolGrant{}, storeErr(err, fmt.Sprintf("agent %q has no pool grant to person %q", ref, person), "")
 	}
 	s.log.Info("pool grant revoked", "agent", a.Handle, "agent_id", a.ID, "person", person, "pools", len(res.Pools), "unrung", len(res.Unrung), "by", by.ID)
 	for _, id := range res.Unrung {
