@@ -191,14 +191,7 @@ func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name stri
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
-	live := ts[:0]
-	for _, t := range ts {
-		if t.Live() {
-			live = append(live, t)
-		}
-	}
-	return live, err
+	return s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, Live: true})
 }
 
 // poolTodoOwned reports whether a todo pushed to a pool belongs to a pool

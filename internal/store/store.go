@@ -237,6 +237,9 @@ type ListTodosParams struct {
 	PoolID string
 	// WithPools adds the unclaimed todos of AgentID's pools (design: Pools).
 	WithPools bool
+	// Live keeps only the live todos: pending, claimed, or failed with a
+	// retry scheduled (domain.Todo.Live; a pool's backlog, design: Pools).
+	Live bool
 }
 
 // ClaimTodoParams claims one todo.

@@ -122,13 +122,7 @@ func (s *Store) GrantPool(ctx context.Context, p store.GrantPoolParams) (got dom
 		})
 		return err
 	})
-	if err != nil {
-		return domain.PoolGrant{}, false, err
-	}
-	if created {
-		got.CreatedAt = storeutil.Micro(got.CreatedAt)
-	}
-	return got, created, nil
+	return got, created, err
 }
 
 // ListPoolGrants implements store.PoolStore.

@@ -95,7 +95,8 @@ func RouteRingSQL(ringSet func(at string) string, arg func(n int) string) string
 // GrantPool runs an adapter's GrantPool in its transaction (design: Pool
 // grants): insert adds the grant unless the agent has granted the person
 // already (0 rows), get reads the stored one, audit appends the record of
-// a new grant.
+// a new grant. A new grant is returned as stored (CreatedAt to the
+// microsecond).
 func GrantPool(g domain.PoolGrant, mapErr func(string, error) error,
 	insert func() (int64, error), get func() (domain.PoolGrant, error), audit func() error) (domain.PoolGrant, bool, error) {
 	n, err := insert()
@@ -106,7 +107,11 @@ func GrantPool(g domain.PoolGrant, mapErr func(string, error) error,
 		got, err := get()
 		return got, false, mapErr("grant pool", err)
 	}
-	return g, true, mapErr("grant pool", audit())
+	if err := audit(); err != nil {
+		return domain.PoolGrant{}, false, mapErr("grant pool", err)
+	}
+	g.CreatedAt = Micro(g.CreatedAt)
+	return g, true, nil
 }
 
 // RevokePoolGrant runs an adapter's RevokePoolGrant in its transaction

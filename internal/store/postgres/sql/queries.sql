@@ -146,7 +146,8 @@ SELECT * FROM todos WHERE id = $1;
 -- name: ListTodos :many
 -- Empty filters match everything; a NULL limit means none. Oldest first,
 -- after the todo after_id. with_pools adds the unclaimed todos of the
--- agent's pools; pool_id lists a pool's todos (design: Pools).
+-- agent's pools; pool_id lists a pool's todos (design: Pools); live keeps the live ones (pending, claimed, or
+-- failed with a retry scheduled: domain.Todo.Live).
 SELECT * FROM todos
 WHERE ((sqlc.arg(agent_id)::text = '' AND sqlc.arg(pool_id)::text = '')
        OR agent_id = sqlc.arg(agent_id)::text OR pool_id = sqlc.arg(pool_id)::text
@@ -154,6 +155,7 @@ WHERE ((sqlc.arg(agent_id)::text = '' AND sqlc.arg(pool_id)::text = '')
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)))
   AND (cardinality(sqlc.arg(queues)::text[]) = 0 OR queue = ANY (sqlc.arg(queues)::text[]))
   AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state))
+  AND (NOT sqlc.arg(live)::boolean OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
   AND (sqlc.arg(after_id)::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
        OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id)) AND id > sqlc.arg(after_id)))
 ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;

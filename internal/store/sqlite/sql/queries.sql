@@ -131,7 +131,8 @@ SELECT * FROM todos WHERE id = ?;
 -- Empty filters match everything; queues is a JSON array; a negative
 -- limit means none. Oldest first, after the todo after_id. with_pools
 -- adds the unclaimed todos of the agent's pools; pool_id lists a pool's
--- todos (design: Pools).
+-- todos (design: Pools); live keeps the live ones (pending, claimed, or
+-- failed with a retry scheduled: domain.Todo.Live).
 SELECT * FROM todos
 WHERE ((CAST(sqlc.arg(agent_id) AS TEXT) = '' AND CAST(sqlc.arg(pool_id) AS TEXT) = '')
        OR agent_id = CAST(sqlc.arg(agent_id) AS TEXT) OR pool_id = CAST(sqlc.arg(pool_id) AS TEXT)
@@ -139,6 +140,7 @@ WHERE ((CAST(sqlc.arg(agent_id) AS TEXT) = '' AND CAST(sqlc.arg(pool_id) AS TEXT
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT))))
   AND (json_array_length(CAST(sqlc.arg(queues) AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(sqlc.arg(queues))))
   AND (CAST(sqlc.arg(state) AS TEXT) = '' OR state = sqlc.arg(state))
+  AND (NOT CAST(sqlc.arg(live) AS INTEGER) OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
   AND (CAST(sqlc.arg(after_id) AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
        OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id)) AND id > sqlc.arg(after_id)))
 ORDER BY created_at, id LIMIT sqlc.arg(lim);

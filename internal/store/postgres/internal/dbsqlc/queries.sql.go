@@ -1770,9 +1770,10 @@ WHERE (($1::text = '' AND $2::text = '')
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $1::text)))
   AND (cardinality($4::text[]) = 0 OR queue = ANY ($4::text[]))
   AND ($5::text = '' OR state = $5)
-  AND ($6::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = $6)
-       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = $6) AND id > $6))
-ORDER BY created_at, id LIMIT $7::bigint
+  AND (NOT $6::boolean OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+  AND ($7::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = $7)
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = $7) AND id > $7))
+ORDER BY created_at, id LIMIT $8::bigint
 `
 
 type ListTodosParams struct {
@@ -1781,13 +1782,15 @@ type ListTodosParams struct {
 	WithPools bool
 	Queues    []string
 	State     string
+	Live      bool
 	AfterID   string
 	Lim       *int64
 }
 
 // Empty filters match everything; a NULL limit means none. Oldest first,
 // after the todo after_id. with_pools adds the unclaimed todos of the
-// agent's pools; pool_id lists a pool's todos (design: Pools).
+// agent's pools; pool_id lists a pool's todos (design: Pools); live keeps the live ones (pending, claimed, or
+// failed with a retry scheduled: domain.Todo.Live).
 func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, error) {
 	rows, err := q.db.Query(ctx, listTodos,
 		arg.AgentID,
@@ -1795,6 +1798,7 @@ func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, e
 		arg.WithPools,
 		arg.Queues,
 		arg.State,
+		arg.Live,
 		arg.AfterID,
 		arg.Lim,
 	)

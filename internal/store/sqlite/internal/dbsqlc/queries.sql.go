@@ -1650,9 +1650,10 @@ WHERE ((CAST(?1 AS TEXT) = '' AND CAST(?2 AS TEXT) = '')
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?1 AS TEXT))))
   AND (json_array_length(CAST(?4 AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(?4)))
   AND (CAST(?5 AS TEXT) = '' OR state = ?5)
-  AND (CAST(?6 AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = ?6)
-       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = ?6) AND id > ?6))
-ORDER BY created_at, id LIMIT ?7
+  AND (NOT CAST(?6 AS INTEGER) OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+  AND (CAST(?7 AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = ?7)
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = ?7) AND id > ?7))
+ORDER BY created_at, id LIMIT ?8
 `
 
 type ListTodosParams struct {
@@ -1661,6 +1662,7 @@ type ListTodosParams struct {
 	WithPools int64
 	Queues    string
 	State     string
+	Live      int64
 	AfterID   string
 	Lim       int64
 }
@@ -1668,7 +1670,8 @@ type ListTodosParams struct {
 // Empty filters match everything; queues is a JSON array; a negative
 // limit means none. Oldest first, after the todo after_id. with_pools
 // adds the unclaimed todos of the agent's pools; pool_id lists a pool's
-// todos (design: Pools).
+// todos (design: Pools); live keeps the live ones (pending, claimed, or
+// failed with a retry scheduled: domain.Todo.Live).
 func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, error) {
 	rows, err := q.db.QueryContext(ctx, listTodos,
 		arg.AgentID,
@@ -1676,6 +1679,7 @@ func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, e
 		arg.WithPools,
 		arg.Queues,
 		arg.State,
+		arg.Live,
 		arg.AfterID,
 		arg.Lim,
 	)
