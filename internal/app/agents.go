@@ -253,7 +253,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	if err := s.RotateHookSecretsOf(ctx, by, a); err != nil {
 		return domain.Agent{}, err
 	}
-	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, Now: s.now(),
+	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, By: by.ID, Now: s.now(),
 		Audit: &domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.hand_over", AgentID: a.ID,
 			Data: map[string]any{"handle": a.Handle, "from": a.OwnerID, "to": to}}})
 	if err != nil {

@@ -17,6 +17,7 @@ var poolGrantTests = []contractTest{
 	{"PoolGrants/MemberNeedsGrant", testPoolGrantMember},
 	{"PoolGrants/RevokeLeavesPools", testPoolGrantRevoke},
 	{"PoolGrants/RevokeJoinRace", testPoolGrantRevokeJoinRace},
+	{"PoolGrants/HandOver", testPoolGrantHandOver},
 }
 
 // granteeID is the person the pool grant tests grant ownerID's agents to.
@@ -232,5 +233,46 @@ func testPoolGrantRevokeJoinRace(t *testing.T, in Instance) {
 		default:
 			t.Fatalf("round %d: CreatePool: %v", round, errs[0])
 		}
+	}
+}
+
+// testPoolGrantHandOver: ownerID's agent a is in ownerID's pool (its own),
+// in granteeID's pool (granted) and granted to "third" too; handed to
+// granteeID by an admin, it stays in ownerID's pool through a grant to
+// ownerID the hand-over made (granted_by the admin), is granteeID's own in
+// granteeID's pool (that grant is gone), and keeps the grant to third. A
+// revocation of the new grant then takes it out of ownerID's pool.
+func testPoolGrantHandOver(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a := vend(t, s, newAgent("alpha", ownerID, "build"))
+	mine := createPool(t, s, newPool("mine", []string{"build"}, a))
+	grantPool(t, s, a.ID, granteeID, at(time.Second))
+	grantPool(t, s, a.ID, "third", at(time.Second))
+	theirs := createPool(t, s, granteePool("theirs", a))
+
+	to := granteeID
+	_, err := s.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, By: "the-admin", Now: at(time.Minute),
+		Audit: &domain.AuditRecord{Actor: "operator:the-admin", Action: "agent.hand_over", AgentID: a.ID}})
+	must(t, "UpdateAgent(owner)", err)
+	gs, err := s.ListPoolGrants(ctx, store.ListPoolGrantsParams{AgentID: a.ID})
+	must(t, "ListPoolGrants", err)
+	byPerson := map[string]domain.PoolGrant{}
+	for _, g := range gs {
+		byPerson[g.PersonID] = g
+	}
+	if len(gs) != 2 || byPerson[ownerID].GrantedBy != "the-admin" || !byPerson[ownerID].CreatedAt.Equal(at(time.Minute)) || byPerson["third"].GrantedBy != ownerID {
+		t.Fatalf("grants after the hand-over = %+v; want one to the previous owner by the admin, and third's", gs)
+	}
+	for _, p := range []domain.Pool{mine, theirs} {
+		got, err := s.GetPool(ctx, store.GetPoolParams{ID: p.ID})
+		if err != nil || !got.HasMember(a.ID) {
+			t.Errorf("pool %s after the hand-over: %+v, %v; want a still a member", p.Name, got, err)
+		}
+	}
+	res, err := revokeGrant(s, t, a.ID, ownerID)
+	must(t, "RevokePoolGrant(previous owner)", err)
+	wantIDs(t, "pools left", res.Pools, mine.ID)
+	if got, _ := s.GetPool(ctx, store.GetPoolParams{ID: theirs.ID}); !got.HasMember(a.ID) {
+		t.Error("revoking the previous owner's grant took a out of its new owner's pool")
 	}
 }

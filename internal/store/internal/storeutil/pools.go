@@ -152,3 +152,19 @@ func CreatePoolMember(insert func() (int64, error)) error {
 	}
 	return err
 }
+
+// HandOverPools runs, in an adapter's hand-over transaction, the pool
+// grant part of a hand-over (design: Pool grants): grant makes the grants
+// to the owners of the other persons' pools the agent was in as its
+// owner's own, regrant points every membership at its grant (none in the
+// new owner's pools), drop deletes the agent's grant to the new owner.
+func HandOverPools(mapErr func(string, error) error, grant, regrant func() error, drop func() (int64, error)) error {
+	if err := grant(); err != nil {
+		return mapErr("hand over: pool grants", err)
+	}
+	if err := regrant(); err != nil {
+		return mapErr("hand over: pool members", err)
+	}
+	_, err := drop()
+	return mapErr("hand over: grant to the new owner", err)
+}

@@ -504,3 +504,20 @@ RETURNING id;
 -- name: DeletePoolGrant :execrows
 -- Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
 DELETE FROM pool_grants WHERE agent_id = $1 AND person_id = $2;
+
+-- name: GrantPoolsOnHandOver :exec
+-- A hand-over to owner_id (design: Pool grants): the agent stays in the
+-- pools of other persons it was in as their own, through a grant to each
+-- pool's owner made by the person handing it over.
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, sqlc.arg(granted_by)::text, sqlc.arg(at)::timestamptz
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = sqlc.arg(agent_id)::text AND m.granted_to IS NULL AND p.owner_id <> sqlc.arg(owner_id)::text
+ON CONFLICT (agent_id, person_id) DO NOTHING;
+
+-- name: RegrantPoolMembers :exec
+-- After a hand-over to owner_id: the agent's memberships in owner_id's
+-- pools need no grant; in the others' they go through the grant to the
+-- pool's owner.
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), sqlc.arg(owner_id)::text)
+WHERE agent_id = sqlc.arg(agent_id)::text;

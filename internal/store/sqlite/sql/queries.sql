@@ -458,3 +458,20 @@ RETURNING id;
 -- name: DeletePoolGrant :execrows
 -- Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
 DELETE FROM pool_grants WHERE agent_id = ? AND person_id = ?;
+
+-- name: GrantPoolsOnHandOver :exec
+-- A hand-over to owner_id (design: Pool grants): the agent stays in the
+-- pools of other persons it was in as their own, through a grant to each
+-- pool's owner made by the person handing it over.
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, CAST(sqlc.arg(granted_by) AS TEXT), CAST(sqlc.arg(at) AS INTEGER)
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND m.granted_to IS NULL AND p.owner_id <> CAST(sqlc.arg(owner_id) AS TEXT)
+ON CONFLICT (agent_id, person_id) DO NOTHING;
+
+-- name: RegrantPoolMembers :exec
+-- After a hand-over to owner_id: the agent's memberships in owner_id's
+-- pools need no grant; in the others' they go through the grant to the
+-- pool's owner.
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), CAST(sqlc.arg(owner_id) AS TEXT))
+WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT);

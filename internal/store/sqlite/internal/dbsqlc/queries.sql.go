@@ -779,6 +779,34 @@ func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
 	return i, err
 }
 
+const grantPoolsOnHandOver = `-- name: GrantPoolsOnHandOver :exec
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, CAST(?1 AS TEXT), CAST(?2 AS INTEGER)
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = CAST(?3 AS TEXT) AND m.granted_to IS NULL AND p.owner_id <> CAST(?4 AS TEXT)
+ON CONFLICT (agent_id, person_id) DO NOTHING
+`
+
+type GrantPoolsOnHandOverParams struct {
+	GrantedBy string
+	At        int64
+	AgentID   string
+	OwnerID   string
+}
+
+// A hand-over to owner_id (design: Pool grants): the agent stays in the
+// pools of other persons it was in as their own, through a grant to each
+// pool's owner made by the person handing it over.
+func (q *Queries) GrantPoolsOnHandOver(ctx context.Context, arg GrantPoolsOnHandOverParams) error {
+	_, err := q.db.ExecContext(ctx, grantPoolsOnHandOver,
+		arg.GrantedBy,
+		arg.At,
+		arg.AgentID,
+		arg.OwnerID,
+	)
+	return err
+}
+
 const grantedPools = `-- name: GrantedPools :many
 SELECT pool_id FROM pool_members WHERE agent_id = CAST(?1 AS TEXT) AND granted_to = CAST(?2 AS TEXT) ORDER BY pool_id
 `
@@ -2160,6 +2188,24 @@ func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const regrantPoolMembers = `-- name: RegrantPoolMembers :exec
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), CAST(?1 AS TEXT))
+WHERE agent_id = CAST(?2 AS TEXT)
+`
+
+type RegrantPoolMembersParams struct {
+	OwnerID string
+	AgentID string
+}
+
+// After a hand-over to owner_id: the agent's memberships in owner_id's
+// pools need no grant; in the others' they go through the grant to the
+// pool's owner.
+func (q *Queries) RegrantPoolMembers(ctx context.Context, arg RegrantPoolMembersParams) error {
+	_, err := q.db.ExecContext(ctx, regrantPoolMembers, arg.OwnerID, arg.AgentID)
+	return err
 }
 
 const releaseRing = `-- name: ReleaseRing :execrows
