@@ -351,6 +351,30 @@ func (c *Client) ListPoolTodos(ctx context.Context, name string) ([]wire.Todo, e
 	return items[wire.Todo](c, ctx, "/v1/pools/"+url.PathEscape(name)+"/todos", url.Values{})
 }
 
+// GrantPool lets person (an id) make the agent a member of their pools
+// (POST /v1/agents/{ref}/pool-grants; docs/design.md, "Pool grants"):
+// created is false when the agent had granted the person already and the
+// stored grant is returned (HTTP 200 rather than 201). Errors: not_found,
+// invalid_argument (at /person), forbidden (grant_to_self), conflict
+// (revoked agent).
+func (c *Client) GrantPool(ctx context.Context, ref, person string) (g wire.PoolGrant, created bool, err error) {
+	status, err := c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(ref)+"/pool-grants", nil, wire.PoolGrantInput{Person: person}, &g)
+	return g, status == http.StatusCreated, err
+}
+
+// ListPoolGrants lists the agent's pool grants oldest first
+// (GET /v1/agents/{ref}/pool-grants), every page.
+func (c *Client) ListPoolGrants(ctx context.Context, ref string) ([]wire.PoolGrant, error) {
+	return items[wire.PoolGrant](c, ctx, "/v1/agents/"+url.PathEscape(ref)+"/pool-grants", url.Values{})
+}
+
+// RevokePoolGrant revokes the agent's grant to person
+// (DELETE /v1/agents/{ref}/pool-grants/{person}): the agent leaves that
+// person's pools. It returns the grant as it was. Errors: not_found.
+func (c *Client) RevokePoolGrant(ctx context.Context, ref, person string) (wire.PoolGrant, error) {
+	return send[wire.PoolGrant](c, ctx, http.MethodDelete, "/v1/agents/"+url.PathEscape(ref)+"/pool-grants/"+url.PathEscape(person), nil, nil)
+}
+
 // --- persons and tokens ---
 
 // CreatePerson creates a person and its first token, shown once

@@ -49,6 +49,9 @@ var covered = map[string]string{
 	"deletePool":       "DeletePool",
 	"pushPoolTodo":     "PushPoolTodo",
 	"listPoolTodos":    "ListPoolTodos",
+	"grantPool":        "GrantPool",
+	"listPoolGrants":   "ListPoolGrants",
+	"revokePoolGrant":  "RevokePoolGrant",
 }
 
 // uncovered lists the operations the operator client intentionally does not

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/rollcall/rollcall/internal/testkit"
 )
@@ -143,5 +146,102 @@ func TestE2EPoolTwoInstances(t *testing.T) {
 	var got todoJSON
 	if code := restGet(t, b, "/v1/todos/"+td.ID, &got); code != 200 || got.State != "pending" {
 		t.Fatalf("GET on B = %d %+v", code, got)
+	}
+}
+
+// TestE2EPoolGrant runs pool grants (design: Pool grants) on the real
+// binary: bob's agent cannot join the admin's pool until bob grants it to
+// the admin; then it is rung for the pool's todo and claims it with
+// claim_next. When bob revokes the grant while the next pooled todo rings
+// his agent, the agent leaves the pool — it cannot claim that todo — and
+// the todo goes to the admin's own member once that one is in.
+func TestE2EPoolGrant(t *testing.T) {
+	srv := startSQLite(t, "--doorbell.failover_after", "2s")
+	var bob struct {
+		Person struct{ ID string }
+		Token  struct{ Token string }
+	}
+	if code := restDo(t, srv, "POST", "/v1/persons", map[string]string{"name": "bob"}, &bob); code != 201 {
+		t.Fatalf("create bob: %d", code)
+	}
+	asBob := func(method, path string, body, into any) int {
+		t.Helper()
+		code, err := testkit.REST(srv.URL, bob.Token.Token, method, path, body, into)
+		if err != nil {
+			t.Fatalf("bob %s %s: %v", method, path, err)
+		}
+		return code
+	}
+	var bobs vendResult
+	if code := asBob("POST", "/v1/agents", map[string]any{"handle": "bob-bot", "queues": []string{"reviews"}, "verbs": allVerbs}, &bobs); code != 201 {
+		t.Fatalf("bob vends: %d", code)
+	}
+	own := vend(t, srv, "own-bot", []string{"reviews"}, allVerbs)
+	cli(t, srv, "agent", "clock-out", "own-bot")
+	bobSession := testkit.OpenSession(t, bobs.MCPURL, bobs.Credential, "bob-bot", nil)
+	ownSession := testkit.OpenSession(t, own.MCPURL, own.Credential, "own-bot", nil)
+	var persons struct {
+		Items []struct{ ID, Name string }
+	}
+	restGet(t, srv, "/v1/persons", &persons)
+	adminID := ""
+	for _, p := range persons.Items {
+		if p.Name != "bob" {
+			adminID = p.ID
+		}
+	}
+
+	if out, err := cliResult(srv, "pool", "create", "lent", "--queue", "reviews", "--member", "own-bot", "--member", "bob-bot"); err == nil ||
+		!strings.Contains(out, "/members/1") || !strings.Contains(out, "rollcall agent grant create bob-bot "+adminID) {
+		t.Fatalf("pool with bob's agent before the grant: %v\n%s", err, out)
+	}
+	if code := asBob("POST", "/v1/agents/bob-bot/pool-grants", map[string]string{"person": adminID}, nil); code != 201 {
+		t.Fatalf("bob grants bob-bot to the admin: %d", code)
+	}
+	cli(t, srv, "pool", "create", "lent", "--queue", "reviews", "--member", "own-bot", "--member", "bob-bot")
+
+	push := func(title string) todoJSON {
+		t.Helper()
+		var td todoJSON
+		if code := restDo(t, srv, "POST", "/v1/pools/lent/todos", map[string]string{"queue": "reviews", "title": title}, &td); code != 201 {
+			t.Fatalf("pool push: %d", code)
+		}
+		return td
+	}
+	first := push("Review PR 30")
+	if _, ok := bobSession.Bell(first.ID, wait); !ok {
+		t.Fatal("bob's granted agent was not rung for the admin's pooled todo")
+	}
+	claimed, _ := json.Marshal(callTool(t, bobSession, "claim_next", map[string]any{}).Content)
+	if !strings.Contains(string(claimed), first.ID) {
+		t.Fatalf("claim_next of bob's agent = %s, want %s", claimed, first.ID)
+	}
+	callTool(t, bobSession, "complete", map[string]any{"todo_id": first.ID})
+	var done todoJSON
+	if code := restGet(t, srv, "/v1/todos/"+first.ID, &done); code != 200 || done.State != "done" {
+		t.Fatalf("the admin reads the pooled todo bob's agent did: %d %+v", code, done)
+	}
+
+	second := push("Review PR 31")
+	if _, ok := bobSession.Bell(second.ID, wait); !ok {
+		t.Fatal("bob's agent was not rung for the second todo")
+	}
+	if code := asBob("DELETE", "/v1/agents/bob-bot/pool-grants/"+adminID, nil, nil); code != 200 {
+		t.Fatalf("bob revokes: %d", code)
+	}
+	var pool struct{ Members []struct{ Handle string } }
+	restGet(t, srv, "/v1/pools/lent", &pool)
+	if len(pool.Members) != 1 || pool.Members[0].Handle != "own-bot" {
+		t.Fatalf("pool after the revocation: %+v, want own-bot alone", pool.Members)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	r, err := bobSession.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"todo_id": second.ID}}})
+	if err != nil || !r.IsError {
+		t.Fatalf("bob's agent claims from the pool after the revocation: %+v, %v; want a tool error", r, err)
+	}
+	cli(t, srv, "agent", "clock-in", "own-bot")
+	if _, ok := ownSession.Bell(second.ID, wait); !ok {
+		t.Fatal("the todo rung at bob's agent did not go to own-bot")
 	}
 }

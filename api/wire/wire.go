@@ -31,6 +31,7 @@ type (
 	HookDelivery      = domain.HookDelivery
 	Pool              = domain.Pool
 	PoolMember        = domain.PoolMember
+	PoolGrant         = domain.PoolGrant
 )
 
 // --- agents ---
@@ -106,6 +107,13 @@ type PoolInput struct {
 	Name    string   `json:"name"`
 	Queues  []string `json:"queues"`
 	Members []string `json:"members"`
+}
+
+// PoolGrantInput is the body of POST /v1/agents/{ref}/pool-grants (design:
+// Pool grants): the person (id) who may then make the agent a member of
+// their pools.
+type PoolGrantInput struct {
+	Person string `json:"person"`
 }
 
 // TodoFilter filters todo listings (the query of GET

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
@@ -228,12 +227,9 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	if in != (UpdateInput{}) {
 		return domain.Agent{}, domain.Errorf(domain.CodeInvalidArgument, "owner is changed alone; send the other members in a second request").At("/owner")
 	}
-	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) || len(ref) > 200 {
-		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
-	}
-	a, err := s.store.GetAgent(ctx, ParseRef(ref))
+	a, err := s.agentByRef(ctx, ref)
 	if err != nil {
-		return domain.Agent{}, storeErr(err, fmt.Sprintf("agent %q not found", ref), "")
+		return domain.Agent{}, err
 	}
 	if a.Revoked() {
 		return domain.Agent{}, domain.Errorf(domain.CodeConflict, "agent %s is revoked; it cannot be changed", a.Handle)
@@ -257,7 +253,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	if err := s.RotateHookSecretsOf(ctx, by, a); err != nil {
 		return domain.Agent{}, err
 	}
-	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, Now: s.now(),
+	updated, err := s.store.UpdateAgent(ctx, store.UpdateAgentParams{ID: a.ID, OwnerID: &to, By: by.ID, Now: s.now(),
 		Audit: &domain.AuditRecord{Actor: "operator:" + by.ID, Action: "agent.hand_over", AgentID: a.ID,
 			Data: map[string]any{"handle": a.Handle, "from": a.OwnerID, "to": to}}})
 	if err != nil {

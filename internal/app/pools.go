@@ -15,11 +15,12 @@ import (
 // (design: Pool routing, internal/doorbell).
 
 // CreatePool creates a pool of the person's agents. Every member must be
-// an unrevoked agent of the person whose scope has every queue of the
-// pool, so that any member can take any of the pool's todos. Agents of
-// other persons are refused: a pool takes them only through a grant, which
-// does not exist yet (design: Pools). Errors: invalid_argument (with
-// pointer), conflict (the person has a pool of that name).
+// an unrevoked agent of the person, or of another person who granted it to
+// the person (design: Pool grants), whose scope has every queue of the
+// pool, so that any member can take any of the pool's todos. Errors:
+// invalid_argument (with pointer; an unknown agent and another person's
+// agent without a grant answer alike), conflict (the person has a pool of
+// that name).
 func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput) (domain.Pool, error) {
 	if err := domain.ValidatePool(in.Name, in.Queues, len(in.Members)); err != nil {
 		return domain.Pool{}, err
@@ -27,10 +28,10 @@ func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput
 	p := domain.Pool{ID: newID(), OwnerID: by.ID, Name: in.Name, Queues: in.Queues, CreatedAt: s.now()}
 	for i, ref := range in.Members {
 		ptr := fmt.Sprintf("/members/%d", i)
-		a, err := s.OwnedAgent(ctx, by, ref)
+		a, err := s.poolMember(ctx, by, ref)
 		if domain.CodeOf(err) == domain.CodeNotFound {
 			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
-				"member %q is not one of your agents (agents of other persons cannot join your pools yet: there is no pool grant)", ref).At(ptr)
+				"member %q is not one of your agents, nor one its owner granted you: another person's agent joins your pools once its owner runs `rollcall agent grant create %s %s` (POST /v1/agents/{ref}/pool-grants)", ref, ref, by.ID).At(ptr)
 		}
 		if err != nil {
 			return domain.Pool{}, err
@@ -53,10 +54,28 @@ func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput
 		Actor: "operator:" + by.ID, Action: "pool.create",
 		Data: map[string]any{"pool_id": p.ID, "name": p.Name, "queues": p.Queues, "members": memberIDs(p)}}})
 	if err != nil {
-		return domain.Pool{}, storeErr(err, "a member is gone", fmt.Sprintf("you already have a pool named %q", in.Name))
+		return domain.Pool{}, storeErr(err, "a member is gone, or its pool grant was revoked", fmt.Sprintf("you already have a pool named %q", in.Name))
 	}
 	s.log.Info("pool created", "pool_id", p.ID, "name", p.Name, "by", by.ID)
 	return s.ownedPool(ctx, by, p.Name)
+}
+
+// poolMember loads an agent the person may make a member of their pools:
+// their own, or another person's that granted it to them (design: Pool
+// grants). Anything else answers not_found, an unknown agent alike.
+func (s *Service) poolMember(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+	a, err := s.agentByRef(ctx, ref)
+	if err != nil || a.OwnerID == by.ID {
+		return a, err
+	}
+	gs, err := s.store.ListPoolGrants(ctx, store.ListPoolGrantsParams{AgentID: a.ID, PersonID: by.ID})
+	if err != nil {
+		return domain.Agent{}, err
+	}
+	if len(gs) == 0 {
+		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
+	}
+	return a, nil
 }
 
 func memberIDs(p domain.Pool) []string {
@@ -172,20 +191,15 @@ func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name stri
 	if err != nil {
 		return nil, err
 	}
-	ts, err := s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
-	live := ts[:0]
-	for _, t := range ts {
-		if t.Live() {
-			live = append(live, t)
-		}
-	}
-	return live, err
+	return s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, Live: true})
 }
 
-// poolTodoOwned reports whether a todo in no agent's hands belongs to a
-// pool of the person (GetTodo of a pooled todo).
+// poolTodoOwned reports whether a todo pushed to a pool belongs to a pool
+// of the person (GetTodo of a pooled todo), whoever holds it now: the
+// member that claimed it may be another person's agent (design: Pool
+// grants).
 func (s *Service) poolTodoOwned(ctx context.Context, by domain.Person, t domain.Todo) bool {
-	if t.AgentID != "" || t.PoolID == "" {
+	if t.PoolID == "" {
 		return false
 	}
 	p, err := s.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})

@@ -12,6 +12,7 @@ type (
 	RotateResult       = wire.RotateResult
 	PushInput          = wire.PushInput
 	PoolInput          = wire.PoolInput
+	PoolGrantInput     = wire.PoolGrantInput
 	TodoFilter         = wire.TodoFilter
 	AuditFilter        = wire.AuditFilter
 	PresenceInput      = wire.PresenceInput

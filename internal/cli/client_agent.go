@@ -16,11 +16,11 @@ import (
 )
 
 // newAgentCommand builds `rollcall agent create|list|show|update|revoke|
-// rotate|status|clock-in|clock-out|presence|shift` (REST /v1/agents).
+// rotate|status|clock-in|clock-out|presence|shift|grant` (REST /v1/agents).
 func newAgentCommand(cf *clientFlags) *cobra.Command {
 	return newGroup("agent", "Vend and manage agents (REST /v1/agents)",
 		agentCreate(cf), agentList(cf), agentShow(cf), agentUpdate(cf), agentRevoke(cf), agentRotate(cf),
-		agentStatusCommand(cf), agentClock(cf, "in"), agentClock(cf, "out"), agentPresence(cf), agentShift(cf))
+		agentStatusCommand(cf), agentClock(cf, "in"), agentClock(cf, "out"), agentPresence(cf), agentShift(cf), agentGrant(cf))
 }
 
 func agentCreate(cf *clientFlags) *cobra.Command {

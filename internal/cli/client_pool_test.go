@@ -31,3 +31,41 @@ func TestCLIPoolCommands(t *testing.T) {
 	run(cmd("pool", "rm", "reviewers")...).fails(t, 1, "live todos")
 	run(cmd("pool", "show", "nope")...).fails(t, 1, "not_found")
 }
+
+// TestCLIPoolGrants: `agent grant create|list|revoke` — the admin's agent
+// joins bob's pool once granted to bob, and leaves it when revoked
+// (docs/design.md, "Pool grants").
+func TestCLIPoolGrants(t *testing.T) {
+	env, cmd := startAPI(t)
+	bobToken := env.AddPerson(t, "bob")
+	bob, err := env.Service.AuthenticatePerson(t.Context(), bobToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asBob := func(args ...string) []string { return append(args, "--server", env.URL, "--token", bobToken) }
+	run(cmd("agent", "create", "--handle", "shared-bot", "--queue", "reviews")...).ok(t)
+	pool := asBob("pool", "create", "reviewers", "--queue", "reviews", "--member", "shared-bot")
+	run(pool...).fails(t, 1, "rollcall agent grant create shared-bot "+bob.ID)
+
+	if r := run(cmd("agent", "grant", "create", "shared-bot", bob.ID)...).ok(t); !strings.Contains(r.stdout, "granted to person "+bob.ID) {
+		t.Fatalf("grant create:\n%s", r.stdout)
+	}
+	if r := run(cmd("agent", "grant", "create", "shared-bot", bob.ID)...).ok(t); !strings.Contains(r.stderr, "already") {
+		t.Errorf("grant create again: stderr %q, want a note", r.stderr)
+	}
+	run(cmd("agent", "grant", "create", "shared-bot")...).fails(t, 2, "expected 2 argument(s) AGENT PERSON")
+	if r := run(cmd("agent", "grant", "list", "shared-bot")...).ok(t); !strings.Contains(r.stdout, bob.ID) {
+		t.Errorf("grant list:\n%s", r.stdout)
+	}
+	run(pool...).ok(t)
+	if r := run(asBob("pool", "show", "reviewers")...).ok(t); !strings.Contains(r.stdout, "shared-bot") {
+		t.Errorf("bob's pool lacks the granted agent:\n%s", r.stdout)
+	}
+	run(asBob("agent", "grant", "revoke", "shared-bot", bob.ID)...).fails(t, 1, "not_found")
+	if r := run(cmd("agent", "grant", "revoke", "shared-bot", bob.ID)...).ok(t); !strings.Contains(r.stdout, "revoked") {
+		t.Errorf("grant revoke:\n%s", r.stdout)
+	}
+	if r := run(asBob("pool", "show", "reviewers")...).ok(t); strings.Contains(r.stdout, "shared-bot") {
+		t.Errorf("bob's pool still has the agent after the revocation:\n%s", r.stdout)
+	}
+}

@@ -152,6 +152,7 @@ func TestCLITypos(t *testing.T) {
 		{[]string{"agent", "vnd", "--handle", "h"}, "vnd", "rollcall agent", "vend"},
 		{[]string{"agent", "presence", "claer", "builder"}, "claer", "rollcall agent presence", "clear"},
 		{[]string{"agent", "shift", "st", "builder", "TZ=UTC Mon 09:00-17:00"}, "st", "rollcall agent shift", "set"},
+		{[]string{"agent", "grant", "crate", "builder", "p"}, "crate", "rollcall agent grant", "create"},
 	} {
 		r := run(tc.args...)
 		if r.code != 2 || r.stderr != want(tc.word, tc.path, tc.suggestion) || r.stdout != "" {

@@ -850,3 +850,37 @@ func between(t *testing.T, s, from, to string) string {
 	}
 	return s[i : i+j]
 }
+
+// TestPoolPageGrantedMember: a pool holding another person's agent through
+// a pool grant (design: Pool grants) renders; that member is listed by
+// handle under "Granted by their owners", without a card or a link to an
+// agent page the pool's owner may not read, also where it holds a todo.
+func TestPoolPageGrantedMember(t *testing.T) {
+	e, me, b := reviewerSignedIn(t)
+	ctx := t.Context()
+	pc, err := e.Service.CreatePerson(ctx, me, app.PersonInput{Name: "bob", Role: "member"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobs := vend(t, e, pc.Person, "bobs-reviewer")
+	if _, _, err := e.Service.GrantPool(ctx, pc.Person, "bobs-reviewer", app.PoolGrantInput{Person: me.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Service.CreatePool(ctx, me, app.PoolInput{Name: "mixed", Queues: []string{"reviews"}, Members: []string{"reviewer", "bobs-reviewer"}}); err != nil {
+		t.Fatal(err)
+	}
+	td, _, err := e.Service.PushPoolTodo(ctx, me, "mixed", app.PushInput{Queue: "reviews", Title: "Review PR 12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Service.Claim(ctx, &bobs.Agent, td.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := b.get("/console/pools/mixed")
+	wantStatus(t, resp, body, http.StatusOK)
+	wantContains(t, body, `<h2 id="members-title">Members <span class="count">(2)</span></h2>`, "Granted by their owners",
+		"<li><code>bobs-reviewer</code> · never rung</li>", "held by <code>bobs-reviewer</code>")
+	if strings.Contains(body, `href="/console/agents/bobs-reviewer"`) {
+		t.Error("the pool page links to another person's agent")
+	}
+}

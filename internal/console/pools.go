@@ -73,9 +73,13 @@ func (h *Handler) poolsPage(w http.ResponseWriter, r *http.Request, v *visit) {
 
 // poolView is the pool page.
 type poolView struct {
-	Since  string // the event cursor taken before the reads (Console live updates)
-	Pool   domain.Pool
-	Cards  []cardView
+	Since string // the event cursor taken before the reads (Console live updates)
+	Pool  domain.Pool
+	Cards []cardView
+	// Lent are the members of other persons, in the pool through their
+	// owners' pool grants (design: Pool grants): shown by handle and when
+	// last rung, without a card (Owner only).
+	Lent   []domain.PoolMember
 	Todos  []poolTodoView
 	Counts poolCounts
 }
@@ -86,6 +90,8 @@ type poolView struct {
 type poolTodoView struct {
 	domain.Todo
 	Holder, Rung string
+	// HolderLent, RungLent: that member is another person's (no agent page to link).
+	HolderLent, RungLent bool
 }
 
 func (h *Handler) poolPage(w http.ResponseWriter, r *http.Request, v *visit) {
@@ -98,9 +104,15 @@ func (h *Handler) poolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	}
 	view := poolView{Since: since, Pool: p}
 	handles := make(map[string]string, len(p.Members))
+	lent := map[string]bool{}
 	for _, m := range p.Members {
 		handles[m.AgentID] = m.Handle
 		_, c, err := h.ownedCard(ctx, v, m.AgentID)
+		if domain.CodeOf(err) == domain.CodeNotFound {
+			lent[m.AgentID] = true
+			view.Lent = append(view.Lent, m)
+			continue
+		}
 		if err != nil {
 			h.fail(w, r, v, err)
 			return
@@ -121,7 +133,8 @@ func (h *Handler) poolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 		return id // not a member (any more): its id
 	}
 	for _, t := range ts {
-		view.Todos = append(view.Todos, poolTodoView{Todo: t, Holder: handle(t.AgentID), Rung: handle(t.RingAgentID)})
+		view.Todos = append(view.Todos, poolTodoView{Todo: t, Holder: handle(t.AgentID), Rung: handle(t.RingAgentID),
+			HolderLent: lent[t.AgentID], RungLent: lent[t.RingAgentID]})
 	}
 	h.render(w, r, http.StatusOK, "pool", v, "Pool "+p.Name, view)
 }

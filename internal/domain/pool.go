@@ -63,3 +63,15 @@ func ValidatePool(name string, queues []string, members int) error {
 	}
 	return nil
 }
+
+// PoolGrant is an agent owner's grant to another person: that person may
+// make the agent a member of their pools (design: Pool grants). At most
+// one per agent and person; revoking it takes the agent out of that
+// person's pools.
+type PoolGrant struct {
+	AgentID     string    `json:"agent_id"`
+	AgentHandle string    `json:"agent_handle,omitempty"`
+	PersonID    string    `json:"person_id"`
+	GrantedBy   string    `json:"granted_by"`
+	CreatedAt   time.Time `json:"created_at"`
+}

@@ -214,7 +214,7 @@ func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 			n++
 			continue
 		}
-		if d.canAnswer(pr.member, pr.r.Queue, now) && !d.offline(ctx, pr.member) {
+		if d.canAnswer(pr.member, pr.r.Queue, now) && !d.offline(ctx, pr.member) && d.isMember(ctx, t.PoolID, pr.member) {
 			d.mu.Lock() // nobody else can answer; the member still can: keep ringing it
 			d.pool = append(d.pool, poolRing{r: pr.r, member: pr.member, due: now.Add(d.failoverAfter)})
 			d.reserveLocked(pr.member)
@@ -228,6 +228,14 @@ func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 		}
 	}
 	return n
+}
+
+// isMember reports whether the agent is still a member of the pool: one
+// whose pool grant was revoked while a route rang it is not kept ringing
+// (design: Pool grants).
+func (d *Engine) isMember(ctx context.Context, poolID, agentID string) bool {
+	p, err := d.store.GetPool(ctx, store.GetPoolParams{ID: poolID})
+	return err == nil && p.HasMember(agentID)
 }
 
 // routeHeld routes the held todos (pending, unclaimed, ringing nobody) of

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/rollcall/rollcall/internal/app"
@@ -151,6 +152,41 @@ func (a *api) listPoolTodos(w http.ResponseWriter, r *http.Request, by domain.Pe
 		return err
 	}
 	return writePageOf(w, r, "todo", all, func(t domain.Todo) string { return t.ID })
+}
+
+// grantPool answers a pool grant (design: Pool grants): 201 with Location
+// when it created the grant, 200 with the stored one when the agent had
+// granted the person already.
+func (a *api) grantPool(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	var in app.PoolGrantInput
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	g, created, err := a.svc.GrantPool(r.Context(), by, r.PathValue("ref"), in)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/agents/"+g.AgentID+"/pool-grants/"+url.PathEscape(g.PersonID))
+	}
+	return writeJSON(w, status, g)
+}
+
+// listPoolGrants answers one page of the agent's pool grants.
+func (a *api) listPoolGrants(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	all, err := a.svc.ListPoolGrants(r.Context(), by, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writePageOf(w, r, "pool_grant", all, func(g domain.PoolGrant) string { return g.PersonID })
+}
+
+// revokePoolGrant answers the revoked grant as it was.
+func (a *api) revokePoolGrant(w http.ResponseWriter, r *http.Request, by domain.Person) error {
+	g, err := a.svc.RevokePoolGrant(r.Context(), by, r.PathValue("ref"), r.PathValue("person"))
+	return answer(w, http.StatusOK, g, err)
 }
 
 // pushed answers a push: 201 with Location when it created the todo, 200

@@ -99,6 +99,10 @@ var routes = []routeEntry{
 	{Route{"DELETE", "/v1/pools/{name}", "deletePool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).DeletePool)},
 	{Route{"POST", "/v1/pools/{name}/todos", "pushPoolTodo", true, nil}, (*api).pushPoolTodo},
 	{Route{"GET", "/v1/pools/{name}/todos", "listPoolTodos", true, []string{"limit", "cursor"}}, (*api).listPoolTodos},
+	// Pool grants (design: Pool grants): the agent's owner (or an admin) lets another person pool it.
+	{Route{"POST", "/v1/agents/{ref}/pool-grants", "grantPool", true, nil}, (*api).grantPool},
+	{Route{"GET", "/v1/agents/{ref}/pool-grants", "listPoolGrants", true, []string{"limit", "cursor"}}, (*api).listPoolGrants},
+	{Route{"DELETE", "/v1/agents/{ref}/pool-grants/{person}", "revokePoolGrant", true, nil}, (*api).revokePoolGrant},
 	{Route{"GET", "/v1/agents/{ref}/presence", "getPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).GetPresence)},
 	{Route{"PUT", "/v1/agents/{ref}/presence", "setPresence", true, nil}, pathBodyCall("ref", (*app.Service).SetPresence)},
 	{Route{"DELETE", "/v1/agents/{ref}/presence", "clearPresence", true, nil}, pathCall(http.StatusOK, "ref", (*app.Service).ClearPresence)},

@@ -113,13 +113,20 @@ var matrixOps = map[string]matrixOp{
 	"getHook":          {"GET", "/v1/hooks/{hook}", nil, theirs, false},
 	"rotateHookSecret": {"POST", "/v1/hooks/{hook}/secret", nil, theirs, false},
 	"deleteHook":       {"DELETE", "/v1/hooks/{hook}", nil, theirs, false},
-	// Another person's agents cannot join a pool (400 at /members/0).
+	// Another person's agents cannot join a pool without a grant (400 at /members/0).
 	"createPool":    {"POST", "/v1/pools", map[string]any{"name": "p-{caller}", "queues": []string{"q"}, "members": []string{"{agent}"}}, expect{cMember: 400, cAdmin: 400, cAgent: 403, cRevoked: 401, cExpired: 401}, false},
 	"listPools":     {"GET", "/v1/pools", nil, ownScope(200), false},
 	"getPool":       {"GET", "/v1/pools/ann-pool-zq9", nil, theirs, false},
 	"deletePool":    {"DELETE", "/v1/pools/ann-pool-zq9", nil, theirs, false},
 	"pushPoolTodo":  {"POST", "/v1/pools/ann-pool-zq9/todos", map[string]any{"queue": "q", "title": "x"}, theirs, false},
 	"listPoolTodos": {"GET", "/v1/pools/ann-pool-zq9/todos", nil, theirs, false},
+	// Pool grants: an admin manages any agent's (design: Pool grants) but
+	// cannot grant another person's agent to themself (403 grant_to_self);
+	// ann's agent has no grants, so an admin's list is empty and a
+	// revocation finds none.
+	"grantPool":       {"POST", "/v1/agents/{agent}/pool-grants", map[string]any{"person": "{self}"}, expect{cMember: 404, cAdmin: 403, cAgent: 403, cRevoked: 401, cExpired: 401}, false},
+	"listPoolGrants":  {"GET", "/v1/agents/{agent}/pool-grants", nil, expect{cMember: 404, cAdmin: 200, cAgent: 403, cRevoked: 401, cExpired: 401}, false},
+	"revokePoolGrant": {"DELETE", "/v1/agents/{agent}/pool-grants/{self}", nil, theirs, false},
 	// Deliveries carry no token: an unsigned one is 401 for everyone.
 	"deliverHook": {"POST", "/v1/hooks/{hook}/deliveries", map[string]any{"zen": "x"}, expect{cMember: 401, cAdmin: 401, cAgent: 401, cRevoked: 401, cExpired: 401}, false},
 }

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/app"
@@ -84,5 +85,75 @@ func TestPools(t *testing.T) {
 	}
 	if seen["pool.create"] != 1 || seen["todo.push_pool"] != 1 {
 		t.Errorf("audit actions %v, want one pool.create and one todo.push_pool", seen)
+	}
+}
+
+// TestPoolGrantsREST: bob grants his agent to carol (201, then 200 with the
+// same grant), lists and revokes it; carol's pool refuses the agent before
+// the grant (400 at /members/0) and takes it after; carol cannot grant or
+// list bob's agent (404); revoking twice answers 404 (docs/design.md,
+// "Pool grants").
+func TestPoolGrantsREST(t *testing.T) {
+	e := newEnv(t)
+	carol := e.AddPerson(t, "carol")
+	carolP, err := e.Service.AuthenticatePerson(t.Context(), carol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.vend(t, e.bob, app.VendInput{Handle: "bobs-bot", Queues: []string{"review"}, Verbs: domain.ScopeVerbs})
+	pool := map[string]any{"name": "shared", "queues": []string{"review"}, "members": []string{"bobs-bot"}}
+	if pr := e.do(t, "POST", "/v1/pools", carol, pool).problem(t); pr.Status != 400 || pr.Pointer != "/members/0" || !strings.Contains(pr.Detail, "rollcall agent grant create") {
+		t.Errorf("carol's pool with bob's agent before the grant: %+v", pr)
+	}
+	grants := "/v1/agents/bobs-bot/pool-grants"
+	e.do(t, "POST", grants, carol, map[string]any{"person": carolP.ID}).want(t, 404, nil)
+	if pr := e.do(t, "POST", grants, e.bob, map[string]any{"person": "nobody"}).problem(t); pr.Status != 400 || pr.Pointer != "/person" {
+		t.Errorf("grant to an unknown person: %+v", pr)
+	}
+	if pr := e.do(t, "POST", grants, e.bob, map[string]any{"person": carolP.ID, "extra": 1}).problem(t); pr.Status != 400 || pr.Pointer != "/extra" {
+		t.Errorf("grant with an unknown member: %+v", pr)
+	}
+	var g, again domain.PoolGrant
+	r := e.do(t, "POST", grants, e.bob, map[string]any{"person": carolP.ID})
+	r.want(t, http.StatusCreated, &g)
+	if g.AgentID != a.Agent.ID || g.PersonID != carolP.ID || g.AgentHandle != "bobs-bot" || r.header.Get("Location") != "/v1/agents/"+a.Agent.ID+"/pool-grants/"+carolP.ID {
+		t.Errorf("grant %+v, Location %q", g, r.header.Get("Location"))
+	}
+	e.do(t, "POST", grants, e.bob, map[string]any{"person": carolP.ID}).want(t, http.StatusOK, &again)
+	if !again.CreatedAt.Equal(g.CreatedAt) {
+		t.Errorf("grant again = %+v, want the stored %+v", again, g)
+	}
+	var list struct{ Items []domain.PoolGrant }
+	e.do(t, "GET", grants, e.bob, nil).want(t, 200, &list)
+	if len(list.Items) != 1 || list.Items[0].PersonID != carolP.ID {
+		t.Errorf("grants = %+v", list.Items)
+	}
+	e.do(t, "GET", grants, carol, nil).want(t, 404, nil)
+	e.do(t, "GET", grants, e.admin, nil).want(t, 200, nil)
+
+	var p domain.Pool
+	e.do(t, "POST", "/v1/pools", carol, pool).want(t, http.StatusCreated, &p)
+	if !p.HasMember(a.Agent.ID) {
+		t.Errorf("carol's pool %+v lacks bob's agent", p)
+	}
+	e.do(t, "DELETE", grants+"/"+carolP.ID, carol, nil).want(t, 404, nil)
+	var revoked domain.PoolGrant
+	e.do(t, "DELETE", grants+"/"+carolP.ID, e.bob, nil).want(t, 200, &revoked)
+	if revoked.PersonID != carolP.ID {
+		t.Errorf("revoked %+v", revoked)
+	}
+	e.do(t, "DELETE", grants+"/"+carolP.ID, e.bob, nil).want(t, 404, nil)
+	e.do(t, "GET", "/v1/pools/shared", carol, nil).want(t, 200, &p)
+	if p.HasMember(a.Agent.ID) {
+		t.Errorf("carol's pool after the revocation still has bob's agent: %+v", p)
+	}
+	var audit struct{ Items []domain.AuditEntry }
+	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
+	seen := map[string]int{}
+	for _, en := range audit.Items {
+		seen[en.Action]++
+	}
+	if seen["pool.grant"] != 1 || seen["pool.revoke_grant"] != 1 {
+		t.Errorf("audit actions %v, want one pool.grant and one pool.revoke_grant", seen)
 	}
 }

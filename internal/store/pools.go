@@ -16,7 +16,8 @@ import (
 type PoolStore interface {
 	// CreatePool inserts the pool with its queues and members and appends
 	// the audit record. A name the owner already uses returns ErrConflict;
-	// an unknown member ErrNotFound.
+	// an unknown member, or a member of another person that has no pool
+	// grant to the pool's owner (design: Pool grants), ErrNotFound.
 	CreatePool(ctx context.Context, p CreatePoolParams) error
 	// GetPool returns a pool by ID, or by OwnerID and Name; ErrNotFound
 	// when none.
@@ -39,6 +40,52 @@ type PoolStore interface {
 	// ReleaseRing clears ring_agent_id while it is AgentID (the todo is
 	// held until a member becomes eligible); it reports whether it did.
 	ReleaseRing(ctx context.Context, p ReleaseRingParams) (bool, error)
+
+	// GrantPool inserts the grant (design: Pool grants) and appends the
+	// audit record, and reports true; when the agent has already granted
+	// the person, it returns the stored grant, false, and appends nothing.
+	// An unknown agent returns ErrNotFound.
+	GrantPool(ctx context.Context, p GrantPoolParams) (domain.PoolGrant, bool, error)
+	// ListPoolGrants lists grants by agent, then creation; empty filters
+	// match all.
+	ListPoolGrants(ctx context.Context, p ListPoolGrantsParams) ([]domain.PoolGrant, error)
+	// RevokePoolGrant deletes the grant in one transaction with what hangs
+	// on it (design: Pool grants): the agent leaves every pool of the
+	// person it joined through the grant, and the pooled todos of those
+	// pools rung at it (pending, unclaimed) ring nobody (held); a todo the
+	// agent holds keeps its lease. It appends Audit(result) and returns
+	// the result. No such grant returns ErrNotFound.
+	RevokePoolGrant(ctx context.Context, p RevokePoolGrantParams) (RevokedPoolGrant, error)
+}
+
+// GrantPoolParams inserts a pool grant (every field set by the use case).
+type GrantPoolParams struct {
+	Grant domain.PoolGrant
+	Audit domain.AuditRecord
+}
+
+// ListPoolGrantsParams filters ListPoolGrants.
+type ListPoolGrantsParams struct {
+	AgentID  string // "" = every agent
+	PersonID string // "" = every grantee
+}
+
+// RevokePoolGrantParams deletes the grant of AgentID to PersonID; Audit
+// builds the audit record from what the revocation did.
+type RevokePoolGrantParams struct {
+	AgentID  string
+	PersonID string
+	Now      time.Time
+	Audit    func(RevokedPoolGrant) domain.AuditRecord
+}
+
+// RevokedPoolGrant is what RevokePoolGrant did: the grant as it was, the
+// pools the agent left (ids, sorted) and the pooled todos whose ring it
+// ended (ids, sorted), for the caller to route again.
+type RevokedPoolGrant struct {
+	Grant  domain.PoolGrant
+	Pools  []string
+	Unrung []string
 }
 
 // CreatePoolParams inserts a pool (ID, owner, name, queues, members and

@@ -188,8 +188,14 @@ type ListAgentsParams struct {
 // OwnerID hands the agent to another person (admin only, checked by the
 // use case).
 type UpdateAgentParams struct {
-	ID           string
+	ID string
+	// OwnerID hands the agent over (design: Hand-over). Its memberships in
+	// other persons' pools are kept through pool grants to each pool's
+	// owner, granted by By (those it had as its owner's own agent get one
+	// made now); its grant to the new owner, now needless, is deleted
+	// (design: Pool grants).
 	OwnerID      *string
+	By           string
 	Name         *string
 	BillingMode  *string
 	BillingModes *[]string
@@ -237,6 +243,9 @@ type ListTodosParams struct {
 	PoolID string
 	// WithPools adds the unclaimed todos of AgentID's pools (design: Pools).
 	WithPools bool
+	// Live keeps only the live todos: pending, claimed, or failed with a
+	// retry scheduled (domain.Todo.Live; a pool's backlog, design: Pools).
+	Live bool
 }
 
 // ClaimTodoParams claims one todo.

@@ -383,6 +383,16 @@ func (s *Store) UpdateAgent(ctx context.Context, p store.UpdateAgentParams) (dom
 				Now: micro(p.Now)}); err != nil {
 				return mapErr("update agent: move its hooks", err)
 			}
+			to := *p.OwnerID
+			if err := storeutil.HandOverPools(mapErr, func() error {
+				return q.GrantPoolsOnHandOver(ctx, dbsqlc.GrantPoolsOnHandOverParams{GrantedBy: p.By, At: micro(p.Now), AgentID: p.ID, OwnerID: to})
+			}, func() error {
+				return q.RegrantPoolMembers(ctx, dbsqlc.RegrantPoolMembersParams{AgentID: p.ID, OwnerID: to})
+			}, func() (int64, error) {
+				return q.DeletePoolGrant(ctx, dbsqlc.DeletePoolGrantParams{AgentID: p.ID, PersonID: to})
+			}); err != nil {
+				return err
+			}
 		}
 		if p.Audit != nil {
 			_, err = appendAudit(ctx, tx, p.Now, *p.Audit)

@@ -132,7 +132,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 // Limit <= 0 means no limit.
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.q.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
-		State: p.State, AfterID: p.AfterID, PoolID: p.PoolID, WithPools: p.WithPools, Lim: limitArg(p.Limit)})
+		State: p.State, AfterID: p.AfterID, PoolID: p.PoolID, WithPools: p.WithPools, Live: p.Live, Lim: limitArg(p.Limit)})
 	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 

@@ -25,7 +25,9 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 				return q.InsertPoolQueue(ctx, dbsqlc.InsertPoolQueueParams{PoolID: id, Queue: queue})
 			},
 			func(agentID string) error {
-				return q.InsertPoolMember(ctx, dbsqlc.InsertPoolMemberParams{PoolID: id, AgentID: agentID})
+				return storeutil.CreatePoolMember(func() (int64, error) {
+					return q.InsertPoolMember(ctx, dbsqlc.InsertPoolMemberParams{PoolID: id, AgentID: agentID})
+				})
 			},
 		); err != nil {
 			return err
@@ -102,4 +104,56 @@ func (s *Store) poolFrom(ctx context.Context) func(dbsqlc.Pool) (domain.Pool, er
 	}, func(m dbsqlc.PoolMembersRow) domain.PoolMember {
 		return domain.PoolMember{AgentID: m.AgentID, LastRungAt: fromNullMicros(m.LastRungAt)}
 	})
+}
+
+// GrantPool implements store.PoolStore (design: Pool grants).
+func (s *Store) GrantPool(ctx context.Context, p store.GrantPoolParams) (got domain.PoolGrant, created bool, err error) {
+	g := p.Grant
+	err = s.write(ctx, func(tx *sql.Tx) (err error) {
+		q := s.txq(tx)
+		got, created, err = storeutil.GrantPool(g, mapErr, func() (int64, error) {
+			return q.InsertPoolGrant(ctx, dbsqlc.InsertPoolGrantParams{AgentID: g.AgentID, PersonID: g.PersonID, GrantedBy: g.GrantedBy, CreatedAt: micros(g.CreatedAt)})
+		}, func() (domain.PoolGrant, error) {
+			r, err := q.GetPoolGrant(ctx, dbsqlc.GetPoolGrantParams{AgentID: g.AgentID, PersonID: g.PersonID})
+			return poolGrantFrom(r), err
+		}, func() error {
+			_, err := s.appendAudit(ctx, tx, g.CreatedAt, p.Audit)
+			return err
+		})
+		return err
+	})
+	return got, created, err
+}
+
+// ListPoolGrants implements store.PoolStore.
+func (s *Store) ListPoolGrants(ctx context.Context, p store.ListPoolGrantsParams) ([]domain.PoolGrant, error) {
+	rows, err := s.rq.ListPoolGrants(ctx, dbsqlc.ListPoolGrantsParams{AgentID: p.AgentID, PersonID: p.PersonID})
+	return storeutil.All(rows, mapErr("list pool grants", err), poolGrantFrom)
+}
+
+// RevokePoolGrant implements store.PoolStore: the one write transaction
+// serialises it with members joining through the grant.
+func (s *Store) RevokePoolGrant(ctx context.Context, p store.RevokePoolGrantParams) (res store.RevokedPoolGrant, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) (err error) {
+		q := s.txq(tx)
+		res, err = storeutil.RevokePoolGrant(mapErr, func() (domain.PoolGrant, error) {
+			r, err := q.GetPoolGrant(ctx, dbsqlc.GetPoolGrantParams{AgentID: p.AgentID, PersonID: p.PersonID})
+			return poolGrantFrom(r), err
+		}, func() ([]string, error) {
+			return q.GrantedPools(ctx, dbsqlc.GrantedPoolsParams{AgentID: p.AgentID, PersonID: p.PersonID})
+		}, func() ([]string, error) {
+			return q.UnringGranted(ctx, dbsqlc.UnringGrantedParams{AgentID: p.AgentID, PersonID: p.PersonID})
+		}, func() (int64, error) {
+			return q.DeletePoolGrant(ctx, dbsqlc.DeletePoolGrantParams{AgentID: p.AgentID, PersonID: p.PersonID})
+		}, func(res store.RevokedPoolGrant) error {
+			_, err := s.appendAudit(ctx, tx, p.Now, p.Audit(res))
+			return err
+		})
+		return err
+	})
+	return res, err
+}
+
+func poolGrantFrom(r dbsqlc.PoolGrant) domain.PoolGrant {
+	return domain.PoolGrant{AgentID: r.AgentID, PersonID: r.PersonID, GrantedBy: r.GrantedBy, CreatedAt: fromMicros(r.CreatedAt)}
 }

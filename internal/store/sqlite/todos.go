@@ -107,7 +107,7 @@ func (s *Store) GetTodo(ctx context.Context, id string) (domain.Todo, error) {
 // Limit <= 0 means no limit.
 func (s *Store) ListTodos(ctx context.Context, p store.ListTodosParams) ([]domain.Todo, error) {
 	rows, err := s.rq.ListTodos(ctx, dbsqlc.ListTodosParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
-		State: p.State, AfterID: p.AfterID, PoolID: p.PoolID, WithPools: boolInt(p.WithPools), Lim: limit(p.Limit)})
+		State: p.State, AfterID: p.AfterID, PoolID: p.PoolID, WithPools: boolInt(p.WithPools), Live: boolInt(p.Live), Lim: limit(p.Limit)})
 	return storeutil.All(rows, mapErr("list todos", err), todoFrom)
 }
 

@@ -23,6 +23,7 @@ var poolTests = []contractTest{
 	{"Pools/RouteRing", testPoolRouteRing},
 	{"Pools/RouteRingRace", testPoolRouteRingRace},
 	{"Pools/DigestCountsRung", testPoolDigestCountsRung},
+	{"Pools/ListLive", testPoolListLive},
 }
 
 func newPool(name string, queues []string, members ...vended) domain.Pool {
@@ -75,7 +76,8 @@ func testPoolCRUD(t *testing.T, in Instance) {
 	wantErr(t, "CreatePool(taken name)", s.CreatePool(ctx, store.CreatePoolParams{Pool: dup}), domain.ErrConflict)
 	other := newPool("reviewers", []string{"build"}, a)
 	other.OwnerID = "someone-else"
-	createPool(t, s, other) // names are per owner
+	grantPool(t, s, a.ID, other.OwnerID, Base) // a joins another person's pool through a grant (design: Pool grants)
+	createPool(t, s, other)                    // names are per owner
 	ghost := newPool("ghosts", []string{"build"}, vended{Agent: domain.Agent{ID: uuid.NewString()}})
 	wantErr(t, "CreatePool(unknown member)", s.CreatePool(ctx, store.CreatePoolParams{Pool: ghost}), domain.ErrNotFound)
 	if _, err := s.GetPool(ctx, store.GetPoolParams{ID: ghost.ID}); err == nil {
@@ -447,5 +449,47 @@ func testPoolDigestCountsRung(t *testing.T, in Instance) {
 	n, err := s.MarkDigestRung(ctx, store.MarkDigestParams{AgentID: a.ID, IDs: []string{rung.ID, held.ID, own.ID}, At: at(2 * time.Minute)})
 	if err != nil || n != 2 {
 		t.Errorf("MarkDigestRung(a) = %d, %v; want 2 (the rung pooled todo and its own)", n, err)
+	}
+}
+
+// testPoolListLive: ListTodos with Live lists a pool's pending, claimed and
+// retrying todos, not its done or dead ones — exactly those of the whole
+// list for which domain.Todo.Live holds, oldest first (design: Pools).
+func testPoolListLive(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a, _, p := pairPool(t, s, "backlog")
+	var tds []domain.Todo
+	for i := range 5 {
+		td := pooledTodo(p.ID, "build", at(time.Duration(i+1)*time.Second))
+		if i == 4 {
+			td.MaxAttempts = 1
+		}
+		tds = append(tds, push(t, s, td))
+	}
+	pending, claimed, done, retrying, dead := tds[0], tds[1], tds[2], tds[3], tds[4]
+	for _, td := range tds[1:] {
+		claim(t, s, a, td.ID, time.Hour, at(time.Minute))
+	}
+	_, err := s.CompleteTodo(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: done.ID, Now: at(2 * time.Minute)})
+	must(t, "complete", err)
+	for _, td := range []domain.Todo{retrying, dead} {
+		_, err := s.FailTodo(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: td.ID, Reason: "x", Now: at(2 * time.Minute)})
+		must(t, "fail", err)
+	}
+	ids := func(ts []domain.Todo) []string { return idsOf(ts, func(t domain.Todo) string { return t.ID }) }
+	live, err := s.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, Live: true})
+	must(t, "ListTodos(pool, live)", err)
+	wantIDs(t, "ListTodos(pool, live)", ids(live), pending.ID, claimed.ID, retrying.ID)
+	all, err := s.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID})
+	must(t, "ListTodos(pool)", err)
+	var byRule []domain.Todo
+	for _, td := range all {
+		if td.Live() {
+			byRule = append(byRule, td)
+		}
+	}
+	wantIDs(t, "domain.Todo.Live over the whole list", ids(byRule), ids(live)...)
+	if len(all) != 5 {
+		t.Errorf("ListTodos(pool) = %d todos, want all 5", len(all))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/store"
 )
 
 // The pool logic both adapters share (design: Pools, Pool routing); the
@@ -89,4 +90,81 @@ func RouteRingSQL(ringSet func(at string) string, arg func(n int) string) string
 	WHERE id = ` + arg(1) + ` AND state = 'pending' AND agent_id IS NULL AND pool_id IS NOT NULL
 	  AND ring_attempts < ` + strconv.Itoa(domain.MaxRings) + ` AND coalesce(ring_agent_id, '') = ` + arg(3) + `
 	  AND EXISTS (SELECT 1 FROM pool_members m WHERE m.pool_id = todos.pool_id AND m.agent_id = ` + arg(2) + `)`
+}
+
+// GrantPool runs an adapter's GrantPool in its transaction (design: Pool
+// grants): insert adds the grant unless the agent has granted the person
+// already (0 rows), get reads the stored one, audit appends the record of
+// a new grant. A new grant is returned as stored (CreatedAt to the
+// microsecond).
+func GrantPool(g domain.PoolGrant, mapErr func(string, error) error,
+	insert func() (int64, error), get func() (domain.PoolGrant, error), audit func() error) (domain.PoolGrant, bool, error) {
+	n, err := insert()
+	if err != nil {
+		return domain.PoolGrant{}, false, mapErr("grant pool", err)
+	}
+	if n == 0 {
+		got, err := get()
+		return got, false, mapErr("grant pool", err)
+	}
+	if err := audit(); err != nil {
+		return domain.PoolGrant{}, false, mapErr("grant pool", err)
+	}
+	g.CreatedAt = Micro(g.CreatedAt)
+	return g, true, nil
+}
+
+// RevokePoolGrant runs an adapter's RevokePoolGrant in its transaction
+// (design: Pool grants): get reads (PostgreSQL: locks) the grant, pools
+// lists the pools the agent joined through it, unring ends the agent's
+// rings in them, del deletes the grant and, by the foreign key's cascade,
+// the memberships; audit appends the record of the result.
+func RevokePoolGrant(mapErr func(string, error) error, get func() (domain.PoolGrant, error),
+	pools, unring func() ([]string, error), del func() (int64, error),
+	audit func(store.RevokedPoolGrant) error) (store.RevokedPoolGrant, error) {
+	g, err := get()
+	if err != nil {
+		return store.RevokedPoolGrant{}, mapErr("revoke pool grant", err)
+	}
+	res := store.RevokedPoolGrant{Grant: g}
+	if res.Pools, err = pools(); err != nil {
+		return store.RevokedPoolGrant{}, mapErr("revoke pool grant: pools", err)
+	}
+	if res.Unrung, err = unring(); err != nil {
+		return store.RevokedPoolGrant{}, mapErr("revoke pool grant: rings", err)
+	}
+	res.Pools, res.Unrung = Strings(res.Pools), SortedUnique(res.Unrung)
+	if n, err := del(); err != nil || n == 0 {
+		if err == nil {
+			err = domain.ErrNotFound
+		}
+		return store.RevokedPoolGrant{}, mapErr("revoke pool grant", err)
+	}
+	return res, mapErr("revoke pool grant: audit", audit(res))
+}
+
+// CreatePoolMember is the member insert of CreatePool: no row inserted
+// means the agent (or the pool) is unknown.
+func CreatePoolMember(insert func() (int64, error)) error {
+	n, err := insert()
+	if err == nil && n == 0 {
+		err = domain.ErrNotFound
+	}
+	return err
+}
+
+// HandOverPools runs, in an adapter's hand-over transaction, the pool
+// grant part of a hand-over (design: Pool grants): grant makes the grants
+// to the owners of the other persons' pools the agent was in as its
+// owner's own, regrant points every membership at its grant (none in the
+// new owner's pools), drop deletes the agent's grant to the new owner.
+func HandOverPools(mapErr func(string, error) error, grant, regrant func() error, drop func() (int64, error)) error {
+	if err := grant(); err != nil {
+		return mapErr("hand over: pool grants", err)
+	}
+	if err := regrant(); err != nil {
+		return mapErr("hand over: pool members", err)
+	}
+	_, err := drop()
+	return mapErr("hand over: grant to the new owner", err)
 }

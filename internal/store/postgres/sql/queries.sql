@@ -146,7 +146,8 @@ SELECT * FROM todos WHERE id = $1;
 -- name: ListTodos :many
 -- Empty filters match everything; a NULL limit means none. Oldest first,
 -- after the todo after_id. with_pools adds the unclaimed todos of the
--- agent's pools; pool_id lists a pool's todos (design: Pools).
+-- agent's pools; pool_id lists a pool's todos (design: Pools); live keeps the live ones (pending, claimed, or
+-- failed with a retry scheduled: domain.Todo.Live).
 SELECT * FROM todos
 WHERE ((sqlc.arg(agent_id)::text = '' AND sqlc.arg(pool_id)::text = '')
        OR agent_id = sqlc.arg(agent_id)::text OR pool_id = sqlc.arg(pool_id)::text
@@ -154,6 +155,7 @@ WHERE ((sqlc.arg(agent_id)::text = '' AND sqlc.arg(pool_id)::text = '')
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)))
   AND (cardinality(sqlc.arg(queues)::text[]) = 0 OR queue = ANY (sqlc.arg(queues)::text[]))
   AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state))
+  AND (NOT sqlc.arg(live)::boolean OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
   AND (sqlc.arg(after_id)::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
        OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id)) AND id > sqlc.arg(after_id)))
 ORDER BY created_at, id LIMIT sqlc.narg(lim)::bigint;
@@ -414,8 +416,16 @@ INSERT INTO pools (id, owner_id, name, created_at) VALUES ($1, $2, $3, $4);
 -- name: InsertPoolQueue :exec
 INSERT INTO pool_queues (pool_id, queue) VALUES ($1, $2);
 
--- name: InsertPoolMember :exec
-INSERT INTO pool_members (pool_id, agent_id) VALUES ($1, $2);
+-- name: InsertPoolMember :execrows
+-- An agent of another person than the pool's owner joins through that
+-- owner's grant (design: Pool grants): granted_to is the pool's owner, and
+-- the foreign key to pool_grants refuses it without the grant (its check
+-- locks the grant row, so a revocation waits for this transaction). No
+-- row: the agent or the pool is unknown.
+INSERT INTO pool_members (pool_id, agent_id, granted_to)
+SELECT p.id, a.id, CASE WHEN a.owner_id = p.owner_id THEN NULL ELSE p.owner_id END
+FROM pools p JOIN agents a ON a.id = sqlc.arg(agent_id)::text
+WHERE p.id = sqlc.arg(pool_id)::text;
 
 -- name: GetPool :one
 -- By id, or (id empty) by owner and name.
@@ -455,3 +465,59 @@ WHERE id = sqlc.arg(id) AND ring_agent_id = sqlc.arg(agent_id)::text;
 -- The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
 UPDATE pool_members SET last_rung_at = sqlc.arg(at)::timestamptz
 WHERE agent_id = sqlc.arg(agent_id)::text AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = sqlc.arg(todo_id)::text);
+
+-- Pool grants (design: Pool grants).
+
+-- name: InsertPoolGrant :execrows
+-- No row: the agent has granted the person already.
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (agent_id, person_id) DO NOTHING;
+
+-- name: GetPoolGrant :one
+SELECT * FROM pool_grants WHERE agent_id = $1 AND person_id = $2;
+
+-- name: LockPoolGrant :one
+-- The grant, locked: a member joining through it (whose foreign key check
+-- holds a key-share lock) commits first, so what follows sees it.
+SELECT * FROM pool_grants WHERE agent_id = $1 AND person_id = $2 FOR UPDATE;
+
+-- name: ListPoolGrants :many
+-- Empty filters match everything; by agent, then creation.
+SELECT * FROM pool_grants
+WHERE (sqlc.arg(agent_id)::text = '' OR agent_id = sqlc.arg(agent_id)::text)
+  AND (sqlc.arg(person_id)::text = '' OR person_id = sqlc.arg(person_id)::text)
+ORDER BY agent_id, created_at, person_id;
+
+-- name: GrantedPools :many
+-- The pools the agent joined through its grant to the person.
+SELECT pool_id FROM pool_members WHERE agent_id = sqlc.arg(agent_id)::text AND granted_to = sqlc.arg(person_id)::text ORDER BY pool_id;
+
+-- name: UnringGranted :many
+-- Ends the rings at the agent of the pooled todos of the pools it joined
+-- through its grant to the person (the todos are held).
+UPDATE todos SET ring_agent_id = NULL
+WHERE ring_agent_id = sqlc.arg(agent_id)::text AND agent_id IS NULL
+  AND pool_id IN (SELECT m.pool_id FROM pool_members m
+                  WHERE m.agent_id = sqlc.arg(agent_id)::text AND m.granted_to = sqlc.arg(person_id)::text)
+RETURNING id;
+
+-- name: DeletePoolGrant :execrows
+-- Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
+DELETE FROM pool_grants WHERE agent_id = $1 AND person_id = $2;
+
+-- name: GrantPoolsOnHandOver :exec
+-- A hand-over to owner_id (design: Pool grants): the agent stays in the
+-- pools of other persons it was in as their own, through a grant to each
+-- pool's owner made by the person handing it over.
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, sqlc.arg(granted_by)::text, sqlc.arg(at)::timestamptz
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = sqlc.arg(agent_id)::text AND m.granted_to IS NULL AND p.owner_id <> sqlc.arg(owner_id)::text
+ON CONFLICT (agent_id, person_id) DO NOTHING;
+
+-- name: RegrantPoolMembers :exec
+-- After a hand-over to owner_id: the agent's memberships in owner_id's
+-- pools need no grant; in the others' they go through the grant to the
+-- pool's owner.
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), sqlc.arg(owner_id)::text)
+WHERE agent_id = sqlc.arg(agent_id)::text;

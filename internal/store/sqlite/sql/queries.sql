@@ -131,7 +131,8 @@ SELECT * FROM todos WHERE id = ?;
 -- Empty filters match everything; queues is a JSON array; a negative
 -- limit means none. Oldest first, after the todo after_id. with_pools
 -- adds the unclaimed todos of the agent's pools; pool_id lists a pool's
--- todos (design: Pools).
+-- todos (design: Pools); live keeps the live ones (pending, claimed, or
+-- failed with a retry scheduled: domain.Todo.Live).
 SELECT * FROM todos
 WHERE ((CAST(sqlc.arg(agent_id) AS TEXT) = '' AND CAST(sqlc.arg(pool_id) AS TEXT) = '')
        OR agent_id = CAST(sqlc.arg(agent_id) AS TEXT) OR pool_id = CAST(sqlc.arg(pool_id) AS TEXT)
@@ -139,6 +140,7 @@ WHERE ((CAST(sqlc.arg(agent_id) AS TEXT) = '' AND CAST(sqlc.arg(pool_id) AS TEXT
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT))))
   AND (json_array_length(CAST(sqlc.arg(queues) AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(sqlc.arg(queues))))
   AND (CAST(sqlc.arg(state) AS TEXT) = '' OR state = sqlc.arg(state))
+  AND (NOT CAST(sqlc.arg(live) AS INTEGER) OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
   AND (CAST(sqlc.arg(after_id) AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id))
        OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = sqlc.arg(after_id)) AND id > sqlc.arg(after_id)))
 ORDER BY created_at, id LIMIT sqlc.arg(lim);
@@ -376,8 +378,15 @@ INSERT INTO pools (id, owner_id, name, created_at) VALUES (?, ?, ?, ?);
 -- name: InsertPoolQueue :exec
 INSERT INTO pool_queues (pool_id, queue) VALUES (?, ?);
 
--- name: InsertPoolMember :exec
-INSERT INTO pool_members (pool_id, agent_id) VALUES (?, ?);
+-- name: InsertPoolMember :execrows
+-- An agent of another person than the pool's owner joins through that
+-- owner's grant (design: Pool grants): granted_to is the pool's owner, and
+-- the foreign key to pool_grants refuses it without the grant. No row: the
+-- agent or the pool is unknown.
+INSERT INTO pool_members (pool_id, agent_id, granted_to)
+SELECT p.id, a.id, CASE WHEN a.owner_id = p.owner_id THEN NULL ELSE p.owner_id END
+FROM pools p JOIN agents a ON a.id = CAST(sqlc.arg(agent_id) AS TEXT)
+WHERE p.id = CAST(sqlc.arg(pool_id) AS TEXT);
 
 -- name: GetPool :one
 -- By id, or (id empty) by owner and name.
@@ -415,3 +424,54 @@ WHERE id = sqlc.arg(id) AND ring_agent_id = CAST(sqlc.arg(agent_id) AS TEXT);
 -- The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
 UPDATE pool_members SET last_rung_at = CAST(sqlc.arg(at) AS INTEGER)
 WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = sqlc.arg(todo_id));
+
+-- Pool grants (design: Pool grants).
+
+-- name: InsertPoolGrant :execrows
+-- No row: the agent has granted the person already.
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (agent_id, person_id) DO NOTHING;
+
+-- name: GetPoolGrant :one
+SELECT * FROM pool_grants WHERE agent_id = ? AND person_id = ?;
+
+-- name: ListPoolGrants :many
+-- Empty filters match everything; by agent, then creation.
+SELECT * FROM pool_grants
+WHERE (CAST(sqlc.arg(agent_id) AS TEXT) = '' OR agent_id = sqlc.arg(agent_id))
+  AND (CAST(sqlc.arg(person_id) AS TEXT) = '' OR person_id = sqlc.arg(person_id))
+ORDER BY agent_id, created_at, person_id;
+
+-- name: GrantedPools :many
+-- The pools the agent joined through its grant to the person.
+SELECT pool_id FROM pool_members WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND granted_to = CAST(sqlc.arg(person_id) AS TEXT) ORDER BY pool_id;
+
+-- name: UnringGranted :many
+-- Ends the rings at the agent of the pooled todos of the pools it joined
+-- through its grant to the person (the todos are held).
+UPDATE todos SET ring_agent_id = NULL
+WHERE ring_agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND agent_id IS NULL
+  AND pool_id IN (SELECT m.pool_id FROM pool_members m
+                  WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND m.granted_to = CAST(sqlc.arg(person_id) AS TEXT))
+RETURNING id;
+
+-- name: DeletePoolGrant :execrows
+-- Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
+DELETE FROM pool_grants WHERE agent_id = ? AND person_id = ?;
+
+-- name: GrantPoolsOnHandOver :exec
+-- A hand-over to owner_id (design: Pool grants): the agent stays in the
+-- pools of other persons it was in as their own, through a grant to each
+-- pool's owner made by the person handing it over.
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, CAST(sqlc.arg(granted_by) AS TEXT), CAST(sqlc.arg(at) AS INTEGER)
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND m.granted_to IS NULL AND p.owner_id <> CAST(sqlc.arg(owner_id) AS TEXT)
+ON CONFLICT (agent_id, person_id) DO NOTHING;
+
+-- name: RegrantPoolMembers :exec
+-- After a hand-over to owner_id: the agent's memberships in owner_id's
+-- pools need no grant; in the others' they go through the grant to the
+-- pool's owner.
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), CAST(sqlc.arg(owner_id) AS TEXT))
+WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT);

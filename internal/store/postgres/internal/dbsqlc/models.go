@@ -181,10 +181,18 @@ type Pool struct {
 	CreatedAt time.Time
 }
 
+type PoolGrant struct {
+	AgentID   string
+	PersonID  string
+	GrantedBy string
+	CreatedAt time.Time
+}
+
 type PoolMember struct {
 	PoolID     string
 	AgentID    string
 	LastRungAt *time.Time
+	GrantedTo  *string
 }
 
 type PoolQueue struct {

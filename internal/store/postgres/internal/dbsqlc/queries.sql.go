@@ -516,6 +516,24 @@ func (q *Queries) DeletePool(ctx context.Context, id string) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const deletePoolGrant = `-- name: DeletePoolGrant :execrows
+DELETE FROM pool_grants WHERE agent_id = $1 AND person_id = $2
+`
+
+type DeletePoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
+func (q *Queries) DeletePoolGrant(ctx context.Context, arg DeletePoolGrantParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deletePoolGrant, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deliveryByKey = `-- name: DeliveryByKey :one
 SELECT id, hook_id, key, event, action, outcome, reason, todo_id, received_at FROM hook_deliveries WHERE hook_id = $1 AND key = $2
 `
@@ -758,6 +776,27 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 	return i, err
 }
 
+const getPoolGrant = `-- name: GetPoolGrant :one
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants WHERE agent_id = $1 AND person_id = $2
+`
+
+type GetPoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+func (q *Queries) GetPoolGrant(ctx context.Context, arg GetPoolGrantParams) (PoolGrant, error) {
+	row := q.db.QueryRow(ctx, getPoolGrant, arg.AgentID, arg.PersonID)
+	var i PoolGrant
+	err := row.Scan(
+		&i.AgentID,
+		&i.PersonID,
+		&i.GrantedBy,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getTodo = `-- name: GetTodo :one
 SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos WHERE id = $1
 `
@@ -794,6 +833,64 @@ func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
 		&i.RingAgentID,
 	)
 	return i, err
+}
+
+const grantPoolsOnHandOver = `-- name: GrantPoolsOnHandOver :exec
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, $1::text, $2::timestamptz
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = $3::text AND m.granted_to IS NULL AND p.owner_id <> $4::text
+ON CONFLICT (agent_id, person_id) DO NOTHING
+`
+
+type GrantPoolsOnHandOverParams struct {
+	GrantedBy string
+	At        time.Time
+	AgentID   string
+	OwnerID   string
+}
+
+// A hand-over to owner_id (design: Pool grants): the agent stays in the
+// pools of other persons it was in as their own, through a grant to each
+// pool's owner made by the person handing it over.
+func (q *Queries) GrantPoolsOnHandOver(ctx context.Context, arg GrantPoolsOnHandOverParams) error {
+	_, err := q.db.Exec(ctx, grantPoolsOnHandOver,
+		arg.GrantedBy,
+		arg.At,
+		arg.AgentID,
+		arg.OwnerID,
+	)
+	return err
+}
+
+const grantedPools = `-- name: GrantedPools :many
+SELECT pool_id FROM pool_members WHERE agent_id = $1::text AND granted_to = $2::text ORDER BY pool_id
+`
+
+type GrantedPoolsParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// The pools the agent joined through its grant to the person.
+func (q *Queries) GrantedPools(ctx context.Context, arg GrantedPoolsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, grantedPools, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var pool_id string
+		if err := rows.Scan(&pool_id); err != nil {
+			return nil, err
+		}
+		items = append(items, pool_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const insertAgent = `-- name: InsertAgent :exec
@@ -1033,18 +1130,57 @@ func (q *Queries) InsertPool(ctx context.Context, arg InsertPoolParams) error {
 	return err
 }
 
-const insertPoolMember = `-- name: InsertPoolMember :exec
-INSERT INTO pool_members (pool_id, agent_id) VALUES ($1, $2)
+const insertPoolGrant = `-- name: InsertPoolGrant :execrows
+
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (agent_id, person_id) DO NOTHING
+`
+
+type InsertPoolGrantParams struct {
+	AgentID   string
+	PersonID  string
+	GrantedBy string
+	CreatedAt time.Time
+}
+
+// Pool grants (design: Pool grants).
+// No row: the agent has granted the person already.
+func (q *Queries) InsertPoolGrant(ctx context.Context, arg InsertPoolGrantParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertPoolGrant,
+		arg.AgentID,
+		arg.PersonID,
+		arg.GrantedBy,
+		arg.CreatedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const insertPoolMember = `-- name: InsertPoolMember :execrows
+INSERT INTO pool_members (pool_id, agent_id, granted_to)
+SELECT p.id, a.id, CASE WHEN a.owner_id = p.owner_id THEN NULL ELSE p.owner_id END
+FROM pools p JOIN agents a ON a.id = $1::text
+WHERE p.id = $2::text
 `
 
 type InsertPoolMemberParams struct {
-	PoolID  string
 	AgentID string
+	PoolID  string
 }
 
-func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) error {
-	_, err := q.db.Exec(ctx, insertPoolMember, arg.PoolID, arg.AgentID)
-	return err
+// An agent of another person than the pool's owner joins through that
+// owner's grant (design: Pool grants): granted_to is the pool's owner, and
+// the foreign key to pool_grants refuses it without the grant (its check
+// locks the grant row, so a revocation waits for this transaction). No
+// row: the agent or the pool is unknown.
+func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertPoolMember, arg.AgentID, arg.PoolID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const insertPoolQueue = `-- name: InsertPoolQueue :exec
@@ -1578,6 +1714,44 @@ func (q *Queries) ListPersons(ctx context.Context) ([]Person, error) {
 	return items, nil
 }
 
+const listPoolGrants = `-- name: ListPoolGrants :many
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants
+WHERE ($1::text = '' OR agent_id = $1::text)
+  AND ($2::text = '' OR person_id = $2::text)
+ORDER BY agent_id, created_at, person_id
+`
+
+type ListPoolGrantsParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Empty filters match everything; by agent, then creation.
+func (q *Queries) ListPoolGrants(ctx context.Context, arg ListPoolGrantsParams) ([]PoolGrant, error) {
+	rows, err := q.db.Query(ctx, listPoolGrants, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PoolGrant
+	for rows.Next() {
+		var i PoolGrant
+		if err := rows.Scan(
+			&i.AgentID,
+			&i.PersonID,
+			&i.GrantedBy,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listPools = `-- name: ListPools :many
 SELECT id, owner_id, name, created_at FROM pools
 WHERE ($1::text = '' OR owner_id = $1::text)
@@ -1624,9 +1798,10 @@ WHERE (($1::text = '' AND $2::text = '')
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $1::text)))
   AND (cardinality($4::text[]) = 0 OR queue = ANY ($4::text[]))
   AND ($5::text = '' OR state = $5)
-  AND ($6::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = $6)
-       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = $6) AND id > $6))
-ORDER BY created_at, id LIMIT $7::bigint
+  AND (NOT $6::boolean OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+  AND ($7::text = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = $7)
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = $7) AND id > $7))
+ORDER BY created_at, id LIMIT $8::bigint
 `
 
 type ListTodosParams struct {
@@ -1635,13 +1810,15 @@ type ListTodosParams struct {
 	WithPools bool
 	Queues    []string
 	State     string
+	Live      bool
 	AfterID   string
 	Lim       *int64
 }
 
 // Empty filters match everything; a NULL limit means none. Oldest first,
 // after the todo after_id. with_pools adds the unclaimed todos of the
-// agent's pools; pool_id lists a pool's todos (design: Pools).
+// agent's pools; pool_id lists a pool's todos (design: Pools); live keeps the live ones (pending, claimed, or
+// failed with a retry scheduled: domain.Todo.Live).
 func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, error) {
 	rows, err := q.db.Query(ctx, listTodos,
 		arg.AgentID,
@@ -1649,6 +1826,7 @@ func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, e
 		arg.WithPools,
 		arg.Queues,
 		arg.State,
+		arg.Live,
 		arg.AfterID,
 		arg.Lim,
 	)
@@ -1885,6 +2063,29 @@ func (q *Queries) LockHeldAttempts(ctx context.Context, arg LockHeldAttemptsPara
 	return i, err
 }
 
+const lockPoolGrant = `-- name: LockPoolGrant :one
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants WHERE agent_id = $1 AND person_id = $2 FOR UPDATE
+`
+
+type LockPoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// The grant, locked: a member joining through it (whose foreign key check
+// holds a key-share lock) commits first, so what follows sees it.
+func (q *Queries) LockPoolGrant(ctx context.Context, arg LockPoolGrantParams) (PoolGrant, error) {
+	row := q.db.QueryRow(ctx, lockPoolGrant, arg.AgentID, arg.PersonID)
+	var i PoolGrant
+	err := row.Scan(
+		&i.AgentID,
+		&i.PersonID,
+		&i.GrantedBy,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const lockPoolLiveTodos = `-- name: LockPoolLiveTodos :one
 SELECT count(*) FROM todos
 WHERE pool_id = (SELECT p.id FROM pools p WHERE p.id = $1::text FOR UPDATE)
@@ -2083,6 +2284,24 @@ func (q *Queries) PruneRateWindows(ctx context.Context, before time.Time) (int64
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const regrantPoolMembers = `-- name: RegrantPoolMembers :exec
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), $1::text)
+WHERE agent_id = $2::text
+`
+
+type RegrantPoolMembersParams struct {
+	OwnerID string
+	AgentID string
+}
+
+// After a hand-over to owner_id: the agent's memberships in owner_id's
+// pools need no grant; in the others' they go through the grant to the
+// pool's owner.
+func (q *Queries) RegrantPoolMembers(ctx context.Context, arg RegrantPoolMembersParams) error {
+	_, err := q.db.Exec(ctx, regrantPoolMembers, arg.OwnerID, arg.AgentID)
+	return err
 }
 
 const releaseRing = `-- name: ReleaseRing :execrows
@@ -2396,6 +2615,41 @@ type TouchTokenParams struct {
 func (q *Queries) TouchToken(ctx context.Context, arg TouchTokenParams) error {
 	_, err := q.db.Exec(ctx, touchToken, arg.At, arg.ID, arg.NotAfter)
 	return err
+}
+
+const unringGranted = `-- name: UnringGranted :many
+UPDATE todos SET ring_agent_id = NULL
+WHERE ring_agent_id = $1::text AND agent_id IS NULL
+  AND pool_id IN (SELECT m.pool_id FROM pool_members m
+                  WHERE m.agent_id = $1::text AND m.granted_to = $2::text)
+RETURNING id
+`
+
+type UnringGrantedParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Ends the rings at the agent of the pooled todos of the pools it joined
+// through its grant to the person (the todos are held).
+func (q *Queries) UnringGranted(ctx context.Context, arg UnringGrantedParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, unringGranted, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const updateAgent = `-- name: UpdateAgent :one

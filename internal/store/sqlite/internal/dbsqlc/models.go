@@ -181,10 +181,18 @@ type Pool struct {
 	CreatedAt int64
 }
 
+type PoolGrant struct {
+	AgentID   string
+	PersonID  string
+	GrantedBy string
+	CreatedAt int64
+}
+
 type PoolMember struct {
 	PoolID     string
 	AgentID    string
 	LastRungAt sql.NullInt64
+	GrantedTo  sql.NullString
 }
 
 type PoolQueue struct {

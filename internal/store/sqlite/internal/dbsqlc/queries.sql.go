@@ -460,6 +460,24 @@ func (q *Queries) DeletePool(ctx context.Context, id string) (int64, error) {
 	return result.RowsAffected()
 }
 
+const deletePoolGrant = `-- name: DeletePoolGrant :execrows
+DELETE FROM pool_grants WHERE agent_id = ? AND person_id = ?
+`
+
+type DeletePoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Deletes the agent's memberships through the grant with it (ON DELETE CASCADE).
+func (q *Queries) DeletePoolGrant(ctx context.Context, arg DeletePoolGrantParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deletePoolGrant, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deliveryByKey = `-- name: DeliveryByKey :one
 SELECT id, hook_id, "key", event, "action", outcome, reason, todo_id, received_at FROM hook_deliveries WHERE hook_id = ? AND key = ?
 `
@@ -702,6 +720,27 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 	return i, err
 }
 
+const getPoolGrant = `-- name: GetPoolGrant :one
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants WHERE agent_id = ? AND person_id = ?
+`
+
+type GetPoolGrantParams struct {
+	AgentID  string
+	PersonID string
+}
+
+func (q *Queries) GetPoolGrant(ctx context.Context, arg GetPoolGrantParams) (PoolGrant, error) {
+	row := q.db.QueryRowContext(ctx, getPoolGrant, arg.AgentID, arg.PersonID)
+	var i PoolGrant
+	err := row.Scan(
+		&i.AgentID,
+		&i.PersonID,
+		&i.GrantedBy,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getTodo = `-- name: GetTodo :one
 SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos WHERE id = ?
 `
@@ -738,6 +777,67 @@ func (q *Queries) GetTodo(ctx context.Context, id string) (Todo, error) {
 		&i.RingAgentID,
 	)
 	return i, err
+}
+
+const grantPoolsOnHandOver = `-- name: GrantPoolsOnHandOver :exec
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at)
+SELECT DISTINCT m.agent_id, p.owner_id, CAST(?1 AS TEXT), CAST(?2 AS INTEGER)
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE m.agent_id = CAST(?3 AS TEXT) AND m.granted_to IS NULL AND p.owner_id <> CAST(?4 AS TEXT)
+ON CONFLICT (agent_id, person_id) DO NOTHING
+`
+
+type GrantPoolsOnHandOverParams struct {
+	GrantedBy string
+	At        int64
+	AgentID   string
+	OwnerID   string
+}
+
+// A hand-over to owner_id (design: Pool grants): the agent stays in the
+// pools of other persons it was in as their own, through a grant to each
+// pool's owner made by the person handing it over.
+func (q *Queries) GrantPoolsOnHandOver(ctx context.Context, arg GrantPoolsOnHandOverParams) error {
+	_, err := q.db.ExecContext(ctx, grantPoolsOnHandOver,
+		arg.GrantedBy,
+		arg.At,
+		arg.AgentID,
+		arg.OwnerID,
+	)
+	return err
+}
+
+const grantedPools = `-- name: GrantedPools :many
+SELECT pool_id FROM pool_members WHERE agent_id = CAST(?1 AS TEXT) AND granted_to = CAST(?2 AS TEXT) ORDER BY pool_id
+`
+
+type GrantedPoolsParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// The pools the agent joined through its grant to the person.
+func (q *Queries) GrantedPools(ctx context.Context, arg GrantedPoolsParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, grantedPools, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var pool_id string
+		if err := rows.Scan(&pool_id); err != nil {
+			return nil, err
+		}
+		items = append(items, pool_id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const heldAttempts = `-- name: HeldAttempts :one
@@ -998,18 +1098,56 @@ func (q *Queries) InsertPool(ctx context.Context, arg InsertPoolParams) error {
 	return err
 }
 
-const insertPoolMember = `-- name: InsertPoolMember :exec
-INSERT INTO pool_members (pool_id, agent_id) VALUES (?, ?)
+const insertPoolGrant = `-- name: InsertPoolGrant :execrows
+
+INSERT INTO pool_grants (agent_id, person_id, granted_by, created_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (agent_id, person_id) DO NOTHING
+`
+
+type InsertPoolGrantParams struct {
+	AgentID   string
+	PersonID  string
+	GrantedBy string
+	CreatedAt int64
+}
+
+// Pool grants (design: Pool grants).
+// No row: the agent has granted the person already.
+func (q *Queries) InsertPoolGrant(ctx context.Context, arg InsertPoolGrantParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPoolGrant,
+		arg.AgentID,
+		arg.PersonID,
+		arg.GrantedBy,
+		arg.CreatedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertPoolMember = `-- name: InsertPoolMember :execrows
+INSERT INTO pool_members (pool_id, agent_id, granted_to)
+SELECT p.id, a.id, CASE WHEN a.owner_id = p.owner_id THEN NULL ELSE p.owner_id END
+FROM pools p JOIN agents a ON a.id = CAST(?1 AS TEXT)
+WHERE p.id = CAST(?2 AS TEXT)
 `
 
 type InsertPoolMemberParams struct {
-	PoolID  string
 	AgentID string
+	PoolID  string
 }
 
-func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) error {
-	_, err := q.db.ExecContext(ctx, insertPoolMember, arg.PoolID, arg.AgentID)
-	return err
+// An agent of another person than the pool's owner joins through that
+// owner's grant (design: Pool grants): granted_to is the pool's owner, and
+// the foreign key to pool_grants refuses it without the grant. No row: the
+// agent or the pool is unknown.
+func (q *Queries) InsertPoolMember(ctx context.Context, arg InsertPoolMemberParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPoolMember, arg.AgentID, arg.PoolID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const insertPoolQueue = `-- name: InsertPoolQueue :exec
@@ -1450,6 +1588,47 @@ func (q *Queries) ListPersons(ctx context.Context) ([]Person, error) {
 	return items, nil
 }
 
+const listPoolGrants = `-- name: ListPoolGrants :many
+SELECT agent_id, person_id, granted_by, created_at FROM pool_grants
+WHERE (CAST(?1 AS TEXT) = '' OR agent_id = ?1)
+  AND (CAST(?2 AS TEXT) = '' OR person_id = ?2)
+ORDER BY agent_id, created_at, person_id
+`
+
+type ListPoolGrantsParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Empty filters match everything; by agent, then creation.
+func (q *Queries) ListPoolGrants(ctx context.Context, arg ListPoolGrantsParams) ([]PoolGrant, error) {
+	rows, err := q.db.QueryContext(ctx, listPoolGrants, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PoolGrant
+	for rows.Next() {
+		var i PoolGrant
+		if err := rows.Scan(
+			&i.AgentID,
+			&i.PersonID,
+			&i.GrantedBy,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listPools = `-- name: ListPools :many
 SELECT id, owner_id, name, created_at FROM pools
 WHERE (CAST(?1 AS TEXT) = '' OR owner_id = ?1)
@@ -1499,9 +1678,10 @@ WHERE ((CAST(?1 AS TEXT) = '' AND CAST(?2 AS TEXT) = '')
            AND pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?1 AS TEXT))))
   AND (json_array_length(CAST(?4 AS TEXT)) = 0 OR queue IN (SELECT value FROM json_each(?4)))
   AND (CAST(?5 AS TEXT) = '' OR state = ?5)
-  AND (CAST(?6 AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = ?6)
-       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = ?6) AND id > ?6))
-ORDER BY created_at, id LIMIT ?7
+  AND (NOT CAST(?6 AS INTEGER) OR state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+  AND (CAST(?7 AS TEXT) = '' OR created_at > (SELECT t.created_at FROM todos t WHERE t.id = ?7)
+       OR (created_at = (SELECT t.created_at FROM todos t WHERE t.id = ?7) AND id > ?7))
+ORDER BY created_at, id LIMIT ?8
 `
 
 type ListTodosParams struct {
@@ -1510,6 +1690,7 @@ type ListTodosParams struct {
 	WithPools int64
 	Queues    string
 	State     string
+	Live      int64
 	AfterID   string
 	Lim       int64
 }
@@ -1517,7 +1698,8 @@ type ListTodosParams struct {
 // Empty filters match everything; queues is a JSON array; a negative
 // limit means none. Oldest first, after the todo after_id. with_pools
 // adds the unclaimed todos of the agent's pools; pool_id lists a pool's
-// todos (design: Pools).
+// todos (design: Pools); live keeps the live ones (pending, claimed, or
+// failed with a retry scheduled: domain.Todo.Live).
 func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, error) {
 	rows, err := q.db.QueryContext(ctx, listTodos,
 		arg.AgentID,
@@ -1525,6 +1707,7 @@ func (q *Queries) ListTodos(ctx context.Context, arg ListTodosParams) ([]Todo, e
 		arg.WithPools,
 		arg.Queues,
 		arg.State,
+		arg.Live,
 		arg.AfterID,
 		arg.Lim,
 	)
@@ -2007,6 +2190,24 @@ func (q *Queries) ReapExpiredLeases(ctx context.Context, arg ReapExpiredLeasesPa
 	return items, nil
 }
 
+const regrantPoolMembers = `-- name: RegrantPoolMembers :exec
+UPDATE pool_members SET granted_to = NULLIF((SELECT p.owner_id FROM pools p WHERE p.id = pool_members.pool_id), CAST(?1 AS TEXT))
+WHERE agent_id = CAST(?2 AS TEXT)
+`
+
+type RegrantPoolMembersParams struct {
+	OwnerID string
+	AgentID string
+}
+
+// After a hand-over to owner_id: the agent's memberships in owner_id's
+// pools need no grant; in the others' they go through the grant to the
+// pool's owner.
+func (q *Queries) RegrantPoolMembers(ctx context.Context, arg RegrantPoolMembersParams) error {
+	_, err := q.db.ExecContext(ctx, regrantPoolMembers, arg.OwnerID, arg.AgentID)
+	return err
+}
+
 const releaseRing = `-- name: ReleaseRing :execrows
 UPDATE todos SET ring_agent_id = NULL
 WHERE id = ?1 AND ring_agent_id = CAST(?2 AS TEXT)
@@ -2323,6 +2524,44 @@ type TouchTokenParams struct {
 func (q *Queries) TouchToken(ctx context.Context, arg TouchTokenParams) error {
 	_, err := q.db.ExecContext(ctx, touchToken, arg.At, arg.ID, arg.NotAfter)
 	return err
+}
+
+const unringGranted = `-- name: UnringGranted :many
+UPDATE todos SET ring_agent_id = NULL
+WHERE ring_agent_id = CAST(?1 AS TEXT) AND agent_id IS NULL
+  AND pool_id IN (SELECT m.pool_id FROM pool_members m
+                  WHERE m.agent_id = CAST(?1 AS TEXT) AND m.granted_to = CAST(?2 AS TEXT))
+RETURNING id
+`
+
+type UnringGrantedParams struct {
+	AgentID  string
+	PersonID string
+}
+
+// Ends the rings at the agent of the pooled todos of the pools it joined
+// through its grant to the person (the todos are held).
+func (q *Queries) UnringGranted(ctx context.Context, arg UnringGrantedParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, unringGranted, arg.AgentID, arg.PersonID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const updateAgent = `-- name: UpdateAgent :one
