@@ -16,16 +16,8 @@ import (
 
 // Todos over the generated queries (sql/queries.sql).
 
-func scanTodo(sc scanner) (domain.Todo, error) {
-	var r dbsqlc.Todo
-	if err := sc.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
-		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
-		&r.LeaseExpiresAt, &r.RetryAt, &r.RingAttempts, &r.LastRingedAt, &r.Result, &r.LastError,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt, &r.PoolID, &r.RingAgentID); err != nil {
-		return domain.Todo{}, err
-	}
-	return todoFrom(r), nil
-}
+// scanTodo scans a row of storeutil.TodoCols into a todo.
+var scanTodo = storeutil.ScanRow(storeutil.TodoCols, todoFrom)
 
 func todoFrom(r dbsqlc.Todo) domain.Todo {
 	return domain.Todo{ID: r.ID, AgentID: r.AgentID.String, Queue: r.Queue, Title: r.Title,
