@@ -20,7 +20,7 @@ import (
 
 // todoFrom turns a row into a todo, every time in UTC.
 func todoFrom(r dbsqlc.Todo) domain.Todo {
-	return domain.Todo{ID: r.ID, AgentID: deref(r.AgentID), Queue: r.Queue, Title: r.Title,
+	return storeutil.AsRead(domain.Todo{ID: r.ID, AgentID: deref(r.AgentID), Queue: r.Queue, Title: r.Title,
 		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
 		PushEligible: r.PushEligible, CreatedBy: r.CreatedBy, State: r.State,
 		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
@@ -29,7 +29,7 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		Result: rawJSON(r.Result), LastError: r.LastError,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		ClaimedAt: utcPtr(r.ClaimedAt), FinishedAt: utcPtr(r.FinishedAt), NextRingAt: utcPtr(r.NextRingAt),
-		PoolID: deref(r.PoolID), RingAgentID: deref(r.RingAgentID)}
+		PoolID: deref(r.PoolID), RingAgentID: deref(r.RingAgentID)})
 }
 
 // optStr is s as a nullable column: "" is NULL.

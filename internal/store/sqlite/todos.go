@@ -20,7 +20,7 @@ import (
 var scanTodo = storeutil.ScanRow(storeutil.TodoCols, todoFrom)
 
 func todoFrom(r dbsqlc.Todo) domain.Todo {
-	return domain.Todo{ID: r.ID, AgentID: r.AgentID.String, Queue: r.Queue, Title: r.Title,
+	return storeutil.AsRead(domain.Todo{ID: r.ID, AgentID: r.AgentID.String, Queue: r.Queue, Title: r.Title,
 		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
 		PushEligible: r.PushEligible != 0, CreatedBy: r.CreatedBy, State: r.State,
 		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
@@ -29,7 +29,7 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		Result: rawJSON(r.Result), LastError: r.LastError,
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 		ClaimedAt: fromNullMicros(r.ClaimedAt), FinishedAt: fromNullMicros(r.FinishedAt),
-		NextRingAt: fromNullMicros(r.NextRingAt), PoolID: r.PoolID.String, RingAgentID: r.RingAgentID.String}
+		NextRingAt: fromNullMicros(r.NextRingAt), PoolID: r.PoolID.String, RingAgentID: r.RingAgentID.String})
 }
 
 // optStr is s as a nullable column: "" is NULL.
