@@ -55,8 +55,10 @@ type Todo struct {
 	LastRingedAt   *time.Time `json:"last_ringed_at,omitempty"`
 	// NextRingAt is when the sweep next re-rings the todo while it is
 	// pending (NextRingAt of its ring count and its last ring, digest or
-	// creation); nil once the ring budget is spent (design: Ring budget). The
-	// store computes it; a value passed to CreateTodo is ignored.
+	// creation); nil once the ring budget is spent (design: Ring budget) and
+	// on a todo that will never ring again (done or dead-lettered; design:
+	// Ring budget). The store computes it; a value passed to CreateTodo is
+	// ignored.
 	NextRingAt *time.Time      `json:"next_ring_at,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	LastError  string          `json:"last_error,omitempty"`

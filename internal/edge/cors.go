@@ -1,6 +1,12 @@
 package edge
 
-import "net/http"
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
 
 // CORS names the routes pages of other web origins may call (design:
 // Browser clients). Two kinds:
@@ -14,7 +20,11 @@ import "net/http"
 //   - Bearer routes (the MCP endpoint) take a bearer token: only the
 //     Origins listed may call them from a page, and get their origin
 //     back in Access-Control-Allow-Origin (never with credentials); any
-//     other foreign Origin is refused as before.
+//     other foreign Origin is refused as before. An Origin matches a
+//     listed one only as a browser serialises it (RFC 6454: scheme and
+//     host lower-case, no default port, no trailing slash), byte for
+//     byte, and the answer names the listed origin in that form — the one
+//     string a browser's CORS check accepts.
 //
 // The edge answers the CORS preflights (OPTIONS with
 // Access-Control-Request-Method) of both kinds itself, before any
@@ -24,8 +34,8 @@ type CORS struct {
 	Public func(r *http.Request) bool
 	// Bearer reports the bearer routes; nil = none.
 	Bearer func(r *http.Request) bool
-	// Origins are the web origins (scheme://host[:port], compared
-	// case-insensitively) allowed on the bearer routes.
+	// Origins are the web origins (scheme://host[:port], in any case,
+	// with or without a trailing slash) allowed on the bearer routes.
 	Origins []string
 }
 
@@ -59,10 +69,31 @@ func (c CORS) kind(r *http.Request) corsKind {
 		return corsNone
 	case c.Public != nil && c.Public(r):
 		return corsPublic
-	case c.Bearer != nil && c.Bearer(r) && originIn(c.Origins, origin):
+	case c.Bearer != nil && c.Bearer(r) && slices.ContainsFunc(c.Origins, func(o string) bool { return serialisedOrigin(o) == origin }):
 		return corsBearer
 	}
 	return corsNone
+}
+
+// serialisedOrigin is the origin o (scheme://host[:port]) as a browser
+// sends it in Origin (RFC 6454, section 6.1): scheme and host lower-case,
+// the scheme's default port and a trailing slash dropped.
+func serialisedOrigin(o string) string {
+	u, err := url.Parse(strings.TrimSuffix(o, "/"))
+	if err != nil || u.Host == "" {
+		return o
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), port)
+	}
+	return scheme + "://" + host
 }
 
 // originRefusal is detail, the Origin rule's refusal of r, or on a bearer

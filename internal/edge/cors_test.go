@@ -28,7 +28,7 @@ func TestCORS(t *testing.T) {
 	e := New(Options{MaxFailures: 1, Log: slog.New(slog.DiscardHandler), CORS: CORS{
 		Public:  func(r *http.Request) bool { return r.URL.Path == "/public" },
 		Bearer:  func(r *http.Request) bool { return r.URL.Path == "/bearer" },
-		Origins: []string{"https://App.example/"},
+		Origins: []string{"https://App.example/", "HTTP://Local.Example:80", "http://[::1]:8080"},
 	}})
 	srv := httptest.NewServer(e.Handler(next))
 	defer srv.Close()
@@ -76,6 +76,22 @@ func TestCORS(t *testing.T) {
 	resp = do("POST", "/bearer", map[string]string{"Origin": "https://app.example"})
 	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "WWW-Authenticate") {
 		t.Fatalf("bearer 401: %d %v", resp.StatusCode, resp.Header)
+	}
+
+	// A listed origin matches as a browser serialises it (RFC 6454), and
+	// the answer names it so: the byte-for-byte value a browser's CORS
+	// check compares with its own origin.
+	for origin, want := range map[string]string{
+		"http://local.example": "http://local.example",
+		"http://[::1]:8080":    "http://[::1]:8080",
+		"https://APP.example":  "",
+		"HTTPS://app.example":  "",
+		"https://app.example/": "",
+	} {
+		resp = do("POST", "/bearer", map[string]string{"Origin": origin, "Authorization": "Bearer rcp_good"})
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != want {
+			t.Errorf("Origin %q: Access-Control-Allow-Origin %q, want %q", origin, got, want)
+		}
 	}
 
 	// Anything else: the Origin rule.

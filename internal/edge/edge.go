@@ -10,7 +10,8 @@
 //     loopback name (localhost, 127.0.0.0/8, ::1), the host of public_url or
 //     one of allowed_hosts; an Origin, when sent, must be the request's own
 //     origin, public_url's, one of allowed_origins, or a loopback origin on
-//     the same port as a loopback Host (localhost:7070 = 127.0.0.1:7070),
+//     the same port as a loopback Host (localhost:7070 = 127.0.0.1:7070 =
+//     [::1]:7070; no other loopback name),
 //     except where CORS opens a route to pages of other origins (design:
 //     Browser clients; see CORS), whose preflights the edge answers;
 //   - bounds the time a request body may take (http.read_timeout) without a
@@ -388,8 +389,8 @@ func (p Policy) checkOrigin(r *http.Request) string {
 		if strings.EqualFold(u.Host, host) {
 			return ""
 		}
-		// localhost:7070 and 127.0.0.1:7070 are the same server.
-		if IsLoopback(u.Hostname()) && IsLoopback(hostName(host)) && portOf(u.Host, u.Scheme) == portOf(host, Scheme(r)) {
+		// localhost:7070, 127.0.0.1:7070 and [::1]:7070 are the same server.
+		if sameServerName(u.Hostname()) && sameServerName(hostName(host)) && portOf(u.Host, u.Scheme) == portOf(host, Scheme(r)) {
 			return ""
 		}
 	}
@@ -414,6 +415,14 @@ func (p Policy) checkHost(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// sameServerName reports whether h (a host without port or brackets) is
+// one of the names Host and Origin (design) counts as this server on
+// any of them: localhost (any case), 127.0.0.1 or ::1. Other loopback
+// names (127.0.0.2, *.localhost) are only their own origin.
+func sameServerName(h string) bool {
+	return strings.EqualFold(h, "localhost") || h == "127.0.0.1" || h == "::1"
 }
 
 // originIn reports whether origin is one of list (case-insensitive, a

@@ -176,6 +176,13 @@ func TestHostOrigin(t *testing.T) {
 		{"127.0.0.1:" + port, "http://localhost:" + port, 200},
 		{"localhost:" + port, "http://127.0.0.1:" + port, 200},
 		{"127.0.0.1:" + port, "http://localhost:1", 403},
+		{"localhost:" + port, "http://[::1]:" + port, 200},
+		{"[::1]:" + port, "http://LocalHost:" + port, 200},
+		// Only localhost, 127.0.0.1 and [::1] count as one server.
+		{"127.0.0.1:" + port, "http://127.0.0.2:" + port, 403},
+		{"localhost:" + port, "http://foo.localhost:" + port, 403},
+		{"foo.localhost:" + port, "http://localhost:" + port, 403},
+		{"foo.localhost:" + port, "http://foo.localhost:" + port, 200},
 		{"rollcall.example.com", "https://rollcall.example.com", 200},
 		{"127.0.0.1:" + port, "https://app.example", 200},
 		{"127.0.0.1:" + port, "https://evil.example", 403},

@@ -161,7 +161,10 @@ type authorizer struct {
 // client and one of its redirect URIs (exact, or loopback on any port)
 // before anything else, so no error is ever sent to an unregistered URI;
 // then response type code, response mode query, PKCE S256, the scope
-// "mcp" (added when absent) and the resource this server's /mcp.
+// "mcp" (added when absent) and the resource this server's /mcp. Every
+// answer, a refusal of another response mode too, goes back in the query:
+// the one mode the metadata advertises (response_modes_supported), where
+// iss (RFC 9207) is added beside it (design: Authorization requests).
 func (a authorizer) ValidateAuthRequest(ctx context.Context, ar *oidc.AuthRequest, st op.Storage, _ *op.IDTokenHintVerifier) (string, error) {
 	c, err := st.GetClientByClientID(ctx, ar.ClientID)
 	if err != nil {
@@ -170,10 +173,12 @@ func (a authorizer) ValidateAuthRequest(ctx context.Context, ar *oidc.AuthReques
 	if err := op.ValidateAuthReqRedirectURI(c, ar.RedirectURI, ar.ResponseType); err != nil {
 		return "", err
 	}
+	mode := ar.ResponseMode
+	ar.ResponseMode = oidc.ResponseModeQuery
 	if ar.ResponseType != oidc.ResponseTypeCode {
 		return "", oidc.ErrUnauthorizedClient().WithDescription("only response_type=code is supported")
 	}
-	if ar.ResponseMode != "" && ar.ResponseMode != oidc.ResponseModeQuery {
+	if mode != "" && mode != oidc.ResponseModeQuery {
 		return "", oidc.ErrInvalidRequest().WithDescription("only response_mode=query is supported")
 	}
 	if ar.CodeChallenge == "" || ar.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {

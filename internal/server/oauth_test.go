@@ -405,12 +405,17 @@ func TestOAuthAuthorizeRefusals(t *testing.T) {
 		"no PKCE":          {url.Values{"code_challenge_method": nil, "code_challenge": nil}, "invalid_request"},
 		"another resource": {url.Values{"resource": {"https://elsewhere.example/mcp"}}, "invalid_target"},
 		"implicit grant":   {url.Values{"response_type": {"token"}}, "unauthorized_client"},
+		// response_modes_supported is query alone: a request for another
+		// mode is refused, in the query, beside iss.
+		"fragment mode":           {url.Values{"response_mode": {"fragment"}}, "invalid_request"},
+		"form_post mode":          {url.Values{"response_mode": {"form_post"}}, "invalid_request"},
+		"implicit, fragment mode": {url.Values{"response_type": {"token"}, "response_mode": {"fragment"}}, "unauthorized_client"},
 	} {
 		resp := f.authorize(in.base, c.change)
 		back, _ := url.Parse(resp.Header.Get("Location"))
 		if resp.StatusCode != http.StatusFound || back == nil || back.Host != "127.0.0.1:43210" || back.Query().Get("error") != c.err ||
-			back.Query().Get("iss") != in.base || back.Query().Get("code") != "" {
-			t.Errorf("%s: %d Location %q, want the error %s sent back with iss", name, resp.StatusCode, resp.Header.Get("Location"), c.err)
+			back.Query().Get("iss") != in.base || back.Query().Get("code") != "" || back.Fragment != "" {
+			t.Errorf("%s: %d Location %q, want the error %s sent back in the query with iss", name, resp.StatusCode, resp.Header.Get("Location"), c.err)
 		}
 	}
 	// Denying on the consent page answers access_denied.

@@ -18,20 +18,9 @@ import (
 // Todos and the audit chain (design: Audit chain) over the generated
 // queries (sql/queries.sql).
 
-func scanTodo(row storeutil.Scanner) (domain.Todo, error) {
-	var r dbsqlc.Todo
-	if err := row.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
-		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
-		&r.LeaseExpiresAt, &r.RetryAt, &r.RingAttempts, &r.LastRingedAt, &r.Result, &r.LastError,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt, &r.PoolID, &r.RingAgentID); err != nil {
-		return domain.Todo{}, err
-	}
-	return todoFrom(r), nil
-}
-
 // todoFrom turns a row into a todo, every time in UTC.
 func todoFrom(r dbsqlc.Todo) domain.Todo {
-	return domain.Todo{ID: r.ID, AgentID: deref(r.AgentID), Queue: r.Queue, Title: r.Title,
+	return storeutil.AsRead(domain.Todo{ID: r.ID, AgentID: deref(r.AgentID), Queue: r.Queue, Title: r.Title,
 		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
 		PushEligible: r.PushEligible, CreatedBy: r.CreatedBy, State: r.State,
 		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
@@ -40,7 +29,7 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		Result: rawJSON(r.Result), LastError: r.LastError,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		ClaimedAt: utcPtr(r.ClaimedAt), FinishedAt: utcPtr(r.FinishedAt), NextRingAt: utcPtr(r.NextRingAt),
-		PoolID: deref(r.PoolID), RingAgentID: deref(r.RingAgentID)}
+		PoolID: deref(r.PoolID), RingAgentID: deref(r.RingAgentID)})
 }
 
 // optStr is s as a nullable column: "" is NULL.
@@ -50,6 +39,9 @@ func optStr(s string) *string {
 	}
 	return &s
 }
+
+// scanTodo scans a row of storeutil.TodoCols into a todo.
+var scanTodo = storeutil.ScanRow(storeutil.TodoCols, todoFrom)
 
 func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 	defer rows.Close()

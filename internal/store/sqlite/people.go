@@ -263,20 +263,8 @@ func (s *Store) TokenMayAuthenticate(ctx context.Context, hash string, now time.
 
 // Agents and credentials over the generated queries (sql/queries.sql).
 
-// scanAgent scans storeutil.AgentCols into an agent.
-func scanAgent(sc scanner) (domain.Agent, error) {
-	var r dbsqlc.Agent
-	if err := sc.Scan(&r.ID, &r.Handle, &r.OwnerID, &r.Name, &r.Active, &r.RevokedAt, &r.Queues,
-		&r.Verbs, &r.BillingMode, &r.BillingModes, &r.ToolClass, &r.CreatedAt, &r.UpdatedAt,
-		&r.Shift, &r.PresenceOverride, &r.OverrideUntil, &r.OverrideSetAt, &r.OverrideBy,
-		&r.PresenceSeen, &r.PresenceChangedAt, &r.PresenceChangedBy, &r.State, &r.LastHeartbeatAt,
-		&r.ReportedBillingMode, &r.ReportedToolClass, &r.ReportedRuntimeVersion, &r.ReportedState,
-		&r.ProjectReadiness, &r.Handoff, &r.SelfClockInCap, &r.SelfInStretch, &r.SelfInUsed,
-		&r.FirstStreamAt); err != nil {
-		return domain.Agent{}, err
-	}
-	return agentFrom(r)
-}
+// scanAgent scans a row of storeutil.AgentCols into a agent.
+var scanAgent = storeutil.ScanRowErr(storeutil.AgentCols, agentFrom)
 
 // agentFrom turns a row into an agent with its Presence and Liveness filled.
 func agentFrom(r dbsqlc.Agent) (domain.Agent, error) {

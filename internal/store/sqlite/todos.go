@@ -16,19 +16,11 @@ import (
 
 // Todos over the generated queries (sql/queries.sql).
 
-func scanTodo(sc scanner) (domain.Todo, error) {
-	var r dbsqlc.Todo
-	if err := sc.Scan(&r.ID, &r.AgentID, &r.Queue, &r.Title, &r.Payload, &r.Kind, &r.Source,
-		&r.IdempotencyKey, &r.PushEligible, &r.CreatedBy, &r.State, &r.Attempt, &r.MaxAttempts,
-		&r.LeaseExpiresAt, &r.RetryAt, &r.RingAttempts, &r.LastRingedAt, &r.Result, &r.LastError,
-		&r.CreatedAt, &r.UpdatedAt, &r.ClaimedAt, &r.FinishedAt, &r.NextRingAt, &r.PoolID, &r.RingAgentID); err != nil {
-		return domain.Todo{}, err
-	}
-	return todoFrom(r), nil
-}
+// scanTodo scans a row of storeutil.TodoCols into a todo.
+var scanTodo = storeutil.ScanRow(storeutil.TodoCols, todoFrom)
 
 func todoFrom(r dbsqlc.Todo) domain.Todo {
-	return domain.Todo{ID: r.ID, AgentID: r.AgentID.String, Queue: r.Queue, Title: r.Title,
+	return storeutil.AsRead(domain.Todo{ID: r.ID, AgentID: r.AgentID.String, Queue: r.Queue, Title: r.Title,
 		Payload: rawJSON(r.Payload), Kind: r.Kind, Source: r.Source, IdempotencyKey: r.IdempotencyKey,
 		PushEligible: r.PushEligible != 0, CreatedBy: r.CreatedBy, State: r.State,
 		Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
@@ -37,7 +29,7 @@ func todoFrom(r dbsqlc.Todo) domain.Todo {
 		Result: rawJSON(r.Result), LastError: r.LastError,
 		CreatedAt: fromMicros(r.CreatedAt), UpdatedAt: fromMicros(r.UpdatedAt),
 		ClaimedAt: fromNullMicros(r.ClaimedAt), FinishedAt: fromNullMicros(r.FinishedAt),
-		NextRingAt: fromNullMicros(r.NextRingAt), PoolID: r.PoolID.String, RingAgentID: r.RingAgentID.String}
+		NextRingAt: fromNullMicros(r.NextRingAt), PoolID: r.PoolID.String, RingAgentID: r.RingAgentID.String})
 }
 
 // optStr is s as a nullable column: "" is NULL.

@@ -145,12 +145,7 @@ func testPersistKeepsAudited(t *testing.T, in Instance) {
 
 func testPersistAscending(t *testing.T, in Instance) {
 	s := in.Store
-	ls := s
-	other := s
-	if in.Twin != nil {
-		other = in.Twin(t)
-	}
-	ls2 := other
+	ls, ls2 := s, twinOrSelf(t, in)
 	var ids []string
 	for i := range 12 {
 		ids = append(ids, vend(t, s, newAgent(fmt.Sprintf("asc-%02d", i), ownerID, "q")).ID)
@@ -346,10 +341,7 @@ func testReportedChange(t *testing.T, in Instance) {
 // audit chain verifies.
 func testReportedChangeConcurrent(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	stores := []store.Store{s}
-	if in.Twin != nil {
-		stores = append(stores, in.Twin(t))
-	}
+	stores := twoStores(t, in)
 	a := vend(t, s, newAgent("racer", ownerID, "q"))
 	modeA, modeB := "api", "subscription"
 	wrote, err := s.ApplyReportedChange(ctx, reportedChange(a.ID, &modeA, nil, at(time.Minute)))
@@ -400,10 +392,7 @@ func testReportedChangeConcurrent(t *testing.T, in Instance) {
 // instances' batches race.
 func testReportedChangesBatch(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	stores := []store.Store{s}
-	if in.Twin != nil {
-		stores = append(stores, in.Twin(t))
-	}
+	stores := twoStores(t, in)
 	api, sub := "api", "subscription"
 	var ids []string
 	for i := range 6 {

@@ -100,10 +100,7 @@ func testOAuthRequestCode(t *testing.T, in Instance) {
 // one; the others are refused as replays.
 func testOAuthConcurrentRedemption(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	stores := []store.Store{s}
-	if in.Twin != nil {
-		stores = append(stores, in.Twin(t))
-	}
+	stores := twoStores(t, in)
 	ag := vend(t, s, newAgent("oauth-race", ownerID, "q"))
 	c, _ := oauthClient(t, s, 10, at(0))
 	for round := range 5 {

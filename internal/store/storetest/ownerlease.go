@@ -148,10 +148,7 @@ func testOwnerLeaseTakeOver(t *testing.T, in Instance) {
 // call wins, and it gets every agent.
 func testOwnerLeaseRace(t *testing.T, in Instance) {
 	s, ctx := in.Store, t.Context()
-	stores := []store.Store{s, s}
-	if in.Twin != nil {
-		stores[1] = in.Twin(t)
-	}
+	stores := twoStores(t, in)
 	ids := ownedAgents(t, s, "orphan", "gone", 5)
 	renewLease(t, s, "gone", at(2*time.Second))
 	const n = 40

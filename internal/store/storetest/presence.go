@@ -63,6 +63,13 @@ func twinOrSelf(t *testing.T, in Instance) store.Store {
 	return in.Store
 }
 
+// twoStores returns in's Store and twinOrSelf: two Stores on the same
+// database for a race spread over instances (one Store twice when the
+// adapter cannot open a second).
+func twoStores(t *testing.T, in Instance) []store.Store {
+	return []store.Store{in.Store, twinOrSelf(t, in)}
+}
+
 // delay is the sweep wait after n rings (domain.NextRingAt's).
 func delay(t *testing.T, n int) time.Duration {
 	t.Helper()

@@ -205,10 +205,7 @@ func testLastAdmin(t *testing.T, in Instance) {
 // change passes the rule and the other is refused (design: Last active
 // admin).
 func testLastAdminRace(t *testing.T, in Instance) {
-	stores := []store.Store{in.Store, in.Store}
-	if in.Twin != nil {
-		stores[1] = in.Twin(t)
-	}
+	stores := twoStores(t, in)
 	changes := [][2]func(domain.Person, int) (domain.Person, error){
 		{guarded(nil, ptr(domain.RoleMember), nil), guarded(nil, ptr(domain.RoleMember), nil)},
 		{guarded(nil, nil, ptr(false)), guarded(nil, ptr(domain.RoleMember), nil)},

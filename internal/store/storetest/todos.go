@@ -422,9 +422,13 @@ func testComplete(t *testing.T, in Instance) {
 	got, err := complete(a, td.ID, result, at(10*time.Second))
 	must(t, "CompleteTodo", err)
 	want := claimed
-	want.State, want.Result, want.LeaseExpiresAt = domain.TodoDone, result, nil
+	want.State, want.Result, want.LeaseExpiresAt, want.NextRingAt = domain.TodoDone, result, nil, nil
 	want.UpdatedAt, want.FinishedAt = at(10*time.Second), ptr(at(10*time.Second))
 	diff(t, "completed todo", want, got)
+	if claimed.NextRingAt == nil {
+		t.Error("claimed todo has no next_ring_at: the check of a done one proves nothing")
+	}
+	isNil(t, "next_ring_at of a done todo (design: Ring budget)", getTodo(t, s, td.ID).NextRingAt)
 	sameJSON(t, "result", getTodo(t, s, td.ID).Result, result)
 	_, err = complete(a, td.ID, nil, at(11*time.Second))
 	wantErr(t, "complete twice", err, domain.ErrConflict)
@@ -486,6 +490,7 @@ func testFailRetriesThenDeadLetter(t *testing.T, in Instance) {
 				t.Fatal("todo not dead-lettered after max_attempts")
 			}
 			sameTime(t, "finished_at of a dead letter", got.FinishedAt, failAt)
+			isNil(t, "next_ring_at of a dead letter (design: Ring budget)", getTodo(t, s, td.ID).NextRingAt)
 			break
 		}
 		if !wantRetry.Equal(failAt.Add(backoff[attempt-1])) {

@@ -1,5 +1,12 @@
 package storeutil
 
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode"
+)
+
 // The generated reads return rows of the dialect's dbsqlc types; each adapter
 // has one mapping function per table (agentFrom, todoFrom, …) and these
 // helpers apply it to what a read returned, so every read method is its query
@@ -91,4 +98,64 @@ func ScanString(sc Scanner) (string, error) {
 	var s string
 	err := sc.Scan(&s)
 	return s, err
+}
+
+// ScanRow returns the scan of a row of the columns cols (a comma-separated
+// list such as AgentCols or TodoCols) into a generated row type R, mapped
+// with from. cols must name R's fields in declaration order, each field's
+// name in snake case (sqlc generates R from the table in column order:
+// AgentID is agent_id); ScanRow panics when they do not, so a schema or
+// model that drifts from the list fails at package initialisation.
+func ScanRow[R, T any](cols string, from func(R) T) func(Scanner) (T, error) {
+	return ScanRowErr(cols, func(r R) (T, error) { return from(r), nil })
+}
+
+// ScanRowErr is ScanRow for a mapping that can fail (a corrupt stored list).
+func ScanRowErr[R, T any](cols string, from func(R) (T, error)) func(Scanner) (T, error) {
+	n := checkFields[R](cols)
+	return func(sc Scanner) (T, error) {
+		var r R
+		v := reflect.ValueOf(&r).Elem()
+		dest := make([]any, n)
+		for i := range dest {
+			dest[i] = v.Field(i).Addr().Interface()
+		}
+		if err := sc.Scan(dest...); err != nil {
+			var zero T
+			return zero, err
+		}
+		return from(r)
+	}
+}
+
+// checkFields returns the number of fields of the struct R after checking
+// that cols names them in order; it panics otherwise.
+func checkFields[R any](cols string) int {
+	t := reflect.TypeFor[R]()
+	if t.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("storeutil.ScanRow: %v is not a struct", t))
+	}
+	names := strings.Split(cols, ",")
+	if len(names) != t.NumField() {
+		panic(fmt.Sprintf("storeutil.ScanRow: %v has %d fields, the columns are %d", t, t.NumField(), len(names)))
+	}
+	for i, c := range names {
+		if c, f := strings.TrimSpace(c), snakeCase(t.Field(i).Name); c != f {
+			panic(fmt.Sprintf("storeutil.ScanRow: %v field %d is %s, column %q", t, i, f, c))
+		}
+	}
+	return len(names)
+}
+
+// snakeCase spells a Go field name as its column: AgentID is agent_id,
+// ID is id.
+func snakeCase(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) && i > 0 && !unicode.IsUpper(rune(name[i-1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

@@ -90,6 +90,17 @@ func NextRingAt(t domain.Todo) *time.Time {
 	return &next
 }
 
+// AsRead is t as a store returns it: a todo that will never ring again
+// (done, or dead-lettered: not Todo.Live) has no NextRingAt, whatever the
+// stored column still holds (design: Ring budget). A claimed todo, or a failed one
+// with a retry scheduled, keeps it: it can be pending again.
+func AsRead(t domain.Todo) domain.Todo {
+	if !t.Live() {
+		t.NextRingAt = nil
+	}
+	return t
+}
+
 // RingDelayCase renders domain.SweepDelays as a SQL CASE over the ring
 // count expression count, each delay written by the dialect's render:
 //
