@@ -35,7 +35,58 @@ type env struct {
 	centrifugoBin string
 	pgURL         string
 	logw          io.Writer
-	sources       int // loopback source addresses for idle connections
+	sources       int    // loopback source addresses for idle connections
+	queueMode     string // Rollcall queue workers: queueModeClaim or queueModeNext
+	queueN        int    // Rollcall queue workers: claim_next's (and next's) n; <= 1 = absent
+}
+
+// The Rollcall queue workers' loops (-rollcall-queue).
+const (
+	queueModeClaim = "claim" // claim_next, then complete: two calls and two commits a todo
+	queueModeNext  = "next"  // complete with next: one call and one commit a todo
+)
+
+// claimedIDs reads claim_next's answer: one todo, or with n {"todos": [...]}.
+func claimedIDs(text string, batch bool) ([]string, error) {
+	if batch {
+		var l struct {
+			Todos []struct {
+				ID string `json:"id"`
+			} `json:"todos"`
+		}
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			return nil, fmt.Errorf("claim_next answered %q", text)
+		}
+		ids := make([]string, 0, len(l.Todos))
+		for _, td := range l.Todos {
+			ids = append(ids, td.ID)
+		}
+		return ids, nil
+	}
+	var td struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(text), &td); err != nil || td.ID == "" {
+		return nil, fmt.Errorf("claim_next answered %q", text)
+	}
+	return []string{td.ID}, nil
+}
+
+// nextIDs reads the todos complete with next claimed: {"todo", "next": [...]}.
+func nextIDs(text string) ([]string, error) {
+	var r struct {
+		Next []struct {
+			ID string `json:"id"`
+		} `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(text), &r); err != nil || r.Next == nil {
+		return nil, fmt.Errorf("complete with next answered %q", text)
+	}
+	ids := make([]string, 0, len(r.Next))
+	for _, td := range r.Next {
+		ids = append(ids, td.ID)
+	}
+	return ids, nil
 }
 
 // idleSet is n idle connections to one system plus, optionally, one target
@@ -299,24 +350,43 @@ func measureRollcallQueue(ctx context.Context, e env, pg bool, k, w int, warm, d
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var held []string // todos claimed and not completed yet, oldest first
 			for time.Now().Before(end) && first.Load() == nil {
-				text, err := s.call(ctx, "claim_next", map[string]any{"queue": "q"})
-				if notFound(err) {
-					time.Sleep(time.Millisecond) // empty queue: poll again, as River's FetchCooldown
-					continue
+				if len(held) == 0 {
+					args := map[string]any{"queue": "q"}
+					if e.queueN > 1 {
+						args["n"] = e.queueN
+					}
+					text, err := s.call(ctx, "claim_next", args)
+					if err == nil {
+						held, err = claimedIDs(text, e.queueN > 1)
+					}
+					if notFound(err) || err == nil && len(held) == 0 {
+						time.Sleep(time.Millisecond) // empty queue: poll again, as River's FetchCooldown
+						continue
+					}
+					if err != nil {
+						fail(fmt.Errorf("claim_next: %w", err))
+						return
+					}
+				}
+				id := held[0]
+				held = held[1:]
+				args := map[string]any{"todo_id": id}
+				next := e.queueMode == queueModeNext && len(held) == 0
+				if next {
+					// complete with next (design: Complete and claim the next).
+					nextArgs := map[string]any{"queue": "q"}
+					if e.queueN > 1 {
+						nextArgs["n"] = e.queueN
+					}
+					args["next"] = nextArgs
+				}
+				text, err := s.call(ctx, "complete", args)
+				if err == nil && next {
+					held, err = nextIDs(text)
 				}
 				if err != nil {
-					fail(fmt.Errorf("claim_next: %w", err))
-					return
-				}
-				var td struct {
-					ID string `json:"id"`
-				}
-				if err := json.Unmarshal([]byte(text), &td); err != nil || td.ID == "" {
-					fail(fmt.Errorf("claim_next answered %q", text))
-					return
-				}
-				if _, err := s.call(ctx, "complete", map[string]any{"todo_id": td.ID}); err != nil {
 					fail(fmt.Errorf("complete: %w", err))
 					return
 				}
