@@ -66,6 +66,7 @@ func run() error {
 	systems := flag.String("systems", "rollcall,centrifugo,river", "comma list of the systems to run (a partial run leaves the others' cells at 0)")
 	queueMode := flag.String("rollcall-queue", queueModeNext, "queue: the Rollcall workers' loop: next (complete with next, one call a todo) or claim (claim_next then complete, the loop before complete took next)")
 	queueN := flag.Int("rollcall-queue-n", 1, "queue: the Rollcall workers' claim_next n (and next's n), 1…32; 1 sends none")
+	queueIdle := flag.String("rollcall-queue-idle", queueIdlePoll, "queue: what a Rollcall worker does when claim_next found nothing: poll (again after 1 ms) or doorbell (again on its session's next doorbell, at most 50 ms later)")
 	flag.Parse()
 
 	want := map[string]bool{}
@@ -130,7 +131,10 @@ func run() error {
 	if *queueN < 1 || *queueN > 32 {
 		return fmt.Errorf("-rollcall-queue-n: %d is not 1…32", *queueN)
 	}
-	e.queueMode, e.queueN = *queueMode, *queueN
+	if *queueIdle != queueIdlePoll && *queueIdle != queueIdleDoorbell {
+		return fmt.Errorf("-rollcall-queue-idle: %q is neither poll nor doorbell", *queueIdle)
+	}
+	e.queueMode, e.queueN, e.queueIdle = *queueMode, *queueN, *queueIdle
 	e.sources = 4
 	e.rollcallBin = *rollcallBin
 	if e.rollcallBin == "" {
@@ -242,6 +246,9 @@ func run() error {
 		}
 		if e.queueN > 1 {
 			loop += fmt.Sprintf(", n %d", e.queueN)
+		}
+		if e.queueIdle == queueIdleDoorbell {
+			loop += ", idle workers wait for a doorbell"
 		}
 		fmt.Printf("| work queue, K producers + W workers one job at a time, %s (Rollcall: REST push + MCP %s; River v0.51.2 on the same PostgreSQL, `FetchCooldown` 1 ms, no-op worker) | PG %s, SQLite %s jobs/s (K=W=%s) | %s jobs/s | River is %s× (PG) / %s× (SQLite) faster |\n",
 			*queueDur, loop, j(pg), j(sq), j(kwl), j(rv), j(rpg), j(rsq))

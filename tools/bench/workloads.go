@@ -38,7 +38,16 @@ type env struct {
 	sources       int    // loopback source addresses for idle connections
 	queueMode     string // Rollcall queue workers: queueModeClaim or queueModeNext
 	queueN        int    // Rollcall queue workers: claim_next's (and next's) n; <= 1 = absent
+	queueIdle     string // Rollcall queue workers on an empty queue: queueIdlePoll or queueIdleDoorbell
 }
+
+// What a Rollcall queue worker does when its claim found nothing
+// (-rollcall-queue-idle).
+const (
+	queueIdlePoll     = "poll"     // claim again after 1 ms
+	queueIdleDoorbell = "doorbell" // claim again on the session's next doorbell, or after queueIdleMax
+	queueIdleMax      = 50 * time.Millisecond
+)
 
 // The Rollcall queue workers' loops (-rollcall-queue).
 const (
@@ -322,11 +331,38 @@ func measureRollcallQueue(ctx context.Context, e env, pg bool, k, w int, warm, d
 	pool := newClientPool(1)
 	defer pool.close()
 	sessions := make([]*mcpSession, w)
+	bells := make([]chan struct{}, w) // a doorbell arrived on session i
 	for i := range sessions {
-		if sessions[i], err = openMCP(ctx, pool.get(0), a, nil); err != nil {
+		bells[i] = make(chan struct{}, 1)
+		var onBell func(string, time.Time)
+		if e.queueIdle == queueIdleDoorbell {
+			onBell = func(string, time.Time) {
+				select {
+				case bells[i] <- struct{}{}:
+				default:
+				}
+			}
+		}
+		if sessions[i], err = openMCP(ctx, pool.get(0), a, onBell); err != nil {
 			return 0, err
 		}
 		defer sessions[i].close()
+	}
+	// idle waits after a claim found nothing: 1 ms (as River's
+	// FetchCooldown), or with -rollcall-queue-idle doorbell until the
+	// session's next doorbell, at most queueIdleMax.
+	idle := func(i int) {
+		if e.queueIdle != queueIdleDoorbell {
+			time.Sleep(time.Millisecond)
+			return
+		}
+		t := time.NewTimer(queueIdleMax)
+		defer t.Stop()
+		select {
+		case <-bells[i]:
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 	end := time.Now().Add(warm + d)
 	var counting atomic.Bool
@@ -346,7 +382,7 @@ func measureRollcallQueue(ctx context.Context, e env, pg bool, k, w int, warm, d
 			}
 		}()
 	}
-	for _, s := range sessions {
+	for i, s := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -362,7 +398,7 @@ func measureRollcallQueue(ctx context.Context, e env, pg bool, k, w int, warm, d
 						held, err = claimedIDs(text, e.queueN > 1)
 					}
 					if notFound(err) || err == nil && len(held) == 0 {
-						time.Sleep(time.Millisecond) // empty queue: poll again, as River's FetchCooldown
+						idle(i) // empty queue: poll again after 1 ms or the next doorbell
 						continue
 					}
 					if err != nil {
