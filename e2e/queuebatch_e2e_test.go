@@ -97,9 +97,9 @@ func TestE2EBatchedWorkers(t *testing.T) {
 		}
 	}
 	var page struct {
-		Todos []struct{ State string } `json:"todos"`
+		Items []struct{ State string } `json:"items"`
 	}
-	if code := restGet(t, b, "/v1/agents/batcher/todos?state=done&limit=100", &page); code != 200 || len(page.Todos) != todos {
-		t.Fatalf("GET done todos = %d, %d todos; want %d", code, len(page.Todos), todos)
+	if code := restGet(t, b, "/v1/agents/batcher/todos?state=done&limit=100", &page); code != 200 || len(page.Items) != todos {
+		t.Fatalf("GET done todos = %d, %d todos; want %d", code, len(page.Items), todos)
 	}
 }
