@@ -281,14 +281,25 @@ func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, 
 // commit per todo. The claims are made only if the complete is. Errors:
 // Complete's, and next's invalid_argument with pointers under /next.
 func (s *Service) CompleteAndClaim(ctx context.Context, a *domain.Agent, todoID string, result json.RawMessage, next NextClaim) (domain.Todo, []domain.Todo, error) {
-	if err := domain.ValidateJSON("result", result, domain.MaxResultLen); err != nil {
-		return domain.Todo{}, nil, err
+	return s.finishAndClaim(ctx, a, todoID, domain.ValidateJSON("result", result, domain.MaxResultLen), next,
+		func(p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+			return s.store.CompleteAndClaim(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: todoID, Result: result, Now: p.Now}, p)
+		})
+}
+
+// finishAndClaim runs finish (the store's complete or fail with the next
+// claim p) unless invalid, the finishing verb's argument check, or next
+// is refused, and words its errors.
+func (s *Service) finishAndClaim(ctx context.Context, a *domain.Agent, todoID string, invalid error, next NextClaim,
+	finish func(p store.ClaimNextParams) (domain.Todo, []domain.Todo, error)) (domain.Todo, []domain.Todo, error) {
+	if invalid != nil {
+		return domain.Todo{}, nil, invalid
 	}
 	p, err := s.nextClaim(a, next)
 	if err != nil {
 		return domain.Todo{}, nil, underNext(err)
 	}
-	t, claimed, err := s.store.CompleteAndClaim(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: todoID, Result: result, Now: p.Now}, p)
+	t, claimed, err := finish(p)
 	t, err = s.todosChanged(ctx, t, heldErr(todoID, err))
 	return t, claimed, err
 }
@@ -306,16 +317,10 @@ func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason stri
 // FailAndClaim is fail with next, as CompleteAndClaim is complete with
 // next (design: Complete and claim the next).
 func (s *Service) FailAndClaim(ctx context.Context, a *domain.Agent, todoID, reason string, next NextClaim) (domain.Todo, []domain.Todo, error) {
-	if err := domain.ValidateNote("reason", reason, 2000); err != nil {
-		return domain.Todo{}, nil, err
-	}
-	p, err := s.nextClaim(a, next)
-	if err != nil {
-		return domain.Todo{}, nil, underNext(err)
-	}
-	t, claimed, err := s.store.FailAndClaim(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: p.Now}, p)
-	t, err = s.todosChanged(ctx, t, heldErr(todoID, err))
-	return t, claimed, err
+	return s.finishAndClaim(ctx, a, todoID, domain.ValidateNote("reason", reason, 2000), next,
+		func(p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+			return s.store.FailAndClaim(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: p.Now}, p)
+		})
 }
 
 // heldErr words the store's error of a verb on a todo the agent must hold

@@ -55,22 +55,29 @@ const (
 	queueModeNext  = "next"  // complete with next: one call and one commit a todo
 )
 
+// idList is a JSON list of todos, of which the harness keeps the ids.
+type idList []struct {
+	ID string `json:"id"`
+}
+
+func (l idList) ids() []string {
+	ids := make([]string, 0, len(l))
+	for _, td := range l {
+		ids = append(ids, td.ID)
+	}
+	return ids
+}
+
 // claimedIDs reads claim_next's answer: one todo, or with n {"todos": [...]}.
 func claimedIDs(text string, batch bool) ([]string, error) {
 	if batch {
 		var l struct {
-			Todos []struct {
-				ID string `json:"id"`
-			} `json:"todos"`
+			Todos idList `json:"todos"`
 		}
 		if err := json.Unmarshal([]byte(text), &l); err != nil {
 			return nil, fmt.Errorf("claim_next answered %q", text)
 		}
-		ids := make([]string, 0, len(l.Todos))
-		for _, td := range l.Todos {
-			ids = append(ids, td.ID)
-		}
-		return ids, nil
+		return l.Todos.ids(), nil
 	}
 	var td struct {
 		ID string `json:"id"`
@@ -84,18 +91,12 @@ func claimedIDs(text string, batch bool) ([]string, error) {
 // nextIDs reads the todos complete with next claimed: {"todo", "next": [...]}.
 func nextIDs(text string) ([]string, error) {
 	var r struct {
-		Next []struct {
-			ID string `json:"id"`
-		} `json:"next"`
+		Next idList `json:"next"`
 	}
 	if err := json.Unmarshal([]byte(text), &r); err != nil || r.Next == nil {
 		return nil, fmt.Errorf("complete with next answered %q", text)
 	}
-	ids := make([]string, 0, len(r.Next))
-	for _, td := range r.Next {
-		ids = append(ids, td.ID)
-	}
-	return ids, nil
+	return r.Next.ids(), nil
 }
 
 // idleSet is n idle connections to one system plus, optionally, one target

@@ -173,14 +173,7 @@ func (s *Store) gated(ctx context.Context, what string, r dbsqlc.Todo, err error
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	p.N = 1
-	ts, err := claimNext(ctx, s.q, p)
-	if err == nil && len(ts) == 0 {
-		err = fmt.Errorf("claim next: %w", domain.ErrNotFound)
-	}
-	if err != nil {
-		return domain.Todo{}, err
-	}
-	return ts[0], nil
+	return storeutil.FirstClaim(claimNext(ctx, s.q, p))
 }
 
 // ClaimNextN implements store.Store (design: Claiming in batches).

@@ -156,14 +156,7 @@ func (s *Store) gated(ctx context.Context, tx *sql.Tx, what string, r dbsqlc.Tod
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
 	p.N = 1
-	ts, err := s.ClaimNextN(ctx, p)
-	if err == nil && len(ts) == 0 {
-		err = fmt.Errorf("claim next: %w", domain.ErrNotFound)
-	}
-	if err != nil {
-		return domain.Todo{}, err
-	}
-	return ts[0], nil
+	return storeutil.FirstClaim(s.ClaimNextN(ctx, p))
 }
 
 // ClaimNextN implements store.Store (design: Claiming in batches).

@@ -51,6 +51,18 @@ func Lease(d time.Duration) time.Duration {
 // Claiming in batches): N <= 1 is one.
 func ClaimBatch(n int) int { return min(max(n, 1), domain.MaxClaimBatch) }
 
+// FirstClaim is ClaimNext's answer from a batch of one (ClaimNextN with
+// N 1): its todo, or domain.ErrNotFound when nothing was claimable.
+func FirstClaim(ts []domain.Todo, err error) (domain.Todo, error) {
+	if err == nil && len(ts) == 0 {
+		err = fmt.Errorf("claim next: %w", domain.ErrNotFound)
+	}
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	return ts[0], nil
+}
+
 // SortTodos orders claimed todos oldest first (created_at, then id), the
 // order of every todo list (an UPDATE … RETURNING returns them in none).
 func SortTodos(ts []domain.Todo) {
