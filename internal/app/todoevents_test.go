@@ -103,6 +103,16 @@ func TestTodoChangesPublishEvents(t *testing.T) {
 		t.Fatalf("ReapOnce = %d, %v; want 1 (todo %s)", n, err, held.ID)
 	}
 	expect("reap")
+	push("fourth")
+	batch, err := s1.ClaimNextN(ctx, a, app.NextClaim{Queue: "q", N: 5})
+	if err != nil || len(batch) != 2 { // fourth and the reaped third
+		t.Fatalf("ClaimNextN = %d todos, %v; want 2", len(batch), err)
+	}
+	expect("claim_next with n")
+	if _, _, err := s1.CompleteAndClaim(ctx, a, batch[0].ID, nil, app.NextClaim{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("complete with next")
 	select {
 	case ev := <-other.C():
 		t.Errorf("another person received %+v", ev)

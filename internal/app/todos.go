@@ -199,16 +199,58 @@ func (s *Service) Claim(ctx context.Context, a *domain.Agent, todoID string, lea
 // ClaimNext is the claim_next verb: the oldest claimable todo in the queue
 // (or any scope queue). Errors: not_found when nothing is claimable.
 func (s *Service) ClaimNext(ctx context.Context, a *domain.Agent, queue string, leaseSeconds int64) (domain.Todo, error) {
-	lease, err := domain.LeaseFor(leaseSeconds)
+	p, err := s.nextClaim(a, NextClaim{Queue: queue, LeaseSeconds: leaseSeconds})
 	if err != nil {
 		return domain.Todo{}, err
 	}
-	qs, err := s.agentQueues(a, queue)
+	t, err := s.store.ClaimNext(ctx, p)
+	return s.todosChanged(ctx, t, storeErr(err, "no claimable todo in "+strings.Join(p.Queues, ","), ""))
+}
+
+// NextClaim is what a batched claim_next, or the claim that follows a
+// complete or a fail, asks for (design: Claiming in batches): the queue
+// ("" = every scope queue), the lease of each claim (0 = 300 s) and how
+// many todos at most (0 = 1; 1..domain.MaxClaimBatch).
+type NextClaim struct {
+	Queue        string
+	LeaseSeconds int64
+	N            int64
+}
+
+// nextClaim checks c for agent a and returns the store's parameters.
+// Errors: invalid_argument (/queue, /lease_seconds, /n).
+func (s *Service) nextClaim(a *domain.Agent, c NextClaim) (store.ClaimNextParams, error) {
+	lease, err := domain.LeaseFor(c.LeaseSeconds)
 	if err != nil {
-		return domain.Todo{}, err
+		return store.ClaimNextParams{}, err
 	}
-	t, err := s.store.ClaimNext(ctx, store.ClaimNextParams{AgentID: a.ID, Queues: qs, Lease: lease, Now: s.now()})
-	return s.todosChanged(ctx, t, storeErr(err, "no claimable todo in "+strings.Join(qs, ","), ""))
+	if c.N < 0 || c.N > domain.MaxClaimBatch {
+		return store.ClaimNextParams{}, domain.Errorf(domain.CodeInvalidArgument, "n must be between 1 and %d, got %d", domain.MaxClaimBatch, c.N).At("/n")
+	}
+	qs, err := s.agentQueues(a, c.Queue)
+	if err != nil {
+		return store.ClaimNextParams{}, err
+	}
+	return store.ClaimNextParams{AgentID: a.ID, Queues: qs, Lease: lease, Now: s.now(), N: max(int(c.N), 1)}, nil
+}
+
+// ClaimNextN is claim_next with n (design: Claiming in batches): up to c.N
+// of the oldest claimable todos, own and pooled, each under its own lease,
+// oldest first; none claimable is an empty slice, not an error. Errors:
+// invalid_argument, the store's.
+func (s *Service) ClaimNextN(ctx context.Context, a *domain.Agent, c NextClaim) ([]domain.Todo, error) {
+	p, err := s.nextClaim(a, c)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.store.ClaimNextN(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) > 0 {
+		s.events.TodosChanged(ctx, a.ID)
+	}
+	return ts, nil
 }
 
 // Renew is the renew verb: extends the lease of a todo the agent holds.
@@ -230,10 +272,36 @@ func (s *Service) Complete(ctx context.Context, a *domain.Agent, todoID string, 
 		return domain.Todo{}, err
 	}
 	t, err := s.store.CompleteTodo(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: todoID, Result: result, Now: s.now()})
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Todo{}, todoNotFound(todoID)
+	return s.todosChanged(ctx, t, heldErr(todoID, err))
+}
+
+// CompleteAndClaim is complete with next (design: Complete and claim the
+// next): it completes the todo and, in the same transaction, claims up to
+// next.N more as ClaimNextN does, so a worker pays one round trip and one
+// commit per todo. The claims are made only if the complete is. Errors:
+// Complete's, and next's invalid_argument with pointers under /next.
+func (s *Service) CompleteAndClaim(ctx context.Context, a *domain.Agent, todoID string, result json.RawMessage, next NextClaim) (domain.Todo, []domain.Todo, error) {
+	return s.finishAndClaim(ctx, a, todoID, domain.ValidateJSON("result", result, domain.MaxResultLen), next,
+		func(p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+			return s.store.CompleteAndClaim(ctx, store.CompleteTodoParams{AgentID: a.ID, TodoID: todoID, Result: result, Now: p.Now}, p)
+		})
+}
+
+// finishAndClaim runs finish (the store's complete or fail with the next
+// claim p) unless invalid, the finishing verb's argument check, or next
+// is refused, and words its errors.
+func (s *Service) finishAndClaim(ctx context.Context, a *domain.Agent, todoID string, invalid error, next NextClaim,
+	finish func(p store.ClaimNextParams) (domain.Todo, []domain.Todo, error)) (domain.Todo, []domain.Todo, error) {
+	if invalid != nil {
+		return domain.Todo{}, nil, invalid
 	}
-	return s.todosChanged(ctx, t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID)))
+	p, err := s.nextClaim(a, next)
+	if err != nil {
+		return domain.Todo{}, nil, underNext(err)
+	}
+	t, claimed, err := finish(p)
+	t, err = s.todosChanged(ctx, t, heldErr(todoID, err))
+	return t, claimed, err
 }
 
 // Fail is the fail verb: records a failed attempt; retried with backoff
@@ -243,10 +311,37 @@ func (s *Service) Fail(ctx context.Context, a *domain.Agent, todoID, reason stri
 		return domain.Todo{}, err
 	}
 	t, err := s.store.FailTodo(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: s.now()})
+	return s.todosChanged(ctx, t, heldErr(todoID, err))
+}
+
+// FailAndClaim is fail with next, as CompleteAndClaim is complete with
+// next (design: Complete and claim the next).
+func (s *Service) FailAndClaim(ctx context.Context, a *domain.Agent, todoID, reason string, next NextClaim) (domain.Todo, []domain.Todo, error) {
+	return s.finishAndClaim(ctx, a, todoID, domain.ValidateNote("reason", reason, 2000), next,
+		func(p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+			return s.store.FailAndClaim(ctx, store.FailTodoParams{AgentID: a.ID, TodoID: todoID, Reason: reason, Now: p.Now}, p)
+		})
+}
+
+// heldErr words the store's error of a verb on a todo the agent must hold
+// under a live lease (complete, fail).
+func heldErr(todoID string, err error) error {
 	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Todo{}, todoNotFound(todoID)
+		return todoNotFound(todoID)
 	}
-	return s.todosChanged(ctx, t, storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID)))
+	return storeErr(err, "", fmt.Sprintf("todo %q is not held by this agent under a live lease", todoID))
+}
+
+// underNext moves a domain error's pointer under /next (the next claim's
+// arguments of complete and fail).
+func underNext(err error) error {
+	var de *domain.Error
+	if errors.As(err, &de) && de.Pointer != "" {
+		c := *de
+		c.Pointer = "/next" + de.Pointer
+		return &c
+	}
+	return err
 }
 
 // ReapOnce returns expired leases once (see store.ReapExpiredLeases) and

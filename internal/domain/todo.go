@@ -27,6 +27,7 @@ const (
 	MaxKeyLen          = 200      // idempotency key, bytes
 	MaxListLimit       = 500      // list_todos / GET todos
 	DefaultListLimit   = 50
+	MaxClaimBatch      = 32 // todos one claim_next (n) or complete (next.n) claims at most
 )
 
 // Todo is one unit of work for one agent in one queue (design: Todo lifecycle).

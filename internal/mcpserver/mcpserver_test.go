@@ -141,8 +141,8 @@ func TestToolsListShowsOnlyTheScope(t *testing.T) {
 	}
 	want := map[string][]string{
 		"list_todos": {"limit", "queue", "state"}, "claim": {"lease_seconds", "todo_id"},
-		"claim_next": {"lease_seconds", "queue"}, "renew": {"lease_seconds", "todo_id"},
-		"complete": {"result", "todo_id"}, "fail": {"reason", "todo_id"},
+		"claim_next": {"lease_seconds", "n", "queue"}, "renew": {"lease_seconds", "todo_id"},
+		"complete": {"next", "result", "todo_id"}, "fail": {"next", "reason", "todo_id"},
 	}
 	for _, tl := range tools[:len(domain.ScopeVerbs)] {
 		if got := props(tl); !slices.Equal(got, want[tl.Name]) {

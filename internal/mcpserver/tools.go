@@ -26,6 +26,7 @@ const (
 	kindString  argKind = iota // a JSON string
 	kindInteger                // a JSON number with an integral value (int64)
 	kindAny                    // any JSON value
+	kindObject                 // a JSON object of the field's members (field.members)
 )
 
 // field is one argument of a tool. The input schema, the strict decoder and
@@ -39,6 +40,7 @@ type field struct {
 	desc     string
 	enum     []string // strings only: the allowed values
 	min, max int64    // integers only, when max > 0: the inclusive bounds
+	members  []field  // objects only: the members, checked as a verb's arguments are
 }
 
 // String arguments are never empty when present (schema minLength 1): an
@@ -88,7 +90,39 @@ var (
 	fLease  = field{name: "lease_seconds", kind: kindInteger, min: 1, max: int64(domain.MaxLease.Seconds()),
 		desc: "Lease length in seconds; default 300, at most 86400."}
 	fQueue = field{name: "queue", kind: kindString, desc: "One of your queues; default all of them."}
+	fN     = field{name: "n", kind: kindInteger, min: 1, max: domain.MaxClaimBatch,
+		desc: "Claim up to this many todos at once (1 to 32), each under its own lease; the answer is then {\"todos\": [...]}, oldest first, empty when nothing is claimable."}
+	// fNext is complete's and fail's next claim (design: Complete and claim the next).
+	fNext = field{name: "next", kind: kindObject, members: []field{fQueue, fLease, fN},
+		desc: "Also claim your next todo in the same step: {} for the oldest claimable one in any of your queues, or {queue, lease_seconds, n}. The answer is then {\"todo\": <this todo>, \"next\": [<claimed todos, oldest first; empty when none>]}; nothing is claimed if this call fails."}
 )
+
+// nextClaim reads the next argument (fNext) of complete or fail; ok is
+// false when it is absent.
+func nextClaim(in args) (c app.NextClaim, ok bool) {
+	raw := in.raw("next")
+	if raw == nil {
+		return app.NextClaim{}, false
+	}
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &m)
+	sub := args(m)
+	return app.NextClaim{Queue: sub.str("queue"), LeaseSeconds: sub.int("lease_seconds"), N: sub.int("n")}, true
+}
+
+// finished is the answer of complete or fail with next: the todo finished
+// and the todos claimed after it (never null).
+type finished struct {
+	Todo domain.Todo   `json:"todo"`
+	Next []domain.Todo `json:"next"`
+}
+
+func finishedResult(t domain.Todo, next []domain.Todo, err error) (any, error) {
+	if next == nil {
+		next = []domain.Todo{}
+	}
+	return finished{Todo: t, Next: next}, err
+}
 
 // scopeVerbs are the grantable verbs, in domain.ScopeVerbs order (design: MCP sessions).
 var scopeVerbs = []verb{
@@ -118,10 +152,17 @@ var scopeVerbs = []verb{
 	},
 	{
 		name: domain.VerbClaimNext, title: "Claim the next todo",
-		desc:   "Claim the oldest claimable todo in the queue (or any of your queues). Errors: not_found when nothing is claimable; use it to drain a digest doorbell.",
-		fields: []field{fQueue, fLease},
+		desc:   "Claim the oldest claimable todo in the queue (or any of your queues). Errors: not_found when nothing is claimable; use it to drain a digest doorbell. With n, claim up to n at once and get {\"todos\": [...]} (empty, not an error, when nothing is claimable).",
+		fields: []field{fQueue, fLease, fN},
 		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
-			return svc.ClaimNext(ctx, a, in.str("queue"), in.int("lease_seconds"))
+			if in.raw("n") == nil {
+				return svc.ClaimNext(ctx, a, in.str("queue"), in.int("lease_seconds"))
+			}
+			ts, err := svc.ClaimNextN(ctx, a, app.NextClaim{Queue: in.str("queue"), LeaseSeconds: in.int("lease_seconds"), N: in.int("n")})
+			if ts == nil {
+				ts = []domain.Todo{}
+			}
+			return todoList{Todos: ts}, err
 		},
 	},
 	{
@@ -134,19 +175,25 @@ var scopeVerbs = []verb{
 	},
 	{
 		name: domain.VerbComplete, title: "Complete a todo",
-		desc: "Mark a todo you hold done, with an optional result.",
+		desc: "Mark a todo you hold done, with an optional result. With next, also claim your next todo(s) in the same step.",
 		fields: []field{fTodoID,
-			{name: "result", kind: kindAny, desc: "Any JSON value reporting the outcome (at most 64 KiB)."}},
+			{name: "result", kind: kindAny, desc: "Any JSON value reporting the outcome (at most 64 KiB)."}, fNext},
 		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			if c, ok := nextClaim(in); ok {
+				return finishedResult(svc.CompleteAndClaim(ctx, a, in.str("todo_id"), in.raw("result"), c))
+			}
 			return svc.Complete(ctx, a, in.str("todo_id"), in.raw("result"))
 		},
 	},
 	{
 		name: domain.VerbFail, title: "Fail a todo",
-		desc: "Give up on a todo you hold: it is retried later with backoff, and dead-lettered after its last attempt.",
+		desc: "Give up on a todo you hold: it is retried later with backoff, and dead-lettered after its last attempt. With next, also claim your next todo(s) in the same step.",
 		fields: []field{fTodoID,
-			{name: "reason", kind: kindString, desc: "Why it failed (at most 2000 bytes)."}},
+			{name: "reason", kind: kindString, desc: "Why it failed (at most 2000 bytes)."}, fNext},
 		call: func(ctx context.Context, svc *app.Service, a *domain.Agent, in args) (any, error) {
+			if c, ok := nextClaim(in); ok {
+				return finishedResult(svc.FailAndClaim(ctx, a, in.str("todo_id"), in.str("reason"), c))
+			}
 			return svc.Fail(ctx, a, in.str("todo_id"), in.str("reason"))
 		},
 	},
@@ -212,9 +259,19 @@ func isSelf(name string) bool {
 // inputSchema renders the verb's JSON Schema: an object with exactly the
 // verb's properties (additionalProperties false).
 func (v *verb) inputSchema() json.RawMessage {
+	b, err := json.Marshal(objectSchema(v.fields))
+	if err != nil {
+		panic("mcpserver: schema of " + v.name + ": " + err.Error())
+	}
+	return b
+}
+
+// objectSchema is the JSON Schema of an object with exactly fields as its
+// properties (additionalProperties false).
+func objectSchema(fields []field) map[string]any {
 	props := map[string]any{}
 	required := []string{}
-	for _, f := range v.fields {
+	for _, f := range fields {
 		p := map[string]any{"description": f.desc}
 		switch f.kind {
 		case kindString:
@@ -228,19 +285,16 @@ func (v *verb) inputSchema() json.RawMessage {
 			if f.max > 0 {
 				p["minimum"], p["maximum"] = f.min, f.max
 			}
+		case kindObject:
+			p = objectSchema(f.members)
+			p["description"] = f.desc
 		}
 		props[f.name] = p
 		if f.required {
 			required = append(required, f.name)
 		}
 	}
-	b, err := json.Marshal(map[string]any{
-		"type": "object", "properties": props, "required": required, "additionalProperties": false,
-	})
-	if err != nil {
-		panic("mcpserver: schema of " + v.name + ": " + err.Error())
-	}
-	return b
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
 }
 
 // mcpTool renders the verb as an MCP tool definition.
@@ -286,37 +340,57 @@ func (v *verb) decodeArgs(raw json.RawMessage) (args, error) {
 		if raw[0] != '{' {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "the arguments of %s must be a JSON object", v.name)
 		}
-		m, err := v.members(raw)
+		m, err := members(v.name, v.fields, "", raw)
 		if err != nil {
 			return nil, err
 		}
 		in = m
 	}
-	for _, f := range v.fields {
-		val, ok := in[f.name]
-		if !ok {
-			if f.required {
-				return nil, domain.Errorf(domain.CodeInvalidArgument, "%s is required", f.name).At("/" + f.name)
-			}
-			continue
-		}
-		if err := f.check(val); err != nil {
-			return nil, err.At(strictjson.Member("", f.name))
-		}
+	if err := checkFields(v.name, v.fields, "", in); err != nil {
+		return nil, err
 	}
 	return in, nil
 }
 
-// members reads the members of a JSON object in document order with the
-// strict-JSON layer (strictjson.Tool words the errors), refusing the first
-// unknown or repeated one; null members are left out.
-func (v *verb) members(raw json.RawMessage) (args, error) {
-	known := make([]string, 0, len(v.fields))
-	for _, f := range v.fields {
+// checkFields checks the members in of an object at pointer base against
+// fields: required ones present, present ones of their field's schema
+// (field.check; an object's members in turn).
+func checkFields(tool string, fields []field, base string, in args) error {
+	for _, f := range fields {
+		val, ok := in[f.name]
+		ptr := strictjson.Member(base, f.name)
+		if !ok {
+			if f.required {
+				return domain.Errorf(domain.CodeInvalidArgument, "%s is required", f.name).At(ptr)
+			}
+			continue
+		}
+		if err := f.check(val); err != nil {
+			return err.At(ptr)
+		}
+		if f.kind == kindObject {
+			sub, err := members(tool, f.members, ptr, val)
+			if err == nil {
+				err = checkFields(tool, f.members, ptr, sub)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// members reads the members of a JSON object at pointer base in document
+// order with the strict-JSON layer (strictjson.Tool words the errors),
+// refusing the first unknown or repeated one; null members are left out.
+func members(tool string, fields []field, base string, raw json.RawMessage) (args, error) {
+	known := make([]string, 0, len(fields))
+	for _, f := range fields {
 		known = append(known, f.name)
 	}
 	in := args{}
-	err := strictjson.Object(raw, strictjson.Tool(v.name), "", known, func(k string, val []byte) error {
+	err := strictjson.Object(raw, strictjson.Tool(tool), base, known, func(k string, val []byte) error {
 		if !bytes.Equal(val, []byte("null")) {
 			in[k] = val
 		}
@@ -342,6 +416,10 @@ func (f *field) check(val json.RawMessage) *domain.Error {
 		}
 		if len(f.enum) > 0 && !slices.Contains(f.enum, s) {
 			return domain.Errorf(domain.CodeInvalidArgument, "%s %s must be one of %s", f.name, quoteArg(s), strings.Join(f.enum, ", "))
+		}
+	case kindObject:
+		if val[0] != '{' {
+			return domain.Errorf(domain.CodeInvalidArgument, "%s must be a JSON object", f.name)
 		}
 	case kindInteger:
 		n, ok := parseInteger(val)

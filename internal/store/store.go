@@ -97,16 +97,31 @@ type Store interface {
 	// agent's granted queues, or the one requested), its own or an
 	// unclaimed one of its pools (design: Pools). None → ErrNotFound.
 	ClaimNext(ctx context.Context, p ClaimNextParams) (domain.Todo, error)
+	// ClaimNextN is ClaimNext of up to p.N todos at once (design: Claiming
+	// in batches): the p.N oldest claimable ones, own and pooled, in one
+	// conditional update, each with its own lease of p.Lease, returned
+	// oldest first (created_at, then id). N <= 1 claims one; N is at most
+	// domain.MaxClaimBatch. None claimable → an empty slice and nil.
+	ClaimNextN(ctx context.Context, p ClaimNextParams) ([]domain.Todo, error)
 	// RenewLease extends the lease of a todo the agent holds (claimed, lease
 	// not expired at Now) to Now+Lease; else ErrConflict.
 	RenewLease(ctx context.Context, p RenewLeaseParams) (domain.Todo, error)
 	// CompleteTodo marks a claimed todo whose lease has not expired done with
 	// its result; else ErrConflict.
 	CompleteTodo(ctx context.Context, p CompleteTodoParams) (domain.Todo, error)
+	// CompleteAndClaim is CompleteTodo of c and ClaimNextN of next in one
+	// transaction (design: Complete and claim the next): the claims are
+	// made only if the complete is, and commit with it. Errors are
+	// CompleteTodo's; nothing is claimed then.
+	CompleteAndClaim(ctx context.Context, c CompleteTodoParams, next ClaimNextParams) (done domain.Todo, claimed []domain.Todo, err error)
 	// FailTodo records a failed attempt of a claimed, unexpired todo in one
 	// transaction: state failed, LastError = Reason, RetryAt =
 	// domain.NextAfterFailure(attempt, max_attempts, Now) (nil = dead letter).
 	FailTodo(ctx context.Context, p FailTodoParams) (domain.Todo, error)
+	// FailAndClaim is FailTodo of f and ClaimNextN of next in one
+	// transaction, as CompleteAndClaim. The failed todo itself is not
+	// among the claims (its retry is not due yet, or it is dead).
+	FailAndClaim(ctx context.Context, f FailTodoParams, next ClaimNextParams) (failed domain.Todo, claimed []domain.Todo, err error)
 	// ReapExpiredLeases returns claimed todos whose lease expired at or before
 	// Now: pending again while attempt < max_attempts, otherwise dead-lettered
 	// (failed, no retry) with LastError "lease expired". At most Limit rows;
@@ -257,12 +272,15 @@ type ClaimTodoParams struct {
 	Now     time.Time
 }
 
-// ClaimNextParams claims the next todo.
+// ClaimNextParams claims the next todo, or the next N (ClaimNextN).
 type ClaimNextParams struct {
 	AgentID string
 	Queues  []string
 	Lease   time.Duration
 	Now     time.Time
+	// N is how many ClaimNextN claims at most (1..domain.MaxClaimBatch; <= 1
+	// is one). ClaimNext claims one whatever N says.
+	N int
 }
 
 // RenewLeaseParams extends a lease.

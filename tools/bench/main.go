@@ -10,9 +10,9 @@
 //     of them, push start → client read (Rollcall: REST push, committed, then
 //     the doorbell on the MCP GET stream; Centrifugo: HTTP API publish);
 //   - queue: K producers + W workers one job at a time for -queue-dur
-//     (Rollcall: REST push + MCP claim_next + complete, on PostgreSQL and on
-//     SQLite; River v0.51.2 on the same PostgreSQL, FetchCooldown 1 ms, no-op
-//     worker).
+//     (Rollcall: REST push + MCP complete with next — or, with -rollcall-queue
+//     claim, claim_next + complete — on PostgreSQL and on SQLite; River
+//     v0.51.2 on the same PostgreSQL, FetchCooldown 1 ms, no-op worker).
 //
 // It prints one markdown table: per-system medians over the repetitions and
 // the median of the per-repetition ratios. It builds Rollcall from the
@@ -64,6 +64,9 @@ func run() error {
 	timeout := flag.Duration("timeout", 90*time.Minute, "bound of the whole run")
 	verbose := flag.Bool("v", false, "copy the servers' logs to stderr")
 	systems := flag.String("systems", "rollcall,centrifugo,river", "comma list of the systems to run (a partial run leaves the others' cells at 0)")
+	queueMode := flag.String("rollcall-queue", queueModeNext, "queue: the Rollcall workers' loop: next (complete with next, one call a todo) or claim (claim_next then complete, the loop before complete took next)")
+	queueN := flag.Int("rollcall-queue-n", 1, "queue: the Rollcall workers' claim_next n (and next's n), 1…32; 1 sends none")
+	queueIdle := flag.String("rollcall-queue-idle", queueIdlePoll, "queue: what a Rollcall worker does when claim_next found nothing: poll (again after 1 ms) or doorbell (again on its session's next doorbell, at most 50 ms later)")
 	flag.Parse()
 
 	want := map[string]bool{}
@@ -120,6 +123,18 @@ func run() error {
 		clientLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	e.pgURL = *pgURL
+	switch *queueMode {
+	case queueModeNext, queueModeClaim:
+	default:
+		return fmt.Errorf("-rollcall-queue: %q is neither next nor claim", *queueMode)
+	}
+	if *queueN < 1 || *queueN > 32 {
+		return fmt.Errorf("-rollcall-queue-n: %d is not 1…32", *queueN)
+	}
+	if *queueIdle != queueIdlePoll && *queueIdle != queueIdleDoorbell {
+		return fmt.Errorf("-rollcall-queue-idle: %q is neither poll nor doorbell", *queueIdle)
+	}
+	e.queueMode, e.queueN, e.queueIdle = *queueMode, *queueN, *queueIdle
 	e.sources = 4
 	e.rollcallBin = *rollcallBin
 	if e.rollcallBin == "" {
@@ -225,8 +240,18 @@ func run() error {
 			rsq = append(rsq, f1(res.ratio(key, sysRiver, sysRollcallSQ)))
 		}
 		j := func(s []string) string { return strings.Join(s, " / ") }
-		fmt.Printf("| work queue, K producers + W workers one job at a time, %s (Rollcall: REST push + MCP `claim_next` + `complete`; River v0.51.2 on the same PostgreSQL, `FetchCooldown` 1 ms, no-op worker) | PG %s, SQLite %s jobs/s (K=W=%s) | %s jobs/s | River is %s× (PG) / %s× (SQLite) faster |\n",
-			*queueDur, j(pg), j(sq), j(kwl), j(rv), j(rpg), j(rsq))
+		loop := "`complete` with `next`"
+		if e.queueMode == queueModeClaim {
+			loop = "`claim_next` + `complete`"
+		}
+		if e.queueN > 1 {
+			loop += fmt.Sprintf(", n %d", e.queueN)
+		}
+		if e.queueIdle == queueIdleDoorbell {
+			loop += ", idle workers wait for a doorbell"
+		}
+		fmt.Printf("| work queue, K producers + W workers one job at a time, %s (Rollcall: REST push + MCP %s; River v0.51.2 on the same PostgreSQL, `FetchCooldown` 1 ms, no-op worker) | PG %s, SQLite %s jobs/s (K=W=%s) | %s jobs/s | River is %s× (PG) / %s× (SQLite) faster |\n",
+			*queueDur, loop, j(pg), j(sq), j(kwl), j(rv), j(rpg), j(rsq))
 	}
 	fmt.Println()
 	fmt.Println("Per repetition:")

@@ -35,7 +35,68 @@ type env struct {
 	centrifugoBin string
 	pgURL         string
 	logw          io.Writer
-	sources       int // loopback source addresses for idle connections
+	sources       int    // loopback source addresses for idle connections
+	queueMode     string // Rollcall queue workers: queueModeClaim or queueModeNext
+	queueN        int    // Rollcall queue workers: claim_next's (and next's) n; <= 1 = absent
+	queueIdle     string // Rollcall queue workers on an empty queue: queueIdlePoll or queueIdleDoorbell
+}
+
+// What a Rollcall queue worker does when its claim found nothing
+// (-rollcall-queue-idle).
+const (
+	queueIdlePoll     = "poll"     // claim again after 1 ms
+	queueIdleDoorbell = "doorbell" // claim again on the session's next doorbell, or after queueIdleMax
+	queueIdleMax      = 50 * time.Millisecond
+)
+
+// The Rollcall queue workers' loops (-rollcall-queue).
+const (
+	queueModeClaim = "claim" // claim_next, then complete: two calls and two commits a todo
+	queueModeNext  = "next"  // complete with next: one call and one commit a todo
+)
+
+// idList is a JSON list of todos, of which the harness keeps the ids.
+type idList []struct {
+	ID string `json:"id"`
+}
+
+func (l idList) ids() []string {
+	ids := make([]string, 0, len(l))
+	for _, td := range l {
+		ids = append(ids, td.ID)
+	}
+	return ids
+}
+
+// claimedIDs reads claim_next's answer: one todo, or with n {"todos": [...]}.
+func claimedIDs(text string, batch bool) ([]string, error) {
+	if batch {
+		var l struct {
+			Todos idList `json:"todos"`
+		}
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			return nil, fmt.Errorf("claim_next answered %q", text)
+		}
+		return l.Todos.ids(), nil
+	}
+	var td struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(text), &td); err != nil || td.ID == "" {
+		return nil, fmt.Errorf("claim_next answered %q", text)
+	}
+	return []string{td.ID}, nil
+}
+
+// nextIDs reads the todos complete with next claimed: {"todo", "next": [...]}.
+func nextIDs(text string) ([]string, error) {
+	var r struct {
+		Next idList `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(text), &r); err != nil || r.Next == nil {
+		return nil, fmt.Errorf("complete with next answered %q", text)
+	}
+	return r.Next.ids(), nil
 }
 
 // idleSet is n idle connections to one system plus, optionally, one target
@@ -271,11 +332,38 @@ func measureRollcallQueue(ctx context.Context, e env, pg bool, k, w int, warm, d
 	pool := newClientPool(1)
 	defer pool.close()
 	sessions := make([]*mcpSession, w)
+	bells := make([]chan struct{}, w) // a doorbell arrived on session i
 	for i := range sessions {
-		if sessions[i], err = openMCP(ctx, pool.get(0), a, nil); err != nil {
+		bells[i] = make(chan struct{}, 1)
+		var onBell func(string, time.Time)
+		if e.queueIdle == queueIdleDoorbell {
+			onBell = func(string, time.Time) {
+				select {
+				case bells[i] <- struct{}{}:
+				default:
+				}
+			}
+		}
+		if sessions[i], err = openMCP(ctx, pool.get(0), a, onBell); err != nil {
 			return 0, err
 		}
 		defer sessions[i].close()
+	}
+	// idle waits after a claim found nothing: 1 ms (as River's
+	// FetchCooldown), or with -rollcall-queue-idle doorbell until the
+	// session's next doorbell, at most queueIdleMax.
+	idle := func(i int) {
+		if e.queueIdle != queueIdleDoorbell {
+			time.Sleep(time.Millisecond)
+			return
+		}
+		t := time.NewTimer(queueIdleMax)
+		defer t.Stop()
+		select {
+		case <-bells[i]:
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 	end := time.Now().Add(warm + d)
 	var counting atomic.Bool
@@ -295,28 +383,47 @@ func measureRollcallQueue(ctx context.Context, e env, pg bool, k, w int, warm, d
 			}
 		}()
 	}
-	for _, s := range sessions {
+	for i, s := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var held []string // todos claimed and not completed yet, oldest first
 			for time.Now().Before(end) && first.Load() == nil {
-				text, err := s.call(ctx, "claim_next", map[string]any{"queue": "q"})
-				if notFound(err) {
-					time.Sleep(time.Millisecond) // empty queue: poll again, as River's FetchCooldown
-					continue
+				if len(held) == 0 {
+					args := map[string]any{"queue": "q"}
+					if e.queueN > 1 {
+						args["n"] = e.queueN
+					}
+					text, err := s.call(ctx, "claim_next", args)
+					if err == nil {
+						held, err = claimedIDs(text, e.queueN > 1)
+					}
+					if notFound(err) || err == nil && len(held) == 0 {
+						idle(i) // empty queue: poll again after 1 ms or the next doorbell
+						continue
+					}
+					if err != nil {
+						fail(fmt.Errorf("claim_next: %w", err))
+						return
+					}
+				}
+				id := held[0]
+				held = held[1:]
+				args := map[string]any{"todo_id": id}
+				next := e.queueMode == queueModeNext && len(held) == 0
+				if next {
+					// complete with next (design: Complete and claim the next).
+					nextArgs := map[string]any{"queue": "q"}
+					if e.queueN > 1 {
+						nextArgs["n"] = e.queueN
+					}
+					args["next"] = nextArgs
+				}
+				text, err := s.call(ctx, "complete", args)
+				if err == nil && next {
+					held, err = nextIDs(text)
 				}
 				if err != nil {
-					fail(fmt.Errorf("claim_next: %w", err))
-					return
-				}
-				var td struct {
-					ID string `json:"id"`
-				}
-				if err := json.Unmarshal([]byte(text), &td); err != nil || td.ID == "" {
-					fail(fmt.Errorf("claim_next answered %q", text))
-					return
-				}
-				if _, err := s.call(ctx, "complete", map[string]any{"todo_id": td.ID}); err != nil {
 					fail(fmt.Errorf("complete: %w", err))
 					return
 				}

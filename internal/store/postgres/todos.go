@@ -164,9 +164,23 @@ func (s *Store) gated(ctx context.Context, what string, r dbsqlc.Todo, err error
 // ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
-	r, err := s.q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
-		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease)))})
-	return storeutil.One(r, mapErr("claim next", err), todoFrom)
+	p.N = 1
+	return storeutil.FirstClaim(claimNext(ctx, s.q, p))
+}
+
+// ClaimNextN implements store.Store (design: Claiming in batches).
+func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]domain.Todo, error) {
+	return claimNext(ctx, s.q, p)
+}
+
+// claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
+// todos with q and returns them oldest first.
+func claimNext(ctx context.Context, q *dbsqlc.Queries, p store.ClaimNextParams) ([]domain.Todo, error) {
+	rows, err := q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
+		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int32(storeutil.ClaimBatch(p.N))})
+	ts, err := storeutil.All(rows, mapErr("claim next", err), todoFrom)
+	storeutil.SortTodos(ts)
+	return ts, err
 }
 
 // RenewLease implements store.Store (design: Lease; renew).
@@ -178,9 +192,47 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 
 // CompleteTodo implements store.Store (design: Todo lifecycle; complete).
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
-	r, err := s.q.CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+	return completeTodo(ctx, s.q, p)
+}
+
+func completeTodo(ctx context.Context, q *dbsqlc.Queries, p store.CompleteTodoParams) (domain.Todo, error) {
+	r, err := q.CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
 		Now: micro(p.Now), Result: nullJSON(p.Result)})
-	return s.gated(ctx, "complete todo", r, err, p.TodoID, p.AgentID, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Todo{}, todoGate(ctx, q, "complete todo", p.TodoID, p.AgentID, nil)
+	}
+	return storeutil.One(r, mapErr("complete todo", err), todoFrom)
+}
+
+// CompleteAndClaim implements store.Store (design: Complete and claim the
+// next): one transaction, so one commit, for both.
+func (s *Store) CompleteAndClaim(ctx context.Context, c store.CompleteTodoParams, next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	return s.finishAndClaim(ctx, func(q *dbsqlc.Queries) (domain.Todo, error) { return completeTodo(ctx, q, c) }, next)
+}
+
+// FailAndClaim implements store.Store (design: Complete and claim the next).
+func (s *Store) FailAndClaim(ctx context.Context, f store.FailTodoParams, next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	return s.finishAndClaim(ctx, func(q *dbsqlc.Queries) (domain.Todo, error) { return failTodo(ctx, q, f) }, next)
+}
+
+// finishAndClaim runs finish and then claimNext of next in one
+// transaction; nothing is claimed when finish fails.
+func (s *Store) finishAndClaim(ctx context.Context, finish func(*dbsqlc.Queries) (domain.Todo, error), next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	var done domain.Todo
+	var claimed []domain.Todo
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		var err error
+		if done, err = finish(q); err != nil {
+			return err
+		}
+		claimed, err = claimNext(ctx, q, next)
+		return err
+	})
+	if err != nil {
+		return domain.Todo{}, nil, err
+	}
+	return done, claimed, nil
 }
 
 // FailTodo implements store.Store (design: Retries and dead letter).
@@ -188,26 +240,31 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
-		now := micro(p.Now)
-		held, err := q.LockHeldAttempts(ctx, dbsqlc.LockHeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: now})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return todoGate(ctx, q, "fail todo", p.TodoID, p.AgentID, nil)
-		}
-		if err != nil {
-			return mapErr("fail todo", err)
-		}
-		retry := storeutil.MicroPtr(domain.NextAfterFailure(int(held.Attempt), int(held.MaxAttempts), now))
-		var finished *time.Time
-		if retry == nil {
-			finished = &now
-		}
-		r, err := q.FailTodo(ctx, dbsqlc.FailTodoParams{ID: p.TodoID, Reason: p.Reason, RetryAt: retry,
-			Now: now, FinishedAt: finished})
-		t = todoFrom(r)
-		return mapErr("fail todo", err)
+		var err error
+		t, err = failTodo(ctx, dbsqlc.New(tx), p)
+		return err
 	})
 	return t, err
+}
+
+// failTodo is FailTodo in a transaction (q is the transaction's).
+func failTodo(ctx context.Context, q *dbsqlc.Queries, p store.FailTodoParams) (domain.Todo, error) {
+	now := micro(p.Now)
+	held, err := q.LockHeldAttempts(ctx, dbsqlc.LockHeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: now})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Todo{}, todoGate(ctx, q, "fail todo", p.TodoID, p.AgentID, nil)
+	}
+	if err != nil {
+		return domain.Todo{}, mapErr("fail todo", err)
+	}
+	retry := storeutil.MicroPtr(domain.NextAfterFailure(int(held.Attempt), int(held.MaxAttempts), now))
+	var finished *time.Time
+	if retry == nil {
+		finished = &now
+	}
+	r, err := q.FailTodo(ctx, dbsqlc.FailTodoParams{ID: p.TodoID, Reason: p.Reason, RetryAt: retry,
+		Now: now, FinishedAt: finished})
+	return storeutil.One(r, mapErr("fail todo", err), todoFrom)
 }
 
 // ReapExpiredLeases implements store.Store (design: Lease): expired

@@ -147,14 +147,29 @@ func (s *Store) gated(ctx context.Context, tx *sql.Tx, what string, r dbsqlc.Tod
 // ClaimNext implements store.Store (design: Lease; claim_next): the oldest
 // claimable todo (created_at, then id) of the agent in Queues.
 func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.Todo, error) {
-	var t domain.Todo
+	p.N = 1
+	return storeutil.FirstClaim(s.ClaimNextN(ctx, p))
+}
+
+// ClaimNextN implements store.Store (design: Claiming in batches).
+func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]domain.Todo, error) {
+	var ts []domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID,
-			Queues: encodeList(p.Queues), Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease)))})
-		t = todoFrom(r)
-		return mapErr("claim next", err)
+		var err error
+		ts, err = s.claimNext(ctx, tx, p)
+		return err
 	})
-	return t, err
+	return ts, err
+}
+
+// claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
+// todos in tx and returns them oldest first.
+func (s *Store) claimNext(ctx context.Context, tx *sql.Tx, p store.ClaimNextParams) ([]domain.Todo, error) {
+	rows, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
+		Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int64(storeutil.ClaimBatch(p.N))})
+	ts, err := storeutil.All(rows, mapErr("claim next", err), todoFrom)
+	storeutil.SortTodos(ts)
+	return ts, err
 }
 
 // RenewLease implements store.Store (design: Lease; renew).
@@ -172,11 +187,49 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := s.txq(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
-			Now: micros(p.Now), Result: nullJSON(p.Result)})
-		return s.gated(ctx, tx, "complete todo", r, err, p.TodoID, p.AgentID, "", &t)
+		var err error
+		t, err = s.completeTodo(ctx, tx, p)
+		return err
 	})
 	return t, err
+}
+
+func (s *Store) completeTodo(ctx context.Context, tx *sql.Tx, p store.CompleteTodoParams) (domain.Todo, error) {
+	var t domain.Todo
+	r, err := s.txq(tx).CompleteTodo(ctx, dbsqlc.CompleteTodoParams{ID: p.TodoID, AgentID: p.AgentID,
+		Now: micros(p.Now), Result: nullJSON(p.Result)})
+	err = s.gated(ctx, tx, "complete todo", r, err, p.TodoID, p.AgentID, "", &t)
+	return t, err
+}
+
+// CompleteAndClaim implements store.Store (design: Complete and claim the
+// next): one transaction, so one commit, for both.
+func (s *Store) CompleteAndClaim(ctx context.Context, c store.CompleteTodoParams, next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	return s.finishAndClaim(ctx, func(tx *sql.Tx) (domain.Todo, error) { return s.completeTodo(ctx, tx, c) }, next)
+}
+
+// FailAndClaim implements store.Store (design: Complete and claim the next).
+func (s *Store) FailAndClaim(ctx context.Context, f store.FailTodoParams, next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	return s.finishAndClaim(ctx, func(tx *sql.Tx) (domain.Todo, error) { return s.failTodo(ctx, tx, f) }, next)
+}
+
+// finishAndClaim runs finish and then claimNext of next in one
+// transaction; nothing is claimed when finish fails.
+func (s *Store) finishAndClaim(ctx context.Context, finish func(*sql.Tx) (domain.Todo, error), next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	var done domain.Todo
+	var claimed []domain.Todo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if done, err = finish(tx); err != nil {
+			return err
+		}
+		claimed, err = s.claimNext(ctx, tx, next)
+		return err
+	})
+	if err != nil {
+		return domain.Todo{}, nil, err
+	}
+	return done, claimed, nil
 }
 
 // FailTodo implements store.Store (design: Retries and dead letter).
@@ -184,25 +237,30 @@ func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (d
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
 	var t domain.Todo
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		q := s.txq(tx)
-		held, err := q.HeldAttempts(ctx, dbsqlc.HeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: micros(p.Now)})
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, "")
-		}
-		if err != nil {
-			return mapErr("fail todo", err)
-		}
-		retry := domain.NextAfterFailure(int(held.Attempt), int(held.MaxAttempts), p.Now)
-		var finished sql.NullInt64
-		if retry == nil {
-			finished = nullMicros(&p.Now)
-		}
-		r, err := q.FailTodo(ctx, dbsqlc.FailTodoParams{ID: p.TodoID, Reason: p.Reason, RetryAt: nullMicros(retry),
-			Now: micros(p.Now), FinishedAt: finished})
-		t = todoFrom(r)
-		return mapErr("fail todo", err)
+		var err error
+		t, err = s.failTodo(ctx, tx, p)
+		return err
 	})
 	return t, err
+}
+
+func (s *Store) failTodo(ctx context.Context, tx *sql.Tx, p store.FailTodoParams) (domain.Todo, error) {
+	q := s.txq(tx)
+	held, err := q.HeldAttempts(ctx, dbsqlc.HeldAttemptsParams{ID: p.TodoID, AgentID: p.AgentID, Now: micros(p.Now)})
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Todo{}, s.todoGate(ctx, tx, "fail todo", p.TodoID, p.AgentID, "")
+	}
+	if err != nil {
+		return domain.Todo{}, mapErr("fail todo", err)
+	}
+	retry := domain.NextAfterFailure(int(held.Attempt), int(held.MaxAttempts), p.Now)
+	var finished sql.NullInt64
+	if retry == nil {
+		finished = nullMicros(&p.Now)
+	}
+	r, err := q.FailTodo(ctx, dbsqlc.FailTodoParams{ID: p.TodoID, Reason: p.Reason, RetryAt: nullMicros(retry),
+		Now: micros(p.Now), FinishedAt: finished})
+	return storeutil.One(r, mapErr("fail todo", err), todoFrom)
 }
 
 // ReapExpiredLeases implements store.Store (design: Lease): expired

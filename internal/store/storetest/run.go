@@ -19,6 +19,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, oauthTests...)
 	tests = append(tests, poolTests...)
 	tests = append(tests, poolGrantTests...)
+	tests = append(tests, claimBatchTests...)
 	h.run(t, tests)
 	t.Run("Migrations/UpDownUp", func(t *testing.T) {
 		if h.Parallel {

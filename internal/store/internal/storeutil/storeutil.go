@@ -47,6 +47,33 @@ func Lease(d time.Duration) time.Duration {
 	return d
 }
 
+// ClaimBatch bounds a claim's N to 1..domain.MaxClaimBatch (design:
+// Claiming in batches): N <= 1 is one.
+func ClaimBatch(n int) int { return min(max(n, 1), domain.MaxClaimBatch) }
+
+// FirstClaim is ClaimNext's answer from a batch of one (ClaimNextN with
+// N 1): its todo, or domain.ErrNotFound when nothing was claimable.
+func FirstClaim(ts []domain.Todo, err error) (domain.Todo, error) {
+	if err == nil && len(ts) == 0 {
+		err = fmt.Errorf("claim next: %w", domain.ErrNotFound)
+	}
+	if err != nil {
+		return domain.Todo{}, err
+	}
+	return ts[0], nil
+}
+
+// SortTodos orders claimed todos oldest first (created_at, then id), the
+// order of every todo list (an UPDATE … RETURNING returns them in none).
+func SortTodos(ts []domain.Todo) {
+	slices.SortFunc(ts, func(a, b domain.Todo) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
 // AuditEntry builds the entry that follows prevHash at seq: At truncated to
 // µs in UTC, Decision "" → "allow", Data marshalled with encoding/json (nil
 // → no data), Hash = domain.AuditHash. Error: Data cannot be marshalled.

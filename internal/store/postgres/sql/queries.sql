@@ -178,28 +178,31 @@ WHERE id = sqlc.arg(id)
        AND (state = 'pending' OR retry_at <= sqlc.arg(now)))
 RETURNING *;
 
--- name: ClaimNext :one
--- ClaimTodo of the oldest claimable todo of the agent or of its pools in
--- queues (the older of the two index walks' firsts), each picked with FOR
--- UPDATE SKIP LOCKED so concurrent claimers take different rows.
+-- name: ClaimNext :many
+-- ClaimTodo of the lim oldest claimable todos of the agent or of its pools
+-- in queues (the oldest lim of the two index walks' first lim each), each
+-- picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
+-- rows. The rows come back in no particular order.
 WITH own AS MATERIALIZED (
     SELECT t.id, t.created_at FROM todos t
     WHERE t.agent_id = sqlc.arg(agent_id)::text AND t.queue = ANY (sqlc.arg(queues)::text[])
       AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
            AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)::timestamptz))
-    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY t.created_at, t.id LIMIT sqlc.arg(lim)::int FOR UPDATE SKIP LOCKED
 ), pooled AS MATERIALIZED (
     SELECT p.id, p.created_at FROM todos p
     WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)
       AND p.queue = ANY (sqlc.arg(queues)::text[])
       AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
       AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
-    ORDER BY p.created_at, p.id LIMIT 1 FOR UPDATE OF p SKIP LOCKED
+    ORDER BY p.created_at, p.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF p SKIP LOCKED
+), pick AS MATERIALIZED (
+    SELECT b.id FROM (SELECT * FROM own UNION ALL SELECT * FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT sqlc.arg(lim)::int
 )
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
     retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)::timestamptz,
     agent_id = sqlc.arg(agent_id)::text, ring_agent_id = NULL
-WHERE id = (SELECT b.id FROM (SELECT * FROM own UNION ALL SELECT * FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT 1)
+WHERE id IN (SELECT pick.id FROM pick)
 RETURNING *;
 
 -- name: TodoOfAgent :one

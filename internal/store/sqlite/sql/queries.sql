@@ -161,26 +161,27 @@ WHERE id = sqlc.arg(id)
        AND (state = 'pending' OR retry_at <= sqlc.arg(now)))
 RETURNING *;
 
--- name: ClaimNext :one
--- ClaimTodo of the oldest claimable todo of the agent or of its pools in
--- queues: the oldest of the two index walks' firsts.
+-- name: ClaimNext :many
+-- ClaimTodo of the lim oldest claimable todos of the agent or of its pools
+-- in queues: the oldest lim of the two index walks' first lim each. The
+-- rows come back in no particular order.
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CAST(sqlc.arg(lease_until) AS INTEGER),
     retry_at = NULL, claimed_at = CAST(sqlc.arg(now) AS INTEGER), updated_at = sqlc.arg(now),
     agent_id = CAST(sqlc.arg(agent_id) AS TEXT), ring_agent_id = NULL
-WHERE id = (SELECT pick.id FROM (
+WHERE id IN (SELECT pick.id FROM (
     SELECT * FROM (SELECT t.id, t.created_at FROM todos t
         WHERE t.agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND t.queue IN (SELECT value FROM json_each(CAST(sqlc.arg(queues) AS TEXT)))
           AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
                AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)))
-        ORDER BY t.created_at, t.id LIMIT 1)
+        ORDER BY t.created_at, t.id LIMIT CAST(sqlc.arg(lim) AS INTEGER))
     UNION ALL
     SELECT * FROM (SELECT p.id, p.created_at FROM todos p
         WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(sqlc.arg(agent_id) AS TEXT))
           AND p.queue IN (SELECT value FROM json_each(CAST(sqlc.arg(queues) AS TEXT)))
           AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
           AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now))
-        ORDER BY p.created_at, p.id LIMIT 1)) AS pick
-    ORDER BY pick.created_at, pick.id LIMIT 1)
+        ORDER BY p.created_at, p.id LIMIT CAST(sqlc.arg(lim) AS INTEGER))) AS pick
+    ORDER BY pick.created_at, pick.id LIMIT CAST(sqlc.arg(lim) AS INTEGER))
 RETURNING *;
 
 -- name: TodoOfAgent :one

@@ -149,25 +149,27 @@ func (q *Queries) AuditTail(ctx context.Context) (AuditTailRow, error) {
 	return i, err
 }
 
-const claimNext = `-- name: ClaimNext :one
+const claimNext = `-- name: ClaimNext :many
 WITH own AS MATERIALIZED (
     SELECT t.id, t.created_at FROM todos t
     WHERE t.agent_id = $3::text AND t.queue = ANY ($4::text[])
       AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
            AND (t.state = 'pending' OR t.retry_at <= $2::timestamptz))
-    ORDER BY t.created_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY t.created_at, t.id LIMIT $5::int FOR UPDATE SKIP LOCKED
 ), pooled AS MATERIALIZED (
     SELECT p.id, p.created_at FROM todos p
     WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $3::text)
       AND p.queue = ANY ($4::text[])
       AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
       AND (p.state = 'pending' OR p.retry_at <= $2::timestamptz)
-    ORDER BY p.created_at, p.id LIMIT 1 FOR UPDATE OF p SKIP LOCKED
+    ORDER BY p.created_at, p.id LIMIT $5::int FOR UPDATE OF p SKIP LOCKED
+), pick AS MATERIALIZED (
+    SELECT b.id FROM (SELECT id, created_at FROM own UNION ALL SELECT id, created_at FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT $5::int
 )
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $1::timestamptz,
     retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2::timestamptz,
     agent_id = $3::text, ring_agent_id = NULL
-WHERE id = (SELECT b.id FROM (SELECT id, created_at FROM own UNION ALL SELECT id, created_at FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT 1)
+WHERE id IN (SELECT pick.id FROM pick)
 RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
@@ -176,48 +178,64 @@ type ClaimNextParams struct {
 	Now        time.Time
 	AgentID    string
 	Queues     []string
+	Lim        int32
 }
 
-// ClaimTodo of the oldest claimable todo of the agent or of its pools in
-// queues (the older of the two index walks' firsts), each picked with FOR
-// UPDATE SKIP LOCKED so concurrent claimers take different rows.
-func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) (Todo, error) {
-	row := q.db.QueryRow(ctx, claimNext,
+// ClaimTodo of the lim oldest claimable todos of the agent or of its pools
+// in queues (the oldest lim of the two index walks' first lim each), each
+// picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
+// rows. The rows come back in no particular order.
+func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) ([]Todo, error) {
+	rows, err := q.db.Query(ctx, claimNext,
 		arg.LeaseUntil,
 		arg.Now,
 		arg.AgentID,
 		arg.Queues,
+		arg.Lim,
 	)
-	var i Todo
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.Queue,
-		&i.Title,
-		&i.Payload,
-		&i.Kind,
-		&i.Source,
-		&i.IdempotencyKey,
-		&i.PushEligible,
-		&i.CreatedBy,
-		&i.State,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.LeaseExpiresAt,
-		&i.RetryAt,
-		&i.RingAttempts,
-		&i.LastRingedAt,
-		&i.Result,
-		&i.LastError,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ClaimedAt,
-		&i.FinishedAt,
-		&i.NextRingAt,
-		&i.PoolID,
-		&i.RingAgentID,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Todo
+	for rows.Next() {
+		var i Todo
+		if err := rows.Scan(
+			&i.ID,
+			&i.AgentID,
+			&i.Queue,
+			&i.Title,
+			&i.Payload,
+			&i.Kind,
+			&i.Source,
+			&i.IdempotencyKey,
+			&i.PushEligible,
+			&i.CreatedBy,
+			&i.State,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.LeaseExpiresAt,
+			&i.RetryAt,
+			&i.RingAttempts,
+			&i.LastRingedAt,
+			&i.Result,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ClaimedAt,
+			&i.FinishedAt,
+			&i.NextRingAt,
+			&i.PoolID,
+			&i.RingAgentID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const claimTodo = `-- name: ClaimTodo :one

@@ -139,24 +139,24 @@ func (q *Queries) AuditTail(ctx context.Context) (AuditTailRow, error) {
 	return i, err
 }
 
-const claimNext = `-- name: ClaimNext :one
+const claimNext = `-- name: ClaimNext :many
 UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CAST(?1 AS INTEGER),
     retry_at = NULL, claimed_at = CAST(?2 AS INTEGER), updated_at = ?2,
     agent_id = CAST(?3 AS TEXT), ring_agent_id = NULL
-WHERE id = (SELECT pick.id FROM (
+WHERE id IN (SELECT pick.id FROM (
     SELECT id, created_at FROM (SELECT t.id, t.created_at FROM todos t
         WHERE t.agent_id = CAST(?3 AS TEXT) AND t.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
           AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
                AND (t.state = 'pending' OR t.retry_at <= ?2))
-        ORDER BY t.created_at, t.id LIMIT 1)
+        ORDER BY t.created_at, t.id LIMIT CAST(?5 AS INTEGER))
     UNION ALL
     SELECT id, created_at FROM (SELECT p.id, p.created_at FROM todos p
         WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?3 AS TEXT))
           AND p.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
           AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
           AND (p.state = 'pending' OR p.retry_at <= ?2)
-        ORDER BY p.created_at, p.id LIMIT 1)) AS pick
-    ORDER BY pick.created_at, pick.id LIMIT 1)
+        ORDER BY p.created_at, p.id LIMIT CAST(?5 AS INTEGER))) AS pick
+    ORDER BY pick.created_at, pick.id LIMIT CAST(?5 AS INTEGER))
 RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 `
 
@@ -165,47 +165,66 @@ type ClaimNextParams struct {
 	Now        int64
 	AgentID    string
 	Queues     string
+	Lim        int64
 }
 
-// ClaimTodo of the oldest claimable todo of the agent or of its pools in
-// queues: the oldest of the two index walks' firsts.
-func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) (Todo, error) {
-	row := q.db.QueryRowContext(ctx, claimNext,
+// ClaimTodo of the lim oldest claimable todos of the agent or of its pools
+// in queues: the oldest lim of the two index walks' first lim each. The
+// rows come back in no particular order.
+func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) ([]Todo, error) {
+	rows, err := q.db.QueryContext(ctx, claimNext,
 		arg.LeaseUntil,
 		arg.Now,
 		arg.AgentID,
 		arg.Queues,
+		arg.Lim,
 	)
-	var i Todo
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.Queue,
-		&i.Title,
-		&i.Payload,
-		&i.Kind,
-		&i.Source,
-		&i.IdempotencyKey,
-		&i.PushEligible,
-		&i.CreatedBy,
-		&i.State,
-		&i.Attempt,
-		&i.MaxAttempts,
-		&i.LeaseExpiresAt,
-		&i.RetryAt,
-		&i.RingAttempts,
-		&i.LastRingedAt,
-		&i.Result,
-		&i.LastError,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ClaimedAt,
-		&i.FinishedAt,
-		&i.NextRingAt,
-		&i.PoolID,
-		&i.RingAgentID,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Todo
+	for rows.Next() {
+		var i Todo
+		if err := rows.Scan(
+			&i.ID,
+			&i.AgentID,
+			&i.Queue,
+			&i.Title,
+			&i.Payload,
+			&i.Kind,
+			&i.Source,
+			&i.IdempotencyKey,
+			&i.PushEligible,
+			&i.CreatedBy,
+			&i.State,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.LeaseExpiresAt,
+			&i.RetryAt,
+			&i.RingAttempts,
+			&i.LastRingedAt,
+			&i.Result,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ClaimedAt,
+			&i.FinishedAt,
+			&i.NextRingAt,
+			&i.PoolID,
+			&i.RingAgentID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const claimTodo = `-- name: ClaimTodo :one
