@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
@@ -60,25 +63,90 @@ func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 // among live todos). Concurrent creates with one key insert once: the
 // loser's ON CONFLICT waits for the winner and then reads its row.
 // next_ring_at = storeutil.NextRingAt(todo): creation + 5 min for a todo not
-// rung yet (design: Sweep).
+// rung yet (design: Sweep). An audited create is group-committed with the
+// audited creates that arrive meanwhile (writeTodos; design: Group commit).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
 	if p.Audit == nil {
 		return createTodoQ(ctx, s.q, p.Todo)
 	}
-	var out domain.Todo
-	var created bool
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, created, err = createTodoQ(ctx, dbsqlc.New(tx), p.Todo)
-		if err == nil && created {
-			_, err = appendAudit(ctx, tx, p.Todo.CreatedAt, *p.Audit)
-		}
-		return err
-	})
+	r, err := s.todos.Do(ctx, p)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
-	return out, created, nil
+	return r.Todo, r.Created, nil
+}
+
+// errRefused ends a group commit's transaction whose item the server
+// refused (writeTodos).
+var errRefused = errors.New("an item of the batch was refused")
+
+// maxBatchRetries bounds how often writeTodos writes a batch again after
+// a deadlock or serialization failure (SQLSTATE class 40).
+const maxBatchRetries = 3
+
+// writeTodos is the audited CreateTodo's group commit (design: Group
+// commit): the batch's creates in one transaction, in arrival order, then
+// their audit entries with one INSERT under one acquisition of the chain's
+// advisory lock (appendAudits), then one commit. An insert the server
+// refuses (a pool or agent deleted meanwhile, a taken id) aborts the
+// transaction: that item gets its error and the transaction is written
+// again without it, so one bad item does not fail its batch-mates. A
+// deadlock with another instance's batch (two keys taken in opposite
+// orders) writes the batch again, at most maxBatchRetries times.
+func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
+	todo := slices.Clone(batch)
+	for retries := 0; ; {
+		todo = slices.DeleteFunc(todo, (*storeutil.TodoItem).Skip)
+		if len(todo) == 0 {
+			return
+		}
+		var refused *storeutil.TodoItem
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			q := dbsqlc.New(tx)
+			ats, recs := make([]time.Time, 0, len(todo)), make([]domain.AuditRecord, 0, len(todo))
+			for _, it := range todo {
+				t, created, err := createTodoQ(ctx, q, it.In.Todo)
+				it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: created}, err
+				switch {
+				case err == nil:
+				case ctx.Err() != nil || retryable(err) || tx.Conn().IsClosed():
+					return err // the whole batch's
+				case tx.Conn().PgConn().TxStatus() == 'E': // the server refused this item's statement
+					refused = it
+					return errRefused
+				default: // this item's (its key keeps changing hands); the transaction lives on
+					continue
+				}
+				if created {
+					ats, recs = append(ats, it.In.Todo.CreatedAt), append(recs, *it.In.Audit)
+				}
+			}
+			if len(recs) == 0 {
+				return nil
+			}
+			return appendAudits(ctx, tx, ats, recs)
+		})
+		switch {
+		case errors.Is(err, errRefused):
+			todo = slices.DeleteFunc(todo, func(it *storeutil.TodoItem) bool { return it == refused })
+			continue
+		case retryable(err) && retries < maxBatchRetries:
+			retries++
+			continue
+		case err != nil:
+			for _, it := range todo {
+				it.Out, it.Err = storeutil.CreatedTodo{}, err
+			}
+		}
+		return
+	}
+}
+
+// retryable reports a deadlock or serialization failure (SQLSTATE class
+// 40): the transaction can be written again as it was.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "40")
 }
 
 // createTodoQ is CreateTodo on the pool or inside a transaction.

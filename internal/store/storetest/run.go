@@ -18,6 +18,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, ownerLeaseTests...)
 	tests = append(tests, oauthTests...)
 	tests = append(tests, poolTests...)
+	tests = append(tests, groupCommitTests...)
 	h.run(t, tests)
 	t.Run("Migrations/UpDownUp", func(t *testing.T) {
 		if h.Parallel {
