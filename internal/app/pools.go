@@ -178,7 +178,7 @@ func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name strin
 	}
 	if created {
 		s.metrics.PoolPushed()
-		s.bell.RoutePooled(ctx, got)
+		s.bell.RoutePooledIn(ctx, got, &p) // the pool as read above: one read per push
 	}
 	return got, created, nil
 }

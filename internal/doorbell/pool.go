@@ -30,7 +30,14 @@ const maxHeldRoutes = 100
 // pool) so one hosting an eligible member rings it. It reports whether it
 // rang here.
 func (d *Engine) RoutePooled(ctx context.Context, t domain.Todo) bool {
-	if d.route(ctx, t, "") {
+	return d.RoutePooledIn(ctx, t, nil)
+}
+
+// RoutePooledIn is RoutePooled of a todo of pool, as the caller has just
+// read it (the pool push: one pool read per push instead of two); nil
+// reads it. Its members' last_rung_at only order the pick.
+func (d *Engine) RoutePooledIn(ctx context.Context, t domain.Todo, pool *domain.Pool) bool {
+	if d.routeIn(ctx, t, "", pool) {
 		return true
 	}
 	d.tellInstances(ctx, t)
@@ -73,16 +80,24 @@ func (d *Engine) onPooledSignal(r domain.TodoReady) {
 // the ring on from prev ("" = t rings nobody now). A todo that rings
 // someone other than prev, is claimed or is not pooled is left alone.
 func (d *Engine) route(ctx context.Context, t domain.Todo, prev string) bool {
+	return d.routeIn(ctx, t, prev, nil)
+}
+
+// routeIn is route with t's pool as read by the caller (nil: read here).
+func (d *Engine) routeIn(ctx context.Context, t domain.Todo, prev string, pool *domain.Pool) bool {
 	if t.PoolID == "" || t.AgentID != "" || t.State != domain.TodoPending || t.RingAgentID != prev {
 		return false
 	}
-	pool, err := d.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})
-	if err != nil {
-		d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
-		return false
+	if pool == nil || pool.ID != t.PoolID {
+		p, err := d.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})
+		if err != nil {
+			d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
+			return false
+		}
+		pool = &p
 	}
 	now := d.now()
-	m := d.pick(ctx, pool, t.Queue, prev, now)
+	m := d.pick(ctx, *pool, t.Queue, prev, now)
 	if m == "" {
 		return false
 	}

@@ -23,6 +23,9 @@
 //	rollcall.presence.transitions {presence}  → rollcall_presence_transitions_total
 //	rollcall.hook.deliveries {kind, outcome} → rollcall_hook_deliveries_total
 //	rollcall.pool.pushes                      → rollcall_pool_pushes_total
+//	rollcall.store.commit_batch_size          histogram, writes
+//	    → rollcall_store_commit_batch_size_{bucket,sum,count}
+//	    the writes of each group commit of the store (design: Group commit)
 package metrics
 
 import (
@@ -51,6 +54,7 @@ const (
 	NameSweepRings    = "rollcall.sweep.rings"
 	NameTransitions   = "rollcall.presence.transitions"
 	NamePoolPushes    = "rollcall.pool.pushes"
+	NameCommitBatch   = "rollcall.store.commit_batch_size"
 	AttrAgentHandle   = "agent.handle"
 	AttrPresence      = "presence"
 	PromMismatchAge   = "rollcall_agent_billing_mode_mismatch_age_seconds"
@@ -61,6 +65,7 @@ const (
 	PromDigests       = "rollcall_digests_total"
 	PromSweepRings    = "rollcall_sweep_rings_total"
 	PromPoolPushes    = "rollcall_pool_pushes_total"
+	PromCommitBatch   = "rollcall_store_commit_batch_size"
 	PromTransitions   = "rollcall_presence_transitions_total"
 	scopeName         = "github.com/rollcall/rollcall"
 )
@@ -83,6 +88,7 @@ type Metrics struct {
 	inAttr, outAttr                                                             metric.MeasurementOption
 	hookDeliveries                                                              metric.Int64Counter // hooks.go
 	poolPushes                                                                  metric.Int64Counter
+	commitBatch                                                                 metric.Int64Histogram
 }
 
 // New builds the instruments on a fresh registry (with the Go runtime and
@@ -117,6 +123,11 @@ func New(o Options) (*Metrics, error) {
 	m.transitions = counter(NameTransitions, "{transition}", "Claimed in/out presence transitions, by the presence entered.")
 	if err == nil {
 		err = m.newHookCounter(meter)
+	}
+	if err == nil {
+		m.commitBatch, err = meter.Int64Histogram(NameCommitBatch, metric.WithUnit("{write}"),
+			metric.WithDescription("Writes committed together by one group commit of the store (design: Group commit)."),
+			metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -168,6 +179,10 @@ func (m *Metrics) SweepRung(n int) { m.sweepRings.Add(bg, int64(n)) }
 
 // PoolPushed implements app.Metrics.
 func (m *Metrics) PoolPushed() { m.poolPushes.Add(bg, 1) }
+
+// CommitBatch records the size of one group commit of the store (the
+// stores' ObserveCommitBatches).
+func (m *Metrics) CommitBatch(n int) { m.commitBatch.Record(bg, int64(n)) }
 
 // PresenceTransition implements app.Metrics; to is "in" or "out".
 func (m *Metrics) PresenceTransition(to string) {

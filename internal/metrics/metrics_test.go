@@ -41,6 +41,8 @@ func TestExposition(t *testing.T) {
 	m.DigestSent()
 	m.SweepRung(3)
 	m.PoolPushed()
+	m.CommitBatch(1)
+	m.CommitBatch(5)
 	m.PresenceTransition("in")
 	m.PresenceTransition("out")
 	m.PresenceTransition("out")
@@ -56,6 +58,10 @@ func TestExposition(t *testing.T) {
 		PromDigests + " 1",
 		PromSweepRings + " 3",
 		PromPoolPushes + " 1",
+		PromCommitBatch + `_bucket{le="4"} 1`,
+		PromCommitBatch + `_bucket{le="8"} 2`,
+		PromCommitBatch + "_sum 6",
+		PromCommitBatch + "_count 2",
 		PromTransitions + `{presence="in"} 1`,
 		PromTransitions + `{presence="out"} 2`,
 		"go_goroutines",

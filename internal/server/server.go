@@ -147,6 +147,9 @@ func Open(ctx context.Context, cfg config.Config, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	if o, ok := st.(interface{ ObserveCommitBatches(func(int)) }); ok { // both adapters (design: Group commit)
+		o.ObserveCommitBatches(m.CommitBatch)
+	}
 	sealer, err := intake.NewSealer(cfg.Hooks.SecretKey, cfg.Hooks.SecretKeyPrevious)
 	if err != nil {
 		b.Close()

@@ -80,7 +80,8 @@ type Store interface {
 	// CreateTodo inserts a todo, or, when IdempotencyKey is set and a live todo
 	// of the agent has that key, returns that todo with created=false. The
 	// store sets next_ring_at = domain.NextRingAt(RingAttempts, LastRingedAt
-	// or CreatedAt) (design: Ring budget).
+	// or CreatedAt) (design: Ring budget). With Audit set, concurrent calls
+	// share one transaction, each with its own outcome (design: Group commit).
 	CreateTodo(ctx context.Context, p CreateTodoParams) (t domain.Todo, created bool, err error)
 	// GetTodo returns a todo by id.
 	GetTodo(ctx context.Context, id string) (domain.Todo, error)

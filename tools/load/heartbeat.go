@@ -128,24 +128,31 @@ func vendMany(ctx context.Context, t *target, n int) ([]cred, error) {
 // flushCounters reads rollcall_liveness_persisted_rows_total and
 // rollcall_liveness_flushes_total from /metrics (0 before the first flush).
 func flushCounters(ctx context.Context, base string) (rows, passes float64, err error) {
+	v, err := metricValues(ctx, base, "rollcall_liveness_persisted_rows_total", "rollcall_liveness_flushes_total")
+	return v[0], v[1], err
+}
+
+// metricValues reads the unlabelled samples names from the server's
+// /metrics, in order (0 for one not exposed).
+func metricValues(ctx context.Context, base string, names ...string) ([]float64, error) {
+	out := make([]float64, len(names))
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return out, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "rollcall_liveness_persisted_rows_total "); ok {
-			rows, _ = strconv.ParseFloat(v, 64)
-		}
-		if v, ok := strings.CutPrefix(line, "rollcall_liveness_flushes_total "); ok {
-			passes, _ = strconv.ParseFloat(v, 64)
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				out[i], _ = strconv.ParseFloat(v, 64)
+			}
 		}
 	}
-	return rows, passes, sc.Err()
+	return out, sc.Err()
 }
 
 // cpuSeconds reads the user+system CPU time of pid ("self" for this

@@ -289,6 +289,11 @@ func runPool(ctx context.Context, args []string) error {
 	fmt.Printf("rings: %d rung once, %d rung more than once, %d never rung; %d repeated bells to the member holding the todo\n", rungOnce, rungMore, neverRung, dupBell.Load())
 	fmt.Printf("claims: %d claimed once, %d claimed twice or more, %d never claimed; %d claims refused, %d call errors\n", claimedOnce, claimedTwice, neverClaimed, lost.Load(), callErrs.Load())
 	fmt.Printf("members: %d rung, most rings one member held at once %d, members with more than one at once %d\n", membersRung, maxConc, membersOver1)
+	for i, t := range ts { // the store's group commits of the audited pushes (design: Group commit)
+		if v, err := metricValues(ctx, t.URL, "rollcall_store_commit_batch_size_count", "rollcall_store_commit_batch_size_sum"); err == nil && v[0] > 0 {
+			fmt.Printf("instance %d: %.0f group commits of %.0f audited writes (%.2f a commit)\n", i, v[0], v[1], v[1]/v[0])
+		}
+	}
 	if e := lastErr.Load(); e != nil {
 		fmt.Printf("last error: %s\n", e)
 	}

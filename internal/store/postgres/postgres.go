@@ -49,6 +49,8 @@ type Store struct {
 	q    *dbsqlc.Queries // the generated queries on pool; dbsqlc.New(tx) in a transaction
 
 	storeutil.OAuth // the OAuth statements (oauth.go)
+
+	todos storeutil.TodoCommitter // the audited CreateTodo's group commit (writeTodos)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -67,6 +69,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	s := &Store{pool: pool, q: dbsqlc.New(pool)}
 	s.OAuth = storeutil.OAuth{DB: oauthDB{s}}
+	s.todos.Run = s.writeTodos
 	return s, nil
 }
 
@@ -129,6 +132,11 @@ func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
 }
+
+// ObserveCommitBatches sets f to be told the number of writes of every
+// group commit (design: Group commit; the metric
+// rollcall_store_commit_batch_size); nil stops it.
+func (s *Store) ObserveCommitBatches(f func(n int)) { s.todos.Observe(f) }
 
 // Pool returns the connection pool, e.g. for a LISTEN/NOTIFY bus on the same
 // database. The Store keeps owning it.

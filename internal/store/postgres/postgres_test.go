@@ -146,6 +146,19 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
 }
 
+// BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
+// audited creates (group-committed, design: Group commit) and unaudited
+// ones (a transaction each), from -cpu × 16 goroutines.
+func BenchmarkCreateTodoParallel(b *testing.B) {
+	s := openT(b, pgtest.FreshDatabase(b))
+	for _, audited := range []bool{true, false} {
+		b.Run(map[bool]string{true: "audited", false: "unaudited"}[audited], func(b *testing.B) {
+			b.SetParallelism(16)
+			storetest.BenchCreateTodoParallel(b, s, audited)
+		})
+	}
+}
+
 // TestOpensStoredData restores a database written by the store code of
 // main before the queries were generated (testdata/main-fixture.sql, a
 // pg_dump --inserts of storetest.WriteFixture's data), opens it and reads

@@ -1,13 +1,17 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
@@ -52,30 +56,175 @@ func collectTodos(rows pgx.Rows) ([]domain.Todo, error) {
 // among live todos). Concurrent creates with one key insert once: the
 // loser's ON CONFLICT waits for the winner and then reads its row.
 // next_ring_at = storeutil.NextRingAt(todo): creation + 5 min for a todo not
-// rung yet (design: Sweep).
+// rung yet (design: Sweep). An audited create is group-committed with the
+// audited creates that arrive meanwhile (writeTodos; design: Group commit).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
 	if p.Audit == nil {
 		return createTodoQ(ctx, s.q, p.Todo)
 	}
-	var out domain.Todo
-	var created bool
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, created, err = createTodoQ(ctx, dbsqlc.New(tx), p.Todo)
-		if err == nil && created {
-			_, err = appendAudit(ctx, tx, p.Todo.CreatedAt, *p.Audit)
-		}
-		return err
-	})
+	r, err := s.todos.Do(ctx, p)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
-	return out, created, nil
+	return r.Todo, r.Created, nil
 }
 
-// createTodoQ is CreateTodo on the pool or inside a transaction.
-func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.Todo, bool, error) {
-	arg := dbsqlc.InsertTodoParams{ID: t.ID, AgentID: optStr(t.AgentID), Queue: t.Queue, Title: t.Title,
+// errRefused ends a group commit's transaction whose item the server
+// refused (writeTodos).
+var errRefused = errors.New("an item of the batch was refused")
+
+// maxBatchRetries bounds how often writeTodos writes a batch again after
+// a deadlock or serialization failure (SQLSTATE class 40).
+const maxBatchRetries = 3
+
+// writeTodos is the audited CreateTodo's group commit (design: Group
+// commit): the batch's creates in one transaction, in arrival order (their
+// inserts sent in one round trip, insertPipelined), then their audit entries with one INSERT under one acquisition of the chain's
+// advisory lock (appendAudits), then one commit. An insert the server
+// refuses (a pool or agent deleted meanwhile, a taken id) aborts the
+// transaction: that item gets its error and the transaction is written
+// again without it, so one bad item does not fail its batch-mates. A
+// deadlock with another instance's batch (two keys taken in opposite
+// orders) writes the batch again, at most maxBatchRetries times.
+func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
+	todo := slices.Clone(batch)
+	for retries := 0; ; {
+		todo = slices.DeleteFunc(todo, (*storeutil.TodoItem).Skip)
+		if len(todo) == 0 {
+			return
+		}
+		var refused *storeutil.TodoItem
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			refused, err = insertPipelined(ctx, tx, todo)
+			if err != nil || refused != nil {
+				return cmp.Or(err, errRefused)
+			}
+			q := dbsqlc.New(tx)
+			ats, recs := make([]time.Time, 0, len(todo)), make([]domain.AuditRecord, 0, len(todo))
+			for _, it := range todo {
+				if it.Err != nil { // a live todo held its key: return it (or insert again, it stopped being live)
+					t, created, err := createTodoQ(ctx, q, it.In.Todo)
+					it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: created}, err
+					switch {
+					case err == nil:
+					case ctx.Err() != nil || tx.Conn().IsClosed() || tx.Conn().PgConn().TxStatus() == 'E':
+						return err // the whole batch's
+					default: // this item's (its key keeps changing hands); the transaction lives on
+						continue
+					}
+				}
+				if it.Out.Created {
+					ats, recs = append(ats, it.In.Todo.CreatedAt), append(recs, *it.In.Audit)
+				}
+			}
+			if len(recs) == 0 {
+				return nil
+			}
+			return appendAudits(ctx, tx, ats, recs)
+		})
+		switch {
+		case errors.Is(err, errRefused) && refused != nil:
+			todo = slices.DeleteFunc(todo, func(it *storeutil.TodoItem) bool { return it == refused })
+			continue
+		case retryable(err) && retries < maxBatchRetries:
+			retries++
+			continue
+		case err != nil:
+			for _, it := range todo {
+				it.Out, it.Err = storeutil.CreatedTodo{}, err
+			}
+		}
+		return
+	}
+}
+
+// insertPipelined sends the inserts of todo in one round trip (a pgx
+// batch of the generated statements) and sets each item's Out, or Err =
+// pgx.ErrNoRows where a live todo holds its key. The first insert the
+// server refuses is returned, with its Err set (the transaction is then
+// aborted); err is the whole batch's.
+func insertPipelined(ctx context.Context, tx pgx.Tx, todo []*storeutil.TodoItem) (refused *storeutil.TodoItem, err error) {
+	var b pgx.Batch
+	rec := &recorder{}
+	rq := dbsqlc.New(rec)
+	for _, it := range todo {
+		_, _ = insertTodo(ctx, rq, it.In.Todo) // records the statement
+		b.Queue(rec.sql, rec.args...)
+	}
+	br := tx.SendBatch(ctx, &b)
+	for _, it := range todo {
+		t, err := scanTodo(br.QueryRow())
+		it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: err == nil}, nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			it.Err = err
+			continue
+		}
+		var pe *pgconn.PgError
+		if err != nil && errors.As(err, &pe) && !retryable(err) && ctx.Err() == nil {
+			it.Out, it.Err = storeutil.CreatedTodo{}, mapErr("create todo", err)
+			refused = it
+			break
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, mapErr("create todo", err)
+		}
+	}
+	if err := br.Close(); err != nil && refused == nil {
+		return nil, mapErr("create todo", err)
+	}
+	return refused, nil
+}
+
+// recorder is a dbsqlc.DBTX that runs nothing: it keeps the statement and
+// arguments of the last query a generated method asked for, so that
+// insertPipelined can send the generated statements in one batch.
+type recorder struct {
+	sql  string
+	args []any
+}
+
+var errRecorded = errors.New("recorded, not run")
+
+func (r *recorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.sql, r.args = sql, args
+	return pgconn.CommandTag{}, errRecorded
+}
+
+func (r *recorder) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.sql, r.args = sql, args
+	return nil, errRecorded
+}
+
+func (r *recorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.sql, r.args = sql, args
+	return recordedRow{}
+}
+
+type recordedRow struct{}
+
+func (recordedRow) Scan(...any) error { return errRecorded }
+
+// retryable reports a deadlock or serialization failure (SQLSTATE class
+// 40): the transaction can be written again as it was.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "40")
+}
+
+// insertTodo inserts t (InsertTodo, or InsertPoolTodo for a pooled todo):
+// pgx.ErrNoRows when a live todo holds its key.
+func insertTodo(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (dbsqlc.Todo, error) {
+	arg := insertArg(t)
+	if t.PoolID != "" { // pushed to a pool: its key is the pool's (design: Pools)
+		return q.InsertPoolTodo(ctx, dbsqlc.InsertPoolTodoParams(arg))
+	}
+	return q.InsertTodo(ctx, arg)
+}
+
+func insertArg(t domain.Todo) dbsqlc.InsertTodoParams {
+	return dbsqlc.InsertTodoParams{ID: t.ID, AgentID: optStr(t.AgentID), Queue: t.Queue, Title: t.Title,
 		Payload: nullJSON(t.Payload), Kind: t.Kind, Source: t.Source, IdempotencyKey: t.IdempotencyKey,
 		PushEligible: t.PushEligible, CreatedBy: t.CreatedBy, State: t.State,
 		Attempt: int32(t.Attempt), MaxAttempts: int32(t.MaxAttempts),
@@ -84,17 +233,20 @@ func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.
 		Result: nullJSON(t.Result), LastError: t.LastError, CreatedAt: micro(t.CreatedAt),
 		UpdatedAt: micro(t.UpdatedAt), ClaimedAt: storeutil.MicroPtr(t.ClaimedAt),
 		FinishedAt: storeutil.MicroPtr(t.FinishedAt), NextRingAt: storeutil.NextRingAt(t), PoolID: optStr(t.PoolID)}
-	insert, live := func() (dbsqlc.Todo, error) { return q.InsertTodo(ctx, arg) }, func() (dbsqlc.Todo, error) {
+}
+
+// createTodoQ is CreateTodo on the pool or inside a transaction.
+func createTodoQ(ctx context.Context, q *dbsqlc.Queries, t domain.Todo) (domain.Todo, bool, error) {
+	live := func() (dbsqlc.Todo, error) {
 		return q.LiveTodoByKey(ctx, dbsqlc.LiveTodoByKeyParams{AgentID: t.AgentID, IdempotencyKey: t.IdempotencyKey})
 	}
-	if t.PoolID != "" { // pushed to a pool: its key is the pool's (design: Pools)
-		insert = func() (dbsqlc.Todo, error) { return q.InsertPoolTodo(ctx, dbsqlc.InsertPoolTodoParams(arg)) }
+	if t.PoolID != "" {
 		live = func() (dbsqlc.Todo, error) {
 			return q.LivePoolTodoByKey(ctx, dbsqlc.LivePoolTodoByKeyParams{PoolID: t.PoolID, IdempotencyKey: t.IdempotencyKey})
 		}
 	}
 	for range 3 {
-		r, err := insert()
+		r, err := insertTodo(ctx, q, t)
 		if err == nil {
 			return todoFrom(r), true, nil
 		}

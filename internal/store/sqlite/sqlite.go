@@ -62,6 +62,8 @@ type Store struct {
 	hashes    hashSet         // every credential and token hash (hashes.go)
 
 	storeutil.OAuth // the OAuth statements (oauth.go)
+
+	todos storeutil.TodoCommitter // the audited CreateTodo's group commit (writeTodos)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,6 +79,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, errors.New("sqlite store: empty path")
 	}
 	s := &Store{path: path}
+	s.todos.Run = s.writeTodos
 	if path != Memory {
 		// flock the database file itself: the lock follows the inode, so a
 		// symlink or a hard link to the same file is refused too. SQLite's
@@ -200,6 +203,11 @@ func (s *Store) txq(tx *sql.Tx) *dbsqlc.Queries { return dbsqlc.New(s.in(tx)) }
 
 // uriEscaper escapes the characters a SQLite file: URI gives meaning to.
 var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// ObserveCommitBatches sets f to be told the number of writes of every
+// group commit (design: Group commit; the metric
+// rollcall_store_commit_batch_size); nil stops it.
+func (s *Store) ObserveCommitBatches(f func(n int)) { s.todos.Observe(f) }
 
 // Dialect returns "sqlite".
 func (s *Store) Dialect() string { return "sqlite" }

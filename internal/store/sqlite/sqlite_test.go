@@ -134,6 +134,19 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
 }
 
+// BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
+// audited creates (group-committed, design: Group commit) and unaudited
+// ones (a transaction each), from -cpu × 16 goroutines.
+func BenchmarkCreateTodoParallel(b *testing.B) {
+	s := openT(b, filepath.Join(b.TempDir(), "bench.db"))
+	for _, audited := range []bool{true, false} {
+		b.Run(map[bool]string{true: "audited", false: "unaudited"}[audited], func(b *testing.B) {
+			b.SetParallelism(16)
+			storetest.BenchCreateTodoParallel(b, s, audited)
+		})
+	}
+}
+
 func TestPragmas(t *testing.T) {
 	s := openT(t, filepath.Join(t.TempDir(), "rollcall.db"))
 	var mode string

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,22 +38,84 @@ func optStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s
 
 // CreateTodo implements store.Store (design: Idempotency keys; dedup
 // among live todos). next_ring_at = storeutil.NextRingAt(todo): creation +
-// 5 min for a todo not rung yet (design: Sweep).
+// 5 min for a todo not rung yet (design: Sweep). An audited create is
+// group-committed with the audited creates that arrive meanwhile
+// (writeTodos; design: Group commit).
 func (s *Store) CreateTodo(ctx context.Context, p store.CreateTodoParams) (domain.Todo, bool, error) {
-	var out domain.Todo
-	created := false
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, created, err = s.createTodoTx(ctx, tx, p.Todo)
-		if err == nil && created && p.Audit != nil {
-			_, err = s.appendAudit(ctx, tx, p.Todo.CreatedAt, *p.Audit)
+	if p.Audit == nil {
+		var out domain.Todo
+		created := false
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			var err error
+			out, created, err = s.createTodoTx(ctx, tx, p.Todo)
+			return err
+		})
+		if err != nil {
+			return domain.Todo{}, false, err
 		}
-		return err
-	})
+		return out, created, nil
+	}
+	r, err := s.todos.Do(ctx, p)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
-	return out, created, nil
+	return r.Todo, r.Created, nil
+}
+
+// writeTodos is the audited CreateTodo's group commit (design: Group
+// commit): the batch's creates, each followed by its audit entry, in
+// arrival order in one write transaction. In a batch of several, each
+// item is written under a savepoint: an item that fails is rolled back to
+// it and gets its error, and the others commit.
+func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
+	todo := slices.DeleteFunc(slices.Clone(batch), (*storeutil.TodoItem).Skip)
+	if len(todo) == 0 {
+		return
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if len(todo) == 1 { // its error is the transaction's
+			it := todo[0]
+			return s.createAuditedTx(ctx, tx, it)
+		}
+		c := s.in(tx)
+		for _, it := range todo {
+			if it.Skip() {
+				continue
+			}
+			if _, err := c.ExecContext(ctx, "SAVEPOINT todo"); err != nil {
+				return mapErr("create todo", err)
+			}
+			if err := s.createAuditedTx(ctx, tx, it); err != nil {
+				if _, rerr := c.ExecContext(ctx, "ROLLBACK TO todo"); rerr != nil {
+					return mapErr("create todo", rerr)
+				}
+			}
+			if _, err := c.ExecContext(ctx, "RELEASE todo"); err != nil {
+				return mapErr("create todo", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, it := range todo {
+			it.Out, it.Err = storeutil.CreatedTodo{}, err
+		}
+	}
+}
+
+// createAuditedTx is one item of writeTodos inside tx: the todo, and its
+// audit entry when it was created. It sets the item's Out and Err and
+// returns Err.
+func (s *Store) createAuditedTx(ctx context.Context, tx *sql.Tx, it *storeutil.TodoItem) error {
+	t, created, err := s.createTodoTx(ctx, tx, it.In.Todo)
+	if err == nil && created {
+		_, err = s.appendAudit(ctx, tx, it.In.Todo.CreatedAt, *it.In.Audit)
+	}
+	if err != nil {
+		t, created = domain.Todo{}, false
+	}
+	it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: created}, err
+	return err
 }
 
 // createTodoTx is CreateTodo inside tx: the live todo with the key (of

@@ -76,3 +76,30 @@ func pushClaimComplete(b *testing.B, s store.Store, a domain.Agent, i int) error
 	}
 	return nil
 }
+
+// BenchCreateTodoParallel measures CreateTodo from b.RunParallel
+// goroutines (GOMAXPROCS × -cpu), one agent each: audited creates are
+// group-committed (design: Group commit), unaudited ones are one
+// transaction each. One op = one create.
+func BenchCreateTodoParallel(b *testing.B, s store.Store, audited bool) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		a, err := benchAgent(b, s)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for i := 0; pb.Next(); i++ {
+			td := newTodo(a.ID, "build", Base.Add(time.Duration(i)*time.Millisecond))
+			p := store.CreateTodoParams{Todo: td}
+			if audited {
+				p.Audit = &domain.AuditRecord{Actor: "agent:" + a.ID, Action: "todo.handoff", AgentID: a.ID}
+			}
+			if _, _, err := s.CreateTodo(b.Context(), p); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

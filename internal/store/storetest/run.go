@@ -20,6 +20,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, poolTests...)
 	tests = append(tests, poolGrantTests...)
 	tests = append(tests, claimBatchTests...)
+	tests = append(tests, groupCommitTests...)
 	h.run(t, tests)
 	t.Run("Migrations/UpDownUp", func(t *testing.T) {
 		if h.Parallel {
