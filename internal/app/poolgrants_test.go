@@ -130,4 +130,35 @@ func TestPoolGrants(t *testing.T) {
 	if strings.Join(actions, ",") != "pool.grant,pool.create,pool.revoke_grant" {
 		t.Errorf("pool audit entries = %v, want pool.grant, pool.create, pool.revoke_grant", actions)
 	}
+
+	// A pool whose only member's grant is revoked takes no pushes: nobody
+	// could ever claim them, and a pool with live todos cannot be deleted.
+	if _, _, err := s.GrantPool(ctx, bob, "bob-bot", app.PoolGrantInput{Person: alice.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := poolOf("bobs-only", "bob-bot"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RevokePoolGrant(ctx, bob, "bob-bot", alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.PushPoolTodo(ctx, alice, "bobs-only", app.PushInput{Queue: "build", Title: "orphan"}); !errors.As(err, &de) || de.Code != domain.CodeConflict || !strings.Contains(de.Detail, "no members") {
+		t.Errorf("push to a pool with no members left: %v, want conflict naming it", err)
+	}
+	if _, err := s.DeletePool(ctx, alice, "bobs-only"); err != nil {
+		t.Errorf("delete the empty pool: %v", err)
+	}
+
+	// A granted member without the pool's queue: the refusal names the
+	// missing queue, never the other queues of another person's agent.
+	v, err := s.Vend(ctx, bob, app.VendInput{Handle: "bob-secret", Queues: []string{"secret-project"}, Verbs: domain.ScopeVerbs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GrantPool(ctx, bob, v.Agent.Handle, app.PoolGrantInput{Person: alice.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := poolOf("leaky", "bob-secret"); !errors.As(err, &de) || de.Pointer != "/members/0" || strings.Contains(de.Detail, "secret-project") || !strings.Contains(de.Detail, `"build"`) {
+		t.Errorf("pool with a granted member lacking the queue: %v; want /members/0 naming \"build\" and not the member's queues", err)
+	}
 }

@@ -45,7 +45,7 @@ func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput
 		for _, q := range in.Queues {
 			if !a.Scope.HasQueue(q) {
 				return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
-					"member %s cannot take the pool's queue %q (its queues %v)", a.Handle, q, a.Scope.Queues).At(ptr)
+					"member %s cannot take the pool's queue %q (not in its scope)", a.Handle, q).At(ptr) // names no other queue: the member may be another person's
 			}
 		}
 		p.Members = append(p.Members, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
@@ -153,7 +153,8 @@ func (s *Service) DeletePool(ctx context.Context, by domain.Person, name string)
 // bounds and idempotency key of an agent push (PushTodo), the key unique
 // among the pool's live todos. On creation the doorbell routes it to one
 // member (design: Pool routing). Errors: not_found, invalid_argument
-// (queue not one of the pool's, bad fields; with pointer).
+// (queue not one of the pool's, bad fields; with pointer), conflict (the
+// pool has no members left, design: Pool grants).
 func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name string, in PushInput) (domain.Todo, bool, error) {
 	p, err := s.ownedPoolRow(ctx, by, name)
 	if err != nil {
@@ -164,6 +165,9 @@ func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name strin
 	}
 	if !p.HasQueue(in.Queue) {
 		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not one of pool %s's queues %v", in.Queue, p.Name, p.Queues).At("/queue")
+	}
+	if len(p.Members) == 0 { // every grant it used was revoked: nobody could ever claim the todo
+		return domain.Todo{}, false, domain.Errorf(domain.CodeConflict, "pool %s has no members (their grants were revoked); add members or delete the pool", p.Name)
 	}
 	t, err := s.pushedTodo(by, in)
 	if err != nil {

@@ -93,14 +93,18 @@ func printPool(w io.Writer, v poolView) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	// A holder that has left the pool (its grant revoked) is shown by id.
+	who := func(id string) string {
+		if id == "" {
+			return "-"
+		}
+		if h, ok := handles[id]; ok {
+			return h
+		}
+		return id
+	}
 	return tableOf(func(t wire.Todo) []string {
-		holder, rung := "-", "-"
-		if t.AgentID != "" {
-			holder = handles[t.AgentID]
-		}
-		if t.RingAgentID != "" {
-			rung = handles[t.RingAgentID]
-		}
+		holder, rung := who(t.AgentID), who(t.RingAgentID)
 		return []string{t.ID, t.State, t.Queue, holder, rung, clean(t.Title)}
 	}, "TODO", "STATE", "QUEUE", "HELD BY", "RINGS", "TITLE")(w, v.Todos)
 }
