@@ -464,11 +464,6 @@ DELETE FROM pools WHERE id = $1;
 UPDATE todos SET ring_agent_id = NULL
 WHERE id = sqlc.arg(id) AND ring_agent_id = sqlc.arg(agent_id)::text;
 
--- name: TouchPoolMember :exec
--- The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
-UPDATE pool_members SET last_rung_at = sqlc.arg(at)::timestamptz
-WHERE agent_id = sqlc.arg(agent_id)::text AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = sqlc.arg(todo_id)::text);
-
 -- Pool grants (design: Pool grants).
 
 -- name: InsertPoolGrant :execrows

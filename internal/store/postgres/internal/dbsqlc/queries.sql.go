@@ -2600,23 +2600,6 @@ func (q *Queries) TokenWithPerson(ctx context.Context, arg TokenWithPersonParams
 	return i, err
 }
 
-const touchPoolMember = `-- name: TouchPoolMember :exec
-UPDATE pool_members SET last_rung_at = $1::timestamptz
-WHERE agent_id = $2::text AND pool_id = (SELECT t.pool_id FROM todos t WHERE t.id = $3::text)
-`
-
-type TouchPoolMemberParams struct {
-	At      time.Time
-	AgentID string
-	TodoID  string
-}
-
-// The member was rung for a todo of the pool at at (design: Pool routing; least recently rung first).
-func (q *Queries) TouchPoolMember(ctx context.Context, arg TouchPoolMemberParams) error {
-	_, err := q.db.Exec(ctx, touchPoolMember, arg.At, arg.AgentID, arg.TodoID)
-	return err
-}
-
 const touchToken = `-- name: TouchToken :exec
 UPDATE person_tokens SET last_used_at = $1::timestamptz
 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at <= $3::timestamptz)
