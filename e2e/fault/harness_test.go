@@ -378,6 +378,29 @@ func waitFor(t *testing.T, what string, ok func() bool) time.Time {
 	return testkit.Eventually(t, what, wait, ok)
 }
 
+// waitProgress waits until check reports done, failing only when its
+// progress count has not grown for `wait` (or after 10 × wait in all): a
+// bound on stalls, not on how fast a busy machine answers.
+func waitProgress(t *testing.T, what string, check func() (done bool, progress int64)) {
+	t.Helper()
+	start := time.Now()
+	last, lastAt := int64(-1), start
+	for {
+		done, n := check()
+		if done {
+			return
+		}
+		now := time.Now()
+		if n != last {
+			last, lastAt = n, now
+		}
+		if now.Sub(lastAt) > wait || now.Sub(start) > 10*wait {
+			t.Fatalf("%s: not reached; progress %d, last grew %s ago, %s in all", what, n, now.Sub(lastAt).Round(time.Millisecond), now.Sub(start).Round(time.Millisecond))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // ---- the operator event stream ----
 
 type event = testkit.Event
