@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/bus/pgbus"
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/server"
+	"github.com/rollcall/rollcall/internal/store/postgres"
 
 	"github.com/rollcall/rollcall/internal/testkit"
 )
@@ -158,12 +161,35 @@ func startPair(t *testing.T) *pair {
 	return p
 }
 
+// warm makes each instance's connection pool hold n open connections: the
+// outage refuses new connections only, so what the test and the instances'
+// own loops do meanwhile must find one open (without it an instance that
+// happened to hold two dialed a third and failed).
+func (p *pair) warm(t *testing.T, n int) {
+	t.Helper()
+	for _, in := range []*instance{p.a, p.b} {
+		pool := in.srv.Store.(*postgres.Store).Pool()
+		conns := make([]*pgxpool.Conn, 0, n)
+		for range n {
+			c, err := pool.Acquire(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			c.Release()
+		}
+	}
+}
+
 // listenerOutage closes the database to new connections, terminates B's
 // LISTEN connection and waits until B notices, runs act, then reopens the
 // database (also when act fails the test) and waits until B listens again.
 // It returns when the database was reopened.
 func (p *pair) listenerOutage(t *testing.T, act func()) (reopenedAt time.Time) {
 	t.Helper()
+	p.warm(t, 8)
 	pgtest.Exec(t, p.shared, "ALTER DATABASE "+p.dbName+" ALLOW_CONNECTIONS false")
 	reopened := false
 	reopen := func() {
