@@ -34,17 +34,18 @@ func ParseRef(ref string) store.AgentRef {
 // OwnedAgent loads an agent the person owns. Another person's agent and an
 // unknown ref both answer not_found, so refs do not leak (design: Owner only).
 func (s *Service) OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
-	a, err := s.agentByRef(ctx, ref)
+	a, err := s.AgentByRef(ctx, ref)
 	if err == nil && a.OwnerID != by.ID {
 		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
 	}
 	return a, err
 }
 
-// agentByRef loads any agent by id or handle, whoever owns it: for the
-// admin's routes and the pool grants' checks. An unknown or malformed ref
-// answers not_found.
-func (s *Service) agentByRef(ctx context.Context, ref string) (domain.Agent, error) {
+// AgentByRef loads any agent by id or handle, whoever owns it: for the
+// admin's routes and the pool grants' checks (internal/pools), never an
+// answer to a person as such (design: Owner only). An unknown or malformed
+// ref answers not_found.
+func (s *Service) AgentByRef(ctx context.Context, ref string) (domain.Agent, error) {
 	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) || len(ref) > 200 {
 		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
 	}

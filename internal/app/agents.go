@@ -227,7 +227,7 @@ func (s *Service) handOver(ctx context.Context, by domain.Person, ref string, in
 	if in != (UpdateInput{}) {
 		return domain.Agent{}, domain.Errorf(domain.CodeInvalidArgument, "owner is changed alone; send the other members in a second request").At("/owner")
 	}
-	a, err := s.agentByRef(ctx, ref)
+	a, err := s.AgentByRef(ctx, ref)
 	if err != nil {
 		return domain.Agent{}, err
 	}

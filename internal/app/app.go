@@ -35,6 +35,7 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/hooks"
 	"github.com/rollcall/rollcall/internal/intake"
+	"github.com/rollcall/rollcall/internal/pools"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 	"github.com/rollcall/rollcall/internal/workgroup"
@@ -53,8 +54,10 @@ type LivenessConfig = tracker.Config
 
 // Service is the use-case layer. It is safe for concurrent use.
 type Service struct {
-	// The hook use cases (internal/hooks), answered as the Service's own.
+	// The hook use cases (internal/hooks) and the pool use cases
+	// (internal/pools), answered as the Service's own.
 	*hooks.Hooks
+	*pools.Pools
 
 	store      store.Store
 	bus        bus.Bus

@@ -16,6 +16,7 @@ import (
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/hooks"
 	"github.com/rollcall/rollcall/internal/intake"
+	"github.com/rollcall/rollcall/internal/pools"
 	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/tracker"
 	"github.com/rollcall/rollcall/internal/workgroup"
@@ -144,6 +145,7 @@ func New(o Options) *Service {
 		}})
 	s.bell = doorbell.New(doorbell.Config{Store: s.store, Bus: s.bus, Presence: s.eval, Clock: s.clock, Log: s.log, Metrics: s.metrics,
 		FailoverAfter: s.failoverAfter})
+	s.Pools = pools.New(pools.Config{Store: s.store, Agents: s, Router: s.bell, Metrics: s.metrics, Now: s.now, NewID: newID, Log: s.log})
 	bus.Listen(s.bus, s.onAgentSessions, nil)
 	return s
 }

@@ -32,7 +32,7 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 	if !a.Scope.HasQueue(in.Queue) {
 		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not in agent %s's scope (queues %v)", in.Queue, a.Handle, a.Scope.Queues).At("/queue")
 	}
-	t, err := s.pushedTodo(by, in)
+	t, err := s.PushedTodo(by, in)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
@@ -47,11 +47,12 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 	return got, created, nil
 }
 
-// pushedTodo is the todo an operator push of in makes, with no receiver
+// PushedTodo is the todo an operator push of in makes, with no receiver
 // yet, after the bounds every push checks (title, payload, kind, source,
 // idempotency key, max_attempts; design: Input bounds): the agent push and
-// the pool push (design: Pools) share them.
-func (s *Service) pushedTodo(by domain.Person, in PushInput) (domain.Todo, error) {
+// the pool push (design: Pools, internal/pools) share them. Errors:
+// invalid_argument with pointer.
+func (s *Service) PushedTodo(by domain.Person, in PushInput) (domain.Todo, error) {
 	// A title may hold any text but NUL; the doorbell neutralises line
 	// breaks and channel tags when it puts the title into a notification.
 	if strings.TrimSpace(in.Title) == "" {
@@ -360,4 +361,16 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 		s.events.TodosChanged(ctx, r.AgentID)
 	}
 	return len(reaped), err
+}
+
+// poolTodoOwned reports whether a todo pushed to a pool belongs to a pool
+// of the person (GetTodo of a pooled todo), whoever holds it now: the
+// member that claimed it may be another person's agent (design: Pool
+// grants).
+func (s *Service) poolTodoOwned(ctx context.Context, by domain.Person, t domain.Todo) bool {
+	if t.PoolID == "" {
+		return false
+	}
+	p, err := s.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})
+	return err == nil && p.OwnerID == by.ID
 }

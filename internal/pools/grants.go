@@ -1,4 +1,4 @@
-package app
+package pools
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -18,11 +19,11 @@ import (
 // grantedAgent loads the agent whose pool grants the person manages: their
 // own, or, for an admin, any agent. Anything else answers not_found
 // (design: Owner only).
-func (s *Service) grantedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+func (ps *Pools) grantedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
 	if !by.Admin {
-		return s.OwnedAgent(ctx, by, ref)
+		return ps.agents.OwnedAgent(ctx, by, ref)
 	}
-	return s.agentByRef(ctx, ref)
+	return ps.agents.AgentByRef(ctx, ref)
 }
 
 // GrantPool lets the person in.Person (an id) make the agent ref a member
@@ -33,8 +34,8 @@ func (s *Service) grantedAgent(ctx context.Context, by domain.Person, ref string
 // (revoked agent), invalid_argument at /person (missing, unknown or
 // deactivated person, or the agent's owner), forbidden (reason
 // grant_to_self).
-func (s *Service) GrantPool(ctx context.Context, by domain.Person, ref string, in PoolGrantInput) (domain.PoolGrant, bool, error) {
-	a, err := s.grantedAgent(ctx, by, ref)
+func (ps *Pools) GrantPool(ctx context.Context, by domain.Person, ref string, in wire.PoolGrantInput) (domain.PoolGrant, bool, error) {
+	a, err := ps.grantedAgent(ctx, by, ref)
 	if err != nil {
 		return domain.PoolGrant{}, false, err
 	}
@@ -44,7 +45,7 @@ func (s *Service) GrantPool(ctx context.Context, by domain.Person, ref string, i
 	if in.Person == "" {
 		return domain.PoolGrant{}, false, domain.Errorf(domain.CodeInvalidArgument, "person is required: the id of the person whose pools may take the agent").At("/person")
 	}
-	if err := s.activePerson(ctx, in.Person); err != nil {
+	if err := ps.activePerson(ctx, in.Person); err != nil {
 		return domain.PoolGrant{}, false, err
 	}
 	if in.Person == a.OwnerID {
@@ -56,15 +57,15 @@ func (s *Service) GrantPool(ctx context.Context, by domain.Person, ref string, i
 		return domain.PoolGrant{}, false, &domain.Error{Code: domain.CodeForbidden, Reason: "grant_to_self", Pointer: "/person",
 			Detail: "an admin cannot grant another person's agent to themself; its owner grants it"}
 	}
-	g := domain.PoolGrant{AgentID: a.ID, PersonID: in.Person, GrantedBy: by.ID, CreatedAt: s.now()}
-	got, created, err := s.store.GrantPool(ctx, store.GrantPoolParams{Grant: g, Audit: domain.AuditRecord{
+	g := domain.PoolGrant{AgentID: a.ID, PersonID: in.Person, GrantedBy: by.ID, CreatedAt: ps.now()}
+	got, created, err := ps.store.GrantPool(ctx, store.GrantPoolParams{Grant: g, Audit: domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "pool.grant", AgentID: a.ID,
 		Data: map[string]any{"handle": a.Handle, "person": in.Person}}})
 	if err != nil {
-		return domain.PoolGrant{}, false, storeErr(err, fmt.Sprintf("agent %q not found", ref), "")
+		return domain.PoolGrant{}, false, domain.StoreError(err, fmt.Sprintf("agent %q not found", ref), "")
 	}
 	if created {
-		s.log.Info("pool grant", "agent", a.Handle, "agent_id", a.ID, "person", in.Person, "by", by.ID)
+		ps.log.Info("pool grant", "agent", a.Handle, "agent_id", a.ID, "person", in.Person, "by", by.ID)
 	}
 	got.AgentHandle = a.Handle
 	return got, created, nil
@@ -72,12 +73,12 @@ func (s *Service) GrantPool(ctx context.Context, by domain.Person, ref string, i
 
 // activePerson answers invalid_argument at /person unless id is an active
 // person.
-func (s *Service) activePerson(ctx context.Context, id string) error {
+func (ps *Pools) activePerson(ctx context.Context, id string) error {
 	bad := domain.Errorf(domain.CodeInvalidArgument, "person %q is not an active person (a person id; GET /v1/persons lists them for an admin)", id).At("/person")
 	if !utf8.ValidString(id) || strings.ContainsRune(id, 0) || len(id) > 200 {
 		return bad
 	}
-	p, err := s.store.GetPerson(ctx, id)
+	p, err := ps.store.GetPerson(ctx, id)
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && !p.Active) {
 		return bad
 	}
@@ -86,12 +87,12 @@ func (s *Service) activePerson(ctx context.Context, id string) error {
 
 // ListPoolGrants lists the pool grants of the agent ref (its owner's, or
 // any agent's for an admin), oldest first. Errors: not_found.
-func (s *Service) ListPoolGrants(ctx context.Context, by domain.Person, ref string) ([]domain.PoolGrant, error) {
-	a, err := s.grantedAgent(ctx, by, ref)
+func (ps *Pools) ListPoolGrants(ctx context.Context, by domain.Person, ref string) ([]domain.PoolGrant, error) {
+	a, err := ps.grantedAgent(ctx, by, ref)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := s.store.ListPoolGrants(ctx, store.ListPoolGrantsParams{AgentID: a.ID})
+	gs, err := ps.store.ListPoolGrants(ctx, store.ListPoolGrantsParams{AgentID: a.ID})
 	for i := range gs {
 		gs[i].AgentHandle = a.Handle
 	}
@@ -105,22 +106,22 @@ func (s *Service) ListPoolGrants(ctx context.Context, by domain.Person, ref stri
 // at once (design: Pool grants, Pool routing). Audited as
 // pool.revoke_grant with the pools left and the todos unrung. Its owner
 // revokes, or an admin. Errors: not_found (agent, or no such grant).
-func (s *Service) RevokePoolGrant(ctx context.Context, by domain.Person, ref, person string) (domain.PoolGrant, error) {
-	a, err := s.grantedAgent(ctx, by, ref)
+func (ps *Pools) RevokePoolGrant(ctx context.Context, by domain.Person, ref, person string) (domain.PoolGrant, error) {
+	a, err := ps.grantedAgent(ctx, by, ref)
 	if err != nil {
 		return domain.PoolGrant{}, err
 	}
-	res, err := s.store.RevokePoolGrant(ctx, store.RevokePoolGrantParams{AgentID: a.ID, PersonID: person, Now: s.now(),
+	res, err := ps.store.RevokePoolGrant(ctx, store.RevokePoolGrantParams{AgentID: a.ID, PersonID: person, Now: ps.now(),
 		Audit: func(r store.RevokedPoolGrant) domain.AuditRecord {
 			return domain.AuditRecord{Actor: "operator:" + by.ID, Action: "pool.revoke_grant", AgentID: a.ID,
 				Data: map[string]any{"handle": a.Handle, "person": person, "pools": r.Pools, "unrung": r.Unrung}}
 		}})
 	if err != nil {
-		return domain.PoolGrant{}, storeErr(err, fmt.Sprintf("agent %q has no pool grant to person %q", ref, person), "")
+		return domain.PoolGrant{}, domain.StoreError(err, fmt.Sprintf("agent %q has no pool grant to person %q", ref, person), "")
 	}
-	s.log.Info("pool grant revoked", "agent", a.Handle, "agent_id", a.ID, "person", person, "pools", len(res.Pools), "unrung", len(res.Unrung), "by", by.ID)
+	ps.log.Info("pool grant revoked", "agent", a.Handle, "agent_id", a.ID, "person", person, "pools", len(res.Pools), "unrung", len(res.Unrung), "by", by.ID)
 	for _, id := range res.Unrung {
-		s.bell.RoutePooledID(ctx, id)
+		ps.router.RoutePooledID(ctx, id)
 	}
 	res.Grant.AgentHandle = a.Handle
 	return res.Grant, nil

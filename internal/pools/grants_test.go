@@ -1,4 +1,4 @@
-package app_test
+package pools_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/app"
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // TestPoolGrants: an agent's owner grants another person the right to pool
@@ -17,9 +18,9 @@ import (
 // pool, keeps the lease of what it holds, and its pool claims stop.
 func TestPoolGrants(t *testing.T) {
 	ctx := t.Context()
-	s := app.New(app.Options{Store: openStore(t)})
+	s := app.New(app.Options{Store: testkit.OpenSQLite(t)})
 	t.Cleanup(s.Close)
-	admin := bootstrapAdmin(t, s)
+	admin := firstAdmin(t, s)
 	person := func(name string) domain.Person {
 		pc, err := s.CreatePerson(ctx, admin, app.PersonInput{Name: name, Role: "member"})
 		if err != nil {
@@ -161,4 +162,11 @@ func TestPoolGrants(t *testing.T) {
 	if _, err := poolOf("leaky", "bob-secret"); !errors.As(err, &de) || de.Pointer != "/members/0" || strings.Contains(de.Detail, "secret-project") || !strings.Contains(de.Detail, `"build"`) {
 		t.Errorf("pool with a granted member lacking the queue: %v; want /members/0 naming \"build\" and not the member's queues", err)
 	}
+}
+
+// firstAdmin bootstraps the first admin on s.
+func firstAdmin(t *testing.T, s *app.Service) domain.Person {
+	t.Helper()
+	admin, _ := testkit.BootstrapAdmin(t, s)
+	return admin
 }

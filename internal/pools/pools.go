@@ -1,13 +1,77 @@
-package app
+// Package pools holds the pool use cases (design: Pools, Pool grants): a
+// person's named sets of member agents sharing queues, pushes to them, and
+// the grants that let another person's agent join. internal/app embeds
+// Pools, so its Service answers these operations as its own; the routing
+// of a pooled todo's doorbell is the doorbell engine's (design: Pool
+// routing, internal/doorbell), reached through the Router port.
+package pools
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/rollcall/rollcall/api/wire"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
+
+// Agents is what the pool use cases need of internal/app's Service, which
+// embeds them.
+type Agents interface {
+	// OwnedAgent loads an agent the person owns (not_found otherwise).
+	OwnedAgent(ctx context.Context, by domain.Person, ref string) (domain.Agent, error)
+	// AgentByRef loads any agent by id or handle (not_found when unknown).
+	AgentByRef(ctx context.Context, ref string) (domain.Agent, error)
+	// PushedTodo is the todo a person's push of in makes, bounds checked,
+	// with no receiver yet (design: Input bounds).
+	PushedTodo(by domain.Person, in wire.PushInput) (domain.Todo, error)
+}
+
+// Router routes a pooled todo's doorbell to one member (the doorbell
+// engine; design: Pool routing).
+type Router interface {
+	// RoutePooledIn rings one eligible member of pool for t, or holds it.
+	RoutePooledIn(ctx context.Context, t domain.Todo, pool *domain.Pool) bool
+	// RoutePooledID routes the pooled todo id again (its ring was taken
+	// from a member).
+	RoutePooledID(ctx context.Context, id string)
+}
+
+// Metrics counts pool pushes.
+type Metrics interface {
+	// PoolPushed counts one todo created by a push to a pool.
+	PoolPushed()
+}
+
+// Config is what Pools are built from.
+type Config struct {
+	Store   store.Store
+	Agents  Agents
+	Router  Router
+	Metrics Metrics
+	Now     func() time.Time // the database clock, as the store keeps it
+	NewID   func() string
+	Log     *slog.Logger
+}
+
+// Pools holds the pool use cases. It is safe for concurrent use.
+type Pools struct {
+	store   store.Store
+	agents  Agents
+	router  Router
+	metrics Metrics
+	now     func() time.Time
+	newID   func() string
+	log     *slog.Logger
+}
+
+// New builds the pool use cases.
+func New(c Config) *Pools {
+	return &Pools{store: c.Store, agents: c.Agents, router: c.Router, metrics: c.Metrics, now: c.Now, newID: c.NewID, log: c.Log}
+}
 
 // Pools (design: Pools): a person's named set of member agents sharing
 // queues, and pushes to it. A pooled todo belongs to no agent until a
@@ -21,14 +85,14 @@ import (
 // invalid_argument (with pointer; an unknown agent and another person's
 // agent without a grant answer alike), conflict (the person has a pool of
 // that name).
-func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput) (domain.Pool, error) {
+func (ps *Pools) CreatePool(ctx context.Context, by domain.Person, in wire.PoolInput) (domain.Pool, error) {
 	if err := domain.ValidatePool(in.Name, in.Queues, len(in.Members)); err != nil {
 		return domain.Pool{}, err
 	}
-	p := domain.Pool{ID: newID(), OwnerID: by.ID, Name: in.Name, Queues: in.Queues, CreatedAt: s.now()}
+	p := domain.Pool{ID: ps.newID(), OwnerID: by.ID, Name: in.Name, Queues: in.Queues, CreatedAt: ps.now()}
 	for i, ref := range in.Members {
 		ptr := fmt.Sprintf("/members/%d", i)
-		a, err := s.poolMember(ctx, by, ref)
+		a, err := ps.poolMember(ctx, by, ref)
 		if domain.CodeOf(err) == domain.CodeNotFound {
 			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
 				"member %q is not one of your agents, nor one its owner granted you: another person's agent joins your pools once its owner runs `rollcall agent grant create %s %s` (POST /v1/agents/{ref}/pool-grants)", ref, ref, by.ID).At(ptr)
@@ -50,25 +114,25 @@ func (s *Service) CreatePool(ctx context.Context, by domain.Person, in PoolInput
 		}
 		p.Members = append(p.Members, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
 	}
-	err := s.store.CreatePool(ctx, store.CreatePoolParams{Pool: p, Audit: domain.AuditRecord{
+	err := ps.store.CreatePool(ctx, store.CreatePoolParams{Pool: p, Audit: domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "pool.create",
 		Data: map[string]any{"pool_id": p.ID, "name": p.Name, "queues": p.Queues, "members": memberIDs(p)}}})
 	if err != nil {
-		return domain.Pool{}, storeErr(err, "a member is gone, or its pool grant was revoked", fmt.Sprintf("you already have a pool named %q", in.Name))
+		return domain.Pool{}, domain.StoreError(err, "a member is gone, or its pool grant was revoked", fmt.Sprintf("you already have a pool named %q", in.Name))
 	}
-	s.log.Info("pool created", "pool_id", p.ID, "name", p.Name, "by", by.ID)
-	return s.ownedPool(ctx, by, p.Name)
+	ps.log.Info("pool created", "pool_id", p.ID, "name", p.Name, "by", by.ID)
+	return ps.ownedPool(ctx, by, p.Name)
 }
 
 // poolMember loads an agent the person may make a member of their pools:
 // their own, or another person's that granted it to them (design: Pool
 // grants). Anything else answers not_found, an unknown agent alike.
-func (s *Service) poolMember(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
-	a, err := s.agentByRef(ctx, ref)
+func (ps *Pools) poolMember(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+	a, err := ps.agents.AgentByRef(ctx, ref)
 	if err != nil || a.OwnerID == by.ID {
 		return a, err
 	}
-	gs, err := s.store.ListPoolGrants(ctx, store.ListPoolGrantsParams{AgentID: a.ID, PersonID: by.ID})
+	gs, err := ps.store.ListPoolGrants(ctx, store.ListPoolGrantsParams{AgentID: a.ID, PersonID: by.ID})
 	if err != nil {
 		return domain.Agent{}, err
 	}
@@ -88,64 +152,64 @@ func memberIDs(p domain.Pool) []string {
 
 // ownedPool reads the person's pool by name with its members' handles;
 // another person's pool is not_found like a missing one.
-func (s *Service) ownedPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
-	p, err := s.ownedPoolRow(ctx, by, name)
+func (ps *Pools) ownedPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	p, err := ps.ownedPoolRow(ctx, by, name)
 	if err != nil {
 		return domain.Pool{}, err
 	}
-	s.withHandles(ctx, &p)
+	ps.withHandles(ctx, &p)
 	return p, nil
 }
 
 // ownedPoolRow is ownedPool without the members' handles (one agent read
 // per member): a push and a listing of the pool's todos need only its id
 // and queues (design: Pools).
-func (s *Service) ownedPoolRow(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
-	p, err := s.store.GetPool(ctx, store.GetPoolParams{OwnerID: by.ID, Name: name})
+func (ps *Pools) ownedPoolRow(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	p, err := ps.store.GetPool(ctx, store.GetPoolParams{OwnerID: by.ID, Name: name})
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Pool{}, domain.Errorf(domain.CodeNotFound, "pool %q not found", name)
 	}
 	return p, err
 }
 
-func (s *Service) withHandles(ctx context.Context, p *domain.Pool) {
+func (ps *Pools) withHandles(ctx context.Context, p *domain.Pool) {
 	for i := range p.Members {
-		if a, err := s.store.GetAgent(ctx, store.AgentRef{ID: p.Members[i].AgentID}); err == nil {
+		if a, err := ps.store.GetAgent(ctx, store.AgentRef{ID: p.Members[i].AgentID}); err == nil {
 			p.Members[i].Handle = a.Handle
 		}
 	}
 }
 
 // GetPool returns one of the person's pools by name.
-func (s *Service) GetPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
-	return s.ownedPool(ctx, by, name)
+func (ps *Pools) GetPool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	return ps.ownedPool(ctx, by, name)
 }
 
 // ListPools lists the person's pools by name.
-func (s *Service) ListPools(ctx context.Context, by domain.Person) ([]domain.Pool, error) {
-	ps, err := s.store.ListPools(ctx, store.ListPoolsParams{OwnerID: by.ID})
-	for i := range ps {
-		s.withHandles(ctx, &ps[i])
+func (ps *Pools) ListPools(ctx context.Context, by domain.Person) ([]domain.Pool, error) {
+	list, err := ps.store.ListPools(ctx, store.ListPoolsParams{OwnerID: by.ID})
+	for i := range list {
+		ps.withHandles(ctx, &list[i])
 	}
-	return ps, err
+	return list, err
 }
 
 // DeletePool deletes one of the person's pools and returns it. A pool
 // with live todos (pending, claimed or waiting for a retry) is a conflict:
 // finish or let them fail first.
-func (s *Service) DeletePool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
-	p, err := s.ownedPool(ctx, by, name)
+func (ps *Pools) DeletePool(ctx context.Context, by domain.Person, name string) (domain.Pool, error) {
+	p, err := ps.ownedPool(ctx, by, name)
 	if err != nil {
 		return domain.Pool{}, err
 	}
-	err = s.store.DeletePool(ctx, store.DeletePoolParams{ID: p.ID, Now: s.now(), Audit: domain.AuditRecord{
+	err = ps.store.DeletePool(ctx, store.DeletePoolParams{ID: p.ID, Now: ps.now(), Audit: domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "pool.delete",
 		Data: map[string]any{"pool_id": p.ID, "name": p.Name}}})
 	if err != nil {
-		return domain.Pool{}, storeErr(err, fmt.Sprintf("pool %q not found", name),
+		return domain.Pool{}, domain.StoreError(err, fmt.Sprintf("pool %q not found", name),
 			fmt.Sprintf("pool %q has live todos (pending, claimed or waiting for a retry); it can be deleted once they are done or dead", name))
 	}
-	s.log.Info("pool deleted", "pool_id", p.ID, "name", p.Name, "by", by.ID)
+	ps.log.Info("pool deleted", "pool_id", p.ID, "name", p.Name, "by", by.ID)
 	return p, nil
 }
 
@@ -155,8 +219,8 @@ func (s *Service) DeletePool(ctx context.Context, by domain.Person, name string)
 // member (design: Pool routing). Errors: not_found, invalid_argument
 // (queue not one of the pool's, bad fields; with pointer), conflict (the
 // pool has no members left, design: Pool grants).
-func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name string, in PushInput) (domain.Todo, bool, error) {
-	p, err := s.ownedPoolRow(ctx, by, name)
+func (ps *Pools) PushPoolTodo(ctx context.Context, by domain.Person, name string, in wire.PushInput) (domain.Todo, bool, error) {
+	p, err := ps.ownedPoolRow(ctx, by, name)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
@@ -169,20 +233,20 @@ func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name strin
 	if len(p.Members) == 0 { // every grant it used was revoked: nobody could ever claim the todo
 		return domain.Todo{}, false, domain.Errorf(domain.CodeConflict, "pool %s has no members (their grants were revoked); add members or delete the pool", p.Name)
 	}
-	t, err := s.pushedTodo(by, in)
+	t, err := ps.agents.PushedTodo(by, in)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
 	t.PoolID = p.ID
-	got, created, err := s.store.CreateTodo(ctx, store.CreateTodoParams{Todo: t, Audit: &domain.AuditRecord{
+	got, created, err := ps.store.CreateTodo(ctx, store.CreateTodoParams{Todo: t, Audit: &domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "todo.push_pool",
 		Data: map[string]any{"pool_id": p.ID, "todo_id": t.ID, "queue": t.Queue}}})
 	if err != nil {
-		return domain.Todo{}, false, storeErr(err, fmt.Sprintf("pool %q not found", name), "")
+		return domain.Todo{}, false, domain.StoreError(err, fmt.Sprintf("pool %q not found", name), "")
 	}
 	if created {
-		s.metrics.PoolPushed()
-		s.bell.RoutePooledIn(ctx, got, &p) // the pool as read above: one read per push
+		ps.metrics.PoolPushed()
+		ps.router.RoutePooledIn(ctx, got, &p) // the pool as read above: one read per push
 	}
 	return got, created, nil
 }
@@ -190,22 +254,10 @@ func (s *Service) PushPoolTodo(ctx context.Context, by domain.Person, name strin
 // ListPoolTodos lists the live todos of one of the person's pools
 // (pending, claimed or waiting for a retry), oldest first: its backlog,
 // and who holds or is rung for what (design: Pools).
-func (s *Service) ListPoolTodos(ctx context.Context, by domain.Person, name string) ([]domain.Todo, error) {
-	p, err := s.ownedPoolRow(ctx, by, name)
+func (ps *Pools) ListPoolTodos(ctx context.Context, by domain.Person, name string) ([]domain.Todo, error) {
+	p, err := ps.ownedPoolRow(ctx, by, name)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, Live: true})
-}
-
-// poolTodoOwned reports whether a todo pushed to a pool belongs to a pool
-// of the person (GetTodo of a pooled todo), whoever holds it now: the
-// member that claimed it may be another person's agent (design: Pool
-// grants).
-func (s *Service) poolTodoOwned(ctx context.Context, by domain.Person, t domain.Todo) bool {
-	if t.PoolID == "" {
-		return false
-	}
-	p, err := s.store.GetPool(ctx, store.GetPoolParams{ID: t.PoolID})
-	return err == nil && p.OwnerID == by.ID
+	return ps.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, Live: true})
 }
