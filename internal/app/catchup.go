@@ -62,9 +62,7 @@ func (s *Service) CatchUp(ctx context.Context, lostAt time.Time) (CatchUpResult,
 	if err != nil {
 		return res, err
 	}
-	for _, id := range s.bell.Receivers() { // pooled todos the outage left held (design: Pool routing)
-		res.Rung += s.bell.RouteHeldFor(ctx, id)
-	}
+	res.Rung += s.bell.RouteHeld(ctx, s.bell.Receivers()...) // pooled todos the outage left held (design: Pool routing)
 	if selected > 0 || res.Transitions > 0 || res.Claimed > 0 {
 		s.log.Info("bus catch-up done", "transitions", res.Transitions, "claimed", res.Claimed, "rung", res.Rung, "lost_at", lostAt)
 	}

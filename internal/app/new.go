@@ -140,7 +140,7 @@ func New(o Options) *Service {
 		OnIn: func(agentID, reason string) {
 			s.background(func() {
 				s.bell.Digest(context.Background(), agentID, reason)
-				s.bell.RouteHeldFor(context.Background(), agentID) // design: Pool routing
+				s.bell.RouteHeld(context.Background(), agentID) // design: Pool routing
 			})
 		}})
 	s.bell = doorbell.New(doorbell.Config{Store: s.store, Bus: s.bus, Presence: s.eval, Clock: s.clock, Log: s.log, Metrics: s.metrics,

@@ -199,7 +199,7 @@ func (d *Engine) StreamOpened(agentID string) {
 		return
 	}
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	d.routeHeld(rctx, agentID) // a member with a stream here: its pools' held todos (design: Pool routing)
+	d.RouteHeld(rctx, agentID) // a member with a stream here: its pools' held todos (design: Pool routing)
 	rcancel()
 	d.digestMu.Lock()
 	last, had := d.reconnect[agentID]

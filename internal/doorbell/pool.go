@@ -253,34 +253,34 @@ func (d *Engine) isMember(ctx context.Context, poolID, agentID string) bool {
 	return err == nil && p.HasMember(agentID)
 }
 
-// routeHeld routes the held todos (pending, unclaimed, ringing nobody) of
-// the agent's pools, oldest first, when the agent may have become
-// eligible here (its first stream here, a transition to in) and on each
-// sweep: the first member to become eligible gets them (design: Pool
+// RouteHeld routes the held todos (pending, unclaimed, ringing nobody) of
+// the pools the agents are members of, each pool once, oldest todo first,
+// when an agent may have become eligible here (its first stream here, a
+// transition to in) and on each sweep (all receivers: one pool read per
+// pass): the first member to become eligible gets them (design: Pool
 // routing). It returns how many it rang.
-func (d *Engine) routeHeld(ctx context.Context, agentID string) int {
-	pools, err := d.store.ListPools(ctx, store.ListPoolsParams{MemberID: agentID})
-	if err != nil || len(pools) == 0 {
+func (d *Engine) RouteHeld(ctx context.Context, agentIDs ...string) int {
+	if len(agentIDs) == 0 {
+		return 0
+	}
+	pools, err := d.store.ListPools(ctx, store.ListPoolsParams{MemberIDs: agentIDs})
+	if err != nil {
+		d.log.Warn("held pooled todos not routed", "err", err)
 		return 0
 	}
 	n := 0
-	for _, p := range pools {
+	for i := range pools {
+		p := &pools[i]
 		ts, err := d.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, State: domain.TodoPending, Limit: maxHeldRoutes})
 		if err != nil {
 			d.log.Warn("held pooled todos not routed", "pool_id", p.ID, "err", err)
 			continue
 		}
 		for _, t := range ts {
-			if t.AgentID == "" && t.RingAgentID == "" && d.route(ctx, t, "") {
+			if t.AgentID == "" && t.RingAgentID == "" && d.routeIn(ctx, t, "", p) {
 				n++
 			}
 		}
 	}
 	return n
-}
-
-// RouteHeldFor is routeHeld for one agent (the use cases call it when the
-// agent turns in).
-func (d *Engine) RouteHeldFor(ctx context.Context, agentID string) int {
-	return d.routeHeld(ctx, agentID)
 }

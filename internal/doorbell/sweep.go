@@ -59,10 +59,7 @@ func (d *Engine) SweepOnce(ctx context.Context) (int, error) {
 	for _, t := range todos {
 		d.deliver(readyOf(t), ringSweep)
 	}
-	held := 0
-	for _, id := range recv { // held pooled todos (design: Pool routing)
-		held += d.routeHeld(ctx, id)
-	}
+	held := d.RouteHeld(ctx, recv...) // held pooled todos (design: Pool routing)
 	return len(todos) + held, nil
 }
 

@@ -106,6 +106,10 @@ type GetPoolParams struct {
 type ListPoolsParams struct {
 	OwnerID  string // "" = every owner
 	MemberID string // "" = any; else only pools with this member agent
+	// MemberIDs, when non-nil, selects the pools with a member among
+	// these agents (empty: none), OwnerID and MemberID ignored: one read
+	// for all of a sweep's receivers.
+	MemberIDs []string
 }
 
 // DeletePoolParams deletes a pool.

@@ -61,7 +61,13 @@ func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error 
 
 // ListPools implements store.PoolStore.
 func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
-	rows, err := s.q.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
+	var rows []dbsqlc.Pool
+	var err error
+	if p.MemberIDs != nil {
+		rows, err = s.q.ListPoolsOfMembers(ctx, p.MemberIDs)
+	} else {
+		rows, err = s.q.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
+	}
 	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx, s.q))
 }
 

@@ -59,7 +59,13 @@ func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error 
 
 // ListPools implements store.PoolStore.
 func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
-	rows, err := s.rq.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
+	var rows []dbsqlc.Pool
+	var err error
+	if p.MemberIDs != nil {
+		rows, err = s.rq.ListPoolsOfMembers(ctx, encodeList(p.MemberIDs))
+	} else {
+		rows, err = s.rq.ListPools(ctx, dbsqlc.ListPoolsParams{OwnerID: p.OwnerID, MemberID: p.MemberID})
+	}
 	return storeutil.AllErr(rows, mapErr("list pools", err), s.poolFrom(ctx))
 }
 

@@ -112,6 +112,30 @@ func testPoolCRUD(t *testing.T, in Instance) {
 	if err != nil || len(none) != 0 {
 		t.Errorf("ListPools(no member) = %v, %v", none, err)
 	}
+	// MemberIDs: the pools of any of the agents, each once, members in full.
+	for _, c := range []struct {
+		ids  []string
+		want []string
+	}{
+		{[]string{a.ID, b.ID}, []string{p.ID, other.ID}},
+		{[]string{b.ID, uuid.NewString()}, []string{p.ID}},
+		{[]string{uuid.NewString()}, nil},
+		{[]string{}, nil},
+	} {
+		got, err := s.ListPools(ctx, store.ListPoolsParams{MemberIDs: c.ids, OwnerID: "ignored"})
+		must(t, "ListPools(member ids)", err)
+		ids := idsOf(got, func(p domain.Pool) string { return p.ID })
+		slices.Sort(ids)
+		want := slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(ids, want) {
+			t.Errorf("ListPools(MemberIDs %d ids) = %v, want %v", len(c.ids), ids, want)
+		}
+		for _, g := range got {
+			if g.ID == p.ID && len(g.Members) != 2 {
+				t.Errorf("ListPools(MemberIDs) pool %s has %d members, want 2", g.ID, len(g.Members))
+			}
+		}
+	}
 
 	td := push(t, s, pooledTodo(p.ID, "review", at(time.Second)))
 	del := store.DeletePoolParams{ID: p.ID, Now: at(time.Minute), Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.delete"}}

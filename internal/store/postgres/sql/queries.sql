@@ -443,6 +443,13 @@ WHERE (sqlc.arg(owner_id)::text = '' OR owner_id = sqlc.arg(owner_id)::text)
   AND (sqlc.arg(member_id)::text = '' OR id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(member_id)::text))
 ORDER BY owner_id, name, id;
 
+-- name: ListPoolsOfMembers :many
+-- The pools with a member among member_ids, by owner, then name: one read
+-- for all of a sweep's receivers (design: Pool routing).
+SELECT * FROM pools
+WHERE id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = ANY (sqlc.arg(member_ids)::text[]))
+ORDER BY owner_id, name, id;
+
 -- name: PoolQueues :many
 SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue;
 

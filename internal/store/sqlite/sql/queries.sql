@@ -402,6 +402,14 @@ WHERE (CAST(sqlc.arg(owner_id) AS TEXT) = '' OR owner_id = sqlc.arg(owner_id))
   AND (CAST(sqlc.arg(member_id) AS TEXT) = '' OR id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(member_id)))
 ORDER BY owner_id, name, id;
 
+-- name: ListPoolsOfMembers :many
+-- The pools with a member among the JSON array member_ids, by owner, then
+-- name: one read for all of a sweep's receivers (design: Pool routing).
+SELECT * FROM pools
+WHERE id IN (SELECT m.pool_id FROM pool_members m
+             WHERE m.agent_id IN (SELECT value FROM json_each(CAST(sqlc.arg(member_ids) AS TEXT))))
+ORDER BY owner_id, name, id;
+
 -- name: PoolQueues :many
 SELECT queue FROM pool_queues WHERE pool_id = ? ORDER BY queue;
 

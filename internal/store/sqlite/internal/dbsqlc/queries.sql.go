@@ -1689,6 +1689,42 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 	return items, nil
 }
 
+const listPoolsOfMembers = `-- name: ListPoolsOfMembers :many
+SELECT id, owner_id, name, created_at FROM pools
+WHERE id IN (SELECT m.pool_id FROM pool_members m
+             WHERE m.agent_id IN (SELECT value FROM json_each(CAST(?1 AS TEXT))))
+ORDER BY owner_id, name, id
+`
+
+// The pools with a member among the JSON array member_ids, by owner, then
+func (q *Queries) ListPoolsOfMembers(ctx context.Context, memberIds string) ([]Pool, error) {
+	rows, err := q.db.QueryContext(ctx, listPoolsOfMembers, memberIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Pool
+	for rows.Next() {
+		var i Pool
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.Name,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTodos = `-- name: ListTodos :many
 SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM todos
 WHERE ((CAST(?1 AS TEXT) = '' AND CAST(?2 AS TEXT) = '')
