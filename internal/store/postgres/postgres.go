@@ -47,6 +47,10 @@ const (
 type Store struct {
 	pool *pgxpool.Pool
 	q    *dbsqlc.Queries // the generated queries on pool; dbsqlc.New(tx) in a transaction
+	// commits is the group commit's own pool (CommitPoolConns): a batch of
+	// pushes never waits for a connection behind the request reads that
+	// fill pool (design: Group commit).
+	commits *pgxpool.Pool
 
 	storeutil.OAuth // the OAuth statements (oauth.go)
 
@@ -67,7 +71,12 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, q: dbsqlc.New(pool)}
+	commits, err := connectCommits(ctx, pool.Config())
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool, q: dbsqlc.New(pool), commits: commits}
 	s.OAuth = storeutil.OAuth{DB: oauthDB{s}}
 	s.todos.Run = s.writeTodos
 	return s, nil
@@ -106,6 +115,21 @@ func sizePool(cfg *pgxpool.Config, url string) {
 	}
 }
 
+// CommitPoolConns is the size of the group commit's own pool: one batch
+// commits at a time, a second connection replaces a broken one at once.
+const CommitPoolConns = 2
+
+// connectCommits opens the group commit's pool on the request pool's
+// settings (cfg), CommitPoolConns connections, none held while idle.
+func connectCommits(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	cfg.MaxConns, cfg.MinConns = CommitPoolConns, 0
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: commit pool: %w", err)
+	}
+	return p, nil
+}
+
 func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -129,6 +153,7 @@ func (s *Store) Dialect() string { return "postgres" }
 // Close closes every pooled connection, waiting for acquired ones to be
 // released.
 func (s *Store) Close() error {
+	s.commits.Close()
 	s.pool.Close()
 	return nil
 }

@@ -94,7 +94,7 @@ func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
 			return
 		}
 		var refused *storeutil.TodoItem
-		err := s.tx(ctx, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.commits, func(tx pgx.Tx) error {
 			var err error
 			refused, err = insertPipelined(ctx, tx, todo)
 			if err != nil || refused != nil {
