@@ -167,6 +167,17 @@ func (s *Store) ObserveCommitBatches(f func(n int)) { s.todos.Observe(f) }
 // database. The Store keeps owning it.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// txValue runs f on the queries of one transaction (tx) and returns its
+// value.
+func txValue[T any](ctx context.Context, s *Store, f func(*dbsqlc.Queries) (T, error)) (T, error) {
+	var v T
+	err := s.tx(ctx, func(tx pgx.Tx) (err error) {
+		v, err = f(dbsqlc.New(tx))
+		return err
+	})
+	return v, err
+}
+
 // tx runs fn in one READ COMMITTED transaction: committed when fn returns
 // nil, rolled back otherwise.
 func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {

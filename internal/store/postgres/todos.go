@@ -390,13 +390,7 @@ func (s *Store) finishAndClaim(ctx context.Context, finish func(*dbsqlc.Queries)
 // FailTodo implements store.Store (design: Retries and dead letter).
 // A dead-lettered todo also gets finished_at = Now.
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
-	var t domain.Todo
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		t, err = failTodo(ctx, dbsqlc.New(tx), p)
-		return err
-	})
-	return t, err
+	return txValue(ctx, s, func(q *dbsqlc.Queries) (domain.Todo, error) { return failTodo(ctx, q, p) })
 }
 
 // failTodo is FailTodo in a transaction (q is the transaction's).

@@ -233,6 +233,17 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// writeValue runs f in one write transaction (write) and returns its
+// value.
+func writeValue[T any](ctx context.Context, s *Store, f func(*sql.Tx) (T, error)) (T, error) {
+	var v T
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		v, err = f(tx)
+		return err
+	})
+	return v, err
+}
+
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection:
 // committed when fn returns nil, rolled back otherwise. Afterwards it
 // prepares the statements the transaction met for the first time.

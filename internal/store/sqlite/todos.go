@@ -216,13 +216,7 @@ func (s *Store) ClaimNext(ctx context.Context, p store.ClaimNextParams) (domain.
 
 // ClaimNextN implements store.Store (design: Claiming in batches).
 func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]domain.Todo, error) {
-	var ts []domain.Todo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		ts, err = s.claimNext(ctx, tx, p)
-		return err
-	})
-	return ts, err
+	return writeValue(ctx, s, func(tx *sql.Tx) ([]domain.Todo, error) { return s.claimNext(ctx, tx, p) })
 }
 
 // claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
@@ -248,13 +242,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (domai
 
 // CompleteTodo implements store.Store (design: Todo lifecycle; complete).
 func (s *Store) CompleteTodo(ctx context.Context, p store.CompleteTodoParams) (domain.Todo, error) {
-	var t domain.Todo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		t, err = s.completeTodo(ctx, tx, p)
-		return err
-	})
-	return t, err
+	return writeValue(ctx, s, func(tx *sql.Tx) (domain.Todo, error) { return s.completeTodo(ctx, tx, p) })
 }
 
 func (s *Store) completeTodo(ctx context.Context, tx *sql.Tx, p store.CompleteTodoParams) (domain.Todo, error) {
@@ -298,13 +286,7 @@ func (s *Store) finishAndClaim(ctx context.Context, finish func(*sql.Tx) (domain
 // FailTodo implements store.Store (design: Retries and dead letter).
 // A dead-lettered todo also gets finished_at = Now.
 func (s *Store) FailTodo(ctx context.Context, p store.FailTodoParams) (domain.Todo, error) {
-	var t domain.Todo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		t, err = s.failTodo(ctx, tx, p)
-		return err
-	})
-	return t, err
+	return writeValue(ctx, s, func(tx *sql.Tx) (domain.Todo, error) { return s.failTodo(ctx, tx, p) })
 }
 
 func (s *Store) failTodo(ctx context.Context, tx *sql.Tx, p store.FailTodoParams) (domain.Todo, error) {
