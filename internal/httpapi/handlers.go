@@ -148,10 +148,7 @@ func pushTo(w http.ResponseWriter, r *http.Request, by domain.Person, param stri
 // listPoolTodos answers one page of a pool's live todos (design: Pools).
 func (a *api) listPoolTodos(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	all, err := a.svc.ListPoolTodos(r.Context(), by, r.PathValue("name"))
-	if err != nil {
-		return err
-	}
-	return writePageOf(w, r, "todo", all, func(t domain.Todo) string { return t.ID })
+	return answerPage(w, r, "todo", all, err, func(t domain.Todo) string { return t.ID })
 }
 
 // grantPool answers a pool grant (design: Pool grants): 201 with Location
@@ -177,10 +174,7 @@ func (a *api) grantPool(w http.ResponseWriter, r *http.Request, by domain.Person
 // listPoolGrants answers one page of the agent's pool grants.
 func (a *api) listPoolGrants(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	all, err := a.svc.ListPoolGrants(r.Context(), by, r.PathValue("ref"))
-	if err != nil {
-		return err
-	}
-	return writePageOf(w, r, "pool_grant", all, func(g domain.PoolGrant) string { return g.PersonID })
+	return answerPage(w, r, "pool_grant", all, err, func(g domain.PoolGrant) string { return g.PersonID })
 }
 
 // revokePoolGrant answers the revoked grant as it was.

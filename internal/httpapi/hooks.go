@@ -26,10 +26,7 @@ func init() { routes = append(routes, hookRoutes...) }
 
 func (a *api) listHooks(w http.ResponseWriter, r *http.Request, by domain.Person) error {
 	hs, err := a.svc.ListHooks(r.Context(), by, r.URL.Query().Get("agent"))
-	if err != nil {
-		return err
-	}
-	return writePageOf(w, r, "hook", hs, func(h app.HookView) string { return h.ID })
+	return answerPage(w, r, "hook", hs, err, func(h app.HookView) string { return h.ID })
 }
 
 // deliverHook receives one webhook delivery: at most 1 MiB (413 beyond),

@@ -176,10 +176,7 @@ func createCall[In, T any](use func(*app.Service, context.Context, domain.Person
 func pageCall[T any](kind string, use func(*app.Service, context.Context, domain.Person) ([]T, error), key func(T) string) handlerFunc {
 	return func(a *api, w http.ResponseWriter, r *http.Request, by domain.Person) error {
 		all, err := use(a.svc, r.Context(), by)
-		if err != nil {
-			return err
-		}
-		return writePageOf(w, r, kind, all, key)
+		return answerPage(w, r, kind, all, err, key)
 	}
 }
 

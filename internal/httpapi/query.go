@@ -73,6 +73,15 @@ func asQueryError(err error, params ...string) error {
 	return &c
 }
 
+// answerPage answers a use case's list: its error, else writePageOf of
+// all.
+func answerPage[T any](w http.ResponseWriter, r *http.Request, kind string, all []T, err error, key func(T) string) error {
+	if err != nil {
+		return err
+	}
+	return writePageOf(w, r, kind, all, key)
+}
+
 // writePageOf answers one page (query parameters limit and cursor, checked
 // by the route table) of a list the use case returned whole (app.PageOf).
 func writePageOf[T any](w http.ResponseWriter, r *http.Request, kind string, all []T, key func(T) string) error {
