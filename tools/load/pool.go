@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ func runPool(ctx context.Context, args []string) error {
 	members := fs.Int("members", 200, "pool members, one MCP session each, alternately on the two instances (at most 200)")
 	n := fs.Int("n", 2000, "pooled todos to push (at most 100000)")
 	rate := fs.Float64("rate", 200, "pushes per second, alternately to the two instances")
+	settle := fs.Duration("settle", 0, "how long to wait after creating the pool before the first push")
 	wait := fs.Duration("wait", 60*time.Second, "how long to wait after the last push for every todo to be claimed")
 	_ = fs.Parse(args)
 	if *bin == "" || !strings.HasPrefix(*store, "postgres") {
@@ -53,6 +55,13 @@ func runPool(ctx context.Context, args []string) error {
 	}
 	if *members < 1 || *members > 200 || *n < 1 || *n > 100000 || *rate <= 0 || *rate > 5000 {
 		return errors.New("bounds: 1 ≤ members ≤ 200, 1 ≤ n ≤ 100000, 0 < rate ≤ 5000")
+	}
+	// Keep connections for reuse as real clients do (Claude Code's MCP
+	// client, a CI job pushing todos): Go's default keeps 2 idle per host,
+	// so at a few hundred requests in flight nearly every push, claim and
+	// complete would open a new TCP connection, a cost of the tool.
+	if tr, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr.MaxIdleConnsPerHost = 512
 	}
 	// The first instance migrates the database; the second starts after it.
 	var ts [2]*target
@@ -198,6 +207,7 @@ func runPool(ctx context.Context, args []string) error {
 	if err := ts[0].rest(ctx, "POST", "/v1/pools", map[string]any{"name": "loadpool", "queues": []string{"q"}, "members": handles}, &pool); err != nil {
 		return fmt.Errorf("create pool: %w", err)
 	}
+	time.Sleep(*settle) // measurement: let the pool's creation pass before the first push
 
 	// Push at -rate, each push in its own goroutine so a slow answer does
 	// not hold back the next; latency is measured from each push's start.
@@ -286,6 +296,21 @@ func runPool(ctx context.Context, args []string) error {
 	fmt.Printf("push→doorbell: p50 %s p95 %s p99 %s max %s (%d todos rung)\n", p50, p95, p99, mx, len(lat))
 	a50, a95, a99, amx := pcts(pushLat)
 	fmt.Printf("push answered: p50 %s p95 %s p99 %s max %s\n", a50, a95, a99, amx)
+	// Where in the run the time went: a backlog that builds shows as
+	// growing seconds, a stall as one slow second.
+	perSec := int(max(1, *rate))
+	var secs []string
+	for from := 0; from < len(ids); from += perSec {
+		var d []time.Duration
+		for i := from; i < min(from+perSec, len(ids)); i++ {
+			if ids[i] != "" {
+				d = append(d, answered[i])
+			}
+		}
+		s50, _, _, smx := pcts(d)
+		secs = append(secs, fmt.Sprintf("%s/%s", s50.Round(time.Millisecond), smx.Round(time.Millisecond)))
+	}
+	fmt.Printf("push answered by second of the schedule (p50/max): %s\n", strings.Join(secs, " "))
 	fmt.Printf("rings: %d rung once, %d rung more than once, %d never rung; %d repeated bells to the member holding the todo\n", rungOnce, rungMore, neverRung, dupBell.Load())
 	fmt.Printf("claims: %d claimed once, %d claimed twice or more, %d never claimed; %d claims refused, %d call errors\n", claimedOnce, claimedTwice, neverClaimed, lost.Load(), callErrs.Load())
 	fmt.Printf("members: %d rung, most rings one member held at once %d, members with more than one at once %d\n", membersRung, maxConc, membersOver1)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +26,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/groupcommit"
 )
 
 // MaxPayload is PostgreSQL's NOTIFY payload limit in bytes (minus one).
 const MaxPayload = 7999
+
+// maxChannel is PostgreSQL's identifier limit in bytes (NAMEDATALEN - 1).
+const maxChannel = 63
 
 // Options configures a Bus.
 type Options struct {
@@ -55,6 +60,8 @@ type Options struct {
 type Bus struct {
 	o    Options
 	pool *pgxpool.Pool
+
+	notices groupcommit.Committer[notice, struct{}] // Publish's group commit (notifyBatch)
 
 	mu   sync.RWMutex
 	next int
@@ -91,12 +98,13 @@ func Open(ctx context.Context, o Options) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgbus: %w", err)
 	}
-	cfg.MaxConns = 4
+	cfg.MaxConns, cfg.MinConns = 4, 0 // the store's pool_* settings are for the store's pool
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgbus: %w", err)
 	}
 	b := &Bus{o: o, pool: pool, subs: map[string]map[int]bus.Handler{}, done: make(chan struct{})}
+	b.notices.Run = b.notifyBatch
 	conn, err := b.listen(ctx)
 	if err != nil {
 		pool.Close()
@@ -109,10 +117,14 @@ func Open(ctx context.Context, o Options) (*Bus, error) {
 }
 
 func (b *Bus) listen(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(b.o.URL)
+	// Parsed as a pool's URL: pgxpool takes out its pool_* settings
+	// (pool_max_conns, …), which a single connection would send to the
+	// server as unknown runtime parameters and be refused.
+	pcfg, err := pgxpool.ParseConfig(b.o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("pgbus: listener: %w", err)
 	}
+	cfg := pcfg.ConnConfig
 	if _, set := cfg.RuntimeParams["application_name"]; !set {
 		cfg.RuntimeParams["application_name"] = "rollcall bus listener"
 	}
@@ -234,22 +246,52 @@ func (b *Bus) ListenerPID() uint32 {
 }
 
 // Publish sends payload on channel to every instance (this one included)
-// with pg_notify. While this instance's listener is down the NOTIFY echo
+// with pg_notify. Publishes that arrive while another is being sent are
+// sent together in one statement, one transaction (design: Bus delivery):
+// a NOTIFY commits like any write, and PostgreSQL serialises the commits
+// of notifying transactions, so one each would cap the signal rate at one
+// commit each. While this instance's listener is down the NOTIFY echo
 // cannot reach it, so after a successful pg_notify the payload is also
 // delivered to this instance's subscribers directly, on the caller's
-// goroutine. Errors: payload over MaxPayload bytes, database errors (then
-// nothing was delivered anywhere).
+// goroutine. Errors: an empty channel or one over 63 bytes, a payload over
+// MaxPayload bytes, database errors (then nothing was delivered anywhere).
 func (b *Bus) Publish(ctx context.Context, channel, payload string) error {
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("pgbus: payload of %d bytes exceeds %d", len(payload), MaxPayload)
 	}
-	if _, err := b.pool.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload); err != nil {
+	if channel == "" || len(channel) > maxChannel {
+		return fmt.Errorf("pgbus: channel name %q must be 1 to %d bytes", channel, maxChannel)
+	}
+	if _, err := b.notices.Do(ctx, notice{channel, payload}); err != nil {
 		return err
 	}
 	if !b.listening.Load() {
 		b.dispatch(channel, payload)
 	}
 	return nil
+}
+
+// notice is one Publish: a payload for a channel.
+type notice struct{ channel, payload string }
+
+// notifyBatch sends a batch of Publish calls in one statement, in arrival
+// order (the ORDER BY is applied before pg_notify runs: PostgreSQL
+// evaluates volatile output columns after the sort). Within one
+// transaction PostgreSQL delivers a repeated (channel, payload) once;
+// every signal is idempotent, so a repeat in one batch is one signal.
+func (b *Bus) notifyBatch(ctx context.Context, batch []*groupcommit.Item[notice, struct{}]) {
+	batch = slices.DeleteFunc(slices.Clone(batch), (*groupcommit.Item[notice, struct{}]).Skip)
+	if len(batch) == 0 {
+		return
+	}
+	channels, payloads := make([]string, len(batch)), make([]string, len(batch))
+	for i, it := range batch {
+		channels[i], payloads[i] = it.In.channel, it.In.payload
+	}
+	_, err := b.pool.Exec(ctx, `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS n(c, p, i) ORDER BY i`, channels, payloads)
+	for _, it := range batch {
+		it.Err = err
+	}
 }
 
 // Subscribe registers fn for channel. Channel must be one of Options.Channels.

@@ -1,174 +1,10 @@
 package storeutil
 
 import (
-	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
-
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/groupcommit"
 	"github.com/rollcall/rollcall/internal/store"
 )
-
-// Group commit (design: Group commit): concurrent writes that arrive while
-// a commit is in flight are written together in the next transaction, one
-// commit (one fsync, one acquisition of the audit chain's lock) for all of
-// them, in arrival order. Nothing waits for a batch to fill: the first
-// caller commits at once whatever is queued (itself alone when nothing
-// is), and while it does, later callers queue; when it is done, the next
-// batch is committed at once by a goroutine that drains the queue.
-
-// MaxCommitBatch bounds the writes of one group commit.
-const MaxCommitBatch = 64
-
-// GroupItem is one caller's write in a group commit: In is what to write;
-// Run sets Out or Err. Ctx is the caller's context: Run skips an item
-// whose Ctx is done before it is written (Err = its error), and the
-// batch's own context ends only when every item's Ctx has.
-type GroupItem[In, Out any] struct {
-	Ctx context.Context
-	In  In
-	Out Out
-	Err error
-
-	done   chan struct{} // closed once Out/Err are final
-	queued bool          // still in the queue (guarded by the committer's mu)
-}
-
-// Skip reports whether the item's caller has given up (its Ctx is done),
-// and if so sets Err to the context's error: Run writes nothing for it.
-func (it *GroupItem[In, Out]) Skip() bool {
-	if err := it.Ctx.Err(); err != nil {
-		it.Err = err
-		return true
-	}
-	return false
-}
-
-// GroupCommitter runs group commits of one kind of write. Run writes a
-// batch (at most MaxCommitBatch items, in arrival order) in one
-// transaction and sets every item's Out or Err; an error of one item must
-// not fail the others. The zero value is not usable: set Run.
-type GroupCommitter[In, Out any] struct {
-	Run func(ctx context.Context, batch []*GroupItem[In, Out])
-
-	mu         sync.Mutex
-	queue      []*GroupItem[In, Out]
-	committing bool // a batch is being written; new items queue
-
-	observe atomic.Pointer[func(int)]
-}
-
-// Observe sets f to be told the size of every batch written (a metric:
-// rollcall_store_commit_batch_size); nil stops it.
-func (g *GroupCommitter[In, Out]) Observe(f func(int)) {
-	if f == nil {
-		g.observe.Store(nil)
-		return
-	}
-	g.observe.Store(&f)
-}
-
-// Do writes in with whatever other writes are queued and returns its
-// result. A ctx done while the write is still queued returns ctx's error
-// and writes nothing; once its batch is being written, Do waits for the
-// batch (which stops early only when every caller in it has given up).
-func (g *GroupCommitter[In, Out]) Do(ctx context.Context, in In) (Out, error) {
-	it := &GroupItem[In, Out]{Ctx: ctx, In: in, done: make(chan struct{}), queued: true}
-	g.mu.Lock()
-	g.queue = append(g.queue, it)
-	if !g.committing {
-		g.committing = true
-		batch := g.takeLocked()
-		g.mu.Unlock()
-		g.commit(batch)
-		g.next()
-		return it.Out, it.Err
-	}
-	g.mu.Unlock()
-	select {
-	case <-it.done:
-	case <-ctx.Done():
-		g.mu.Lock()
-		if it.queued { // not taken into a batch yet: leave the queue
-			g.queue = slices.Delete(g.queue, slices.Index(g.queue, it), slices.Index(g.queue, it)+1)
-			g.mu.Unlock()
-			var zero Out
-			return zero, ctx.Err()
-		}
-		g.mu.Unlock()
-		<-it.done
-	}
-	return it.Out, it.Err
-}
-
-// takeLocked takes the next batch off the queue (g.mu held).
-func (g *GroupCommitter[In, Out]) takeLocked() []*GroupItem[In, Out] {
-	n := min(len(g.queue), MaxCommitBatch)
-	batch := make([]*GroupItem[In, Out], n)
-	copy(batch, g.queue)
-	for _, it := range batch {
-		it.queued = false
-	}
-	clear(g.queue[:n])
-	g.queue = g.queue[n:]
-	if len(g.queue) == 0 {
-		g.queue = nil // let the backing array go
-	}
-	return batch
-}
-
-// next hands the queue that built up during a commit to a goroutine that
-// drains it batch by batch, or ends the commit when nothing queued: the
-// caller that committed returns at once.
-func (g *GroupCommitter[In, Out]) next() {
-	g.mu.Lock()
-	if len(g.queue) == 0 {
-		g.committing = false
-		g.mu.Unlock()
-		return
-	}
-	g.mu.Unlock()
-	go func() {
-		for {
-			g.mu.Lock()
-			if len(g.queue) == 0 {
-				g.committing = false
-				g.mu.Unlock()
-				return
-			}
-			batch := g.takeLocked()
-			g.mu.Unlock()
-			g.commit(batch)
-		}
-	}()
-}
-
-// commit runs one batch under a context that ends when every item's Ctx
-// has ended (one caller giving up does not stop the others' commit), and
-// wakes every caller.
-func (g *GroupCommitter[In, Out]) commit(batch []*GroupItem[In, Out]) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].Ctx))
-	left := atomic.Int64{}
-	left.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, it := range batch {
-		stops[i] = context.AfterFunc(it.Ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	if f := g.observe.Load(); f != nil {
-		(*f)(len(batch))
-	}
-	g.Run(ctx, batch)
-	for i, it := range batch {
-		stops[i]()
-		close(it.done)
-	}
-	cancel()
-}
 
 // CreatedTodo is what an audited CreateTodo returns: the todo, and
 // whether this call created it (false: a live todo held the key).
@@ -179,7 +15,7 @@ type CreatedTodo struct {
 
 // TodoCommitter group-commits audited CreateTodo calls (design: Group
 // commit).
-type TodoCommitter = GroupCommitter[store.CreateTodoParams, CreatedTodo]
+type TodoCommitter = groupcommit.Committer[store.CreateTodoParams, CreatedTodo]
 
 // TodoItem is one CreateTodo in a TodoCommitter's batch.
-type TodoItem = GroupItem[store.CreateTodoParams, CreatedTodo]
+type TodoItem = groupcommit.Item[store.CreateTodoParams, CreatedTodo]
