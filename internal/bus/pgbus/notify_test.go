@@ -47,23 +47,29 @@ func collect(b *Bus, channel string) (got func(n int, wait time.Duration) []stri
 	}
 }
 
+// openPair opens two buses on the test database, both listening on ch:
+// a publisher and another instance. They close when the test ends.
+func openPair(t *testing.T, ch string) (a, b *Bus) {
+	t.Helper()
+	u := pgtest.AdminURL(t)
+	for _, x := range []**Bus{&a, &b} {
+		bus, err := Open(context.Background(), Options{URL: u, Channels: []string{ch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bus.Close() })
+		*x = bus
+	}
+	return a, b
+}
+
 // One batch is one statement whose notifications arrive in the batch's
 // order, on the other instance too; an item whose caller gave up is not
 // sent.
 func TestNotifyBatchKeepsArrivalOrder(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.AdminURL(t)
 	const ch = "rc_test_batch_order"
-	a, err := Open(ctx, Options{URL: u, Channels: []string{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, Options{URL: u, Channels: []string{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openPair(t, ch)
 	got := collect(b, ch)
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
@@ -94,18 +100,8 @@ func TestNotifyBatchKeepsArrivalOrder(t *testing.T) {
 // one), and each publisher's signals arrive in the order it sent them.
 func TestConcurrentPublishesAreBatched(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.AdminURL(t)
 	const ch = "rc_test_batched"
-	a, err := Open(ctx, Options{URL: u, Channels: []string{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, Options{URL: u, Channels: []string{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openPair(t, ch)
 	var mu sync.Mutex
 	largest := 0
 	a.notices.Observe(func(n int) {
