@@ -111,6 +111,14 @@ func (s *Service) todosChanged(ctx context.Context, t domain.Todo, err error) (d
 	return t, err
 }
 
+// claimed tells the doorbell of todos just claimed (err nil): a pooled
+// ring they answer frees its member (design: Pool routing).
+func (s *Service) claimed(err error, ts ...domain.Todo) {
+	if err == nil {
+		s.bell.Claimed(ts...)
+	}
+}
+
 // ListAgentTodos lists the todos of an agent the person owns.
 func (s *Service) ListAgentTodos(ctx context.Context, by domain.Person, ref string, f TodoFilter) ([]domain.Todo, error) {
 	a, err := s.OwnedAgent(ctx, by, ref)
@@ -194,6 +202,7 @@ func (s *Service) Claim(ctx context.Context, a *domain.Agent, todoID string, lea
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Todo{}, todoNotFound(todoID)
 	}
+	s.claimed(err, t)
 	return s.todosChanged(ctx, t, storeErr(err, "", fmt.Sprintf("todo %q is not claimable (already claimed, finished, or waiting for a retry)", todoID)))
 }
 
@@ -205,6 +214,7 @@ func (s *Service) ClaimNext(ctx context.Context, a *domain.Agent, queue string, 
 		return domain.Todo{}, err
 	}
 	t, err := s.store.ClaimNext(ctx, p)
+	s.claimed(err, t)
 	return s.todosChanged(ctx, t, storeErr(err, "no claimable todo in "+strings.Join(p.Queues, ","), ""))
 }
 
@@ -248,6 +258,7 @@ func (s *Service) ClaimNextN(ctx context.Context, a *domain.Agent, c NextClaim) 
 	if err != nil {
 		return nil, err
 	}
+	s.claimed(nil, ts...)
 	if len(ts) > 0 {
 		s.events.TodosChanged(ctx, a.ID)
 	}
@@ -301,6 +312,7 @@ func (s *Service) finishAndClaim(ctx context.Context, a *domain.Agent, todoID st
 		return domain.Todo{}, nil, underNext(err)
 	}
 	t, claimed, err := finish(p)
+	s.claimed(err, claimed...)
 	t, err = s.todosChanged(ctx, t, heldErr(todoID, err))
 	return t, claimed, err
 }

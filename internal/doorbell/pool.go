@@ -115,9 +115,29 @@ func (d *Engine) routeIn(ctx context.Context, t domain.Todo, prev string, pool *
 	r.AgentID = m
 	d.deliver(r, ringSweep) // counted by RouteRing
 	d.mu.Lock()
-	d.pool = append(d.pool, poolRing{r: r, member: m, due: now.Add(d.failoverAfter)})
+	d.watchLocked(poolRing{r: r, member: m, due: now.Add(d.failoverAfter)})
 	d.mu.Unlock()
 	return true
+}
+
+// Claimed tells the engine that the todos were just claimed here (claim,
+// claim_next, the claim after complete or fail): a pooled ring this
+// instance watches for one of them is answered, so its member counts as
+// free again at once rather than at the ring's failover check, and the
+// next pooled todo rings a member holding no unanswered ring while one is
+// free (design: Pool routing). Todos not rung from here are ignored.
+func (d *Engine) Claimed(todos ...domain.Todo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, t := range todos {
+		if t.PoolID == "" {
+			continue
+		}
+		if pr, ok := d.pool[t.ID]; ok {
+			delete(d.pool, t.ID)
+			d.releaseLocked(pr.member)
+		}
+	}
 }
 
 // pick returns the member of pool that can answer a todo of queue now
@@ -202,19 +222,26 @@ func (d *Engine) offline(ctx context.Context, agentID string) bool {
 func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 	now := d.now()
 	d.mu.Lock() // take the watched rings; canAnswer asks the presence cache and the hub, not under d.mu
-	watched := d.pool
-	d.pool = nil
+	watched := make([]poolRing, 0, len(d.pool))
+	for _, pr := range d.pool {
+		watched = append(watched, pr)
+	}
 	d.mu.Unlock()
-	var check, keep []poolRing
+	var check []poolRing
 	for _, pr := range watched {
 		if !pr.due.After(now) || !d.canAnswer(pr.member, pr.r.Queue, now) {
 			check = append(check, pr)
-		} else {
-			keep = append(keep, pr)
 		}
 	}
 	d.mu.Lock()
-	d.pool = append(d.pool, keep...)
+	for i := 0; i < len(check); i++ { // taken out; one claimed meanwhile was released by Claimed
+		if cur, ok := d.pool[check[i].r.TodoID]; ok && cur == check[i] {
+			delete(d.pool, check[i].r.TodoID)
+			continue
+		}
+		check = slices.Delete(check, i, i+1)
+		i--
+	}
 	d.mu.Unlock()
 	n := 0
 	for _, pr := range check {
@@ -231,8 +258,8 @@ func (d *Engine) poolFailoverOnce(ctx context.Context) int {
 		}
 		if d.canAnswer(pr.member, pr.r.Queue, now) && !d.offline(ctx, pr.member) && d.isMember(ctx, t.PoolID, pr.member) {
 			d.mu.Lock() // nobody else can answer; the member still can: keep ringing it
-			d.pool = append(d.pool, poolRing{r: pr.r, member: pr.member, due: now.Add(d.failoverAfter)})
 			d.reserveLocked(pr.member)
+			d.watchLocked(poolRing{r: pr.r, member: pr.member, due: now.Add(d.failoverAfter)})
 			d.mu.Unlock()
 			continue
 		}

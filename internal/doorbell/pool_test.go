@@ -397,3 +397,36 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPoolClaimFreesMember: a member that claims the todo it was rung for
+// is free again at once, so the next pooled todo rings it rather than a
+// member still holding an unanswered ring, though that member was rung
+// less recently (design: Pool routing).
+func TestPoolClaimFreesMember(t *testing.T) {
+	e := newPoolEnv(t)
+	ctx := t.Context()
+	var ts []domain.Todo
+	for i, m := range e.members {
+		td := e.pushPooled(t, i+1)
+		if !e.bell.RoutePooled(ctx, td) {
+			t.Fatalf("todo %d not rung", i+1)
+		}
+		e.wantRung(t, td.ID, m.ID, fmt.Sprintf("todo %d", i+1))
+		ts = append(ts, td)
+		e.clock.Advance(time.Second)
+	}
+	b := e.members[1].ID
+	claimed, err := e.st.ClaimTodo(ctx, store.ClaimTodoParams{AgentID: b, TodoID: ts[1].ID, Queues: []string{"q"}, Lease: time.Minute, Now: e.clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.bell.Claimed(claimed)
+	t4 := e.pushPooled(t, 4)
+	e.bell.RoutePooled(ctx, t4)
+	e.wantRung(t, t4.ID, b, "after b claimed its ring, the next todo")
+	// a and c still hold an unanswered ring each, b one again: the next
+	// goes to the least recently rung of them, a.
+	t5 := e.pushPooled(t, 5)
+	e.bell.RoutePooled(ctx, t5)
+	e.wantRung(t, t5.ID, e.members[0].ID, "with every member rung once, the next todo")
+}

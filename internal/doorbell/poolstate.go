@@ -9,9 +9,9 @@ import (
 
 // pooling is the engine's pool routing state (design: Pool routing).
 type pooling struct {
-	pool    []poolRing     // pooled rings made here, watched
-	ringing map[string]int // per member, how many of pool ring it (reserved as picked)
-	bus     bus.Bus        // tells every instance of a pooled todo to route
+	pool    map[string]poolRing // pooled rings made here and watched, by todo id
+	ringing map[string]int      // per member, how many of pool ring it unanswered (reserved as picked)
+	bus     bus.Bus             // tells every instance of a pooled todo to route
 }
 
 // reserveLocked counts one more pooled ring on member. Callers hold d.mu.
@@ -29,6 +29,19 @@ func (p *pooling) releaseLocked(member string) {
 		return
 	}
 	p.ringing[member]--
+}
+
+// watchLocked watches a pooled ring made here; its member is reserved
+// already. A ring of the same todo watched before (passed on) releases its
+// member. Callers hold d.mu.
+func (p *pooling) watchLocked(pr poolRing) {
+	if p.pool == nil {
+		p.pool = map[string]poolRing{}
+	}
+	if old, ok := p.pool[pr.r.TodoID]; ok {
+		p.releaseLocked(old.member)
+	}
+	p.pool[pr.r.TodoID] = pr
 }
 
 // poolRing is a ring of a pooled todo this instance made and watches.

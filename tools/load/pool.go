@@ -23,8 +23,9 @@ import (
 // Every member's client claims the todo it is rung for (claim by the
 // doorbell's todo_id) and completes it. It reports push-start → doorbell
 // read latency (p50/p95/p99/max), how many todos were rung once, more than
-// once or never, claimed once or twice, and the most rings one member had
-// at once (rung, not yet completed); it fails when a todo was never
+// once or never, claimed once or twice, the most unanswered rings one
+// member had at once (rung, its claim not yet answered) and the most todos
+// one member worked at once (rung, not yet completed); it fails when a todo was never
 // claimed or claimed twice.
 //
 //	go build -o /tmp/rollcall ./cmd/rollcall
@@ -78,8 +79,10 @@ func runPool(ctx context.Context, args []string) error {
 	var (
 		mu       sync.Mutex
 		todos    = map[string]*poolTodo{} // by todo id, from bells and claims
-		inflight = make([]int, *members)  // rings a member is working on
+		inflight = make([]int, *members)  // rings a member is working on (rung, not yet completed)
 		maxAt    = make([]int, *members)
+		unanswd  = make([]int, *members) // rings a member has not claimed yet (rung, claim not answered)
+		maxUnans = make([]int, *members)
 		dupBell  atomic.Int64 // a member rung again for a todo it holds
 		lost     atomic.Int64 // claims answered with a tool error
 		callErrs atomic.Int64
@@ -152,6 +155,8 @@ func runPool(ctx context.Context, args []string) error {
 			holding[i][id] = true
 			inflight[i]++
 			maxAt[i] = max(maxAt[i], inflight[i])
+			unanswd[i]++
+			maxUnans[i] = max(maxUnans[i], unanswd[i])
 			mu.Unlock()
 			go func() {
 				defer func() {
@@ -161,6 +166,9 @@ func runPool(ctx context.Context, args []string) error {
 					mu.Unlock()
 				}()
 				ok, err := call(s, "claim", map[string]any{"todo_id": id})
+				mu.Lock()
+				unanswd[i]--
+				mu.Unlock()
 				if err != nil {
 					callErrs.Add(1)
 					lastErr.Store("claim: " + err.Error())
@@ -281,9 +289,13 @@ func runPool(ctx context.Context, args []string) error {
 			claimedTwice++
 		}
 	}
-	maxConc, membersOver1, membersRung := 0, 0, 0
+	maxConc, membersOver1, membersRung, maxRung, rungTwice := 0, 0, 0, 0, 0
 	for i := range maxAt {
 		maxConc = max(maxConc, maxAt[i])
+		maxRung = max(maxRung, maxUnans[i])
+		if maxUnans[i] > 1 {
+			rungTwice++
+		}
 		if maxAt[i] > 1 {
 			membersOver1++
 		}
@@ -313,7 +325,7 @@ func runPool(ctx context.Context, args []string) error {
 	fmt.Printf("push answered by second of the schedule (p50/max): %s\n", strings.Join(secs, " "))
 	fmt.Printf("rings: %d rung once, %d rung more than once, %d never rung; %d repeated bells to the member holding the todo\n", rungOnce, rungMore, neverRung, dupBell.Load())
 	fmt.Printf("claims: %d claimed once, %d claimed twice or more, %d never claimed; %d claims refused, %d call errors\n", claimedOnce, claimedTwice, neverClaimed, lost.Load(), callErrs.Load())
-	fmt.Printf("members: %d rung, most rings one member held at once %d, members with more than one at once %d\n", membersRung, maxConc, membersOver1)
+	fmt.Printf("members: %d rung; most unanswered rings one member had at once %d (%d members rung twice at once); most todos one member worked at once (rung, not yet completed) %d (%d members with more than one)\n", membersRung, maxRung, rungTwice, maxConc, membersOver1)
 	for i, t := range ts { // the store's group commits of the audited pushes (design: Group commit)
 		if v, err := metricValues(ctx, t.URL, "rollcall_store_commit_batch_size_count", "rollcall_store_commit_batch_size_sum"); err == nil && v[0] > 0 {
 			fmt.Printf("instance %d: %.0f group commits of %.0f audited writes (%.2f a commit)\n", i, v[0], v[1], v[1]/v[0])
