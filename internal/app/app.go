@@ -87,6 +87,8 @@ type Service struct {
 	touchMu  sync.Mutex
 	touched  map[string]time.Time // token id → last touch written by this instance (auth.go)
 	creds    *credcache.Cache     // MCP credential lookups (auth.go)
+	tokens   *credcache.Tokens    // personal token lookups (auth.go)
+	targets  *credcache.Agents    // agents pushes address, by ref (todos.go)
 	verdicts *credcache.Verdicts  // MayAuthenticate's answers (auth.go)
 
 	// The per-hook delivery limits (hooks.go): deliveries that pass the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/bus"
+	"github.com/rollcall/rollcall/internal/credcache"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -77,8 +78,13 @@ func (s *Service) Authenticate(ctx context.Context, token string) (domain.Princi
 // with Person.TokenID set, and records the use (at most once per
 // TokenTouchEvery). Errors: unauthenticated (unknown, revoked or expired
 // token; deactivated person — Reason says which).
+//
+// A lookup is reused for CredentialCacheTTL (design: Credential cache):
+// revoking the token or changing its person drops it at once on this
+// instance and, through the bus, on the others. Revocation, expiry and
+// deactivation are checked on every request, on the cached rows too.
 func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.Person, error) {
-	p, t, err := byToken(ctx, token, PersonTokenPrefix, s.store.TokenByHash)
+	p, t, err := s.personToken(ctx, token)
 	if err != nil {
 		return domain.Person{}, err
 	}
@@ -94,6 +100,25 @@ func (s *Service) AuthenticatePerson(ctx context.Context, token string) (domain.
 	p.TokenID = t.ID
 	s.touch(ctx, t.ID, now)
 	return p, nil
+}
+
+// personToken looks a personal token up, from the token cache when a
+// lookup younger than CredentialCacheTTL is there.
+func (s *Service) personToken(ctx context.Context, token string) (domain.Person, domain.PersonToken, error) {
+	if !strings.HasPrefix(token, PersonTokenPrefix) {
+		return domain.Person{}, domain.PersonToken{}, errUnauthenticated
+	}
+	h := HashToken(token)
+	now := s.clock.Now()
+	if v, ok := s.tokens.Get(h, now); ok {
+		return v.Person, v.Token, nil
+	}
+	gen := s.tokens.Gen()
+	p, t, err := byToken(ctx, token, PersonTokenPrefix, s.store.TokenByHash)
+	if err == nil {
+		s.tokens.PutAt(h, credcache.PersonToken{Person: p, Token: t}, now, gen)
+	}
+	return p, t, err
 }
 
 func (s *Service) touch(ctx context.Context, tokenID string, now time.Time) {
@@ -185,12 +210,13 @@ func (s *Service) AuthenticateAgentCached(ctx context.Context, token string) (do
 	if p, ok := s.creds.Get(h, now); ok {
 		return p, nil
 	}
+	gen := s.creds.Gen()
 	p, err := s.AuthenticateAgent(ctx, token)
 	if err != nil {
 		s.creds.Drop(h)
 		return p, err
 	}
-	s.creds.Put(h, p, now)
+	s.creds.PutAt(h, p, now, gen)
 	return p, nil
 }
 
@@ -241,8 +267,12 @@ func (s *Service) MayAuthenticate(ctx context.Context, token string) bool {
 	})
 }
 
-// forgetCredentials drops the cached lookups of an agent.
-func (s *Service) forgetCredentials(agentID string) { s.creds.ForgetAgent(agentID) }
+// forgetCredentials drops the cached lookups of an agent: its credentials
+// and the refs pushes named it by.
+func (s *Service) forgetCredentials(agentID string) {
+	s.creds.ForgetAgent(agentID)
+	s.targets.ForgetAgent(agentID)
+}
 
 // LiveCredentials reports which agent credential ids still authenticate
 // (credential unrevoked, agent active and unrevoked).

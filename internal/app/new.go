@@ -118,6 +118,8 @@ func New(o Options) *Service {
 	}
 	s.touched = map[string]time.Time{}
 	s.creds = credcache.New(CredentialCacheTTL)
+	s.tokens = credcache.NewTokens(CredentialCacheTTL)
+	s.targets = credcache.NewAgents(CredentialCacheTTL)
 	s.verdicts = credcache.NewVerdicts(CredentialCacheTTL)
 	s.Hooks = hooks.New(hooks.Config{Store: s.store, Agents: s, Sealer: s.sealer, Now: s.now, NewID: newID, PublicURL: s.PublicURL,
 		Log: s.log, Retention: s.deliveryRetention})

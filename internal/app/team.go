@@ -152,6 +152,8 @@ func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string,
 	if !p.Active {
 		s.log.Info("person deactivated", "person_id", id, "by", by.ID)
 		s.teamSignal(ctx, bus.Team{Kind: bus.TeamPerson, ID: id})
+	} else {
+		s.teamSignal(ctx, bus.Team{Kind: bus.TeamPersonUpdated, ID: id}) // a role or name cached with its tokens
 	}
 	return p, nil
 }
@@ -258,9 +260,13 @@ func (s *Service) teamSignal(ctx context.Context, sig bus.Team) {
 func (s *Service) onTeam(sig bus.Team) {
 	switch sig.Kind {
 	case bus.TeamToken:
+		s.tokens.ForgetToken(sig.ID)
 		s.events.CloseToken(sig.ID)
 	case bus.TeamPerson:
+		s.tokens.ForgetPerson(sig.ID)
 		s.events.CloseOwner(sig.ID)
+	case bus.TeamPersonUpdated:
+		s.tokens.ForgetPerson(sig.ID)
 	case bus.TeamOwner:
 		s.forgetCredentials(sig.ID) // cached lookups carry the old owner
 		s.events.SetOwner(sig.ID, sig.OwnerID, sig.Handle)

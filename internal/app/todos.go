@@ -19,7 +19,7 @@ import (
 // Errors: not_found, conflict (revoked agent), invalid_argument (queue not in
 // the agent's scope, bad fields; with pointer).
 func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in PushInput) (domain.Todo, bool, error) {
-	a, err := s.OwnedAgent(ctx, by, ref)
+	a, err := s.pushTarget(ctx, by, ref)
 	if err != nil {
 		return domain.Todo{}, false, err
 	}
@@ -45,6 +45,28 @@ func (s *Service) PushTodo(ctx context.Context, by domain.Person, ref string, in
 		s.publishTodoReady(ctx, got)
 	}
 	return got, created, nil
+}
+
+// pushTarget is OwnedAgent for a push, from the agent cache when a lookup
+// of ref younger than CredentialCacheTTL is there (design: Credential
+// cache): what a push reads of the agent — owner, revocation, scope — is
+// dropped from the cache at once on this instance when it changes (revoke,
+// hand-over), and on the others when the bus signal arrives.
+func (s *Service) pushTarget(ctx context.Context, by domain.Person, ref string) (domain.Agent, error) {
+	now := s.clock.Now()
+	a, ok := s.targets.Get(ref, now)
+	if !ok {
+		gen := s.targets.Gen()
+		var err error
+		if a, err = s.AgentByRef(ctx, ref); err != nil {
+			return domain.Agent{}, err
+		}
+		s.targets.PutAt(ref, a, now, gen)
+	}
+	if a.OwnerID != by.ID {
+		return domain.Agent{}, domain.Errorf(domain.CodeNotFound, "agent %q not found", ref)
+	}
+	return a, nil
 }
 
 // PushedTodo is the todo an operator push of in makes, with no receiver

@@ -229,13 +229,15 @@ func (s *PresenceTransition) Decode(payload string) error {
 }
 
 // Team (ChannelTeam) ends open streams and sessions on every instance
-// after a person or token change, or moves an agent's events to its new
-// owner. Wire form: "token:<token_id>", "person:<person_id>" or
-// "owner:<agent_id>:<owner_id>:<handle>".
+// after a person or token change, drops cached lookups of a person whose
+// role or name changed, or moves an agent's events to its new owner. Wire
+// form: "token:<token_id>", "person:<person_id>",
+// "person_updated:<person_id>" or "owner:<agent_id>:<owner_id>:<handle>".
 type Team struct {
-	Kind string // TeamToken, TeamPerson or TeamOwner
+	Kind string // TeamToken, TeamPerson, TeamPersonUpdated or TeamOwner
 	// ID is the token id (TeamToken), the person id (TeamPerson, the
-	// person was deactivated) or the agent id (TeamOwner).
+	// person was deactivated; TeamPersonUpdated, the person changed and
+	// is active) or the agent id (TeamOwner).
 	ID string
 	// OwnerID and Handle are the agent's new owner and its handle
 	// (TeamOwner only).
@@ -244,9 +246,10 @@ type Team struct {
 
 // Team kinds.
 const (
-	TeamToken  = "token"
-	TeamPerson = "person"
-	TeamOwner  = "owner"
+	TeamToken         = "token"
+	TeamPerson        = "person"
+	TeamPersonUpdated = "person_updated"
+	TeamOwner         = "owner"
 )
 
 // Channel implements Signal.
@@ -264,7 +267,7 @@ func (s Team) Encode() string {
 func (s *Team) Decode(payload string) error {
 	kind, rest, _ := strings.Cut(payload, ":")
 	switch kind {
-	case TeamToken, TeamPerson:
+	case TeamToken, TeamPerson, TeamPersonUpdated:
 		*s = Team{Kind: kind, ID: rest}
 		return nil
 	case TeamOwner:
@@ -274,7 +277,7 @@ func (s *Team) Decode(payload string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("team signal %q: want token:<id>, person:<id> or owner:<agent>:<owner>:<handle>", payload)
+	return fmt.Errorf("team signal %q: want token:<id>, person:<id>, person_updated:<id> or owner:<agent>:<owner>:<handle>", payload)
 }
 
 // LivenessClaim is one heartbeat ownership claim: Instance holds a

@@ -83,7 +83,7 @@ func TestCodecsRoundTrip(t *testing.T) {
 			Reason: genReason.Draw(t, "reason")})
 	}))
 	t.Run("Team", rapid.MakeCheck(func(t *rapid.T) {
-		s := bus.Team{Kind: rapid.SampledFrom([]string{bus.TeamToken, bus.TeamPerson, bus.TeamOwner}).Draw(t, "kind"), ID: genID.Draw(t, "id")}
+		s := bus.Team{Kind: rapid.SampledFrom([]string{bus.TeamToken, bus.TeamPerson, bus.TeamPersonUpdated, bus.TeamOwner}).Draw(t, "kind"), ID: genID.Draw(t, "id")}
 		if s.Kind == bus.TeamOwner {
 			s.OwnerID, s.Handle = genID.Draw(t, "owner"), genName.Draw(t, "handle")
 		}

@@ -110,3 +110,88 @@ func TestDecide(t *testing.T) {
 		t.Fatalf("%d lookups, want 6 (each remembered verdict saves one)", calls)
 	}
 }
+
+// TestForgetRacesALookup: a lookup begun before a forget is not cached
+// (its row may predate the revocation the forget announces); one begun
+// after is.
+func TestForgetRacesALookup(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	c := New(2 * time.Second)
+	gen := c.Gen()
+	c.ForgetAgent("a") // a revocation lands while the lookup runs
+	c.PutAt("h1", principal("a"), t0, gen)
+	if _, ok := c.Get("h1", t0); ok {
+		t.Fatal("a lookup begun before the forget was cached")
+	}
+	c.PutAt("h1", principal("a"), t0, c.Gen())
+	if _, ok := c.Get("h1", t0); !ok {
+		t.Fatal("a lookup begun after the forget was not cached")
+	}
+}
+
+// TestTokensForget: a token's lookup is served for the TTL; ForgetToken
+// drops that token's, ForgetPerson every token of the person, and a
+// lookup that raced either is not cached.
+func TestTokensForget(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	c := NewTokens(2 * time.Second)
+	pt := func(person, token string) PersonToken {
+		return PersonToken{Person: domain.Person{ID: person}, Token: domain.PersonToken{ID: token, PersonID: person}}
+	}
+	c.PutAt("h1", pt("p", "t1"), t0, c.Gen())
+	c.PutAt("h2", pt("p", "t2"), t0, c.Gen())
+	c.PutAt("h3", pt("q", "t3"), t0, c.Gen())
+	if v, ok := c.Get("h1", t0.Add(1999*time.Millisecond)); !ok || v.Token.ID != "t1" {
+		t.Fatalf("Get within the TTL = %+v, %v", v, ok)
+	}
+	if _, ok := c.Get("h1", t0.Add(2*time.Second)); ok {
+		t.Fatal("served at the TTL")
+	}
+	c.ForgetToken("t1")
+	if _, ok := c.Get("h1", t0); ok {
+		t.Fatal("ForgetToken left the token's lookup")
+	}
+	if _, ok := c.Get("h2", t0); !ok {
+		t.Fatal("ForgetToken dropped another token's lookup")
+	}
+	gen := c.Gen()
+	c.ForgetPerson("p")
+	if _, ok := c.Get("h2", t0); ok {
+		t.Fatal("ForgetPerson left a token of the person")
+	}
+	if _, ok := c.Get("h3", t0); !ok {
+		t.Fatal("ForgetPerson dropped another person's token")
+	}
+	c.PutAt("h2", pt("p", "t2"), t0, gen)
+	if _, ok := c.Get("h2", t0); ok {
+		t.Fatal("a lookup begun before ForgetPerson was cached")
+	}
+	c.Drop("h3")
+	if _, ok := c.Get("h3", t0); ok {
+		t.Fatal("Drop left the lookup")
+	}
+}
+
+// TestAgentsForget: refs of one agent are dropped together by
+// ForgetAgent; another agent's stay.
+func TestAgentsForget(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	c := NewAgents(2 * time.Second)
+	c.PutAt("ada", domain.Agent{ID: "a", Handle: "ada"}, t0, c.Gen())
+	c.PutAt("a", domain.Agent{ID: "a", Handle: "ada"}, t0, c.Gen())
+	c.PutAt("eve", domain.Agent{ID: "e", Handle: "eve"}, t0, c.Gen())
+	gen := c.Gen()
+	c.ForgetAgent("a")
+	for _, ref := range []string{"ada", "a"} {
+		if _, ok := c.Get(ref, t0); ok {
+			t.Fatalf("ForgetAgent left ref %q", ref)
+		}
+	}
+	if a, ok := c.Get("eve", t0); !ok || a.ID != "e" {
+		t.Fatalf("another agent's ref: %+v, %v", a, ok)
+	}
+	c.PutAt("ada", domain.Agent{ID: "a"}, t0, gen)
+	if _, ok := c.Get("ada", t0); ok {
+		t.Fatal("a lookup begun before ForgetAgent was cached")
+	}
+}

@@ -150,9 +150,10 @@ func TestPersonalTokens(t *testing.T) {
 		t.Fatalf("expired token: %d %+v", r.status, pr)
 	}
 
-	// Revoking ends REST at once and the token's event stream — here
-	// without any bus signal (revoked in the store behind the hub's back),
-	// through the periodic re-check.
+	// Revoked without any bus signal (in the store behind the hub's back,
+	// as by an instance whose signal was lost): REST refuses the token once
+	// its cached lookup is CredentialCacheTTL old (design: Credential
+	// cache), and its event stream ends through the periodic re-check.
 	var m2 app.MintedToken
 	e.do(t, "POST", "/v1/tokens", e.bob, map[string]any{"name": "stream"}).want(t, 201, &m2)
 	stream := e.events(t, m2.Token, "").opened()
@@ -161,6 +162,7 @@ func TestPersonalTokens(t *testing.T) {
 		Audit: domain.AuditRecord{Actor: "system", Action: "token.revoke"}}); err != nil {
 		t.Fatal(err)
 	}
+	e.Clock.Advance(app.CredentialCacheTTL)
 	e.do(t, "GET", "/v1/agents", m2.Token, nil).want(t, 401, nil)
 	ended := make(chan struct{})
 	go func() {
