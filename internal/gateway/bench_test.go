@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -38,7 +37,7 @@ func benchGateway(b *testing.B, conns int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	svc := app.New(app.Options{Store: st, Clock: clockwork.NewRealClock(), Log: log,
 		Liveness: app.LivenessConfig{RateLimit: 1e9, RateBurst: 1 << 30}})
 	admin, _ := testkit.BootstrapAdmin(b, svc)

@@ -280,7 +280,7 @@ func (e *env) listen(cred string) *agentClient {
 }
 
 func (e *env) dial(cred string, cfg clientConfig) (*agentClient, error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	topts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(quiet)}
 	if !cfg.noCreds {
 		// The bearer goes on in the round tripper: mcp-go's client sends
