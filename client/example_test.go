@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net/http/httptest"
@@ -30,12 +29,12 @@ func startServer(ctx context.Context) (url, token string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc := app.New(app.Options{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc := app.New(app.Options{Store: st, Log: slog.New(slog.DiscardHandler)})
 	token, _, err = svc.Bootstrap(ctx, "")
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Log: slog.New(slog.DiscardHandler)}))
 	svc.SetPublicURL(srv.URL)
 	return srv.URL, token, func() {
 		srv.Close()

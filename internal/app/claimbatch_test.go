@@ -9,7 +9,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
 )
 
@@ -20,7 +19,7 @@ import (
 func TestClaimBatchUseCases(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
-	s := app.New(app.Options{Store: openStore(t), Bus: bus.NewLocal(), Clock: clock, InstanceID: "i1"})
+	s := app.New(app.Options{Store: openStore(t), Clock: clock, InstanceID: "i1"})
 	defer s.Close()
 	admin := bootstrapAdmin(t, s)
 	a := vendAgent(t, s, admin, app.VendInput{Handle: "worker", Queues: []string{"q", "r"}, Verbs: domain.ScopeVerbs}).Agent

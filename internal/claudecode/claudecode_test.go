@@ -21,7 +21,6 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/liveness"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 
 	"github.com/rollcall/rollcall/internal/testkit"
 )
@@ -213,15 +212,7 @@ type gwEnv struct {
 // handler whose gateway can be replaced (newGW), with an agent "cc".
 func newGatewayEnv(t *testing.T) *gwEnv {
 	t.Helper()
-	dbDir, err := os.MkdirTemp("", "claudecode-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dbDir) })
-	st, err := sqlite.Open(t.Context(), filepath.Join(dbDir, "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := testkit.OpenSQLiteLoose(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	b := bus.NewLocal()
 	log := slog.New(slog.DiscardHandler)

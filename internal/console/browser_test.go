@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"github.com/rollcall/rollcall/internal/config"
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/server"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // screenshotDir is where the browser test saves fleet.png, agent.png and pool.png:
@@ -69,10 +68,7 @@ func realServer(t *testing.T) (*server.Server, string) {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
+	log := testkit.Log()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.Open(ctx, cfg, server.Options{Log: log})
 	if err != nil {

@@ -675,7 +675,7 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	srv, err := server.Open(ctx, cfg, server.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.Open(ctx, cfg, server.Options{Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package dbclock
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // db is a database whose clock is the process's plus skew, and whose read
 // takes rtt of the process's clock (the answer is taken at the midpoint).

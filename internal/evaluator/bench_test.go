@@ -3,7 +3,6 @@ package evaluator
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/domain"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
+	"github.com/rollcall/rollcall/internal/testkit"
 )
 
 // BenchmarkEvaluatorPass measures one presence evaluator pass over 100 000
@@ -24,11 +23,7 @@ import (
 func BenchmarkEvaluatorPass(b *testing.B) {
 	const agents = 100_000
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := testkit.OpenSQLite(b)
 	start := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC) // Monday
 	clock := clockwork.NewFakeClockAt(start)
 	s := New(Config{Store: st, Bus: bus.NewLocal(), Events: nopEvents{}, Clock: clock})

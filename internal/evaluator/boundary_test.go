@@ -3,7 +3,6 @@ package evaluator_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -75,7 +74,7 @@ func fleetBoundaryLateness(t testing.TB) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		b, err := pgbus.Open(ctx, pgbus.Options{URL: url, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		b, err := pgbus.Open(ctx, pgbus.Options{URL: url, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +102,7 @@ func fleetBoundaryLateness(t testing.TB) {
 	}{{st1, b1}, {st2, b2}} {
 		l := ls[i]
 		ev := evaluator.New(evaluator.Config{Store: sb.st, Bus: sb.b, Events: l, Instance: fmt.Sprint("i", i), OnIn: l.onIn,
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Log: slog.New(slog.DiscardHandler)})
 		if err := ev.Load(ctx); err != nil {
 			t.Fatal(err)
 		}

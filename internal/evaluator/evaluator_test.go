@@ -3,7 +3,6 @@ package evaluator_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -60,7 +59,7 @@ func (in *instance) onIn() []string {
 func newInstance(st store.Store, b bus.Bus, clock clockwork.Clock) *instance {
 	in := &instance{events: &events{}}
 	in.ev = evaluator.New(evaluator.Config{Store: st, Bus: b, Events: in.events, Clock: clock, Instance: "self",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.DiscardHandler),
 		OnIn: func(agentID, reason string) {
 			in.mu.Lock()
 			in.ins = append(in.ins, agentID+":"+reason)
@@ -271,7 +270,7 @@ func running(t *testing.T, st evaluator.Store, b bus.Bus, clock clockwork.Clock,
 	t.Helper()
 	in := &instance{events: &events{}}
 	in.ev = evaluator.New(evaluator.Config{Store: st, Bus: b, Events: in.events, Clock: clock, Instance: fmt.Sprintf("i%p", in),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.DiscardHandler),
 		OnIn: func(agentID, reason string) {
 			in.mu.Lock()
 			in.ins = append(in.ins, agentID+":"+reason)

@@ -3,7 +3,6 @@ package events_test
 import (
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/events"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/sqlite"
 	"github.com/rollcall/rollcall/internal/testkit"
 )
 
@@ -199,11 +197,7 @@ func TestTodosChangedCoalesced(t *testing.T) {
 // (design: Operator event stream).
 func TestOwnerFollowsStoreWithoutSignal(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := testkit.OpenSQLite(t)
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	a := domain.Agent{ID: "0b6f7a44-0000-4000-8000-0000000000a1", Handle: "builder", OwnerID: "old", Name: "Builder", Active: true,
 		Scope: domain.Scope{Queues: []string{"q1"}, Verbs: domain.ScopeVerbs}, BillingMode: "subscription",

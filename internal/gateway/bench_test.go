@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/app"
-	"github.com/rollcall/rollcall/internal/bus"
 	"github.com/rollcall/rollcall/internal/gateway"
 	"github.com/rollcall/rollcall/internal/store/sqlite"
 	"github.com/rollcall/rollcall/internal/testkit"
@@ -39,8 +37,8 @@ func benchGateway(b *testing.B, conns int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := app.New(app.Options{Store: st, Bus: bus.NewLocal(), Clock: clockwork.NewRealClock(), Log: log,
+	log := slog.New(slog.DiscardHandler)
+	svc := app.New(app.Options{Store: st, Clock: clockwork.NewRealClock(), Log: log,
 		Liveness: app.LivenessConfig{RateLimit: 1e9, RateBurst: 1 << 30}})
 	admin, _ := testkit.BootstrapAdmin(b, svc)
 	gw := gateway.New(gateway.Options{Service: svc, Log: log})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rollcall/rollcall/internal/liveness"
+	"github.com/rollcall/rollcall/internal/testkit/fuzzseed"
 )
 
 // FuzzFastFrame: whenever the fast path takes a frame and the heartbeat
@@ -13,16 +14,14 @@ import (
 // the same op and agent: the fast path never lets through what the strict
 // path would refuse.
 func FuzzFastFrame(f *testing.F) {
-	for _, s := range []string{
+	fuzzseed.Bytes(f,
 		`{"op":"heartbeat","d":{"agent":{"state":"online"}}}`,
 		` { "d" : { "agent" : {"state":"online","details":{"adapter":{"name":"a"}}} } , "op" : "heartbeat" } `,
 		`{"op":"heartbeat","d":{}}`, `{"op":"heartbeat"}`, `{"op":"heartbeat","d":null}`,
 		`{"op":"heartbeat","d":{"agent":{"state":"online"}},}`, `{"op":"heart\u0062eat","d":{}}`,
 		`{"op":"heartbeat","op":"identify"}`, `{"op":"heartbeat","d":{"agent":"x"}}`, `[1]`, `{"op":1}`,
 		`{"op":"heartbeat","d":{"agent":{"state":"online"},"agent":{}}}`, `{"op":"heartbeat","d":{"agent":{"state":"on]line"}}}`,
-	} {
-		f.Add([]byte(s))
-	}
+	)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		op, d, ok := fastFrame(b)
 		if !ok {

@@ -72,7 +72,7 @@ func buildEnv(t *testing.T, cfg app.LivenessConfig, wrap func(store.Store) store
 	}
 	clock := clockwork.NewFakeClockAt(t0)
 	b := bus.NewLocal()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	svc := app.New(app.Options{Store: s, Bus: b, Clock: clock, Log: log, Liveness: cfg})
 	admin, _ := testkit.BootstrapAdmin(t, svc)
 	res, err := svc.Vend(t.Context(), admin, app.VendInput{Handle: "runner", Queues: []string{"build"}, BillingMode: "subscription"})

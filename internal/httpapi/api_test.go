@@ -288,6 +288,18 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 }
 
+// auditActions counts the actions of the whole audit log, read as the admin.
+func (e *env) auditActions(t *testing.T) map[string]int {
+	t.Helper()
+	var audit struct{ Items []domain.AuditEntry }
+	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
+	seen := map[string]int{}
+	for _, en := range audit.Items {
+		seen[en.Action]++
+	}
+	return seen
+}
+
 func itoa(n int64) string { return strings.TrimSpace(string(must(json.Marshal(n)))) }
 
 func must[T any](v T, err error) T {

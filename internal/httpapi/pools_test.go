@@ -77,12 +77,7 @@ func TestPools(t *testing.T) {
 		t.Errorf("delete with a live todo: %+v", pr)
 	}
 	_ = a
-	var audit struct{ Items []domain.AuditEntry }
-	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
-	seen := map[string]int{}
-	for _, en := range audit.Items {
-		seen[en.Action]++
-	}
+	seen := e.auditActions(t)
 	if seen["pool.create"] != 1 || seen["todo.push_pool"] != 1 {
 		t.Errorf("audit actions %v, want one pool.create and one todo.push_pool", seen)
 	}
@@ -147,12 +142,7 @@ func TestPoolGrantsREST(t *testing.T) {
 	if p.HasMember(a.Agent.ID) {
 		t.Errorf("carol's pool after the revocation still has bob's agent: %+v", p)
 	}
-	var audit struct{ Items []domain.AuditEntry }
-	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
-	seen := map[string]int{}
-	for _, en := range audit.Items {
-		seen[en.Action]++
-	}
+	seen := e.auditActions(t)
 	if seen["pool.grant"] != 1 || seen["pool.revoke_grant"] != 1 {
 		t.Errorf("audit actions %v, want one pool.grant and one pool.revoke_grant", seen)
 	}

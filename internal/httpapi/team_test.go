@@ -108,16 +108,10 @@ func TestPersonsAndRoles(t *testing.T) {
 	if pr := r.problem(t); r.status != 403 || pr.Reason != "admin_required" {
 		t.Fatalf("member hands its own agent over: %d %+v", r.status, pr)
 	}
-	var audit struct{ Items []domain.AuditEntry }
-	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
-	var actions []string
-	for _, a := range audit.Items {
-		actions = append(actions, a.Action)
-	}
-	got := strings.Join(actions, ",")
+	seen := e.auditActions(t)
 	for _, want := range []string{"person.create", "person.deactivate", "agent.hand_over"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("audit %s lacks %s", got, want)
+		if seen[want] == 0 {
+			t.Errorf("audit actions %v lack %s", seen, want)
 		}
 	}
 }
@@ -296,15 +290,7 @@ func TestHandOverRules(t *testing.T) {
 	e.do(t, "POST", "/v1/hooks/"+hk.Hook.ID+"/secret", carol, nil).want(t, 200, &rot)
 	hk.Secret = rot.Secret
 	ping("rotated").want(t, 200, nil)
-	var audit struct{ Items []domain.AuditEntry }
-	e.do(t, "GET", "/v1/audit", e.admin, nil).want(t, 200, &audit)
-	n := 0
-	for _, a := range audit.Items {
-		if a.Action == "hook.rotate_secret" {
-			n++
-		}
-	}
-	if n != 2 {
+	if n := e.auditActions(t)["hook.rotate_secret"]; n != 2 {
 		t.Fatalf("hook.rotate_secret entries %d, want 2 (the hand-over's and carol's)", n)
 	}
 }

@@ -83,13 +83,13 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	svc := app.New(app.Options{Store: st, Clock: clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC)),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log: slog.New(slog.DiscardHandler)})
 	t.Cleanup(svc.Close)
 	token, _, err := svc.Bootstrap(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Log: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(srv.Close)
 	e := &env{admin: token, spec: loadSpec(t)}
 	do := func(method, path, body string) response {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/testkit/fuzzseed"
 )
 
 // FuzzDecodeHeartbeat checks, for any body: DecodeHeartbeat never panics;
@@ -18,7 +19,7 @@ import (
 // *domain.Error with a known code and a syntactically valid RFC 6901
 // pointer, and a malformed body is invalid_argument with pointer "".
 func FuzzDecodeHeartbeat(f *testing.F) {
-	for _, s := range []string{
+	fuzzseed.Bytes(f,
 		fullBody, minimalBody, `{}`, `[]`, ``, `{"state":"degraded","details":{"degraded_reasons":["a"]}}`,
 		on(`"x":1`), on(`"a/b~c":{"d":[1,2]}`), `{"state":"online","state":"online"}`,
 		on(`"project_readiness":[{"queue":"a","ready":true},{"queue":"a","ready":false}]`),
@@ -27,9 +28,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		`{"st\u0061te":"\u006fnline","billing_mode":"a\u002ec"}`,
 		on(`"details":{"capabilities":{"followups":"queue","title":false}}`),
 		"{\"\xff\":1}", `{"state":"online"} `, `{"state":"online"}x`,
-	} {
-		f.Add([]byte(s))
-	}
+	)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		h, err := DecodeHeartbeat(body)
 		if err == nil {

@@ -63,8 +63,8 @@ func BenchmarkDoorbell(b *testing.B) {
 func BenchmarkSessionMemory(b *testing.B) {
 	e := newEnv(b, func(o *mcpserver.Options) {
 		o.OnEvent = nil
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil)) // 5 000 log lines would count as session memory
-		o.MaxSessionsPerAgent = -1                             // b.N sessions of one agent
+		o.Log = slog.New(slog.DiscardHandler) // 5 000 log lines would count as session memory
+		o.MaxSessionsPerAgent = -1            // b.N sessions of one agent
 	})
 	a := e.vend("ada", allVerbs, "q1")
 	host := strings.TrimPrefix(e.ts.URL, "http://")

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,11 +75,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 func newEnvServer(t testing.TB, hook func(*httptest.Server), opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := testkit.OpenSQLite(t)
 	e := &env{t: t, ctx: ctx, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		logs: &testkit.SyncBuffer{}, events: map[string]chan mcpserver.Event{}, skipped: map[string][]mcpserver.Event{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -285,7 +280,7 @@ func (e *env) listen(cred string) *agentClient {
 }
 
 func (e *env) dial(cred string, cfg clientConfig) (*agentClient, error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	topts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(quiet)}
 	if !cfg.noCreds {
 		// The bearer goes on in the round tripper: mcp-go's client sends

@@ -7,22 +7,21 @@ import (
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
+	"github.com/rollcall/rollcall/internal/testkit/fuzzseed"
 )
 
 // FuzzParseShift: ParseShift never panics; a rejection is an invalid_argument
 // *domain.Error at /shift naming shift; an accepted string's canonical form
 // re-parses to an Equal shift, is a fixed point, and answers In identically.
 func FuzzParseShift(f *testing.F) {
-	for _, s := range []string{
+	fuzzseed.Strings(f,
 		"Mon-Fri 09:00-13:00", "TZ=America/Los_Angeles Mon-Fri 09:00-13:00",
 		"CRON_TZ=Europe/Berlin Sat 22:00-06:00", "Mon-Fri 09:00-12:00; Mon-Fri 13:00-17:00",
 		"Sun-Thu 22:00-02:00", "Sat,Sun 10:00-12:00", "Fri-Mon 00:00-24:00", "12:00-00:00",
 		"TZ=Australia/Lord_Howe Sun 01:45-06:00", "Mon,,Tue 09:00-10:00", "Mon- 09:00-10:00",
 		"09:00-17:00;", "25:00-26:00", "9:00-17:00", "TZ=Local 09:00-10:00", "  mon 09:00-10:00  ",
 		"TZ=Asia/Kolkata\twed,FRI-sun 23:59-00:01 ; 10:00-09:00",
-	} {
-		f.Add(s)
-	}
+	)
 	probe := []time.Time{
 		time.Date(2026, 3, 8, 9, 30, 0, 0, time.UTC),
 		time.Date(2026, 11, 1, 8, 45, 0, 0, time.UTC),

@@ -2,7 +2,6 @@ package stall
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,7 +17,7 @@ import (
 func TestGapIsAStall(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(t0)
-	d := New(clock, time.Second, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := New(clock, time.Second, 0, slog.New(slog.DiscardHandler))
 	clock.Advance(200 * time.Millisecond)
 	if got := d.Check(); got != 0 {
 		t.Fatalf("a 200 ms gap recorded %s", got)
@@ -136,7 +135,7 @@ func TestWindowsExtendOnceEach(t *testing.T) {
 	const timeout = 3 * time.Second
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(t0)
-	d := New(clock, 500*time.Millisecond, timeout, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := New(clock, 500*time.Millisecond, timeout, slog.New(slog.DiscardHandler))
 	step := func(gap time.Duration) { clock.Advance(gap); d.Check() }
 	// The last heartbeat at t0; quiet until 2.5 s, then three 700 ms stalls
 	// 100 ms apart: one window, which began at 2.5 s.

@@ -21,6 +21,22 @@ func OpenSQLite(tb testing.TB) *sqlite.Store {
 	return st
 }
 
+// OpenSQLiteLoose opens a fresh SQLite store in a LooseTempDir and returns
+// it with its file's path. It is not closed at cleanup: goroutines the
+// presence evaluator starts per bus signal may still read it, and
+// sqlite.Store.Close is not safe against concurrent reads (it clears its
+// handles). Such a goroutine may also recreate the -shm file while
+// t.TempDir's cleanup runs, hence LooseTempDir.
+func OpenSQLiteLoose(tb testing.TB) (*sqlite.Store, string) {
+	tb.Helper()
+	path := filepath.Join(LooseTempDir(tb), "r.db")
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st, path
+}
+
 // Bootstrapper is the part of an in-process *app.Service BootstrapAdmin
 // uses (testkit does not import app).
 type Bootstrapper interface {

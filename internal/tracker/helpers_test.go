@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -76,7 +74,7 @@ func quietLog(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(tw{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return slog.New(slog.DiscardHandler)
 }
 
 type tw struct{ t testing.TB }
@@ -93,16 +91,7 @@ func newLvEnv(t testing.TB, opts ...envOpt) *lvEnv {
 	if o.postgres {
 		return newPgEnv(t, o)
 	}
-	dbPath := filepath.Join(testkit.LooseTempDir(t), "r.db")
-	// Not closed at cleanup: goroutines the presence evaluator starts per
-	// bus signal may still read it, and sqlite.Store.Close is not safe
-	// against concurrent reads (it clears its handles). Such a goroutine may
-	// also recreate the -shm file while t.TempDir's cleanup runs, hence
-	// testkit.LooseTempDir.
-	st, err := sqlite.Open(t.Context(), dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, dbPath := testkit.OpenSQLiteLoose(t)
 	var s store.Store = st
 	if o.store != nil {
 		s = o.store(st)

@@ -11,7 +11,6 @@ package apitest
 import (
 	"context"
 	"database/sql"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -47,7 +46,7 @@ func New(t testing.TB) *Env {
 		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		w := &testWriter{t: t}
 		t.Cleanup(w.close) // runs after the service stopped (cleanups run last-in first-out)

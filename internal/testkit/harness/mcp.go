@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -33,7 +32,7 @@ func (b Bell) TodoID() string { return b.Meta["todo_id"] }
 // initialize.
 func DialMCPVia(ctx context.Context, hc *http.Client, log *slog.Logger, mcpURL, cred, name string, onBell func(Bell)) (*mcpclient.Client, *mcp.InitializeResult, error) {
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}),
 		//lint:ignore SA1019 sessions of 2025-06-18/2025-11-25 receive doorbells on the GET stream (design: MCP sessions)
