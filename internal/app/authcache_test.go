@@ -88,14 +88,22 @@ func TestPersonTokenCache(t *testing.T) {
 		t.Fatalf("bob after the role change here: admin=%v, %v; want a member", p.Admin, err)
 	}
 
+	// used mints a token of the admin's and authenticates with it here,
+	// so that its lookup is cached.
+	used := func(name string) app.MintedToken {
+		t.Helper()
+		tok, err := here.CreateToken(ctx, admin, app.TokenInput{Name: name})
+		if err == nil {
+			_, err = here.AuthenticatePerson(ctx, tok.Token)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+
 	// Revoked here: at once.
-	tok, err := here.CreateToken(ctx, admin, app.TokenInput{Name: "t1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := here.AuthenticatePerson(ctx, tok.Token); err != nil {
-		t.Fatal(err)
-	}
+	tok := used("t1")
 	if _, err := here.RevokeToken(ctx, admin, tok.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +113,7 @@ func TestPersonTokenCache(t *testing.T) {
 
 	// Revoked on the other instance, no signal: refused once the cached
 	// lookup is older than the TTL.
-	tok2, err := here.CreateToken(ctx, admin, app.TokenInput{Name: "t2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := here.AuthenticatePerson(ctx, tok2.Token); err != nil {
-		t.Fatal(err)
-	}
+	tok2 := used("t2")
 	if _, err := other.RevokeToken(ctx, admin, tok2.ID); err != nil {
 		t.Fatal(err)
 	}
