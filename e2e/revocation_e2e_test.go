@@ -26,7 +26,8 @@ const revocationBound = 5 * time.Second
 // PostgreSQL database. An agent's gateway connection and MCP session and a
 // person token's event stream are open on B; the credential and the token
 // are then revoked with plain SQL — no NOTIFY reaches any instance — and B
-// must close all three within 5 s (design: Revocation within 5 s).
+// must close all three, and refuse the token on REST, within 5 s (design:
+// Revocation within 5 s).
 func TestRevocationWithoutBusSignal(t *testing.T) {
 	store := pgtest.FreshDatabase(t)
 	a, b := startPairOn(t, store, "--doorbell.sweep_interval", "1h")
@@ -107,6 +108,18 @@ func TestRevocationWithoutBusSignal(t *testing.T) {
 	}
 	if d := time.Since(revokedAt); d > revocationBound {
 		t.Errorf("revocation took %s on B, want ≤ %s", d, revocationBound)
+	}
+	// REST on B: the token's lookup, cached when the stream opened, is
+	// read again once it is 2 s old (design: Credential cache).
+	for {
+		code, err := testkit.REST(b.URL, tok.Token, "GET", "/v1/agents", nil, nil)
+		if err == nil && code == 401 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("REST on B still answers %d (%v) to the revoked token %s after the revoke", code, err, time.Since(revokedAt))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
