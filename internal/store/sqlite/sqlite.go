@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -64,6 +65,7 @@ type Store struct {
 	storeutil.OAuth // the OAuth statements (oauth.go)
 
 	todos storeutil.TodoCommitter // the audited CreateTodo's group commit (writeTodos)
+	ckpt  checkpointer            // WAL checkpoints off the commit path (checkpoint.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -162,7 +164,7 @@ func (s *Store) open(ctx context.Context) error {
 		return db.PingContext(ctx)
 	}
 	uri := "file:" + uriEscaper.Replace(s.path) + "?"
-	w, err := sql.Open("sqlite", uri+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	w, err := sql.Open("sqlite", uri+common+"&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit("+strconv.Itoa(walLimitBytes)+")&_txlock=immediate")
 	if err != nil {
 		return fmt.Errorf("sqlite store: %w", err)
 	}
@@ -180,7 +182,7 @@ func (s *Store) open(ctx context.Context) error {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s.r = r
-	return nil
+	return s.ckpt.start(uri + common)
 }
 
 // singleConn makes db one connection, kept open for the handle's life.
@@ -218,7 +220,7 @@ func (s *Store) Close() error {
 	// The handles stay set: a call racing Close gets "database is closed"
 	// from database/sql instead of a nil pointer.
 	s.closeOnce.Do(func() {
-		errs := []error{s.rs.close(), s.ws.close()}
+		errs := []error{s.ckpt.close(), s.rs.close(), s.ws.close()}
 		if s.r != nil && s.r != s.w {
 			errs = append(errs, s.r.Close())
 		}
@@ -257,6 +259,9 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		_ = tx.Rollback()
 	} else if err = tx.Commit(); err != nil {
 		err = fmt.Errorf("sqlite store: commit: %w", err)
+	} else {
+		s.ckpt.committed()
+		s.ckpt.afterCommit(ctx, s.w)
 	}
 	s.ws.prepareMissing(ctx, s.w)
 	return err
