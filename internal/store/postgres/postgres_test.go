@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -144,6 +145,20 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	s := openT(b, pgtest.FreshDatabase(b))
 	b.Run("serial", func(b *testing.B) { storetest.BenchPushClaimComplete(b, s) })
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
+}
+
+// BenchmarkCompleteAndClaim is storetest.BenchCompleteAndClaim with 0 and
+// 1 000 todos pending behind the one claimed, and its parallel form (-cpu
+// × 4 goroutines on one agent's queue, 100 pending).
+func BenchmarkCompleteAndClaim(b *testing.B) {
+	s := openT(b, pgtest.FreshDatabase(b))
+	for _, backlog := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) { storetest.BenchCompleteAndClaim(b, s, backlog) })
+	}
+	b.Run("parallel", func(b *testing.B) {
+		b.SetParallelism(4)
+		storetest.BenchCompleteAndClaimParallel(b, s, 100)
+	})
 }
 
 // BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
