@@ -220,9 +220,10 @@ func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]doma
 }
 
 // claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
-// todos in tx and returns them oldest first.
+// todos in tx and returns them oldest first. The query walks each queue
+// once, so each is named once.
 func (s *Store) claimNext(ctx context.Context, tx *sql.Tx, p store.ClaimNextParams) ([]domain.Todo, error) {
-	rows, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
+	rows, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: encodeList(storeutil.SortedUnique(p.Queues)),
 		Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int64(storeutil.ClaimBatch(p.N))})
 	ts, err := storeutil.All(rows, mapErr("claim next", err), todoFrom)
 	storeutil.SortTodos(ts)
