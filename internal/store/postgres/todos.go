@@ -328,11 +328,40 @@ func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]doma
 // claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
 // todos with q and returns them oldest first.
 func claimNext(ctx context.Context, q *dbsqlc.Queries, p store.ClaimNextParams) ([]domain.Todo, error) {
-	rows, err := q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
-		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int32(storeutil.ClaimBatch(p.N))})
-	ts, err := storeutil.All(rows, mapErr("claim next", err), todoFrom)
-	storeutil.SortTodos(ts)
+	_, ts, err := completeAndClaim(ctx, q, nil, p)
 	return ts, err
+}
+
+// completeAndClaim is claimNext after CompleteTodo of c when c is not
+// nil, in one statement (ClaimNext with done_id; design: Complete and
+// claim the next): one round trip, and nothing claimed unless the todo
+// was completed. It returns the completed todo and the claims, oldest
+// first; a complete that matched nothing is explained by todoGate.
+func completeAndClaim(ctx context.Context, q *dbsqlc.Queries, c *store.CompleteTodoParams, p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	what := "claim next"
+	arg := dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
+		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int32(storeutil.ClaimBatch(p.N))}
+	if c != nil {
+		what, arg.DoneID, arg.DoneAgentID, arg.Result = "complete todo", &c.TodoID, c.AgentID, nullJSON(c.Result)
+	}
+	rows, err := q.ClaimNext(ctx, arg)
+	if err != nil {
+		return domain.Todo{}, nil, mapErr(what, err)
+	}
+	var done domain.Todo
+	claimed := make([]domain.Todo, 0, len(rows))
+	for _, r := range rows {
+		if t := todoFrom(dbsqlc.Todo(r)); c != nil && t.ID == c.TodoID {
+			done = t
+		} else {
+			claimed = append(claimed, t)
+		}
+	}
+	if c != nil && done.ID == "" {
+		return domain.Todo{}, nil, todoGate(ctx, q, what, c.TodoID, c.AgentID, nil)
+	}
+	storeutil.SortTodos(claimed)
+	return done, claimed, nil
 }
 
 // RenewLease implements store.Store (design: Lease; renew).
@@ -357,9 +386,9 @@ func completeTodo(ctx context.Context, q *dbsqlc.Queries, p store.CompleteTodoPa
 }
 
 // CompleteAndClaim implements store.Store (design: Complete and claim the
-// next): one transaction, so one commit, for both.
+// next): one statement, so one round trip and one commit, for both.
 func (s *Store) CompleteAndClaim(ctx context.Context, c store.CompleteTodoParams, next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
-	return s.finishAndClaim(ctx, func(q *dbsqlc.Queries) (domain.Todo, error) { return completeTodo(ctx, q, c) }, next)
+	return completeAndClaim(ctx, s.q, &c, next)
 }
 
 // FailAndClaim implements store.Store (design: Complete and claim the next).
