@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"database/sql"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,19 +149,13 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
 }
 
-// BenchmarkCompleteAndClaim is storetest.BenchCompleteAndClaim with 0 and
-// 1 000 todos pending behind the one claimed, and its parallel form (-cpu
-// × 4 goroutines on one agent's queue, 100 pending).
+// BenchmarkCompleteAndClaim is storetest.BenchCompleteAndClaim.
 func BenchmarkCompleteAndClaim(b *testing.B) {
-	s := openT(b, pgtest.FreshDatabase(b))
-	for _, backlog := range []int{0, 1000} {
-		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) { storetest.BenchCompleteAndClaim(b, s, backlog) })
-	}
-	b.Run("parallel", func(b *testing.B) {
-		b.SetParallelism(4)
-		storetest.BenchCompleteAndClaimParallel(b, s, 100)
-	})
+	storetest.BenchCompleteAndClaim(b, openT(b, pgtest.FreshDatabase(b)))
 }
+
+// BenchmarkMarkRung is storetest.BenchMarkRung.
+func BenchmarkMarkRung(b *testing.B) { storetest.BenchMarkRung(b, openT(b, pgtest.FreshDatabase(b))) }
 
 // BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
 // audited creates (group-committed, design: Group commit) and unaudited

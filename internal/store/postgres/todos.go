@@ -480,15 +480,57 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 // next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
 // budget is spent.
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
-	// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
-	tag, err := s.pool.Exec(ctx, `UPDATE todos
-		`+ringSet("$2")+`
-		WHERE id = $1 AND state = 'pending'`, p.TodoID, micro(p.At))
-	if err != nil {
-		return false, mapErr("mark rung", err)
-	}
-	return tag.RowsAffected() > 0, nil
+	n, err := s.MarkRungBatch(ctx, []store.MarkRungParams{p})
+	return n > 0, err
 }
+
+// MarkRungBatch implements store.Store (design: Ring budget): one UPDATE a
+// mark, sent as one pgx batch, so one round trip and one implicit
+// transaction (the statements before the batch's one Sync), one commit.
+// The marks go in todo id order (a todo's own marks in theirs), so two
+// batches lock their rows in one order; a deadlock with another writer
+// (SQLSTATE class 40) writes the batch again, at most maxBatchRetries
+// times.
+func (s *Store) MarkRungBatch(ctx context.Context, marks []store.MarkRungParams) (int, error) {
+	if len(marks) == 0 {
+		return 0, nil
+	}
+	marks = slices.Clone(marks)
+	slices.SortStableFunc(marks, func(a, b store.MarkRungParams) int { return strings.Compare(a.TodoID, b.TodoID) })
+	var b pgx.Batch
+	for _, p := range marks {
+		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
+		b.Queue(markRungSQL, p.TodoID, micro(p.At))
+	}
+	for retries := 0; ; retries++ {
+		n, err := s.sendMarks(ctx, &b)
+		if retryable(err) && retries < maxBatchRetries {
+			continue
+		}
+		return n, mapErr("mark rung", err)
+	}
+}
+
+// sendMarks sends b and counts the rows its statements changed.
+func (s *Store) sendMarks(ctx context.Context, b *pgx.Batch) (int, error) {
+	br := s.pool.SendBatch(ctx, b)
+	changed := 0
+	for range b.Len() {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return 0, err
+		}
+		changed += int(tag.RowsAffected())
+	}
+	if err := br.Close(); err != nil {
+		return 0, err
+	}
+	return changed, nil
+}
+
+// markRungSQL records one ring of the pending todo $1 at $2.
+var markRungSQL = `UPDATE todos ` + ringSet("$2") + ` WHERE id = $1 AND state = 'pending'`
 
 // ring is the sweep backoff of domain.SweepDelays as SQL, in intervals
 // (storeutil.RingSQL).

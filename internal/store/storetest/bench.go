@@ -106,12 +106,25 @@ func BenchCreateTodoParallel(b *testing.B, s store.Store, audited bool) {
 }
 
 // BenchCompleteAndClaim measures a worker looping over a queue at the
-// store level (design: Complete and claim the next): one op = CreateTodo
-// (a producer's push, which keeps backlog todos pending behind the one
-// claimed) + CompleteAndClaim of the todo held, claiming the oldest
-// pending one. cc-ns/op is the CompleteAndClaim part alone. s may be
-// shared between calls.
-func BenchCompleteAndClaim(b *testing.B, s store.Store, backlog int) {
+// store level (design: Complete and claim the next), with 0 and 1 000
+// todos pending behind the one claimed (benchCompleteAndClaim), and from
+// -cpu × 4 goroutines on one agent's queue with 100 pending
+// (benchCompleteAndClaimParallel).
+func BenchCompleteAndClaim(b *testing.B, s store.Store) {
+	for _, backlog := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) { benchCompleteAndClaim(b, s, backlog) })
+	}
+	b.Run("parallel", func(b *testing.B) {
+		b.SetParallelism(4)
+		benchCompleteAndClaimParallel(b, s, 100)
+	})
+}
+
+// benchCompleteAndClaim: one op = CreateTodo (a producer's push, which
+// keeps backlog todos pending behind the one claimed) + CompleteAndClaim
+// of the todo held, claiming the oldest pending one. cc-ns/op is the
+// CompleteAndClaim part alone. s may be shared between calls.
+func benchCompleteAndClaim(b *testing.B, s store.Store, backlog int) {
 	a, err := benchAgent(b, s)
 	if err != nil {
 		b.Fatal(err)
@@ -142,11 +155,11 @@ func BenchCompleteAndClaim(b *testing.B, s store.Store, backlog int) {
 	b.ReportMetric(float64(cc.Nanoseconds())/float64(b.N), "cc-ns/op")
 }
 
-// BenchCompleteAndClaimParallel is BenchCompleteAndClaim from
+// benchCompleteAndClaimParallel is benchCompleteAndClaim from
 // b.RunParallel goroutines (GOMAXPROCS × -cpu × SetParallelism) that
 // share one agent and its queue, as workers with sessions of one agent
 // do: they contend for the same oldest todos.
-func BenchCompleteAndClaimParallel(b *testing.B, s store.Store, backlog int) {
+func benchCompleteAndClaimParallel(b *testing.B, s store.Store, backlog int) {
 	a, err := benchAgent(b, s)
 	if err != nil {
 		b.Fatal(err)
@@ -224,4 +237,50 @@ func (w *benchWorker) completeAndClaim(b *testing.B, held domain.Todo) (domain.T
 		return w.claim(b)
 	}
 	return next[0], nil
+}
+
+// BenchMarkRung measures recording doorbell rings (design: Ring budget)
+// one transaction each and 8 or 64 to a MarkRungBatch (benchMarkRung).
+func BenchMarkRung(b *testing.B, s store.Store) {
+	for _, batch := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchMarkRung(b, s, batch) })
+	}
+}
+
+// benchMarkRung: one op = batch rings recorded, over 256 pending todos in
+// turn; batch 1 is one MarkRung (one transaction) a ring, as the doorbell's
+// recorder wrote them one at a time, a larger batch one MarkRungBatch.
+// ns/ring is the time per ring.
+func benchMarkRung(b *testing.B, s store.Store, batch int) {
+	a, err := benchAgent(b, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := benchWorker{s: s, a: a}
+	ids := make([]string, 256)
+	for i := range ids {
+		td := newTodo(a.ID, "build", Base.Add(time.Duration(i)*time.Millisecond))
+		if _, _, err := s.CreateTodo(b.Context(), store.CreateTodoParams{Todo: td}); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = td.ID
+	}
+	marks := make([]store.MarkRungParams, batch)
+	next := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range marks {
+			marks[i] = store.MarkRungParams{TodoID: ids[next%len(ids)], At: w.now()}
+			next++
+		}
+		if batch == 1 {
+			_, err = s.MarkRung(b.Context(), marks[0])
+		} else {
+			_, err = s.MarkRungBatch(b.Context(), marks)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/ring")
 }
