@@ -497,13 +497,8 @@ func (s *Store) MarkRungBatch(ctx context.Context, marks []store.MarkRungParams)
 	}
 	marks = slices.Clone(marks)
 	slices.SortStableFunc(marks, func(a, b store.MarkRungParams) int { return strings.Compare(a.TodoID, b.TodoID) })
-	var b pgx.Batch
-	for _, p := range marks {
-		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
-		b.Queue(markRungSQL, p.TodoID, micro(p.At))
-	}
 	for retries := 0; ; retries++ {
-		n, err := s.sendMarks(ctx, &b)
+		n, err := s.sendMarks(ctx, marks)
 		if retryable(err) && retries < maxBatchRetries {
 			continue
 		}
@@ -511,11 +506,16 @@ func (s *Store) MarkRungBatch(ctx context.Context, marks []store.MarkRungParams)
 	}
 }
 
-// sendMarks sends b and counts the rows its statements changed.
-func (s *Store) sendMarks(ctx context.Context, b *pgx.Batch) (int, error) {
-	br := s.pool.SendBatch(ctx, b)
+// sendMarks sends marks as one batch and counts the rows they changed.
+func (s *Store) sendMarks(ctx context.Context, marks []store.MarkRungParams) (int, error) {
+	var b pgx.Batch
+	for _, p := range marks {
+		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
+		b.Queue(markRungSQL, p.TodoID, micro(p.At))
+	}
+	br := s.pool.SendBatch(ctx, &b)
 	changed := 0
-	for range b.Len() {
+	for range marks {
 		tag, err := br.Exec()
 		if err != nil {
 			_ = br.Close()
