@@ -96,7 +96,7 @@ type env struct {
 	agent domain.Agent
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
@@ -123,7 +123,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) push(t *testing.T, n int) domain.TodoReady {
+func (e *env) push(t testing.TB, n int) domain.TodoReady {
 	t.Helper()
 	td := domain.Todo{ID: fmt.Sprintf("00000000-0000-7000-8003-%012d", n), AgentID: e.agent.ID, Queue: "q", Title: "t", PushEligible: true,
 		CreatedBy: "operator:x", State: domain.TodoPending, MaxAttempts: 3, CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
