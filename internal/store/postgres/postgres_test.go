@@ -4,19 +4,16 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/pgtest"
 	"github.com/rollcall/rollcall/internal/store"
-	"github.com/rollcall/rollcall/internal/store/postgres/internal/dbsqlc"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
@@ -182,43 +179,4 @@ func TestOpensStoredData(t *testing.T) {
 	u := pgtest.FreshDatabase(t)
 	pgtest.Exec(t, u, string(dump))
 	storetest.CheckFixture(t, openT(t, u))
-}
-
-// TestClaimNextPlan checks on a loaded database (2 agents with 10 000
-// pending todos each, created a second apart, analysed) that ClaimNext
-// walks each queue of the agent in todos_ready's order and stops after lim
-// rows (an index scan per queue, sorted only within equal created_at),
-// instead of reading and sorting every waiting todo.
-func TestClaimNextPlan(t *testing.T) {
-	s := openT(t, pgtest.FreshSchema(t, pgtest.FreshDatabase(t)))
-	ctx := t.Context()
-	if err := benchLoad(s).Agents(ctx, storetest.BenchAgentsSpec{N: 2, UpdatedFrom: storetest.Base.Add(-time.Hour), Step: time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO todos (id, agent_id, queue, title, created_by, state, max_attempts, created_at, updated_at)
-			SELECT 'todo-' || g, 'bench-agent-' || lpad((g % 2)::text, 7, '0'), CASE WHEN g % 10 = 0 THEN 'reviews' ELSE 'build' END,
-			       'todo', 'operator:x', 'pending', 5, $1::timestamptz + make_interval(secs => g), $1::timestamptz
-			FROM generate_series(0, 19999) AS g`, micro(storetest.Base)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) todos`); err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	_, _ = dbsqlc.New(rec).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: storetest.BenchAgentID(1), Queues: []string{"build", "reviews"},
-		Now: storetest.Base, LeaseUntil: storetest.Base.Add(time.Minute), Lim: 2})
-	rows, err := s.pool.Query(ctx, `EXPLAIN `+rec.sql, rec.args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
-	for _, want := range []string{"Incremental Sort", "Index Scan using todos_ready on todos t", "Index Cond: ((agent_id = 'bench-agent-0000001'::text) AND (queue = qn.queue))"} {
-		if !strings.Contains(plan, want) {
-			t.Errorf("plan does not contain %q:\n%s", want, plan)
-		}
-	}
 }

@@ -339,7 +339,7 @@ func claimNext(ctx context.Context, q *dbsqlc.Queries, p store.ClaimNextParams) 
 // first; a complete that matched nothing is explained by todoGate.
 func completeAndClaim(ctx context.Context, q *dbsqlc.Queries, c *store.CompleteTodoParams, p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
 	what := "claim next"
-	arg := dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.SortedUnique(p.Queues), // a walk per queue: each once
+	arg := dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
 		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int32(storeutil.ClaimBatch(p.N))}
 	if c != nil {
 		what, arg.DoneID, arg.DoneAgentID, arg.Result = "complete todo", &c.TodoID, c.AgentID, nullJSON(c.Result)

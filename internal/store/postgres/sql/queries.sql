@@ -180,14 +180,11 @@ RETURNING *;
 
 -- name: ClaimNext :many
 -- ClaimTodo of the lim oldest claimable todos of the agent or of its pools
--- in queues: the oldest lim of the first lim of each index walk, one walk
--- per queue of the agent and per queue of each of its pools (LATERAL), so
--- each walk reads its index in order and stops after lim rows however many
--- todos wait (one walk over every queue at once would read and sort all of
--- them). Each is picked with FOR UPDATE SKIP LOCKED so concurrent claimers
--- take different rows. With done_id set, CompleteTodo of done_id first, in
--- the same statement (design: Complete and claim the next): the claims are
--- made only if it matched (the picks wait on done), and the completed todo
+-- in queues (the oldest lim of the two index walks' first lim each), each
+-- picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
+-- rows. With done_id set, CompleteTodo of done_id first, in the same
+-- statement (design: Complete and claim the next): the claims are made
+-- only if it matched (the picks wait on done), and the completed todo
 -- comes back among the rows (its id is done_id; the statement's snapshot
 -- still sees it claimed, so it is never picked). The rows come back in no
 -- particular order.
@@ -198,22 +195,20 @@ WITH done AS (
       AND lease_expires_at > sqlc.arg(now)::timestamptz
     RETURNING *
 ), own AS MATERIALIZED (
-    SELECT o.id, o.created_at FROM unnest(sqlc.arg(queues)::text[]) AS qn (queue) CROSS JOIN LATERAL (
-        SELECT t.id, t.created_at FROM todos t
-        WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
-          AND t.agent_id = sqlc.arg(agent_id)::text AND t.queue = qn.queue
-          AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-               AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)::timestamptz))
-        ORDER BY t.created_at, t.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF t SKIP LOCKED) AS o
+    SELECT t.id, t.created_at FROM todos t
+    WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND t.agent_id = sqlc.arg(agent_id)::text AND t.queue = ANY (sqlc.arg(queues)::text[])
+      AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
+           AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)::timestamptz))
+    ORDER BY t.created_at, t.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF t SKIP LOCKED
 ), pooled AS MATERIALIZED (
-    SELECT o.id, o.created_at FROM pool_members m CROSS JOIN unnest(sqlc.arg(queues)::text[]) AS qn (queue) CROSS JOIN LATERAL (
-        SELECT p.id, p.created_at FROM todos p
-        WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
-          AND p.pool_id = m.pool_id AND p.queue = qn.queue
-          AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
-          AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
-        ORDER BY p.created_at, p.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF p SKIP LOCKED) AS o
-    WHERE m.agent_id = sqlc.arg(agent_id)::text
+    SELECT p.id, p.created_at FROM todos p
+    WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)
+      AND p.queue = ANY (sqlc.arg(queues)::text[])
+      AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+      AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
+    ORDER BY p.created_at, p.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF p SKIP LOCKED
 ), pick AS MATERIALIZED (
     SELECT b.id FROM (SELECT * FROM own UNION ALL SELECT * FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT sqlc.arg(lim)::int
 ), claimed AS (

@@ -157,28 +157,26 @@ WITH done AS (
       AND lease_expires_at > $2::timestamptz
     RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 ), own AS MATERIALIZED (
-    SELECT o.id, o.created_at FROM unnest($5::text[]) AS qn (queue) CROSS JOIN LATERAL (
-        SELECT t.id, t.created_at FROM todos t
-        WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM done))
-          AND t.agent_id = $6::text AND t.queue = qn.queue
-          AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-               AND (t.state = 'pending' OR t.retry_at <= $2::timestamptz))
-        ORDER BY t.created_at, t.id LIMIT $7::int FOR UPDATE OF t SKIP LOCKED) AS o
+    SELECT t.id, t.created_at FROM todos t
+    WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND t.agent_id = $5::text AND t.queue = ANY ($6::text[])
+      AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
+           AND (t.state = 'pending' OR t.retry_at <= $2::timestamptz))
+    ORDER BY t.created_at, t.id LIMIT $7::int FOR UPDATE OF t SKIP LOCKED
 ), pooled AS MATERIALIZED (
-    SELECT o.id, o.created_at FROM pool_members m CROSS JOIN unnest($5::text[]) AS qn (queue) CROSS JOIN LATERAL (
-        SELECT p.id, p.created_at FROM todos p
-        WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM done))
-          AND p.pool_id = m.pool_id AND p.queue = qn.queue
-          AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
-          AND (p.state = 'pending' OR p.retry_at <= $2::timestamptz)
-        ORDER BY p.created_at, p.id LIMIT $7::int FOR UPDATE OF p SKIP LOCKED) AS o
-    WHERE m.agent_id = $6::text
+    SELECT p.id, p.created_at FROM todos p
+    WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $5::text)
+      AND p.queue = ANY ($6::text[])
+      AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+      AND (p.state = 'pending' OR p.retry_at <= $2::timestamptz)
+    ORDER BY p.created_at, p.id LIMIT $7::int FOR UPDATE OF p SKIP LOCKED
 ), pick AS MATERIALIZED (
     SELECT b.id FROM (SELECT id, created_at FROM own UNION ALL SELECT id, created_at FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT $7::int
 ), claimed AS (
     UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $8::timestamptz,
         retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2::timestamptz,
-        agent_id = $6::text, ring_agent_id = NULL
+        agent_id = $5::text, ring_agent_id = NULL
     WHERE id IN (SELECT pick.id FROM pick)
     RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 )
@@ -190,8 +188,8 @@ type ClaimNextParams struct {
 	Now         time.Time
 	DoneID      *string
 	DoneAgentID string
-	Queues      []string
 	AgentID     string
+	Queues      []string
 	Lim         int32
 	LeaseUntil  time.Time
 }
@@ -226,14 +224,11 @@ type ClaimNextRow struct {
 }
 
 // ClaimTodo of the lim oldest claimable todos of the agent or of its pools
-// in queues: the oldest lim of the first lim of each index walk, one walk
-// per queue of the agent and per queue of each of its pools (LATERAL), so
-// each walk reads its index in order and stops after lim rows however many
-// todos wait (one walk over every queue at once would read and sort all of
-// them). Each is picked with FOR UPDATE SKIP LOCKED so concurrent claimers
-// take different rows. With done_id set, CompleteTodo of done_id first, in
-// the same statement (design: Complete and claim the next): the claims are
-// made only if it matched (the picks wait on done), and the completed todo
+// in queues (the oldest lim of the two index walks' first lim each), each
+// picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
+// rows. With done_id set, CompleteTodo of done_id first, in the same
+// statement (design: Complete and claim the next): the claims are made
+// only if it matched (the picks wait on done), and the completed todo
 // comes back among the rows (its id is done_id; the statement's snapshot
 // still sees it claimed, so it is never picked). The rows come back in no
 // particular order.
@@ -243,8 +238,8 @@ func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) ([]ClaimNe
 		arg.Now,
 		arg.DoneID,
 		arg.DoneAgentID,
-		arg.Queues,
 		arg.AgentID,
+		arg.Queues,
 		arg.Lim,
 		arg.LeaseUntil,
 	)
