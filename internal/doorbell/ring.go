@@ -87,7 +87,7 @@ func (d *Engine) deliver(r domain.TodoReady, kind ringKind) bool {
 }
 
 // maxQueuedRecords bounds the ring records waiting to be written; a ring
-// past it is not recorded (the sweep counts it later as not rung).
+// past it is not recorded (it does not count against the ring budget).
 const maxQueuedRecords = 4096
 
 // maxRecordBatch bounds the ring records written in one transaction.
