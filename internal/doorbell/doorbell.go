@@ -16,7 +16,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/rollcall/rollcall/internal/bus"
-	"github.com/rollcall/rollcall/internal/store"
 	"github.com/rollcall/rollcall/internal/workgroup"
 )
 
@@ -52,7 +51,7 @@ func New(c Config) *Engine {
 		c.FailoverAfter = DefaultFailoverAfter
 	}
 	d := &Engine{store: c.Store, presence: c.Presence, clock: c.Clock, log: c.Log, metrics: c.Metrics,
-		recent: newDedup(DedupTTL), rr: map[string]int{}, marks: make(chan store.MarkRungParams, 4096),
+		recent: newDedup(DedupTTL), rr: map[string]int{}, records: records{wake: make(chan struct{}, 1)},
 		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}, pooling: pooling{bus: c.Bus}}
 	bus.Listen(c.Bus, func(sig bus.TodoReady) {
 		if sig.PoolID != "" {

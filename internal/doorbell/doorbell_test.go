@@ -57,7 +57,11 @@ func BenchmarkDoorbellPush(b *testing.B) {
 		defer close(drained)
 		for {
 			select {
-			case <-d.marks:
+			case <-d.wake:
+				d.writing.Lock()
+				for len(d.takeRecords()) > 0 {
+				}
+				d.writing.Unlock()
 			case <-stop:
 				return
 			}

@@ -34,8 +34,9 @@ func FailoverTick(after time.Duration) time.Duration {
 
 // Store is the part of the store the doorbell engine reads and writes.
 type Store interface {
-	// MarkRung records a ring on create (ring_attempts+1, last_ringed_at).
-	MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error)
+	// MarkRungBatch records rings on create (ring_attempts+1,
+	// last_ringed_at), several in one transaction.
+	MarkRungBatch(ctx context.Context, marks []store.MarkRungParams) (int, error)
 	// FailoverRings counts the failover rings of one pass in one statement.
 	FailoverRings(ctx context.Context, p store.FailoverRingsParams) ([]string, error)
 	// PendingDoorbellTodos lists what a digest counts.
@@ -89,7 +90,8 @@ type Metrics interface {
 // picks exactly one of this instance's sessions of the agent, preferring
 // one with an open stream, and queues the notification without blocking.
 // A ring that was queued is recorded (ring_attempts, last_ringed_at) off
-// the hot path (RunRecorder). Safe for concurrent use.
+// the hot path, with the others queued meanwhile (RunRecorder). Safe for
+// concurrent use.
 type Engine struct {
 	store    Store
 	presence Presence
@@ -103,7 +105,8 @@ type Engine struct {
 	mu     sync.Mutex
 	recent dedup          // todo ids rung in the last DedupTTL
 	rr     map[string]int // agent id → round-robin cursor
-	marks  chan store.MarkRungParams
+
+	records // ring records not written yet (ring.go)
 
 	failoverAfter time.Duration
 	fo            []failover           // rings to check, in due order (fo[foHead:])

@@ -96,7 +96,7 @@ type env struct {
 	agent domain.Agent
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
@@ -123,7 +123,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) push(t *testing.T, n int) domain.TodoReady {
+func (e *env) push(t testing.TB, n int) domain.TodoReady {
 	t.Helper()
 	td := domain.Todo{ID: fmt.Sprintf("00000000-0000-7000-8003-%012d", n), AgentID: e.agent.ID, Queue: "q", Title: "t", PushEligible: true,
 		CreatedBy: "operator:x", State: domain.TodoPending, MaxAttempts: 3, CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
@@ -175,6 +175,71 @@ func TestRingOnceWhileIn(t *testing.T) {
 	if e.bell.Ring(e.push(t, 2)) {
 		t.Fatal("a doorbell rang while the agent is out")
 	}
+}
+
+// TestRecorderWritesWhatIsQueued: the recorder writes every ring record
+// queued when it looks, at most 64 to a transaction, and waits for
+// nothing more (design: Ring budget): the first ring's record is written
+// alone; 100 rings queued while that write is under way go as 64 and 36.
+func TestRecorderWritesWhatIsQueued(t *testing.T) {
+	e := newEnv(t)
+	g := &gatedStore{Store: e.st, sizes: make(chan int, 8), release: make(chan struct{})}
+	bell := doorbell.New(doorbell.Config{Store: g, Bus: bus.NewLocal(), Presence: e.eval, Clock: e.clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	bell.SetSessionHub(e.hub)
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() { bell.RunRecorder(ctx); close(stopped) }()
+	defer func() { g.open(); cancel(); <-stopped }()
+	var rings []domain.TodoReady
+	for i := range 101 {
+		rings = append(rings, e.push(t, i))
+	}
+	if !bell.Ring(rings[0]) {
+		t.Fatal("not rung")
+	}
+	if n := <-g.sizes; n != 1 {
+		t.Fatalf("first batch of %d records, want 1", n)
+	}
+	for _, r := range rings[1:] {
+		if !bell.Ring(r) {
+			t.Fatal("not rung")
+		}
+	}
+	g.open()
+	for _, want := range []int{64, 36} {
+		if n := <-g.sizes; n != want {
+			t.Fatalf("batch of %d records, want %d", n, want)
+		}
+	}
+	bell.DrainRecords() // returns once the recorder's batch is written
+	for _, r := range rings {
+		td, err := e.st.GetTodo(t.Context(), r.TodoID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if td.RingAttempts != 1 {
+			t.Fatalf("todo %s: ring_attempts %d, want 1", r.TodoID, td.RingAttempts)
+		}
+	}
+}
+
+// gatedStore tells the size of every MarkRungBatch and holds the first
+// until open.
+type gatedStore struct {
+	*sqlite.Store
+	sizes    chan int
+	release  chan struct{}
+	once     sync.Once
+	openOnce sync.Once
+}
+
+func (g *gatedStore) open() { g.openOnce.Do(func() { close(g.release) }) }
+
+func (g *gatedStore) MarkRungBatch(ctx context.Context, marks []store.MarkRungParams) (int, error) {
+	g.sizes <- len(marks)
+	g.once.Do(func() { <-g.release })
+	return g.Store.MarkRungBatch(ctx, marks)
 }
 
 // TestFailedDigestMarksNothing: a digest whose write fails reports false

@@ -2,6 +2,7 @@ package doorbell
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -72,12 +73,8 @@ func (d *Engine) deliver(r domain.TodoReady, kind ringKind) bool {
 		if len(sessions) > 1 {
 			d.watch(r, si.ID, []string{si.ID}, now)
 		}
-		if onCreate {
-			select {
-			case d.marks <- store.MarkRungParams{TodoID: r.TodoID, At: now}:
-			default:
-				d.log.Warn("ring record dropped: queue full", "todo_id", r.TodoID)
-			}
+		if onCreate && !d.queueRecord(store.MarkRungParams{TodoID: r.TodoID, At: now}) {
+			d.log.Warn("ring record dropped: queue full", "todo_id", r.TodoID)
 		}
 		return true
 	}
@@ -89,13 +86,63 @@ func (d *Engine) deliver(r domain.TodoReady, kind ringKind) bool {
 	return false
 }
 
-// RunRecorder writes ring records until ctx ends; it drains what is queued
-// before returning.
+// maxQueuedRecords bounds the ring records waiting to be written; a ring
+// past it is not recorded (it does not count against the ring budget).
+const maxQueuedRecords = 4096
+
+// maxRecordBatch bounds the ring records written in one transaction.
+const maxRecordBatch = 64
+
+// records holds the ring records not written yet (design: Ring budget).
+// They leave queued only under writing, and are written before it is let
+// go, so whoever holds writing knows every record taken before is
+// written.
+type records struct {
+	writing sync.Mutex // held while records are taken and written
+	qmu     sync.Mutex // guards queued
+	queued  []store.MarkRungParams
+	wake    chan struct{} // holds a token when records were queued since RunRecorder last looked
+}
+
+// queueRecord queues m for RunRecorder; false when the queue is full.
+func (d *Engine) queueRecord(m store.MarkRungParams) bool {
+	d.qmu.Lock()
+	ok := len(d.queued) < maxQueuedRecords
+	if ok {
+		d.queued = append(d.queued, m)
+	}
+	d.qmu.Unlock()
+	if ok {
+		select {
+		case d.wake <- struct{}{}:
+		default: // a token is already there
+		}
+	}
+	return ok
+}
+
+// takeRecords removes and returns up to maxRecordBatch of the oldest
+// queued records (none when nothing is queued). The caller holds writing.
+func (d *Engine) takeRecords() []store.MarkRungParams {
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	n := min(len(d.queued), maxRecordBatch)
+	batch := d.queued[:n:n] // appends go past the end, never over it
+	d.queued = d.queued[n:]
+	if len(d.queued) == 0 {
+		d.queued = nil // let the drained array go
+	}
+	return batch
+}
+
+// RunRecorder writes ring records until ctx ends, each time every record
+// queued at that moment, at most maxRecordBatch to a transaction; it never
+// waits for more to arrive. It drains what is queued before returning.
 func (d *Engine) RunRecorder(ctx context.Context) {
 	for {
 		select {
-		case m := <-d.marks:
-			d.record(m)
+		case <-d.wake:
+			d.DrainRecords()
 		case <-ctx.Done():
 			d.DrainRecords()
 			return
@@ -103,25 +150,29 @@ func (d *Engine) RunRecorder(ctx context.Context) {
 	}
 }
 
-func (d *Engine) record(m store.MarkRungParams) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := d.store.MarkRung(ctx, m); err != nil {
-		d.log.Warn("ring not recorded", "todo_id", m.TodoID, "err", err)
+// DrainRecords writes every queued ring record now, on the caller's
+// goroutine, in batches of at most maxRecordBatch; when it returns, every
+// record queued before the call is written (or its failure logged), also
+// one RunRecorder had taken: before a catch-up, so todos this instance
+// already rang count as rung.
+func (d *Engine) DrainRecords() {
+	d.writing.Lock()
+	defer d.writing.Unlock()
+	for {
+		batch := d.takeRecords()
+		if len(batch) == 0 {
+			return
+		}
+		d.record(batch)
 	}
 }
 
-// DrainRecords writes every queued ring record now, on the caller's
-// goroutine: before a catch-up, so todos this instance already rang count
-// as rung.
-func (d *Engine) DrainRecords() {
-	for {
-		select {
-		case m := <-d.marks:
-			d.record(m)
-		default:
-			return
-		}
+// record writes batch in one transaction.
+func (d *Engine) record(batch []store.MarkRungParams) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := d.store.MarkRungBatch(ctx, batch); err != nil {
+		d.log.Warn("rings not recorded", "rings", len(batch), "first_todo_id", batch[0].TodoID, "err", err)
 	}
 }
 

@@ -133,6 +133,11 @@ type Store interface {
 	// the budget is spent; design: Ring budget), only while the todo is pending.
 	// It reports whether a row changed.
 	MarkRung(ctx context.Context, p MarkRungParams) (bool, error)
+	// MarkRungBatch is MarkRung of each of marks, in their order (a todo
+	// named twice counts two rings), in one transaction: the doorbell's
+	// ring records written together (design: Ring budget). It returns how
+	// many of them changed a todo; on an error none did.
+	MarkRungBatch(ctx context.Context, marks []MarkRungParams) (int, error)
 
 	// Audit log.
 

@@ -146,6 +146,14 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
 }
 
+// BenchmarkCompleteAndClaim is storetest.BenchCompleteAndClaim.
+func BenchmarkCompleteAndClaim(b *testing.B) {
+	storetest.BenchCompleteAndClaim(b, openT(b, pgtest.FreshDatabase(b)))
+}
+
+// BenchmarkMarkRung is storetest.BenchMarkRung.
+func BenchmarkMarkRung(b *testing.B) { storetest.BenchMarkRung(b, openT(b, pgtest.FreshDatabase(b))) }
+
 // BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
 // audited creates (group-committed, design: Group commit) and unaudited
 // ones (a transaction each), from -cpu × 16 goroutines.

@@ -328,11 +328,40 @@ func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]doma
 // claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
 // todos with q and returns them oldest first.
 func claimNext(ctx context.Context, q *dbsqlc.Queries, p store.ClaimNextParams) ([]domain.Todo, error) {
-	rows, err := q.ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
-		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int32(storeutil.ClaimBatch(p.N))})
-	ts, err := storeutil.All(rows, mapErr("claim next", err), todoFrom)
-	storeutil.SortTodos(ts)
+	_, ts, err := completeAndClaim(ctx, q, nil, p)
 	return ts, err
+}
+
+// completeAndClaim is claimNext after CompleteTodo of c when c is not
+// nil, in one statement (ClaimNext with done_id; design: Complete and
+// claim the next): one round trip, and nothing claimed unless the todo
+// was completed. It returns the completed todo and the claims, oldest
+// first; a complete that matched nothing is explained by todoGate.
+func completeAndClaim(ctx context.Context, q *dbsqlc.Queries, c *store.CompleteTodoParams, p store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
+	what := "claim next"
+	arg := dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: storeutil.Strings(p.Queues),
+		Now: micro(p.Now), LeaseUntil: micro(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int32(storeutil.ClaimBatch(p.N))}
+	if c != nil {
+		what, arg.DoneID, arg.DoneAgentID, arg.Result = "complete todo", &c.TodoID, c.AgentID, nullJSON(c.Result)
+	}
+	rows, err := q.ClaimNext(ctx, arg)
+	if err != nil {
+		return domain.Todo{}, nil, mapErr(what, err)
+	}
+	var done domain.Todo
+	claimed := make([]domain.Todo, 0, len(rows))
+	for _, r := range rows {
+		if t := todoFrom(dbsqlc.Todo(r)); c != nil && t.ID == c.TodoID {
+			done = t
+		} else {
+			claimed = append(claimed, t)
+		}
+	}
+	if c != nil && done.ID == "" {
+		return domain.Todo{}, nil, todoGate(ctx, q, what, c.TodoID, c.AgentID, nil)
+	}
+	storeutil.SortTodos(claimed)
+	return done, claimed, nil
 }
 
 // RenewLease implements store.Store (design: Lease; renew).
@@ -357,9 +386,9 @@ func completeTodo(ctx context.Context, q *dbsqlc.Queries, p store.CompleteTodoPa
 }
 
 // CompleteAndClaim implements store.Store (design: Complete and claim the
-// next): one transaction, so one commit, for both.
+// next): one statement, so one round trip and one commit, for both.
 func (s *Store) CompleteAndClaim(ctx context.Context, c store.CompleteTodoParams, next store.ClaimNextParams) (domain.Todo, []domain.Todo, error) {
-	return s.finishAndClaim(ctx, func(q *dbsqlc.Queries) (domain.Todo, error) { return completeTodo(ctx, q, c) }, next)
+	return completeAndClaim(ctx, s.q, &c, next)
 }
 
 // FailAndClaim implements store.Store (design: Complete and claim the next).
@@ -451,15 +480,57 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 // next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
 // budget is spent.
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
-	// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
-	tag, err := s.pool.Exec(ctx, `UPDATE todos
-		`+ringSet("$2")+`
-		WHERE id = $1 AND state = 'pending'`, p.TodoID, micro(p.At))
-	if err != nil {
-		return false, mapErr("mark rung", err)
-	}
-	return tag.RowsAffected() > 0, nil
+	n, err := s.MarkRungBatch(ctx, []store.MarkRungParams{p})
+	return n > 0, err
 }
+
+// MarkRungBatch implements store.Store (design: Ring budget): one UPDATE a
+// mark, sent as one pgx batch, so one round trip and one implicit
+// transaction (the statements before the batch's one Sync), one commit.
+// The marks go in todo id order (a todo's own marks in theirs), so two
+// batches lock their rows in one order; a deadlock with another writer
+// (SQLSTATE class 40) writes the batch again, at most maxBatchRetries
+// times.
+func (s *Store) MarkRungBatch(ctx context.Context, marks []store.MarkRungParams) (int, error) {
+	if len(marks) == 0 {
+		return 0, nil
+	}
+	marks = slices.Clone(marks)
+	slices.SortStableFunc(marks, func(a, b store.MarkRungParams) int { return strings.Compare(a.TodoID, b.TodoID) })
+	for retries := 0; ; retries++ {
+		n, err := s.sendMarks(ctx, marks)
+		if retryable(err) && retries < maxBatchRetries {
+			continue
+		}
+		return n, mapErr("mark rung", err)
+	}
+}
+
+// sendMarks sends marks as one batch and counts the rows they changed.
+func (s *Store) sendMarks(ctx context.Context, marks []store.MarkRungParams) (int, error) {
+	var b pgx.Batch
+	for _, p := range marks {
+		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
+		b.Queue(markRungSQL, p.TodoID, micro(p.At))
+	}
+	br := s.pool.SendBatch(ctx, &b)
+	changed := 0
+	for range marks {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return 0, err
+		}
+		changed += int(tag.RowsAffected())
+	}
+	if err := br.Close(); err != nil {
+		return 0, err
+	}
+	return changed, nil
+}
+
+// markRungSQL records one ring of the pending todo $1 at $2.
+var markRungSQL = `UPDATE todos ` + ringSet("$2") + ` WHERE id = $1 AND state = 'pending'`
 
 // ring is the sweep backoff of domain.SweepDelays as SQL, in intervals
 // (storeutil.RingSQL).

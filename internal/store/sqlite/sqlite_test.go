@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollcall/rollcall/internal/domain"
 	"github.com/rollcall/rollcall/internal/store"
+	"github.com/rollcall/rollcall/internal/store/sqlite/internal/dbsqlc"
 	"github.com/rollcall/rollcall/internal/store/storetest"
 )
 
@@ -134,6 +135,16 @@ func BenchmarkPushClaimComplete(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) { storetest.BenchPushClaimCompleteParallel(b, s) })
 }
 
+// BenchmarkCompleteAndClaim is storetest.BenchCompleteAndClaim.
+func BenchmarkCompleteAndClaim(b *testing.B) {
+	storetest.BenchCompleteAndClaim(b, openT(b, filepath.Join(b.TempDir(), "bench.db")))
+}
+
+// BenchmarkMarkRung is storetest.BenchMarkRung.
+func BenchmarkMarkRung(b *testing.B) {
+	storetest.BenchMarkRung(b, openT(b, filepath.Join(b.TempDir(), "bench.db")))
+}
+
 // BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
 // audited creates (group-committed, design: Group commit) and unaudited
 // ones (a transaction each), from -cpu × 16 goroutines.
@@ -179,4 +190,40 @@ func TestOpensStoredData(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.CheckFixture(t, openT(t, path))
+}
+
+// TestClaimNextPlan checks that ClaimNext walks each queue's index in
+// order, one correlated walk per queue of the agent (todos_ready) and of
+// each of its pools (todos_pool_ready), so that a claim does not read and
+// sort every waiting todo: the only full sort is the final pick's, over at
+// most lim rows per walk.
+func TestClaimNextPlan(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "rollcall.db"))
+	rec := &queryRecorder{}
+	_, _ = dbsqlc.New(rec).ClaimNext(t.Context(), dbsqlc.ClaimNextParams{AgentID: "a", Queues: `["q","r"]`, Now: 1, LeaseUntil: 2, Lim: 1})
+	plan := queryPlan(t, s, rec.query, rec.args...)
+	for _, want := range []string{
+		"SEARCH o USING INDEX todos_ready (agent_id=? AND queue=?)",
+		"SEARCH p USING INDEX todos_pool_ready (pool_id=? AND queue=?)",
+	} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan does not contain %q:\n%s", want, plan)
+		}
+	}
+	if n := strings.Count(plan, "USE TEMP B-TREE FOR ORDER BY"); n != 1 {
+		t.Errorf("plan sorts %d times in full, want once (the pick):\n%s", n, plan)
+	}
+}
+
+// queryRecorder is a dbsqlc.DBTX that keeps the statement and arguments
+// of a generated query instead of running it.
+type queryRecorder struct {
+	dbsqlc.DBTX
+	query string
+	args  []any
+}
+
+func (r *queryRecorder) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	r.query, r.args = query, args
+	return nil, errors.New("recorded, not run")
 }

@@ -220,9 +220,10 @@ func (s *Store) ClaimNextN(ctx context.Context, p store.ClaimNextParams) ([]doma
 }
 
 // claimNext claims up to p.N (at least 1, at most domain.MaxClaimBatch)
-// todos in tx and returns them oldest first.
+// todos in tx and returns them oldest first. The query walks each queue
+// once, so each is named once.
 func (s *Store) claimNext(ctx context.Context, tx *sql.Tx, p store.ClaimNextParams) ([]domain.Todo, error) {
-	rows, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: encodeList(p.Queues),
+	rows, err := s.txq(tx).ClaimNext(ctx, dbsqlc.ClaimNextParams{AgentID: p.AgentID, Queues: encodeList(storeutil.SortedUnique(p.Queues)),
 		Now: micros(p.Now), LeaseUntil: micros(p.Now.Add(storeutil.Lease(p.Lease))), Lim: int64(storeutil.ClaimBatch(p.N))})
 	ts, err := storeutil.All(rows, mapErr("claim next", err), todoFrom)
 	storeutil.SortTodos(ts)
@@ -329,21 +330,41 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 // next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
 // budget is spent.
 func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
-	changed := false
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
-		res, err := s.in(tx).ExecContext(ctx, `UPDATE todos
-			`+ringSet("?2")+`
-			WHERE id = ?1 AND state = 'pending'`, p.TodoID, micros(p.At))
-		if err != nil {
-			return mapErr("mark rung", err)
-		}
-		n, err := res.RowsAffected()
-		changed = n > 0
-		return mapErr("mark rung", err)
-	})
-	return changed, err
+	n, err := s.MarkRungBatch(ctx, []store.MarkRungParams{p})
+	return n > 0, err
 }
+
+// MarkRungBatch implements store.Store (design: Ring budget): MarkRung of
+// each mark in order, in one write transaction.
+func (s *Store) MarkRungBatch(ctx context.Context, marks []store.MarkRungParams) (int, error) {
+	if len(marks) == 0 {
+		return 0, nil
+	}
+	changed := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		changed = 0
+		for _, p := range marks {
+			// Hand-written: the ring-delay CASE is built from domain.SweepDelays.
+			res, err := s.in(tx).ExecContext(ctx, markRungSQL, p.TodoID, micros(p.At))
+			if err != nil {
+				return mapErr("mark rung", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return mapErr("mark rung", err)
+			}
+			changed += int(n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return changed, nil
+}
+
+// markRungSQL records one ring of the pending todo ?1 at ?2.
+var markRungSQL = `UPDATE todos ` + ringSet("?2") + ` WHERE id = ?1 AND state = 'pending'`
 
 // ring is the sweep backoff of domain.SweepDelays as SQL, in microseconds
 // (storeutil.RingSQL).

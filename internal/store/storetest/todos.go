@@ -33,6 +33,7 @@ var todoTests = []contractTest{
 	{"Todos/Reaper", testReaper},
 	{"Todos/ReaperLimit", testReaperLimit},
 	{"Todos/MarkRung", testMarkRung},
+	{"Todos/MarkRungBatch", testMarkRungBatch},
 }
 
 func testTodoCreateGet(t *testing.T, in Instance) {
@@ -636,5 +637,61 @@ func testMarkRung(t *testing.T, in Instance) {
 	}
 	if mark(uuid.NewString(), at(time.Hour)) {
 		t.Error("MarkRung reported a change for an unknown todo")
+	}
+}
+
+// testMarkRungBatch: a batch of ring records is MarkRung of each in
+// order, in one transaction (design: Ring budget): a todo named twice
+// counts two rings, the later time last; a claimed or unknown todo is not
+// changed and not counted; an empty batch changes nothing.
+func testMarkRungBatch(t *testing.T, in Instance) {
+	s, ctx, a := withAlpha(t, in)
+	first := push(t, s, newTodo(a.ID, "build", Base))
+	second := push(t, s, newTodo(a.ID, "build", at(time.Second)))
+	untouched := push(t, s, newTodo(a.ID, "build", at(2*time.Second)))
+	held := push(t, s, newTodo(a.ID, "build", at(3*time.Second)))
+	claim(t, s, a, held.ID, time.Hour, at(time.Minute))
+	n, err := s.MarkRungBatch(ctx, nil)
+	if err != nil || n != 0 {
+		t.Fatalf("MarkRungBatch(none) = %d, %v; want 0, nil", n, err)
+	}
+	// Out of id order (twice, rung first and last, has the greater id), a
+	// claimed and an unknown todo.
+	twice, once := first, second
+	if twice.ID < once.ID {
+		twice, once = once, twice
+	}
+	marks := []store.MarkRungParams{
+		{TodoID: twice.ID, At: at(5 * time.Minute)},
+		{TodoID: once.ID, At: at(5 * time.Minute)},
+		{TodoID: held.ID, At: at(5 * time.Minute)},
+		{TodoID: uuid.NewString(), At: at(5 * time.Minute)},
+		{TodoID: twice.ID, At: at(25 * time.Minute)},
+	}
+	n, err = s.MarkRungBatch(ctx, marks)
+	must(t, "MarkRungBatch", err)
+	if n != 3 {
+		t.Errorf("MarkRungBatch changed %d, want 3 (two rings of one todo, one of another)", n)
+	}
+	for _, c := range []struct {
+		what  string
+		id    string
+		rings int
+		last  time.Time
+	}{
+		{"the todo rung twice", twice.ID, 2, at(25 * time.Minute)},
+		{"the todo rung once", once.ID, 1, at(5 * time.Minute)},
+	} {
+		got := getTodo(t, s, c.id)
+		next, _ := domain.NextRingAt(c.rings, c.last)
+		if got.RingAttempts != c.rings {
+			t.Errorf("%s: ring_attempts = %d, want %d", c.what, got.RingAttempts, c.rings)
+		}
+		sameTime(t, c.what+": last_ringed_at", got.LastRingedAt, c.last)
+		sameTime(t, c.what+": next_ring_at", got.NextRingAt, next)
+	}
+	diff(t, "todo not in the batch", untouched, getTodo(t, s, untouched.ID))
+	if got := getTodo(t, s, held.ID); got.RingAttempts != 0 || got.LastRingedAt != nil {
+		t.Errorf("claimed todo: ring_attempts %d last_ringed_at %v, want unchanged", got.RingAttempts, got.LastRingedAt)
 	}
 }

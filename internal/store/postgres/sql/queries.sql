@@ -182,28 +182,43 @@ RETURNING *;
 -- ClaimTodo of the lim oldest claimable todos of the agent or of its pools
 -- in queues (the oldest lim of the two index walks' first lim each), each
 -- picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
--- rows. The rows come back in no particular order.
-WITH own AS MATERIALIZED (
+-- rows. With done_id set, CompleteTodo of done_id first, in the same
+-- statement (design: Complete and claim the next): the claims are made
+-- only if it matched (the picks wait on done), and the completed todo
+-- comes back among the rows (its id is done_id; the statement's snapshot
+-- still sees it claimed, so it is never picked). The rows come back in no
+-- particular order.
+WITH done AS (
+    UPDATE todos SET state = 'done', result = sqlc.narg(result), lease_expires_at = NULL,
+        updated_at = sqlc.arg(now)::timestamptz, finished_at = sqlc.arg(now)::timestamptz
+    WHERE id = sqlc.narg(done_id)::text AND agent_id = sqlc.arg(done_agent_id)::text AND state = 'claimed'
+      AND lease_expires_at > sqlc.arg(now)::timestamptz
+    RETURNING *
+), own AS MATERIALIZED (
     SELECT t.id, t.created_at FROM todos t
-    WHERE t.agent_id = sqlc.arg(agent_id)::text AND t.queue = ANY (sqlc.arg(queues)::text[])
+    WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND t.agent_id = sqlc.arg(agent_id)::text AND t.queue = ANY (sqlc.arg(queues)::text[])
       AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
            AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)::timestamptz))
-    ORDER BY t.created_at, t.id LIMIT sqlc.arg(lim)::int FOR UPDATE SKIP LOCKED
+    ORDER BY t.created_at, t.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF t SKIP LOCKED
 ), pooled AS MATERIALIZED (
     SELECT p.id, p.created_at FROM todos p
-    WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)
+    WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)
       AND p.queue = ANY (sqlc.arg(queues)::text[])
       AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
       AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
     ORDER BY p.created_at, p.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF p SKIP LOCKED
 ), pick AS MATERIALIZED (
     SELECT b.id FROM (SELECT * FROM own UNION ALL SELECT * FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT sqlc.arg(lim)::int
+), claimed AS (
+    UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
+        retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)::timestamptz,
+        agent_id = sqlc.arg(agent_id)::text, ring_agent_id = NULL
+    WHERE id IN (SELECT pick.id FROM pick)
+    RETURNING *
 )
-UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = sqlc.arg(lease_until)::timestamptz,
-    retry_at = NULL, claimed_at = sqlc.arg(now)::timestamptz, updated_at = sqlc.arg(now)::timestamptz,
-    agent_id = sqlc.arg(agent_id)::text, ring_agent_id = NULL
-WHERE id IN (SELECT pick.id FROM pick)
-RETURNING *;
+SELECT * FROM done UNION ALL SELECT * FROM claimed;
 
 -- name: TodoOfAgent :one
 -- Whether the todo is the agent's or one of its pools' (and, unless

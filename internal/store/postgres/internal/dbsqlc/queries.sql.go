@@ -150,56 +150,106 @@ func (q *Queries) AuditTail(ctx context.Context) (AuditTailRow, error) {
 }
 
 const claimNext = `-- name: ClaimNext :many
-WITH own AS MATERIALIZED (
+WITH done AS (
+    UPDATE todos SET state = 'done', result = $1, lease_expires_at = NULL,
+        updated_at = $2::timestamptz, finished_at = $2::timestamptz
+    WHERE id = $3::text AND agent_id = $4::text AND state = 'claimed'
+      AND lease_expires_at > $2::timestamptz
+    RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
+), own AS MATERIALIZED (
     SELECT t.id, t.created_at FROM todos t
-    WHERE t.agent_id = $3::text AND t.queue = ANY ($4::text[])
+    WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND t.agent_id = $5::text AND t.queue = ANY ($6::text[])
       AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
            AND (t.state = 'pending' OR t.retry_at <= $2::timestamptz))
-    ORDER BY t.created_at, t.id LIMIT $5::int FOR UPDATE SKIP LOCKED
+    ORDER BY t.created_at, t.id LIMIT $7::int FOR UPDATE OF t SKIP LOCKED
 ), pooled AS MATERIALIZED (
     SELECT p.id, p.created_at FROM todos p
-    WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $3::text)
-      AND p.queue = ANY ($4::text[])
+    WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM done))
+      AND p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = $5::text)
+      AND p.queue = ANY ($6::text[])
       AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
       AND (p.state = 'pending' OR p.retry_at <= $2::timestamptz)
-    ORDER BY p.created_at, p.id LIMIT $5::int FOR UPDATE OF p SKIP LOCKED
+    ORDER BY p.created_at, p.id LIMIT $7::int FOR UPDATE OF p SKIP LOCKED
 ), pick AS MATERIALIZED (
-    SELECT b.id FROM (SELECT id, created_at FROM own UNION ALL SELECT id, created_at FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT $5::int
+    SELECT b.id FROM (SELECT id, created_at FROM own UNION ALL SELECT id, created_at FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT $7::int
+), claimed AS (
+    UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $8::timestamptz,
+        retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2::timestamptz,
+        agent_id = $5::text, ring_agent_id = NULL
+    WHERE id IN (SELECT pick.id FROM pick)
+    RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
 )
-UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = $1::timestamptz,
-    retry_at = NULL, claimed_at = $2::timestamptz, updated_at = $2::timestamptz,
-    agent_id = $3::text, ring_agent_id = NULL
-WHERE id IN (SELECT pick.id FROM pick)
-RETURNING id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id
+SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM done UNION ALL SELECT id, agent_id, queue, title, payload, kind, source, idempotency_key, push_eligible, created_by, state, attempt, max_attempts, lease_expires_at, retry_at, ring_attempts, last_ringed_at, result, last_error, created_at, updated_at, claimed_at, finished_at, next_ring_at, pool_id, ring_agent_id FROM claimed
 `
 
 type ClaimNextParams struct {
-	LeaseUntil time.Time
-	Now        time.Time
-	AgentID    string
-	Queues     []string
-	Lim        int32
+	Result      *string
+	Now         time.Time
+	DoneID      *string
+	DoneAgentID string
+	AgentID     string
+	Queues      []string
+	Lim         int32
+	LeaseUntil  time.Time
+}
+
+type ClaimNextRow struct {
+	ID             string
+	AgentID        *string
+	Queue          string
+	Title          string
+	Payload        *string
+	Kind           string
+	Source         string
+	IdempotencyKey string
+	PushEligible   bool
+	CreatedBy      string
+	State          string
+	Attempt        int32
+	MaxAttempts    int32
+	LeaseExpiresAt *time.Time
+	RetryAt        *time.Time
+	RingAttempts   int32
+	LastRingedAt   *time.Time
+	Result         *string
+	LastError      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ClaimedAt      *time.Time
+	FinishedAt     *time.Time
+	NextRingAt     *time.Time
+	PoolID         *string
+	RingAgentID    *string
 }
 
 // ClaimTodo of the lim oldest claimable todos of the agent or of its pools
 // in queues (the oldest lim of the two index walks' first lim each), each
 // picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
-// rows. The rows come back in no particular order.
-func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) ([]Todo, error) {
+// rows. With done_id set, CompleteTodo of done_id first, in the same
+// statement (design: Complete and claim the next): the claims are made
+// only if it matched (the picks wait on done), and the completed todo
+// comes back among the rows (its id is done_id; the statement's snapshot
+// still sees it claimed, so it is never picked). The rows come back in no
+// particular order.
+func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) ([]ClaimNextRow, error) {
 	rows, err := q.db.Query(ctx, claimNext,
-		arg.LeaseUntil,
+		arg.Result,
 		arg.Now,
+		arg.DoneID,
+		arg.DoneAgentID,
 		arg.AgentID,
 		arg.Queues,
 		arg.Lim,
+		arg.LeaseUntil,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Todo
+	var items []ClaimNextRow
 	for rows.Next() {
-		var i Todo
+		var i ClaimNextRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.AgentID,

@@ -144,15 +144,17 @@ UPDATE todos SET state = 'claimed', attempt = attempt + 1, lease_expires_at = CA
     retry_at = NULL, claimed_at = CAST(?2 AS INTEGER), updated_at = ?2,
     agent_id = CAST(?3 AS TEXT), ring_agent_id = NULL
 WHERE id IN (SELECT pick.id FROM (
-    SELECT id, created_at FROM (SELECT t.id, t.created_at FROM todos t
-        WHERE t.agent_id = CAST(?3 AS TEXT) AND t.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
-          AND ((t.state = 'pending' OR (t.state = 'failed' AND t.retry_at IS NOT NULL))
-               AND (t.state = 'pending' OR t.retry_at <= ?2))
-        ORDER BY t.created_at, t.id LIMIT CAST(?5 AS INTEGER))
+    SELECT t.id, t.created_at FROM json_each(CAST(?4 AS TEXT)) AS q, todos t
+    WHERE t.id IN (SELECT o.id FROM todos o
+        WHERE o.agent_id = CAST(?3 AS TEXT) AND o.queue = q.value
+          AND ((o.state = 'pending' OR (o.state = 'failed' AND o.retry_at IS NOT NULL))
+               AND (o.state = 'pending' OR o.retry_at <= ?2))
+        ORDER BY o.created_at, o.id LIMIT CAST(?5 AS INTEGER))
     UNION ALL
-    SELECT id, created_at FROM (SELECT p.id, p.created_at FROM todos p
-        WHERE p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = CAST(?3 AS TEXT))
-          AND p.queue IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
+    SELECT t.id, t.created_at FROM pool_members m, json_each(CAST(?4 AS TEXT)) AS q, todos t
+    WHERE m.agent_id = CAST(?3 AS TEXT)
+      AND t.id IN (SELECT p.id FROM todos p
+        WHERE p.pool_id = m.pool_id AND p.queue = q.value
           AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
           AND (p.state = 'pending' OR p.retry_at <= ?2)
         ORDER BY p.created_at, p.id LIMIT CAST(?5 AS INTEGER))) AS pick
@@ -169,8 +171,12 @@ type ClaimNextParams struct {
 }
 
 // ClaimTodo of the lim oldest claimable todos of the agent or of its pools
-// in queues: the oldest lim of the two index walks' first lim each. The
-// rows come back in no particular order.
+// in queues: the oldest lim of the first lim of each index walk, one walk
+// per queue of the agent and per queue of each of its pools. A walk is a
+// correlated subquery that reads its index in order and stops after lim
+// rows, so a claim costs the same however many todos wait (one walk over
+// every queue at once would read and sort all of them). The rows come
+// back in no particular order.
 func (q *Queries) ClaimNext(ctx context.Context, arg ClaimNextParams) ([]Todo, error) {
 	rows, err := q.db.QueryContext(ctx, claimNext,
 		arg.LeaseUntil,
