@@ -180,9 +180,11 @@ RETURNING *;
 
 -- name: ClaimNext :many
 -- ClaimTodo of the lim oldest claimable todos of the agent or of its pools
--- in queues (the oldest lim of the two index walks' first lim each), each
--- picked with FOR UPDATE SKIP LOCKED so concurrent claimers take different
--- rows. With done_id set, CompleteTodo of done_id first, in the same
+-- in queues (the oldest lim of the index walks' first lim each: the
+-- agent's, and each of its pools'), each picked with FOR UPDATE SKIP
+-- LOCKED so concurrent claimers take different rows. Each walk follows
+-- its index (todos_ready, todos_pool_ready) in (created_at, id) order and
+-- stops after lim rows, however many todos wait. With done_id set, CompleteTodo of done_id first, in the same
 -- statement (design: Complete and claim the next): the claims are made
 -- only if it matched (the picks wait on done), and the completed todo
 -- comes back among the rows (its id is done_id; the statement's snapshot
@@ -202,13 +204,14 @@ WITH done AS (
            AND (t.state = 'pending' OR t.retry_at <= sqlc.arg(now)::timestamptz))
     ORDER BY t.created_at, t.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF t SKIP LOCKED
 ), pooled AS MATERIALIZED (
-    SELECT p.id, p.created_at FROM todos p
-    WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
-      AND p.pool_id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = sqlc.arg(agent_id)::text)
-      AND p.queue = ANY (sqlc.arg(queues)::text[])
-      AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
-      AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
-    ORDER BY p.created_at, p.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF p SKIP LOCKED
+    SELECT w.id, w.created_at FROM pool_members m CROSS JOIN LATERAL (
+        SELECT p.id, p.created_at FROM todos p
+        WHERE (sqlc.narg(done_id)::text IS NULL OR EXISTS (SELECT 1 FROM done))
+          AND p.pool_id = m.pool_id AND p.queue = ANY (sqlc.arg(queues)::text[])
+          AND p.agent_id IS NULL AND (p.state = 'pending' OR (p.state = 'failed' AND p.retry_at IS NOT NULL))
+          AND (p.state = 'pending' OR p.retry_at <= sqlc.arg(now)::timestamptz)
+        ORDER BY p.created_at, p.id LIMIT sqlc.arg(lim)::int FOR UPDATE OF p SKIP LOCKED) AS w
+    WHERE m.agent_id = sqlc.arg(agent_id)::text
 ), pick AS MATERIALIZED (
     SELECT b.id FROM (SELECT * FROM own UNION ALL SELECT * FROM pooled) AS b ORDER BY b.created_at, b.id LIMIT sqlc.arg(lim)::int
 ), claimed AS (
