@@ -43,12 +43,12 @@ type checkpointer struct {
 	due     chan struct{} // checkpointCommits reached
 	stop    chan struct{}
 	done    sync.WaitGroup
-	inline  atomic.Bool  // the WAL outgrew high: the writer checkpoints next
+	inline  atomic.Bool // the WAL outgrew high: the writer checkpoints next
 	// dueAfter and high are checkpointCommits and walFramesHigh (set at
 	// start; tests set smaller ones before the first commit).
 	dueAfter int64
 	high     int
-	runs    atomic.Int64 // background checkpoints run (tests)
+	runs     atomic.Int64 // background checkpoints run (tests)
 }
 
 // start opens the checkpoint connection on uri and starts the goroutine.
