@@ -111,15 +111,16 @@ func (s *Service) PushedTodo(by domain.Person, in PushInput) (domain.Todo, error
 
 // publishTodoReady rings the todo's doorbell on this instance's sessions
 // directly (design: Catch-up after a lost listener; they do not depend on the bus listener), then
-// signals every instance; this instance's own echo is deduplicated by the
-// doorbell.
+// signals every instance without waiting for the signal to go out (the
+// push's answer does not wait on it); this instance's own echo is
+// deduplicated by the doorbell.
 func (s *Service) publishTodoReady(ctx context.Context, t domain.Todo) {
 	r := domain.TodoReady{AgentID: t.AgentID, TodoID: t.ID, Queue: t.Queue, Title: t.Title, Kind: t.Kind, Source: t.Source}
 	s.bell.Ring(r)
-	if err := bus.Send(ctx, s.bus, bus.TodoReady{TodoReady: r}); err != nil {
+	bus.Post(s.bus, bus.TodoReady{TodoReady: r}, func(err error) {
 		// Lossy by design (design: Bus delivery): the sweep re-rings.
 		s.log.Warn("todo-ready signal not published", "todo_id", t.ID, "err", err)
-	}
+	})
 	s.events.TodosChanged(ctx, t.AgentID)
 }
 

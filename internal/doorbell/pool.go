@@ -58,10 +58,10 @@ func (d *Engine) tellInstances(ctx context.Context, t domain.Todo) {
 	if d.bus == nil {
 		return
 	}
-	if err := bus.Send(ctx, d.bus, bus.TodoReady{TodoReady: readyOf(t)}); err != nil {
+	bus.Post(d.bus, bus.TodoReady{TodoReady: readyOf(t)}, func(err error) {
 		// Lossy by design (design: Bus delivery): a member's return and the sweep route held todos.
 		d.log.Warn("pool signal not published", "todo_id", t.ID, "err", err)
-	}
+	})
 }
 
 // onPooledSignal routes, here only, a pooled todo another instance could

@@ -267,10 +267,10 @@ func (e *Hub) Publish(ctx context.Context, kind, agentID, ownerID string, data a
 	}
 	w := bus.Event{ID: newEventID(), Kind: kind, At: e.now(),
 		AgentID: agentID, OwnerID: ownerID, Data: raw}
-	if err := bus.Send(ctx, e.bus, w); err != nil {
+	bus.Post(e.bus, w, func(err error) {
 		e.log.Warn("event not broadcast; delivered on this instance only", "kind", kind, "agent_id", agentID, "err", err)
 		e.deliver(w)
-	}
+	})
 }
 
 // deliver appends the event to the ring and hands it to the matching

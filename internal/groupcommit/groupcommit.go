@@ -28,8 +28,9 @@ type Item[In, Out any] struct {
 	Out Out
 	Err error
 
-	done   chan struct{} // closed once Out/Err are final
-	queued bool          // still in the queue (guarded by the committer's mu)
+	done   chan struct{}    // closed once Out/Err are final
+	queued bool             // still in the queue (guarded by the committer's mu)
+	then   func(Out, error) // Submit's callback, run once Out/Err are final
 }
 
 // Skip reports whether the item's caller has given up (its Ctx is done),
@@ -99,6 +100,25 @@ func (g *Committer[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	return it.Out, it.Err
 }
 
+// Submit queues in for the next group commit and returns at once, keeping
+// arrival order with Do's callers: the write is done by a goroutine that
+// drains the queue, and then, if not nil, is called on it with the result.
+// A ctx done before the item is written skips it (then gets ctx's error).
+// Why: a write whose caller need not wait for it (a lossy signal after a
+// commit) should not add its round trip to the caller's answer.
+func (g *Committer[In, Out]) Submit(ctx context.Context, in In, then func(Out, error)) {
+	it := &Item[In, Out]{Ctx: ctx, In: in, done: make(chan struct{}), queued: true, then: then}
+	g.mu.Lock()
+	g.queue = append(g.queue, it)
+	if g.committing {
+		g.mu.Unlock()
+		return
+	}
+	g.committing = true
+	g.mu.Unlock()
+	go g.drain()
+}
+
 // takeLocked takes the next batch off the queue (g.mu held).
 func (g *Committer[In, Out]) takeLocked() []*Item[In, Out] {
 	n := min(len(g.queue), MaxBatch)
@@ -126,19 +146,23 @@ func (g *Committer[In, Out]) next() {
 		return
 	}
 	g.mu.Unlock()
-	go func() {
-		for {
-			g.mu.Lock()
-			if len(g.queue) == 0 {
-				g.committing = false
-				g.mu.Unlock()
-				return
-			}
-			batch := g.takeLocked()
+	go g.drain()
+}
+
+// drain commits the queue batch by batch until it is empty, then ends the
+// commit (g.committing is set).
+func (g *Committer[In, Out]) drain() {
+	for {
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.committing = false
 			g.mu.Unlock()
-			g.commit(batch)
+			return
 		}
-	}()
+		batch := g.takeLocked()
+		g.mu.Unlock()
+		g.commit(batch)
+	}
 }
 
 // commit runs one batch under a context that ends when every item's Ctx
@@ -163,6 +187,9 @@ func (g *Committer[In, Out]) commit(batch []*Item[In, Out]) {
 	for i, it := range batch {
 		stops[i]()
 		close(it.done)
+		if it.then != nil {
+			it.then(it.Out, it.Err)
+		}
 	}
 	cancel()
 }

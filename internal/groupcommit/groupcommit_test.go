@@ -130,3 +130,72 @@ func TestCallerGivingUpWhileQueuedIsNotWritten(t *testing.T) {
 		t.Fatalf("written %v, want [0 2]", written)
 	}
 }
+
+// Submit returns before its write is committed, keeps arrival order with
+// Do's callers, and calls back with each item's own result.
+func TestSubmitKeepsOrderAndCallsBack(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var written []int
+	var g Committer[int, int]
+	g.Run = func(_ context.Context, batch []*Item[int, int]) {
+		if batch[0].In == 0 {
+			<-release // hold the first commit: what follows queues
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range batch {
+			written = append(written, it.In)
+			if it.In == 3 {
+				it.Err = errors.New("refused")
+				continue
+			}
+			it.Out = it.In * 10
+		}
+	}
+	ctx := context.Background()
+	results := make(chan [3]int, 10)
+	post := func(i int) {
+		g.Submit(ctx, i, func(out int, err error) {
+			failed := 0
+			if err != nil {
+				failed = 1
+			}
+			results <- [3]int{i, out, failed}
+		})
+	}
+	post(0) // returns at once although its commit is held
+	for i := 1; i <= 4; i++ {
+		post(i)
+	}
+	done := make(chan struct{})
+	go func() { // a Do caller queued behind the posts
+		defer close(done)
+		if out, err := g.Do(ctx, 5); err != nil || out != 50 {
+			t.Errorf("Do after the posts: %d, %v", out, err)
+		}
+	}()
+	close(release)
+	<-done
+	got := map[int][3]int{}
+	for range 5 {
+		r := <-results
+		got[r[0]] = r
+	}
+	for i := range 5 {
+		want := [3]int{i, i * 10, 0}
+		if i == 3 {
+			want = [3]int{3, 0, 1}
+		}
+		if got[i] != want {
+			t.Errorf("post %d called back with %v, want %v", i, got[i], want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, v := range written {
+		if v != i {
+			t.Fatalf("written in the order %v, want 0…5", written)
+		}
+	}
+}

@@ -194,3 +194,62 @@ func TestOpenWithPoolSettingsInTheURL(t *testing.T) {
 		t.Fatalf("delivered %v", ps)
 	}
 }
+
+// Post returns before its signal is sent; posts and publishes arrive on
+// the other instance in the order they were made; a bad channel goes to
+// failed at once; Close sends what is still queued.
+func TestPostKeepsOrderAndIsSentByClose(t *testing.T) {
+	ctx := context.Background()
+	const ch = "rc_test_post"
+	u := pgtest.AdminURL(t)
+	a, err := Open(ctx, Options{URL: u, Channels: []string{ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, Options{URL: u, Channels: []string{ch}})
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := collect(b, ch)
+	var want []string
+	failed := make(chan error, 100)
+	for i := range 40 {
+		p := fmt.Sprintf("s%02d", i)
+		want = append(want, p)
+		if i%5 == 4 {
+			if err := a.Publish(ctx, ch, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		a.Post(ch, p, func(err error) { failed <- err })
+	}
+	a.Post("", "x", func(err error) { failed <- err })
+	select {
+	case err := <-failed:
+		if err == nil || !strings.Contains(err.Error(), "channel name") {
+			t.Fatalf("the empty channel failed with %v", err)
+		}
+	default:
+		t.Fatal("a post on an empty channel was not refused at once")
+	}
+	for i := range 10 { // queued when Close is called
+		p := fmt.Sprintf("t%02d", i)
+		want = append(want, p)
+		a.Post(ch, p, func(err error) { failed <- err })
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ps := got(len(want), 20*time.Second)
+	if fmt.Sprint(ps) != fmt.Sprint(want) {
+		t.Fatalf("delivered %v\nwant      %v", ps, want)
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("a post failed: %v", err)
+	default:
+	}
+}

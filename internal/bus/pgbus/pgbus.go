@@ -62,6 +62,7 @@ type Bus struct {
 	pool *pgxpool.Pool
 
 	notices groupcommit.Committer[notice, struct{}] // Publish's group commit (notifyBatch)
+	posted  sync.WaitGroup                          // Posts not sent yet (Close waits for them)
 
 	mu   sync.RWMutex
 	next int
@@ -256,17 +257,59 @@ func (b *Bus) ListenerPID() uint32 {
 // goroutine. Errors: an empty channel or one over 63 bytes, a payload over
 // MaxPayload bytes, database errors (then nothing was delivered anywhere).
 func (b *Bus) Publish(ctx context.Context, channel, payload string) error {
-	if len(payload) > MaxPayload {
-		return fmt.Errorf("pgbus: payload of %d bytes exceeds %d", len(payload), MaxPayload)
-	}
-	if channel == "" || len(channel) > maxChannel {
-		return fmt.Errorf("pgbus: channel name %q must be 1 to %d bytes", channel, maxChannel)
+	if err := checkNotice(channel, payload); err != nil {
+		return err
 	}
 	if _, err := b.notices.Do(ctx, notice{channel, payload}); err != nil {
 		return err
 	}
 	if !b.listening.Load() {
 		b.dispatch(channel, payload)
+	}
+	return nil
+}
+
+// Post implements bus.Poster: payload is queued for the group commit of
+// Publish (in order with it) and Post returns at once. Once sent it is
+// delivered here too if the listener is down, as with Publish; an error
+// goes to failed. Close sends what is queued before it closes.
+func (b *Bus) Post(channel, payload string, failed func(error)) {
+	if err := checkNotice(channel, payload); err != nil {
+		if failed != nil {
+			failed(err)
+		}
+		return
+	}
+	b.posted.Add(1)
+	// A post not sent within postTimeout is dropped (lossy by design): a
+	// database that does not answer must not pile posts up or hold Close.
+	ctx, cancel := context.WithTimeout(context.Background(), postTimeout)
+	b.notices.Submit(ctx, notice{channel, payload}, func(_ struct{}, err error) {
+		defer b.posted.Done()
+		cancel()
+		if err != nil {
+			if failed != nil {
+				failed(err)
+			}
+			return
+		}
+		if !b.listening.Load() {
+			b.dispatch(channel, payload)
+		}
+	})
+}
+
+// postTimeout bounds how long a Post may wait to be sent.
+const postTimeout = 10 * time.Second
+
+// checkNotice refuses what PostgreSQL would refuse in a batch: a payload
+// over MaxPayload, an empty or over-long channel name.
+func checkNotice(channel, payload string) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("pgbus: payload of %d bytes exceeds %d", len(payload), MaxPayload)
+	}
+	if channel == "" || len(channel) > maxChannel {
+		return fmt.Errorf("pgbus: channel name %q must be 1 to %d bytes", channel, maxChannel)
 	}
 	return nil
 }
@@ -325,6 +368,7 @@ func (b *Bus) DropListener() error {
 
 // Close stops delivery and closes the connections.
 func (b *Bus) Close() error {
+	b.posted.Wait() // the publisher pool is still open: queued Posts go out
 	if b.cancel != nil {
 		b.cancel()
 		<-b.done
