@@ -61,11 +61,11 @@ type Bus interface {
 	Close() error
 }
 
-// Poster is a Bus that can queue a payload and return before it is sent,
+// Queuer is a Bus that can queue a payload and return before it is sent,
 // in order with its Publish calls; failed, if not nil, is called with the
-// error when it could not be sent (see Post).
-type Poster interface {
-	Post(channel, payload string, failed func(error))
+// error when it could not be sent.
+type Queuer interface {
+	Enqueue(channel, payload string, failed func(error))
 }
 
 // Local is the in-process bus for a single instance (the SQLite default).

@@ -36,15 +36,15 @@ func Send[S Signal](ctx context.Context, b Bus, s S) error {
 	return b.Publish(ctx, s.Channel(), s.Encode())
 }
 
-// Post sends s like Send, but on a bus that can queue it (a Poster) it
+// Post sends s like Send, but on a bus that can queue it (a Queuer) it
 // returns before the signal has gone out; failed, if not nil, is called
 // with the error when it could not be sent. On other buses it publishes at
 // once and calls failed on an error. For signals after a commit whose
 // sender would only log a failure: the request that committed need not
 // wait for the signal's own round trip (design: Bus delivery).
 func Post[S Signal](b Bus, s S, failed func(error)) {
-	if p, ok := b.(Poster); ok {
-		p.Post(s.Channel(), s.Encode(), failed)
+	if q, ok := b.(Queuer); ok {
+		q.Enqueue(s.Channel(), s.Encode(), failed)
 		return
 	}
 	if err := b.Publish(context.Background(), s.Channel(), s.Encode()); err != nil && failed != nil {

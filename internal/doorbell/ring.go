@@ -2,7 +2,6 @@ package doorbell
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -84,24 +83,6 @@ func (d *Engine) deliver(r domain.TodoReady, kind ringKind) bool {
 		d.mu.Unlock()
 	}
 	return false
-}
-
-// maxQueuedRecords bounds the ring records waiting to be written; a ring
-// past it is not recorded (it does not count against the ring budget).
-const maxQueuedRecords = 4096
-
-// maxRecordBatch bounds the ring records written in one transaction.
-const maxRecordBatch = 64
-
-// records holds the ring records not written yet (design: Ring budget).
-// They leave queued only under writing, and are written before it is let
-// go, so whoever holds writing knows every record taken before is
-// written.
-type records struct {
-	writing sync.Mutex // held while records are taken and written
-	qmu     sync.Mutex // guards queued
-	queued  []store.MarkRungParams
-	wake    chan struct{} // holds a token when records were queued since RunRecorder last looked
 }
 
 // queueRecord queues m for RunRecorder; false when the queue is full.

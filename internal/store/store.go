@@ -128,15 +128,13 @@ type Store interface {
 	// (failed, no retry) with LastError "lease expired". At most Limit rows;
 	// it returns the todos reaped, each with its agent.
 	ReapExpiredLeases(ctx context.Context, p ReapParams) ([]Reaped, error)
-	// MarkRung records a doorbell ring: ring_attempts+1, last_ringed_at = At
-	// and next_ring_at = domain.NextRingAt(new ring_attempts, At) (none once
-	// the budget is spent; design: Ring budget), only while the todo is pending.
-	// It reports whether a row changed.
-	MarkRung(ctx context.Context, p MarkRungParams) (bool, error)
-	// MarkRungBatch is MarkRung of each of marks, in their order (a todo
-	// named twice counts two rings), in one transaction: the doorbell's
-	// ring records written together (design: Ring budget). It returns how
-	// many of them changed a todo; on an error none did.
+	// MarkRungBatch records doorbell rings, each of marks in their order (a
+	// todo named twice counts two rings), in one transaction: per mark
+	// ring_attempts+1, last_ringed_at = At and next_ring_at =
+	// domain.NextRingAt(new ring_attempts, At) (none once the budget is
+	// spent; design: Ring budget), only while the todo is pending. The
+	// doorbell's ring records are written together. It returns how many of
+	// them changed a todo; on an error none did.
 	MarkRungBatch(ctx context.Context, marks []MarkRungParams) (int, error)
 
 	// Audit log.

@@ -195,10 +195,10 @@ func TestOpenWithPoolSettingsInTheURL(t *testing.T) {
 	}
 }
 
-// Post returns before its signal is sent; posts and publishes arrive on
+// Enqueue returns before its signal is sent; posts and publishes arrive on
 // the other instance in the order they were made; a bad channel goes to
 // failed at once; Close sends what is still queued.
-func TestPostKeepsOrderAndIsSentByClose(t *testing.T) {
+func TestEnqueueKeepsOrderAndIsSentByClose(t *testing.T) {
 	ctx := context.Background()
 	const ch = "rc_test_post"
 	u := pgtest.AdminURL(t)
@@ -224,9 +224,9 @@ func TestPostKeepsOrderAndIsSentByClose(t *testing.T) {
 			}
 			continue
 		}
-		a.Post(ch, p, func(err error) { failed <- err })
+		a.Enqueue(ch, p, func(err error) { failed <- err })
 	}
-	a.Post("", "x", func(err error) { failed <- err })
+	a.Enqueue("", "x", func(err error) { failed <- err })
 	select {
 	case err := <-failed:
 		if err == nil || !strings.Contains(err.Error(), "channel name") {
@@ -238,7 +238,7 @@ func TestPostKeepsOrderAndIsSentByClose(t *testing.T) {
 	for i := range 10 { // queued when Close is called
 		p := fmt.Sprintf("t%02d", i)
 		want = append(want, p)
-		a.Post(ch, p, func(err error) { failed <- err })
+		a.Enqueue(ch, p, func(err error) { failed <- err })
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)

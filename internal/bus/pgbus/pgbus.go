@@ -62,7 +62,7 @@ type Bus struct {
 	pool *pgxpool.Pool
 
 	notices groupcommit.Committer[notice, struct{}] // Publish's group commit (notifyBatch)
-	posted  sync.WaitGroup                          // Posts not sent yet (Close waits for them)
+	posted  sync.WaitGroup                          // Enqueued notices not sent yet (Close waits for them)
 
 	mu   sync.RWMutex
 	next int
@@ -269,11 +269,11 @@ func (b *Bus) Publish(ctx context.Context, channel, payload string) error {
 	return nil
 }
 
-// Post implements bus.Poster: payload is queued for the group commit of
-// Publish (in order with it) and Post returns at once. Once sent it is
+// Enqueue implements bus.Queuer: payload is queued for the group commit of
+// Publish (in order with it) and Enqueue returns at once. Once sent it is
 // delivered here too if the listener is down, as with Publish; an error
 // goes to failed. Close sends what is queued before it closes.
-func (b *Bus) Post(channel, payload string, failed func(error)) {
+func (b *Bus) Enqueue(channel, payload string, failed func(error)) {
 	if err := checkNotice(channel, payload); err != nil {
 		if failed != nil {
 			failed(err)
@@ -299,7 +299,7 @@ func (b *Bus) Post(channel, payload string, failed func(error)) {
 	})
 }
 
-// postTimeout bounds how long a Post may wait to be sent.
+// postTimeout bounds how long an enqueued notice may wait to be sent.
 const postTimeout = 10 * time.Second
 
 // checkNotice refuses what PostgreSQL would refuse in a batch: a payload

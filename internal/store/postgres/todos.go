@@ -475,15 +475,6 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p store.ReapParams) ([]st
 	return reaped, nil
 }
 
-// MarkRung implements store.Store (design: Sweep): it changes only a
-// pending todo; false when the todo is missing or not pending. It also sets
-// next_ring_at = domain.NextRingAt(ring_attempts+1, At), NULL once the
-// budget is spent.
-func (s *Store) MarkRung(ctx context.Context, p store.MarkRungParams) (bool, error) {
-	n, err := s.MarkRungBatch(ctx, []store.MarkRungParams{p})
-	return n > 0, err
-}
-
 // MarkRungBatch implements store.Store (design: Ring budget): one UPDATE a
 // mark, sent as one pgx batch, so one round trip and one implicit
 // transaction (the statements before the batch's one Sync), one commit.

@@ -57,7 +57,9 @@ func (c *checkpointer) start(uri string) error {
 	if err != nil {
 		return err
 	}
-	singleConn(db)
+	db.SetMaxOpenConns(1) // one checkpoint at a time, on a connection kept open
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
 	c.db, c.due, c.stop = db, make(chan struct{}, 1), make(chan struct{})
 	c.dueAfter, c.high = checkpointCommits, walFramesHigh
 	c.done.Add(1)

@@ -55,7 +55,7 @@ func WriteFixture(ctx context.Context, s store.Store) error {
 		Result: json.RawMessage(`{"ok":true}`), Now: at(90 * time.Second)}); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
-	if _, err := s.MarkRung(ctx, store.MarkRungParams{TodoID: "fx-todo-2", At: at(3 * time.Minute)}); err != nil {
+	if _, err := markOne(ctx, s, store.MarkRungParams{TodoID: "fx-todo-2", At: at(3 * time.Minute)}); err != nil {
 		return fmt.Errorf("mark rung: %w", err)
 	}
 	if _, err := s.UpdatePresence(ctx, store.UpdatePresenceParams{AgentID: a.ID, Now: at(4 * time.Minute),

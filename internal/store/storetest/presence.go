@@ -125,7 +125,7 @@ func sorted(ids ...string) []string {
 
 func markRung(t *testing.T, s store.Store, id string, when time.Time) {
 	t.Helper()
-	ok, err := s.MarkRung(t.Context(), store.MarkRungParams{TodoID: id, At: when})
+	ok, err := markOne(t.Context(), s, store.MarkRungParams{TodoID: id, At: when})
 	must(t, "MarkRung", err)
 	if !ok {
 		t.Fatalf("MarkRung(%s) changed nothing", id)
@@ -634,7 +634,7 @@ func testNextRingOnCreateAndMarkRung(t *testing.T, in Instance) {
 		}
 		ringState(t, s, td.ID, n, &when, next)
 	}
-	ok, err := s.MarkRung(ctx, store.MarkRungParams{TodoID: first.ID, At: at(time.Minute)})
+	ok, err := markOne(ctx, s, store.MarkRungParams{TodoID: first.ID, At: at(time.Minute)})
 	must(t, "MarkRung", err)
 	if !ok {
 		t.Error("MarkRung(pending) = false")

@@ -352,3 +352,9 @@ func Outcome(errs []error) (wins, conflicts int, err error) {
 	}
 	return wins, conflicts, err
 }
+
+// markOne is MarkRungBatch of one mark: whether it changed the todo.
+func markOne(ctx context.Context, s store.Store, m store.MarkRungParams) (bool, error) {
+	n, err := s.MarkRungBatch(ctx, []store.MarkRungParams{m})
+	return n > 0, err
+}

@@ -614,7 +614,7 @@ func testMarkRung(t *testing.T, in Instance) {
 	td := push(t, s, newTodo(a.ID, "build", Base))
 	mark := func(id string, when time.Time) bool {
 		t.Helper()
-		ok, err := s.MarkRung(ctx, store.MarkRungParams{TodoID: id, At: when})
+		ok, err := markOne(ctx, s, store.MarkRungParams{TodoID: id, At: when})
 		must(t, "MarkRung", err)
 		return ok
 	}

@@ -156,7 +156,7 @@ type RingSQL struct {
 	// DelayNow is the delay for the current count (MarkDigestRung).
 	DelayNow string
 	// DelayAfterRing is the delay after a ring that raises ring_attempts
-	// by one (MarkRung, SweepRing: in a SET clause ring_attempts is the old
+	// by one (MarkRungBatch, SweepRing: in a SET clause ring_attempts is the old
 	// count).
 	DelayAfterRing string
 	cast           string // what makes the parameter a time in a sum ("::timestamptz")
@@ -169,7 +169,7 @@ func NewRingSQL(render func(time.Duration) string, cast string) RingSQL {
 		DelayAfterRing: RingDelayCase("ring_attempts + 1", render), cast: cast}
 }
 
-// Set is the SET clause of a ring rung at the parameter at (MarkRung,
+// Set is the SET clause of a ring rung at the parameter at (MarkRungBatch,
 // SweepRing, RingMissed, FailoverRings): one more attempt, last_ringed_at =
 // at, next_ring_at = at + the delay after it (NULL once the budget is spent).
 func (r RingSQL) Set(at string) string {
