@@ -51,7 +51,7 @@ func New(c Config) *Engine {
 		c.FailoverAfter = DefaultFailoverAfter
 	}
 	d := &Engine{store: c.Store, presence: c.Presence, clock: c.Clock, log: c.Log, metrics: c.Metrics,
-		recent: newDedup(DedupTTL), rr: map[string]int{}, records: records{wake: make(chan struct{}, 1)},
+		recent: newDedup(DedupTTL), rr: map[string]int{}, records: records{wake: make(chan struct{}, 1), full: make(chan struct{}, 1)},
 		failoverAfter: c.FailoverAfter, suspect: map[string]time.Time{}, reconnect: map[string]time.Time{}, pooling: pooling{bus: c.Bus}}
 	bus.Listen(c.Bus, func(sig bus.TodoReady) {
 		if sig.PoolID != "" {

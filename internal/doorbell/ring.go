@@ -92,14 +92,23 @@ func (d *Engine) queueRecord(m store.MarkRungParams) bool {
 	if ok {
 		d.queued = append(d.queued, m)
 	}
+	batch := len(d.queued) >= maxRecordBatch
 	d.qmu.Unlock()
 	if ok {
-		select {
-		case d.wake <- struct{}{}:
-		default: // a token is already there
+		wake(d.wake)
+		if batch {
+			wake(d.full)
 		}
 	}
 	return ok
+}
+
+// wake leaves a token in ch unless one is there already.
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // takeRecords removes and returns up to maxRecordBatch of the oldest
@@ -116,18 +125,26 @@ func (d *Engine) takeRecords() []store.MarkRungParams {
 	return batch
 }
 
-// RunRecorder writes ring records until ctx ends, each time every record
-// queued at that moment, at most maxRecordBatch to a transaction; it never
-// waits for more to arrive. It drains what is queued before returning.
+// RunRecorder writes ring records until ctx ends: recordDelay after the
+// first one arrives (at once when a whole batch is queued), every record
+// queued by then, at most maxRecordBatch to a transaction. It drains what
+// is queued before returning.
 func (d *Engine) RunRecorder(ctx context.Context) {
 	for {
 		select {
 		case <-d.wake:
-			d.DrainRecords()
 		case <-ctx.Done():
 			d.DrainRecords()
 			return
 		}
+		t := time.NewTimer(recordDelay)
+		select {
+		case <-t.C:
+		case <-d.full:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		d.DrainRecords()
 	}
 }
 
