@@ -33,20 +33,19 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 	})
 }
 
-// GetPool implements store.PoolStore in one statement (the row, its queues
-// and its members): a pool push reads its pool on every push, and each
-// round trip under load waited its turn for a connection.
+// GetPool implements store.PoolStore. Its three reads (the row, its
+// queues, its members) share one connection, acquired once: a pool push
+// reads its pool, and with the connection pool empty each acquisition
+// waits its turn.
 func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error) {
-	r, err := s.q.GetPoolWhole(ctx, dbsqlc.GetPoolWholeParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return domain.Pool{}, mapErr("get pool", err)
 	}
-	pool := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC(),
-		Queues: append([]string{}, r.Queues...), Members: make([]domain.PoolMember, len(r.MemberIds))}
-	for i, id := range r.MemberIds {
-		pool.Members[i] = domain.PoolMember{AgentID: id, LastRungAt: microsPtr(r.MemberRung[i])}
-	}
-	return pool, nil
+	defer conn.Release()
+	q := dbsqlc.New(conn)
+	r, err := q.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
+	return storeutil.OneErr(r, mapErr("get pool", err), s.poolFrom(ctx, q))
 }
 
 // DeletePool implements store.PoolStore: the pool row is locked first, so

@@ -60,13 +60,3 @@ func rawJSON(s *string) json.RawMessage {
 	}
 	return json.RawMessage(*s)
 }
-
-// microsPtr is the time of unix microseconds us in UTC; nil for a negative
-// us (a column aggregated as -1 for NULL).
-func microsPtr(us int64) *time.Time {
-	if us < 0 {
-		return nil
-	}
-	t := time.UnixMicro(us).UTC()
-	return &t
-}

@@ -448,18 +448,11 @@ SELECT p.id, a.id, CASE WHEN a.owner_id = p.owner_id THEN NULL ELSE p.owner_id E
 FROM pools p JOIN agents a ON a.id = sqlc.arg(agent_id)::text
 WHERE p.id = sqlc.arg(pool_id)::text;
 
--- name: GetPoolWhole :one
--- A pool by id, or (id empty) by owner and name, with its queues and
--- members in one read: the members' agent ids
--- and last_rung_at (unix microseconds, -1 = never rung), by agent id.
-SELECT p.id, p.owner_id, p.name, p.created_at,
-    coalesce((SELECT array_agg(q.queue ORDER BY q.queue) FROM pool_queues q WHERE q.pool_id = p.id), '{}')::text[] AS queues,
-    coalesce((SELECT array_agg(m.agent_id ORDER BY m.agent_id) FROM pool_members m WHERE m.pool_id = p.id), '{}')::text[] AS member_ids,
-    coalesce((SELECT array_agg(coalesce((extract(epoch FROM m.last_rung_at) * 1000000)::bigint, -1) ORDER BY m.agent_id)
-        FROM pool_members m WHERE m.pool_id = p.id), '{}')::bigint[] AS member_rung
-FROM pools p
-WHERE (sqlc.arg(id)::text <> '' AND p.id = sqlc.arg(id)::text)
-   OR (sqlc.arg(id)::text = '' AND p.owner_id = sqlc.arg(owner_id)::text AND p.name = sqlc.arg(name)::text);
+-- name: GetPool :one
+-- By id, or (id empty) by owner and name.
+SELECT * FROM pools
+WHERE (sqlc.arg(id)::text <> '' AND id = sqlc.arg(id)::text)
+   OR (sqlc.arg(id)::text = '' AND owner_id = sqlc.arg(owner_id)::text AND name = sqlc.arg(name)::text);
 
 -- name: ListPools :many
 -- Empty filters match everything; by owner, then name.

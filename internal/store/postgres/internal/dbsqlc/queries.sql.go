@@ -822,6 +822,31 @@ func (q *Queries) GetPerson(ctx context.Context, id string) (Person, error) {
 	return i, err
 }
 
+const getPool = `-- name: GetPool :one
+SELECT id, owner_id, name, created_at FROM pools
+WHERE ($1::text <> '' AND id = $1::text)
+   OR ($1::text = '' AND owner_id = $2::text AND name = $3::text)
+`
+
+type GetPoolParams struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+// By id, or (id empty) by owner and name.
+func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) {
+	row := q.db.QueryRow(ctx, getPool, arg.ID, arg.OwnerID, arg.Name)
+	var i Pool
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.Name,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getPoolGrant = `-- name: GetPoolGrant :one
 SELECT agent_id, person_id, granted_by, created_at FROM pool_grants WHERE agent_id = $1 AND person_id = $2
 `
@@ -839,51 +864,6 @@ func (q *Queries) GetPoolGrant(ctx context.Context, arg GetPoolGrantParams) (Poo
 		&i.PersonID,
 		&i.GrantedBy,
 		&i.CreatedAt,
-	)
-	return i, err
-}
-
-const getPoolWhole = `-- name: GetPoolWhole :one
-SELECT p.id, p.owner_id, p.name, p.created_at,
-    coalesce((SELECT array_agg(q.queue ORDER BY q.queue) FROM pool_queues q WHERE q.pool_id = p.id), '{}')::text[] AS queues,
-    coalesce((SELECT array_agg(m.agent_id ORDER BY m.agent_id) FROM pool_members m WHERE m.pool_id = p.id), '{}')::text[] AS member_ids,
-    coalesce((SELECT array_agg(coalesce((extract(epoch FROM m.last_rung_at) * 1000000)::bigint, -1) ORDER BY m.agent_id)
-        FROM pool_members m WHERE m.pool_id = p.id), '{}')::bigint[] AS member_rung
-FROM pools p
-WHERE ($1::text <> '' AND p.id = $1::text)
-   OR ($1::text = '' AND p.owner_id = $2::text AND p.name = $3::text)
-`
-
-type GetPoolWholeParams struct {
-	ID      string
-	OwnerID string
-	Name    string
-}
-
-type GetPoolWholeRow struct {
-	ID         string
-	OwnerID    string
-	Name       string
-	CreatedAt  time.Time
-	Queues     []string
-	MemberIds  []string
-	MemberRung []int64
-}
-
-// A pool by id, or (id empty) by owner and name, with its queues and
-// members in one read: the members' agent ids
-// and last_rung_at (unix microseconds, -1 = never rung), by agent id.
-func (q *Queries) GetPoolWhole(ctx context.Context, arg GetPoolWholeParams) (GetPoolWholeRow, error) {
-	row := q.db.QueryRow(ctx, getPoolWhole, arg.ID, arg.OwnerID, arg.Name)
-	var i GetPoolWholeRow
-	err := row.Scan(
-		&i.ID,
-		&i.OwnerID,
-		&i.Name,
-		&i.CreatedAt,
-		&i.Queues,
-		&i.MemberIds,
-		&i.MemberRung,
 	)
 	return i, err
 }
