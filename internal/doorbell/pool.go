@@ -97,28 +97,19 @@ func (d *Engine) routeIn(ctx context.Context, t domain.Todo, prev string, pool *
 		pool = &p
 	}
 	now := d.now()
-	skip := map[string]bool{prev: true}
-	var m string
-	for {
-		if m = d.pick(*pool, t.Queue, skip, now); m == "" {
-			return false
-		}
-		// The statement checks the stored liveness too (not offline).
-		ok, err := d.store.RouteRing(ctx, store.RouteRingParams{TodoID: t.ID, AgentID: m, Prev: prev, At: now})
-		if err == nil && ok {
-			break
-		}
+	m := d.pick(ctx, *pool, t.Queue, prev, now)
+	if m == "" {
+		return false
+	}
+	ok, err := d.store.RouteRing(ctx, store.RouteRingParams{TodoID: t.ID, AgentID: m, Prev: prev, At: now})
+	if err != nil || !ok {
 		d.mu.Lock()
 		d.releaseLocked(m) // pick reserved it
 		d.mu.Unlock()
 		if err != nil {
 			d.log.Warn("pooled todo not routed", "todo_id", t.ID, "err", err)
-			return false
 		}
-		if !d.offline(ctx, m) {
-			return false // another instance decided, a member claimed it, or its ring budget is spent
-		}
-		skip[m] = true // offline: the next one
+		return false // or: another instance decided, a member claimed it, or its ring budget is spent
 	}
 	r := readyOf(t)
 	r.AgentID = m
@@ -150,15 +141,15 @@ func (d *Engine) Claimed(todos ...domain.Todo) {
 }
 
 // pick returns the member of pool that can answer a todo of queue now
-// here (those in skip left out) and has the fewest pooled rings from this
-// instance outstanding — none, while one is free — among those the one
-// rung least recently (never rung first, then by id); "" when none can.
-// The pick is reserved (pooling.ringing) under d.mu, so routes running at
-// once on this instance spread over the members instead of all reading the
-// same last_rung_at; the caller releases it when its RouteRing does not
-// take. It asks memory only: RouteRing checks the member's stored
-// liveness.
-func (d *Engine) pick(pool domain.Pool, queue string, skip map[string]bool, now time.Time) string {
+// here (skip left out) and has the fewest pooled rings from this instance
+// outstanding — none, while one is free — among those the one rung least
+// recently (never rung first, then by id); "" when none can. The pick is
+// reserved (pooling.ringing) under d.mu, so routes running at once on this
+// instance spread over the members instead of all reading the same
+// last_rung_at; the caller releases it when its RouteRing does not take.
+// Memory is asked first; the store (liveness) only for the member about
+// to be picked.
+func (d *Engine) pick(ctx context.Context, pool domain.Pool, queue, skip string, now time.Time) string {
 	ms := append([]domain.PoolMember{}, pool.Members...)
 	sort.SliceStable(ms, func(i, j int) bool {
 		a, b := ms[i].LastRungAt, ms[j].LastRungAt
@@ -172,23 +163,30 @@ func (d *Engine) pick(pool domain.Pool, queue string, skip map[string]bool, now 
 	})
 	var able []string
 	for _, m := range ms {
-		if !skip[m.AgentID] && d.canAnswer(m.AgentID, queue, now) {
+		if m.AgentID != skip && d.canAnswer(m.AgentID, queue, now) {
 			able = append(able, m.AgentID)
 		}
 	}
-	if len(able) == 0 {
-		return ""
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	best := 0
-	for i, id := range able {
-		if d.ringing[id] < d.ringing[able[best]] {
-			best = i
+	for len(able) > 0 {
+		d.mu.Lock()
+		best := 0
+		for i, id := range able {
+			if d.ringing[id] < d.ringing[able[best]] {
+				best = i
+			}
 		}
+		m := able[best]
+		d.reserveLocked(m)
+		d.mu.Unlock()
+		if !d.offline(ctx, m) {
+			return m
+		}
+		d.mu.Lock()
+		d.releaseLocked(m)
+		d.mu.Unlock()
+		able = slices.Delete(able, best, best+1)
 	}
-	d.reserveLocked(able[best])
-	return able[best]
+	return ""
 }
 
 // canAnswer reports, from memory, whether the agent is in, its queue is

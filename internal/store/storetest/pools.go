@@ -376,14 +376,6 @@ func testPoolRouteRing(t *testing.T, in Instance) {
 	if route(t, s, td.ID, outsider.ID, "", at(time.Minute)) {
 		t.Error("RouteRing to a non-member succeeded")
 	}
-	// A member whose stored liveness is offline is not rung.
-	_, err := s.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: []store.HeartbeatRow{{AgentID: a.ID, State: "offline", LastHeartbeatAt: at(0)}}})
-	must(t, "PersistHeartbeats", err)
-	if route(t, s, td.ID, a.ID, "", at(time.Minute)) {
-		t.Error("RouteRing to an offline member succeeded")
-	}
-	_, err = s.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: []store.HeartbeatRow{{AgentID: a.ID, State: "online", LastHeartbeatAt: at(time.Second)}}})
-	must(t, "PersistHeartbeats", err)
 	if !route(t, s, td.ID, a.ID, "", at(time.Minute)) {
 		t.Fatal("first RouteRing failed")
 	}

@@ -84,14 +84,12 @@ func RouteRing(mapErr func(string, error) error, update func() (int64, error), t
 // RouteRingSQL is RouteRing's conditional update (design: Pool routing) in
 // one dialect: ringSet is the adapter's ring-delay SET clause, arg(n) its
 // n-th placeholder of 1 todo, 2 member, 3 previous member ("" = none), 4 at.
-// The member must be in the pool and its stored liveness not offline.
 func RouteRingSQL(ringSet func(at string) string, arg func(n int) string) string {
 	return `UPDATE todos
 	` + ringSet(arg(4)) + `, ring_agent_id = ` + arg(2) + `
 	WHERE id = ` + arg(1) + ` AND state = 'pending' AND agent_id IS NULL AND pool_id IS NOT NULL
 	  AND ring_attempts < ` + strconv.Itoa(domain.MaxRings) + ` AND coalesce(ring_agent_id, '') = ` + arg(3) + `
-	  AND EXISTS (SELECT 1 FROM pool_members m WHERE m.pool_id = todos.pool_id AND m.agent_id = ` + arg(2) + `)
-	  AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ` + arg(2) + ` AND a.state <> 'offline')`
+	  AND EXISTS (SELECT 1 FROM pool_members m WHERE m.pool_id = todos.pool_id AND m.agent_id = ` + arg(2) + `)`
 }
 
 // GrantPool runs an adapter's GrantPool in its transaction (design: Pool
