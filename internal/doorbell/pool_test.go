@@ -430,3 +430,43 @@ func TestPoolClaimFreesMember(t *testing.T) {
 	e.bell.RoutePooled(ctx, t5)
 	e.wantRung(t, t5.ID, e.members[0].ID, "with every member rung once, the next todo")
 }
+
+// TestPoolRoutingPassesOverOffline (design: Pool routing): a member whose
+// stored liveness is offline is not rung although it is in and streaming
+// here — the ring goes to the next member; with every member offline the
+// todo is held, and rung once one is online again.
+func TestPoolRoutingPassesOverOffline(t *testing.T) {
+	e := newPoolEnv(t)
+	ctx := t.Context()
+	liveness := func(state string, members ...domain.Agent) {
+		t.Helper()
+		var rows []store.HeartbeatRow
+		for _, m := range members {
+			rows = append(rows, store.HeartbeatRow{AgentID: m.ID, State: state, LastHeartbeatAt: e.clock.Now()})
+		}
+		if _, err := e.st.PersistHeartbeats(ctx, store.PersistHeartbeatsParams{Rows: rows}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	liveness("offline", e.members[0])
+	t1 := e.pushPooled(t, 1)
+	if !e.bell.RoutePooled(ctx, t1) {
+		t.Fatal("not rung although b and c are not offline")
+	}
+	e.wantRung(t, t1.ID, e.members[1].ID, "with a offline, the first todo")
+	e.clock.Advance(time.Second)
+	liveness("offline", e.members[1], e.members[2])
+	t2 := e.pushPooled(t, 2)
+	if e.bell.RoutePooled(ctx, t2) {
+		t.Fatal("rung with every member offline")
+	}
+	if who, n := e.ringsAt(t, t2.ID); who != "" || n != 0 {
+		t.Fatalf("with every member offline t2 rings %q (%d rings), want held", who, n)
+	}
+	e.clock.Advance(time.Second)
+	liveness("online", e.members[2])
+	if !e.bell.RoutePooled(ctx, mustTodo(t, e.env, t2.ID)) {
+		t.Fatal("not rung once c is online again")
+	}
+	e.wantRung(t, t2.ID, e.members[2].ID, "once c is online again, t2")
+}
