@@ -162,9 +162,14 @@ func BenchmarkMarkRung(b *testing.B) { storetest.BenchMarkRung(b, openT(b, pgtes
 
 // BenchmarkCreateTodoParallel is storetest.BenchCreateTodoParallel:
 // audited creates (group-committed, design: Group commit) and unaudited
-// ones (a transaction each), from -cpu × 16 goroutines.
+// ones (a transaction each), from -cpu × 16 goroutines; serial: audited
+// creates one at a time from -cpu goroutines (-cpu 1: the latency of one).
 func BenchmarkCreateTodoParallel(b *testing.B) {
 	s := openT(b, pgtest.FreshDatabase(b))
+	b.Run("serial", func(b *testing.B) {
+		b.SetParallelism(1)
+		storetest.BenchCreateTodoParallel(b, s, true)
+	})
 	for _, audited := range []bool{true, false} {
 		b.Run(map[bool]string{true: "audited", false: "unaudited"}[audited], func(b *testing.B) {
 			b.SetParallelism(16)

@@ -484,18 +484,30 @@ func (s *Store) ApplyReportedChanges(ctx context.Context, ps []store.ApplyReport
 }
 
 // appendAudits appends the records in order (at[i] is record i's time)
-// under one acquisition of the chain's lock, with one INSERT.
+// under one acquisition of the chain's lock, with one INSERT (auditInsert).
 func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.AuditRecord) error {
-	// Hand-written: a group-commit batch, set-based over unnest() arrays.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockAudit); err != nil {
 		return mapErr("append audit", err)
 	}
 	var seq int64
 	var prev string
-	err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
+	err := tx.QueryRow(ctx, auditTailSQL).Scan(&seq, &prev)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return mapErr("append audit", err)
 	}
+	sql, args, err := auditInsert(seq, prev, at, rs)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, sql, args...)
+	return mapErr("append audit", err)
+}
+
+// auditInsert is the one INSERT of the entries of rs (at[i] is record i's
+// time) extending the chain whose tail is (seq, prev): its statement and
+// arguments.
+func auditInsert(seq int64, prev string, at []time.Time, rs []domain.AuditRecord) (string, []any, error) {
+	// Hand-written: a group-commit batch, set-based over unnest() arrays.
 	n := len(rs)
 	seqs, ts := make([]int64, n), make([]time.Time, n)
 	actors, actions, agents, decisions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -503,16 +515,15 @@ func appendAudits(ctx context.Context, tx pgx.Tx, at []time.Time, rs []domain.Au
 	for i, r := range rs {
 		e, err := storeutil.AuditEntry(seq+1, prev, at[i], r)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
 		seqs[i], ts[i], actors[i], actions[i], agents[i], decisions[i] = e.Seq, e.At, e.Actor, e.Action, e.AgentID, e.Decision
 		data[i], prevs[i], hashes[i] = nullJSON(e.Data), e.PrevHash, e.Hash
 		seq, prev = e.Seq, e.Hash
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO audit (seq, at, actor, action, agent_id, decision, data, prev_hash, hash)
+	return `INSERT INTO audit (seq, at, actor, action, agent_id, decision, data, prev_hash, hash)
 		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`,
-		seqs, ts, actors, actions, agents, decisions, data, prevs, hashes)
-	return mapErr("append audit", err)
+		[]any{seqs, ts, actors, actions, agents, decisions, data, prevs, hashes}, nil
 }
 
 // DBNow implements store.LivenessStore: the server's clock_timestamp() (the

@@ -78,14 +78,14 @@ var errRefused = errors.New("an item of the batch was refused")
 const maxBatchRetries = 3
 
 // writeTodos is the audited CreateTodo's group commit (design: Group
-// commit): the batch's creates in one transaction, in arrival order (their
-// inserts sent in one round trip, insertPipelined), then their audit entries with one INSERT under one acquisition of the chain's
-// advisory lock (appendAudits), then one commit. An insert the server
-// refuses (a pool or agent deleted meanwhile, a taken id) aborts the
-// transaction: that item gets its error and the transaction is written
-// again without it, so one bad item does not fail its batch-mates. A
-// deadlock with another instance's batch (two keys taken in opposite
-// orders) writes the batch again, at most maxBatchRetries times.
+// commit): the batch's creates in one transaction, in arrival order, then
+// their audit entries with one INSERT under one acquisition of the chain's
+// advisory lock, then one commit — in two round trips (writeBatch). An
+// insert the server refuses (a pool or agent deleted meanwhile, a taken
+// id) aborts the transaction: that item gets its error and the transaction
+// is written again without it, so one bad item does not fail its
+// batch-mates. A deadlock with another instance's batch (two keys taken in
+// opposite orders) writes the batch again, at most maxBatchRetries times.
 func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
 	todo := slices.Clone(batch)
 	for retries := 0; ; {
@@ -93,36 +93,7 @@ func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
 		if len(todo) == 0 {
 			return
 		}
-		var refused *storeutil.TodoItem
-		err := pgx.BeginFunc(ctx, s.commits, func(tx pgx.Tx) error {
-			var err error
-			refused, err = insertPipelined(ctx, tx, todo)
-			if err != nil || refused != nil {
-				return cmp.Or(err, errRefused)
-			}
-			q := dbsqlc.New(tx)
-			ats, recs := make([]time.Time, 0, len(todo)), make([]domain.AuditRecord, 0, len(todo))
-			for _, it := range todo {
-				if it.Err != nil { // a live todo held its key: return it (or insert again, it stopped being live)
-					t, created, err := createTodoQ(ctx, q, it.In.Todo)
-					it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: created}, err
-					switch {
-					case err == nil:
-					case ctx.Err() != nil || tx.Conn().IsClosed() || tx.Conn().PgConn().TxStatus() == 'E':
-						return err // the whole batch's
-					default: // this item's (its key keeps changing hands); the transaction lives on
-						continue
-					}
-				}
-				if it.Out.Created {
-					ats, recs = append(ats, it.In.Todo.CreatedAt), append(recs, *it.In.Audit)
-				}
-			}
-			if len(recs) == 0 {
-				return nil
-			}
-			return appendAudits(ctx, tx, ats, recs)
-		})
+		refused, err := s.writeBatch(ctx, todo)
 		switch {
 		case errors.Is(err, errRefused) && refused != nil:
 			todo = slices.DeleteFunc(todo, func(it *storeutil.TodoItem) bool { return it == refused })
@@ -139,20 +110,111 @@ func (s *Store) writeTodos(ctx context.Context, batch []*storeutil.TodoItem) {
 	}
 }
 
-// insertPipelined sends the inserts of todo in one round trip (a pgx
-// batch of the generated statements) and sets each item's Out, or Err =
-// pgx.ErrNoRows where a live todo holds its key. The first insert the
-// server refuses is returned, with its Err set (the transaction is then
-// aborted); err is the whole batch's.
-func insertPipelined(ctx context.Context, tx pgx.Tx, todo []*storeutil.TodoItem) (refused *storeutil.TodoItem, err error) {
+// auditTailSQL reads the chain's tail; under the chain's advisory lock it
+// is the tail the next entry extends.
+const auditTailSQL = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
+
+// writeBatch writes todo in one transaction on a connection of the group
+// commit's pool, pipelined in two round trips where one statement each
+// took six: BEGIN, the inserts, the chain's lock and the tail it extends
+// (readInserts); then the audit entries of the todos created and COMMIT.
+// A live todo that held an item's key is read between the two (createTodoQ;
+// its round trips only then). On any error the transaction is rolled back
+// (or the connection closed), and the error returned: errRefused with the
+// item the server refused, whose Err is set.
+func (s *Store) writeBatch(ctx context.Context, todo []*storeutil.TodoItem) (refused *storeutil.TodoItem, err error) {
+	c, err := s.commits.Acquire(ctx)
+	if err != nil {
+		return nil, mapErr("create todo", err)
+	}
+	committed := false
+	defer func() {
+		if !committed && c.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
+				_ = c.Conn().Close(rctx) // not reused: the pool drops a closed connection
+			}
+			cancel()
+		}
+		c.Release()
+	}()
 	var b pgx.Batch
+	b.Queue("BEGIN")
 	rec := &recorder{}
 	rq := dbsqlc.New(rec)
 	for _, it := range todo {
 		_, _ = insertTodo(ctx, rq, it.In.Todo) // records the statement
 		b.Queue(rec.sql, rec.args...)
 	}
-	br := tx.SendBatch(ctx, &b)
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, lockAudit)
+	b.Queue(auditTailSQL)
+	seq, prev, refused, err := readInserts(ctx, c.SendBatch(ctx, &b), todo)
+	if err != nil || refused != nil {
+		return refused, cmp.Or(err, errRefused)
+	}
+	q := dbsqlc.New(c)
+	ats, recs := make([]time.Time, 0, len(todo)), make([]domain.AuditRecord, 0, len(todo))
+	for _, it := range todo {
+		if it.Err != nil { // a live todo held its key: return it (or insert again, it stopped being live)
+			t, created, err := createTodoQ(ctx, q, it.In.Todo)
+			it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: created}, err
+			switch {
+			case err == nil:
+			case ctx.Err() != nil || c.Conn().IsClosed() || c.Conn().PgConn().TxStatus() == 'E':
+				return nil, err // the whole batch's
+			default: // this item's (its key keeps changing hands); the transaction lives on
+				continue
+			}
+		}
+		if it.Out.Created {
+			ats, recs = append(ats, it.In.Todo.CreatedAt), append(recs, *it.In.Audit)
+		}
+	}
+	var b2 pgx.Batch
+	if len(recs) > 0 {
+		sql, args, err := auditInsert(seq, prev, ats, recs)
+		if err != nil {
+			return nil, err
+		}
+		b2.Queue(sql, args...)
+	}
+	b2.Queue("COMMIT")
+	br := c.SendBatch(ctx, &b2)
+	if len(recs) > 0 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, mapErr("append audit", err)
+		}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, mapErr("create todo", err)
+	}
+	if tag.String() != "COMMIT" { // COMMIT of a failed transaction answers ROLLBACK
+		return nil, fmt.Errorf("create todo: transaction rolled back (%s)", tag)
+	}
+	committed = true
+	return nil, nil
+}
+
+// readInserts reads the answers of writeBatch's first round trip: BEGIN,
+// one insert per item of todo (setting its Out, or Err = pgx.ErrNoRows
+// where a live todo holds its key), the lock, and the chain's tail
+// (seq 0 and "" for an empty chain). The first insert the server refuses
+// is returned, with its Err set (the transaction is then aborted); err is
+// the whole batch's. It closes br.
+func readInserts(ctx context.Context, br pgx.BatchResults, todo []*storeutil.TodoItem) (seq int64, prev string, refused *storeutil.TodoItem, err error) {
+	defer func() {
+		if cerr := br.Close(); cerr != nil && err == nil && refused == nil {
+			err = mapErr("create todo", cerr)
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return 0, "", nil, mapErr("create todo", err)
+	}
 	for _, it := range todo {
 		t, err := scanTodo(br.QueryRow())
 		it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: err == nil}, nil
@@ -163,23 +225,24 @@ func insertPipelined(ctx context.Context, tx pgx.Tx, todo []*storeutil.TodoItem)
 		var pe *pgconn.PgError
 		if err != nil && errors.As(err, &pe) && !retryable(err) && ctx.Err() == nil {
 			it.Out, it.Err = storeutil.CreatedTodo{}, mapErr("create todo", err)
-			refused = it
-			break
+			return 0, "", it, nil
 		}
 		if err != nil {
-			_ = br.Close()
-			return nil, mapErr("create todo", err)
+			return 0, "", nil, mapErr("create todo", err)
 		}
 	}
-	if err := br.Close(); err != nil && refused == nil {
-		return nil, mapErr("create todo", err)
+	if _, err := br.Exec(); err != nil {
+		return 0, "", nil, mapErr("append audit", err)
 	}
-	return refused, nil
+	if err := br.QueryRow().Scan(&seq, &prev); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", nil, mapErr("append audit", err)
+	}
+	return seq, prev, nil, nil
 }
 
 // recorder is a dbsqlc.DBTX that runs nothing: it keeps the statement and
 // arguments of the last query a generated method asked for, so that
-// insertPipelined can send the generated statements in one batch.
+// writeBatch can send the generated statements in one batch.
 type recorder struct {
 	sql  string
 	args []any
