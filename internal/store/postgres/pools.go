@@ -34,18 +34,54 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 }
 
 // GetPool implements store.PoolStore. Its three reads (the row, its
-// queues, its members) share one connection, acquired once: a pool push
-// reads its pool, and with the connection pool empty each acquisition
-// waits its turn.
+// queues, its members: the generated statements) go in one round trip, a
+// pipelined batch: a pool push reads its pool, and round trips were most
+// of that read's time.
 func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error) {
-	conn, err := s.pool.Acquire(ctx)
+	var b pgx.Batch
+	rec := &recorder{}
+	rq := dbsqlc.New(rec)
+	_, _ = rq.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name}) // records the statement
+	b.Queue(rec.sql, rec.args...)
+	_, _ = rq.PoolQueuesOf(ctx, dbsqlc.PoolQueuesOfParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
+	b.Queue(rec.sql, rec.args...)
+	_, _ = rq.PoolMembersOf(ctx, dbsqlc.PoolMembersOfParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
+	b.Queue(rec.sql, rec.args...)
+	br := s.pool.SendBatch(ctx, &b)
+	pool, err := readPool(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return domain.Pool{}, mapErr("get pool", err)
 	}
-	defer conn.Release()
-	q := dbsqlc.New(conn)
-	r, err := q.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
-	return storeutil.OneErr(r, mapErr("get pool", err), s.poolFrom(ctx, q))
+	return pool, nil
+}
+
+// readPool reads GetPool's three answers: the pool row (pgx.ErrNoRows
+// when there is none), its queues and its members.
+func readPool(br pgx.BatchResults) (domain.Pool, error) {
+	var r dbsqlc.Pool
+	if err := br.QueryRow().Scan(&r.ID, &r.OwnerID, &r.Name, &r.CreatedAt); err != nil {
+		return domain.Pool{}, err
+	}
+	p := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
+	rows, err := br.Query()
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	if p.Queues, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return domain.Pool{}, err
+	}
+	if rows, err = br.Query(); err != nil {
+		return domain.Pool{}, err
+	}
+	p.Members, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.PoolMember, error) {
+		var m dbsqlc.PoolMembersOfRow
+		err := row.Scan(&m.AgentID, &m.LastRungAt)
+		return domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}, err
+	})
+	return p, err
 }
 
 // DeletePool implements store.PoolStore: the pool row is locked first, so

@@ -474,6 +474,21 @@ SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue;
 -- name: PoolMembers :many
 SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = $1 ORDER BY agent_id;
 
+-- name: PoolQueuesOf :many
+-- PoolQueues of the pool GetPool reads with the same arguments, so the
+-- three reads go in one round trip.
+SELECT q.queue FROM pool_queues q JOIN pools p ON p.id = q.pool_id
+WHERE (sqlc.arg(id)::text <> '' AND p.id = sqlc.arg(id)::text)
+   OR (sqlc.arg(id)::text = '' AND p.owner_id = sqlc.arg(owner_id)::text AND p.name = sqlc.arg(name)::text)
+ORDER BY q.queue;
+
+-- name: PoolMembersOf :many
+-- PoolMembers of the pool GetPool reads with the same arguments.
+SELECT m.agent_id, m.last_rung_at FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE (sqlc.arg(id)::text <> '' AND p.id = sqlc.arg(id)::text)
+   OR (sqlc.arg(id)::text = '' AND p.owner_id = sqlc.arg(owner_id)::text AND p.name = sqlc.arg(name)::text)
+ORDER BY m.agent_id;
+
 -- name: LockPoolLiveTodos :one
 -- Locks the pool row, then counts its live todos (pending, claimed, or
 -- waiting for a retry): a push racing the delete waits for it.

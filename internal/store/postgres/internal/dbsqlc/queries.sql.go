@@ -2329,12 +2329,86 @@ func (q *Queries) PoolMembers(ctx context.Context, poolID string) ([]PoolMembers
 	return items, nil
 }
 
+const poolMembersOf = `-- name: PoolMembersOf :many
+SELECT m.agent_id, m.last_rung_at FROM pool_members m JOIN pools p ON p.id = m.pool_id
+WHERE ($1::text <> '' AND p.id = $1::text)
+   OR ($1::text = '' AND p.owner_id = $2::text AND p.name = $3::text)
+ORDER BY m.agent_id
+`
+
+type PoolMembersOfParams struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+type PoolMembersOfRow struct {
+	AgentID    string
+	LastRungAt *time.Time
+}
+
+// PoolMembers of the pool GetPool reads with the same arguments.
+func (q *Queries) PoolMembersOf(ctx context.Context, arg PoolMembersOfParams) ([]PoolMembersOfRow, error) {
+	rows, err := q.db.Query(ctx, poolMembersOf, arg.ID, arg.OwnerID, arg.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PoolMembersOfRow
+	for rows.Next() {
+		var i PoolMembersOfRow
+		if err := rows.Scan(&i.AgentID, &i.LastRungAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const poolQueues = `-- name: PoolQueues :many
 SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue
 `
 
 func (q *Queries) PoolQueues(ctx context.Context, poolID string) ([]string, error) {
 	rows, err := q.db.Query(ctx, poolQueues, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const poolQueuesOf = `-- name: PoolQueuesOf :many
+SELECT q.queue FROM pool_queues q JOIN pools p ON p.id = q.pool_id
+WHERE ($1::text <> '' AND p.id = $1::text)
+   OR ($1::text = '' AND p.owner_id = $2::text AND p.name = $3::text)
+ORDER BY q.queue
+`
+
+type PoolQueuesOfParams struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+// PoolQueues of the pool GetPool reads with the same arguments, so the
+// three reads go in one round trip.
+func (q *Queries) PoolQueuesOf(ctx context.Context, arg PoolQueuesOfParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, poolQueuesOf, arg.ID, arg.OwnerID, arg.Name)
 	if err != nil {
 		return nil, err
 	}
