@@ -2,7 +2,6 @@ package doorbell
 
 import (
 	"sync"
-	"time"
 
 	"github.com/rollcall/rollcall/internal/store"
 )
@@ -22,14 +21,6 @@ type records struct {
 	writing sync.Mutex // held while records are taken and written
 	qmu     sync.Mutex // guards queued
 	queued  []store.MarkRungParams
-	wake    chan struct{} // holds a token when records were queued since RunRecorder last looked
+	wake    chan struct{} // holds a token when records were queued since the recorder last looked
 	full    chan struct{} // holds a token when a whole batch is queued
 }
-
-// recordDelay is how long RunRecorder lets ring records gather before it
-// writes them (at once when a whole batch is queued). Why: on SQLite a
-// transaction per ring took the one writer just as the next push wanted
-// it (push → doorbell p50 0.59 ms, against 0.50 ms with records gathered
-// this long); a record written up to this much later changes nothing the
-// sweep decides on (design: Ring on create).
-const recordDelay = 50 * time.Millisecond
