@@ -73,8 +73,11 @@ func (s *Service) ListPersons(ctx context.Context, by domain.Person) ([]domain.P
 }
 
 // GetPerson returns a person: an admin any, a member only itself
-// (not_found otherwise).
+// (not_found otherwise); id "me" is the caller.
 func (s *Service) GetPerson(ctx context.Context, by domain.Person, id string) (domain.Person, error) {
+	if id == "me" {
+		id = by.ID
+	}
 	if !by.Admin && id != by.ID {
 		return domain.Person{}, domain.Errorf(domain.CodeNotFound, "person %q not found", id)
 	}

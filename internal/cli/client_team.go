@@ -12,11 +12,26 @@ import (
 	"github.com/rollcall/rollcall/client"
 )
 
-// newPersonCommand builds `rollcall person create|list|update` (REST
-// /v1/persons, admin).
+// newPersonCommand builds `rollcall person create|list|show|update` (REST
+// /v1/persons; admin, but any person may show itself).
 func newPersonCommand(cf *clientFlags) *cobra.Command {
 	return newGroup("person", "Manage persons and their roles (admin; REST /v1/persons)",
-		personCreate(cf), personList(cf), personUpdate(cf), personDeactivate(cf))
+		personCreate(cf), personList(cf), personShow(cf), personUpdate(cf), personDeactivate(cf))
+}
+
+// personShow is `person show ID|me`: a member may show itself, which is
+// how it learns its person id (the one an agent's owner grants it to).
+func personShow(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a person (me: yourself, with your person id)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Person, error) {
+				return c.GetPerson(ctx, args[0])
+			}, printPerson)
+		},
+	}
 }
 
 func personCreate(cf *clientFlags) *cobra.Command {
@@ -97,14 +112,16 @@ func personDeactivate(cf *clientFlags) *cobra.Command {
 func updatePerson(cmd *cobra.Command, cf *clientFlags, id string, in wire.PersonUpdate) error {
 	return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Person, error) {
 		return c.UpdatePerson(ctx, id, in)
-	}, func(w io.Writer, p wire.Person) error {
-		state := "active"
-		if !p.Active {
-			state = "deactivated"
-		}
-		_, err := fmt.Fprintf(w, "person %s (%s): role %s, %s\n", clean(p.Name), p.ID, p.Role, state)
-		return err
-	})
+	}, printPerson)
+}
+
+func printPerson(w io.Writer, p wire.Person) error {
+	state := "active"
+	if !p.Active {
+		state = "deactivated"
+	}
+	_, err := fmt.Fprintf(w, "person %s (%s): role %s, %s\n", clean(p.Name), p.ID, p.Role, state)
+	return err
 }
 
 // newTokenCommand builds `rollcall token create|list|revoke` (REST

@@ -35,6 +35,11 @@ func TestCLIPersonsAndTokens(t *testing.T) {
 
 	// bob's own tokens; bob's first token stops working once he is deactivated.
 	bob := []string{"--token", created.Token.Token}
+	r = run(append([]string{"person", "show", "me"}, bob...)...).ok(t)
+	if want := "person bob (" + created.Person.ID + "): role member, active\n"; r.stdout != want {
+		t.Fatalf("person show me as bob: %q, want %q", r.stdout, want)
+	}
+	run(append([]string{"person", "show", admin.ID}, bob...)...).fails(t, 1, "not found")
 	r = run(append([]string{"token", "create", "laptop", "--expires", "720h", "--json"}, bob...)...).ok(t)
 	var minted app.MintedToken
 	if err := json.Unmarshal([]byte(r.stdout), &minted); err != nil || minted.ExpiresAt == nil {

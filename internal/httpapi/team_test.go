@@ -32,6 +32,13 @@ func TestPersonsAndRoles(t *testing.T) {
 		t.Fatalf("member creates a person: %d %+v", p.status, pr)
 	}
 	e.do(t, "GET", "/v1/persons", carol, nil).want(t, 403, nil)
+	// ... but reads itself, also as "me" (how a member learns its id).
+	var me domain.Person
+	e.do(t, "GET", "/v1/persons/me", carol, nil).want(t, 200, &me)
+	if me.ID != res.Person.ID || me.Name != "carol" {
+		t.Fatalf("GET /v1/persons/me as carol: %+v, want %s", me, res.Person.ID)
+	}
+	e.do(t, "GET", "/v1/persons/"+res.Person.ID, carol, nil).want(t, 200, nil)
 	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": "x", "role": "boss"}).want(t, 400, nil)
 	e.do(t, "POST", "/v1/persons", e.admin, map[string]any{"name": ""}).want(t, 400, nil)
 
