@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -90,9 +91,24 @@ func readPool(br pgx.BatchResults) (domain.Pool, error) {
 func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error {
 	return s.txAudited(ctx, p.Now, p.Audit, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
-		return storeutil.DeletePool(p.ID, mapErr, func() (int64, error) { return q.LockPoolLiveTodos(ctx, p.ID) },
+		return storeutil.DeletePool(p.ID, mapErr, func() (int64, error) { return lockedLiveTodos(ctx, q, p.ID) },
 			func() (int64, error) { return q.DeletePool(ctx, p.ID) })
 	})
+}
+
+// lockedLiveTodos locks the pool row, then counts its live todos in a
+// second statement: one statement would count from a snapshot taken
+// before the lock was granted, missing a push that committed meanwhile
+// (whose todo the delete would then orphan). A pool that does not exist
+// counts 0 (the delete then finds nothing).
+func lockedLiveTodos(ctx context.Context, q *dbsqlc.Queries, id string) (int64, error) {
+	if _, err := q.LockPool(ctx, id); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	return q.CountPoolLiveTodos(ctx, id)
 }
 
 // ListPools implements store.PoolStore.

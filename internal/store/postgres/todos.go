@@ -160,8 +160,10 @@ func (s *Store) writeBatch(ctx context.Context, todo []*storeutil.TodoItem) (ref
 			it.Out, it.Err = storeutil.CreatedTodo{Todo: t, Created: created}, err
 			switch {
 			case err == nil:
-			case ctx.Err() != nil || c.Conn().IsClosed() || c.Conn().PgConn().TxStatus() == 'E':
+			case ctx.Err() != nil || c.Conn().IsClosed() || retryable(err):
 				return nil, err // the whole batch's
+			case c.Conn().PgConn().TxStatus() == 'E': // the server refused this item's write (its pool deleted meanwhile): it fails alone
+				return it, errRefused
 			default: // this item's (its key keeps changing hands); the transaction lives on
 				continue
 			}
@@ -187,17 +189,21 @@ func (s *Store) writeBatch(ctx context.Context, todo []*storeutil.TodoItem) (ref
 		}
 	}
 	tag, err := br.Exec()
+	if err == nil && tag.String() == "COMMIT" {
+		// Committed: what follows the commit's answer (an error of the closing
+		// batch, say the backend terminated after committing) is the
+		// connection's, not the batch's; the pool drops a broken connection.
+		committed = true
+		_ = br.Close()
+		return nil, nil
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, mapErr("create todo", err)
 	}
-	if tag.String() != "COMMIT" { // COMMIT of a failed transaction answers ROLLBACK
-		return nil, fmt.Errorf("create todo: transaction rolled back (%s)", tag)
-	}
-	committed = true
-	return nil, nil
+	return nil, fmt.Errorf("create todo: transaction rolled back (%s)", tag) // COMMIT of a failed transaction answers ROLLBACK
 }
 
 // readInserts reads the answers of writeBatch's first round trip: BEGIN,

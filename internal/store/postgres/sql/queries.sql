@@ -489,11 +489,17 @@ WHERE (sqlc.arg(id)::text <> '' AND p.id = sqlc.arg(id)::text)
    OR (sqlc.arg(id)::text = '' AND p.owner_id = sqlc.arg(owner_id)::text AND p.name = sqlc.arg(name)::text)
 ORDER BY m.agent_id;
 
--- name: LockPoolLiveTodos :one
--- Locks the pool row, then counts its live todos (pending, claimed, or
--- waiting for a retry): a push racing the delete waits for it.
+-- name: LockPool :one
+-- Locks the pool row: a push racing the delete (whose foreign key check
+-- holds a key-share lock on it) has committed or aborted once this returns.
+SELECT id FROM pools WHERE id = sqlc.arg(id)::text FOR UPDATE;
+
+-- name: CountPoolLiveTodos :one
+-- The pool's live todos (pending, claimed, or waiting for a retry); after
+-- LockPool, in a statement of its own, so its snapshot is taken after the
+-- lock and sees a push that committed while the lock was awaited.
 SELECT count(*) FROM todos
-WHERE pool_id = (SELECT p.id FROM pools p WHERE p.id = sqlc.arg(id)::text FOR UPDATE)
+WHERE pool_id = sqlc.arg(id)::text
   AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL));
 
 -- name: DeletePool :execrows

@@ -535,6 +535,22 @@ func (q *Queries) CountOtherActiveAdmins(ctx context.Context, id string) (int64,
 	return count, err
 }
 
+const countPoolLiveTodos = `-- name: CountPoolLiveTodos :one
+SELECT count(*) FROM todos
+WHERE pool_id = $1::text
+  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
+`
+
+// The pool's live todos (pending, claimed, or waiting for a retry); after
+// LockPool, in a statement of its own, so its snapshot is taken after the
+// lock and sees a push that committed while the lock was awaited.
+func (q *Queries) CountPoolLiveTodos(ctx context.Context, id string) (int64, error) {
+	row := q.db.QueryRow(ctx, countPoolLiveTodos, id)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const credentialMayAuthenticate = `-- name: CredentialMayAuthenticate :one
 SELECT EXISTS (SELECT 1 FROM credentials c JOIN agents a ON a.id = c.agent_id
 WHERE c.hash = $1 AND c.revoked_at IS NULL AND a.revoked_at IS NULL) AS ok
@@ -2167,6 +2183,19 @@ func (q *Queries) LockHeldAttempts(ctx context.Context, arg LockHeldAttemptsPara
 	return i, err
 }
 
+const lockPool = `-- name: LockPool :one
+SELECT id FROM pools WHERE id = $1::text FOR UPDATE
+`
+
+// Locks the pool row: a push racing the delete (whose foreign key check
+// holds a key-share lock on it) has committed or aborted once this returns.
+func (q *Queries) LockPool(ctx context.Context, id string) (string, error) {
+	row := q.db.QueryRow(ctx, lockPool, id)
+	var id_2 string
+	err := row.Scan(&id_2)
+	return id_2, err
+}
+
 const lockPoolGrant = `-- name: LockPoolGrant :one
 SELECT agent_id, person_id, granted_by, created_at FROM pool_grants WHERE agent_id = $1 AND person_id = $2 FOR UPDATE
 `
@@ -2188,21 +2217,6 @@ func (q *Queries) LockPoolGrant(ctx context.Context, arg LockPoolGrantParams) (P
 		&i.CreatedAt,
 	)
 	return i, err
-}
-
-const lockPoolLiveTodos = `-- name: LockPoolLiveTodos :one
-SELECT count(*) FROM todos
-WHERE pool_id = (SELECT p.id FROM pools p WHERE p.id = $1::text FOR UPDATE)
-  AND (state IN ('pending', 'claimed') OR (state = 'failed' AND retry_at IS NOT NULL))
-`
-
-// Locks the pool row, then counts its live todos (pending, claimed, or
-// waiting for a retry): a push racing the delete waits for it.
-func (q *Queries) LockPoolLiveTodos(ctx context.Context, id string) (int64, error) {
-	row := q.db.QueryRow(ctx, lockPoolLiveTodos, id)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
 }
 
 const lockReportedPair = `-- name: LockReportedPair :one
