@@ -16,22 +16,8 @@ import (
 // /v1/persons; admin, but any person may show itself).
 func newPersonCommand(cf *clientFlags) *cobra.Command {
 	return newGroup("person", "Manage persons and their roles (admin; REST /v1/persons)",
-		personCreate(cf), personList(cf), personShow(cf), personUpdate(cf), personDeactivate(cf))
-}
-
-// personShow is `person show ID|me`: a member may show itself, which is
-// how it learns its person id (the one an agent's owner grants it to).
-func personShow(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a person (me: yourself, with your person id)",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Person, error) {
-				return c.GetPerson(ctx, args[0])
-			}, printPerson)
-		},
-	}
+		personCreate(cf), personList(cf), personShow(cf), personUpdate(cf),
+		personDeactivate(cf)) // hidden: the old spelling of update --active=false
 }
 
 func personCreate(cf *clientFlags) *cobra.Command {
@@ -92,6 +78,21 @@ console sessions stop working at once; its agents keep working.
 	fl.StringVar(&role, "role", "", "admin or member")
 	fl.BoolVar(&active, "active", true, "false deactivates the person, true reactivates it")
 	return cmd
+}
+
+// personShow is `person show ID|me`: a member may show itself, which is
+// how it learns its person id (the one an agent's owner grants it to).
+func personShow(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a person (me: yourself, with your person id)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Person, error) {
+				return c.GetPerson(ctx, args[0])
+			}, printPerson)
+		},
+	}
 }
 
 // personDeactivate is `person deactivate ID` of earlier releases, now

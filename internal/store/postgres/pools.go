@@ -34,8 +34,8 @@ func (s *Store) CreatePool(ctx context.Context, p store.CreatePoolParams) error 
 	})
 }
 
-// GetPool implements store.PoolStore. Its three reads (the row, its
-// queues, its members: the generated statements) go in one round trip, a
+// GetPool implements store.PoolStore. Its two reads (the row, then its
+// queues and members: the generated statements) go in one round trip, a
 // pipelined batch: a pool push reads its pool, and round trips were most
 // of that read's time.
 func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool, error) {
@@ -44,9 +44,7 @@ func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool
 	rq := dbsqlc.New(rec)
 	_, _ = rq.GetPool(ctx, dbsqlc.GetPoolParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name}) // records the statement
 	b.Queue(rec.sql, rec.args...)
-	_, _ = rq.PoolQueuesOf(ctx, dbsqlc.PoolQueuesOfParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
-	b.Queue(rec.sql, rec.args...)
-	_, _ = rq.PoolMembersOf(ctx, dbsqlc.PoolMembersOfParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
+	_, _ = rq.PoolPartsOf(ctx, dbsqlc.PoolPartsOfParams{ID: p.ID, OwnerID: p.OwnerID, Name: p.Name})
 	b.Queue(rec.sql, rec.args...)
 	br := s.pool.SendBatch(ctx, &b)
 	pool, err := readPool(br)
@@ -59,30 +57,40 @@ func (s *Store) GetPool(ctx context.Context, p store.GetPoolParams) (domain.Pool
 	return pool, nil
 }
 
-// readPool reads GetPool's three answers: the pool row (pgx.ErrNoRows
-// when there is none), its queues and its members.
+// readPool reads GetPool's two answers: the pool row (pgx.ErrNoRows when
+// there is none), then its parts.
 func readPool(br pgx.BatchResults) (domain.Pool, error) {
 	var r dbsqlc.Pool
 	if err := br.QueryRow().Scan(&r.ID, &r.OwnerID, &r.Name, &r.CreatedAt); err != nil {
 		return domain.Pool{}, err
 	}
-	p := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
 	rows, err := br.Query()
 	if err != nil {
 		return domain.Pool{}, err
 	}
-	if p.Queues, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return domain.Pool{}, err
-	}
-	if rows, err = br.Query(); err != nil {
-		return domain.Pool{}, err
-	}
-	p.Members, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.PoolMember, error) {
-		var m dbsqlc.PoolMembersOfRow
-		err := row.Scan(&m.AgentID, &m.LastRungAt)
-		return domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}, err
+	parts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dbsqlc.PoolPartsOfRow, error) {
+		var p dbsqlc.PoolPartsOfRow
+		return p, row.Scan(&p.Part, &p.Name, &p.LastRungAt)
 	})
-	return p, err
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	return poolOf(r, parts), nil
+}
+
+// poolOf is the pool of row r with its parts (PoolPartsOf: members, then
+// queues, each by name).
+func poolOf(r dbsqlc.Pool, parts []dbsqlc.PoolPartsOfRow) domain.Pool {
+	p := domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC(),
+		Queues: []string{}, Members: []domain.PoolMember{}}
+	for _, x := range parts {
+		if x.Part == "queue" {
+			p.Queues = append(p.Queues, x.Name)
+		} else {
+			p.Members = append(p.Members, domain.PoolMember{AgentID: x.Name, LastRungAt: utcPtr(x.LastRungAt)})
+		}
+	}
+	return p
 }
 
 // DeletePool implements store.PoolStore: the pool row is locked first, so
@@ -158,11 +166,13 @@ func (s *Store) ReleaseRing(ctx context.Context, p store.ReleaseRingParams) (boo
 // poolFrom is the mapping of a pool row: with its queues and members,
 // read with q.
 func (s *Store) poolFrom(ctx context.Context, q *dbsqlc.Queries) func(dbsqlc.Pool) (domain.Pool, error) {
-	return storeutil.PoolFrom(ctx, mapErr, q.PoolQueues, q.PoolMembers, func(r dbsqlc.Pool) domain.Pool {
-		return domain.Pool{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
-	}, func(m dbsqlc.PoolMembersRow) domain.PoolMember {
-		return domain.PoolMember{AgentID: m.AgentID, LastRungAt: utcPtr(m.LastRungAt)}
-	})
+	return func(r dbsqlc.Pool) (domain.Pool, error) {
+		parts, err := q.PoolPartsOf(ctx, dbsqlc.PoolPartsOfParams{ID: r.ID})
+		if err != nil {
+			return domain.Pool{}, mapErr("pool parts", err)
+		}
+		return poolOf(r, parts), nil
+	}
 }
 
 // GrantPool implements store.PoolStore (design: Pool grants).

@@ -468,26 +468,20 @@ SELECT * FROM pools
 WHERE id IN (SELECT m.pool_id FROM pool_members m WHERE m.agent_id = ANY (sqlc.arg(member_ids)::text[]))
 ORDER BY owner_id, name, id;
 
--- name: PoolQueues :many
-SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue;
-
--- name: PoolMembers :many
-SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = $1 ORDER BY agent_id;
-
--- name: PoolQueuesOf :many
--- PoolQueues of the pool GetPool reads with the same arguments, so the
--- three reads go in one round trip.
-SELECT q.queue FROM pool_queues q JOIN pools p ON p.id = q.pool_id
+-- name: PoolPartsOf :many
+-- The queues (part 'queue') and members (part 'member', with last_rung_at)
+-- of the pool GetPool reads with the same arguments, by id or by owner and
+-- name: with GetPool, one round trip reads a whole pool.
+SELECT 'member'::text AS part, m.agent_id AS name, m.last_rung_at
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
 WHERE (sqlc.arg(id)::text <> '' AND p.id = sqlc.arg(id)::text)
    OR (sqlc.arg(id)::text = '' AND p.owner_id = sqlc.arg(owner_id)::text AND p.name = sqlc.arg(name)::text)
-ORDER BY q.queue;
-
--- name: PoolMembersOf :many
--- PoolMembers of the pool GetPool reads with the same arguments.
-SELECT m.agent_id, m.last_rung_at FROM pool_members m JOIN pools p ON p.id = m.pool_id
+UNION ALL
+SELECT 'queue'::text, q.queue, NULL::timestamptz
+FROM pool_queues q JOIN pools p ON p.id = q.pool_id
 WHERE (sqlc.arg(id)::text <> '' AND p.id = sqlc.arg(id)::text)
    OR (sqlc.arg(id)::text = '' AND p.owner_id = sqlc.arg(owner_id)::text AND p.name = sqlc.arg(name)::text)
-ORDER BY m.agent_id;
+ORDER BY part, name;
 
 -- name: LockPool :one
 -- Locks the pool row: a push racing the delete (whose foreign key check

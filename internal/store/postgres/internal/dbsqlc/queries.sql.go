@@ -2314,126 +2314,46 @@ func (q *Queries) PendingDoorbellTodos(ctx context.Context, arg PendingDoorbellT
 	return items, nil
 }
 
-const poolMembers = `-- name: PoolMembers :many
-SELECT agent_id, last_rung_at FROM pool_members WHERE pool_id = $1 ORDER BY agent_id
-`
-
-type PoolMembersRow struct {
-	AgentID    string
-	LastRungAt *time.Time
-}
-
-func (q *Queries) PoolMembers(ctx context.Context, poolID string) ([]PoolMembersRow, error) {
-	rows, err := q.db.Query(ctx, poolMembers, poolID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PoolMembersRow
-	for rows.Next() {
-		var i PoolMembersRow
-		if err := rows.Scan(&i.AgentID, &i.LastRungAt); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const poolMembersOf = `-- name: PoolMembersOf :many
-SELECT m.agent_id, m.last_rung_at FROM pool_members m JOIN pools p ON p.id = m.pool_id
+const poolPartsOf = `-- name: PoolPartsOf :many
+SELECT 'member'::text AS part, m.agent_id AS name, m.last_rung_at
+FROM pool_members m JOIN pools p ON p.id = m.pool_id
 WHERE ($1::text <> '' AND p.id = $1::text)
    OR ($1::text = '' AND p.owner_id = $2::text AND p.name = $3::text)
-ORDER BY m.agent_id
+UNION ALL
+SELECT 'queue'::text, q.queue, NULL::timestamptz
+FROM pool_queues q JOIN pools p ON p.id = q.pool_id
+WHERE ($1::text <> '' AND p.id = $1::text)
+   OR ($1::text = '' AND p.owner_id = $2::text AND p.name = $3::text)
+ORDER BY part, name
 `
 
-type PoolMembersOfParams struct {
+type PoolPartsOfParams struct {
 	ID      string
 	OwnerID string
 	Name    string
 }
 
-type PoolMembersOfRow struct {
-	AgentID    string
+type PoolPartsOfRow struct {
+	Part       string
+	Name       string
 	LastRungAt *time.Time
 }
 
-// PoolMembers of the pool GetPool reads with the same arguments.
-func (q *Queries) PoolMembersOf(ctx context.Context, arg PoolMembersOfParams) ([]PoolMembersOfRow, error) {
-	rows, err := q.db.Query(ctx, poolMembersOf, arg.ID, arg.OwnerID, arg.Name)
+// The queues (part 'queue') and members (part 'member', with last_rung_at)
+// of the pool GetPool reads with the same arguments, by id or by owner and
+func (q *Queries) PoolPartsOf(ctx context.Context, arg PoolPartsOfParams) ([]PoolPartsOfRow, error) {
+	rows, err := q.db.Query(ctx, poolPartsOf, arg.ID, arg.OwnerID, arg.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []PoolMembersOfRow
+	var items []PoolPartsOfRow
 	for rows.Next() {
-		var i PoolMembersOfRow
-		if err := rows.Scan(&i.AgentID, &i.LastRungAt); err != nil {
+		var i PoolPartsOfRow
+		if err := rows.Scan(&i.Part, &i.Name, &i.LastRungAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const poolQueues = `-- name: PoolQueues :many
-SELECT queue FROM pool_queues WHERE pool_id = $1 ORDER BY queue
-`
-
-func (q *Queries) PoolQueues(ctx context.Context, poolID string) ([]string, error) {
-	rows, err := q.db.Query(ctx, poolQueues, poolID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var queue string
-		if err := rows.Scan(&queue); err != nil {
-			return nil, err
-		}
-		items = append(items, queue)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const poolQueuesOf = `-- name: PoolQueuesOf :many
-SELECT q.queue FROM pool_queues q JOIN pools p ON p.id = q.pool_id
-WHERE ($1::text <> '' AND p.id = $1::text)
-   OR ($1::text = '' AND p.owner_id = $2::text AND p.name = $3::text)
-ORDER BY q.queue
-`
-
-type PoolQueuesOfParams struct {
-	ID      string
-	OwnerID string
-	Name    string
-}
-
-// PoolQueues of the pool GetPool reads with the same arguments, so the
-// three reads go in one round trip.
-func (q *Queries) PoolQueuesOf(ctx context.Context, arg PoolQueuesOfParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, poolQueuesOf, arg.ID, arg.OwnerID, arg.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var queue string
-		if err := rows.Scan(&queue); err != nil {
-			return nil, err
-		}
-		items = append(items, queue)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
