@@ -337,6 +337,12 @@ func (c *Client) DeletePool(ctx context.Context, name string) (wire.Pool, error)
 	return send[wire.Pool](c, ctx, http.MethodDelete, "/v1/pools/"+url.PathEscape(name), nil, nil)
 }
 
+// UpdatePool replaces a pool's members (PATCH /v1/pools/{name}); its name
+// and queues stay. Errors: not_found, invalid_argument (at /members/N).
+func (c *Client) UpdatePool(ctx context.Context, name string, in wire.PoolUpdate) (wire.Pool, error) {
+	return send[wire.Pool](c, ctx, http.MethodPatch, "/v1/pools/"+url.PathEscape(name), nil, in)
+}
+
 // PushPoolTodo pushes a todo to a pool (POST /v1/pools/{name}/todos), as
 // PushTodo does to an agent: created is false when a live todo of the
 // pool already had the idempotency key.

@@ -47,6 +47,7 @@ var covered = map[string]string{
 	"listPools":        "ListPools",
 	"getPool":          "GetPool",
 	"deletePool":       "DeletePool",
+	"updatePool":       "UpdatePool",
 	"pushPoolTodo":     "PushPoolTodo",
 	"listPoolTodos":    "ListPoolTodos",
 	"grantPool":        "GrantPool",

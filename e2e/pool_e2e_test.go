@@ -245,3 +245,37 @@ func TestE2EPoolGrant(t *testing.T) {
 		t.Fatal("the todo rung at bob's agent did not go to own-bot")
 	}
 }
+
+// TestE2EPoolUpdate replaces a pool's members on the real binary (design:
+// Pools): the todo rung at the member that leaves rings the one that
+// joins at once, and the member that left can no longer claim it.
+func TestE2EPoolUpdate(t *testing.T) {
+	srv := startSQLite(t)
+	leaving := vend(t, srv, "leaving-bot", []string{"reviews"}, allVerbs)
+	joining := vend(t, srv, "joining-bot", []string{"reviews"}, allVerbs)
+	leavingSession := testkit.OpenSession(t, leaving.MCPURL, leaving.Credential, "leaving-bot", nil)
+	joiningSession := testkit.OpenSession(t, joining.MCPURL, joining.Credential, "joining-bot", nil)
+	cli(t, srv, "pool", "create", "shifting", "--queue", "reviews", "--member", "leaving-bot")
+
+	var td todoJSON
+	if code := restDo(t, srv, "POST", "/v1/pools/shifting/todos", map[string]string{"queue": "reviews", "title": "Review PR 40"}, &td); code != 201 {
+		t.Fatalf("pool push: %d", code)
+	}
+	if _, ok := leavingSession.Bell(td.ID, wait); !ok {
+		t.Fatal("the only member was not rung")
+	}
+	cli(t, srv, "pool", "update", "shifting", "--member", "joining-bot")
+	if _, ok := joiningSession.Bell(td.ID, wait); !ok {
+		t.Fatal("the member that joined was not rung for the todo rung at the member that left")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	r, err := leavingSession.Client().CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"todo_id": td.ID}}})
+	if err != nil || !r.IsError {
+		t.Fatalf("the member that left claims the pooled todo: %+v, %v; want a tool error", r, err)
+	}
+	claimed, _ := json.Marshal(callTool(t, joiningSession, "claim", map[string]any{"todo_id": td.ID}).Content)
+	if !strings.Contains(string(claimed), td.ID) {
+		t.Fatalf("claim by the member that joined = %s", claimed)
+	}
+}

@@ -109,6 +109,13 @@ type PoolInput struct {
 	Members []string `json:"members"`
 }
 
+// PoolUpdate is the body of PATCH /v1/pools/{name} (design: Pools): the
+// pool's members from now on (agent ids or handles); its name and queues
+// stay.
+type PoolUpdate struct {
+	Members []string `json:"members"`
+}
+
 // PoolGrantInput is the body of POST /v1/agents/{ref}/pool-grants (design:
 // Pool grants): the person (id) who may then make the agent a member of
 // their pools.

@@ -12,11 +12,11 @@ import (
 	"github.com/rollcall/rollcall/client"
 )
 
-// newPoolCommand builds `rollcall pool create|list|show|delete|push` over
+// newPoolCommand builds `rollcall pool create|list|show|update|delete|push` over
 // the REST pool routes (docs/design.md, "Pools").
 func newPoolCommand(cf *clientFlags) *cobra.Command {
 	return newGroup("pool", "Pools: named sets of your agents that share queues; a pushed todo goes to whichever member is in (REST /v1/pools)",
-		poolCreate(cf), poolList(cf), poolShow(cf), poolDelete(cf), poolPush(cf))
+		poolCreate(cf), poolList(cf), poolShow(cf), poolUpdate(cf), poolDelete(cf), poolPush(cf))
 }
 
 func poolCreate(cf *clientFlags) *cobra.Command {
@@ -38,6 +38,24 @@ ready for the queue and has an open stream, the one rung least recently.`
 	f := cmd.Flags()
 	f.StringSliceVar(&in.Queues, "queue", nil, "a queue of the pool (required, repeatable)")
 	f.StringSliceVar(&in.Members, "member", nil, "a member agent, id or handle (required, repeatable)")
+	return cmd
+}
+
+func poolUpdate(cf *clientFlags) *cobra.Command {
+	var in wire.PoolUpdate
+	cmd := newCommand("update NAME", "Replace the members of a pool", exactArgs("NAME"), func(cmd *cobra.Command, args []string) error {
+		if err := requireFlags(cmd, "member"); err != nil {
+			return err
+		}
+		return call(cmd, cf, func(ctx context.Context, c *client.Client) (wire.Pool, error) {
+			return c.UpdatePool(ctx, args[0], in)
+		}, oneLine(func(p wire.Pool) string { return "pool " + p.Name + ": members " + memberHandles(p) }))
+	})
+	cmd.Long = `Update makes the --member agents (id or handle, repeatable) the pool's
+members from now on, as create checks them; the name and queues stay. A
+member that leaves is not rung again and keeps a todo it holds; one that
+joins is rung for the pool's waiting todos.`
+	cmd.Flags().StringSliceVar(&in.Members, "member", nil, "a member agent, id or handle (required, repeatable)")
 	return cmd
 }
 

@@ -29,6 +29,13 @@ func TestCLIPoolCommands(t *testing.T) {
 		}
 	}
 	run(cmd("pool", "rm", "reviewers")...).fails(t, 1, "live todos")
+	// The members change while the pool has live todos.
+	run(cmd("agent", "vend", "--handle", "rev-c", "--queue", "reviews")...).ok(t)
+	if got := run(cmd("pool", "update", "reviewers", "--member", "rev-c", "--member", "rev-a")...).ok(t).stdout; got != "pool reviewers: members rev-a,rev-c\n" {
+		t.Errorf("pool update: %q", got)
+	}
+	run(cmd("pool", "update", "reviewers")...).fails(t, 2, "--member")
+	run(cmd("pool", "update", "reviewers", "--member", "nobody")...).fails(t, 1, "/members/0")
 	run(cmd("pool", "show", "nope")...).fails(t, 1, "not_found")
 }
 

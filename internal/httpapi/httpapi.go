@@ -96,6 +96,7 @@ var routes = []routeEntry{
 	{Route{"POST", "/v1/pools", "createPool", true, nil}, createCall((*app.Service).CreatePool, func(p domain.Pool) string { return "/v1/pools/" + p.Name })},
 	{Route{"GET", "/v1/pools", "listPools", true, []string{"limit", "cursor"}}, pageCall("pool", (*app.Service).ListPools, func(p domain.Pool) string { return p.Name })},
 	{Route{"GET", "/v1/pools/{name}", "getPool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).GetPool)},
+	{Route{"PATCH", "/v1/pools/{name}", "updatePool", true, nil}, pathBodyCall("name", (*app.Service).UpdatePool)},
 	{Route{"DELETE", "/v1/pools/{name}", "deletePool", true, nil}, pathCall(http.StatusOK, "name", (*app.Service).DeletePool)},
 	{Route{"POST", "/v1/pools/{name}/todos", "pushPoolTodo", true, nil}, (*api).pushPoolTodo},
 	{Route{"GET", "/v1/pools/{name}/todos", "listPoolTodos", true, []string{"limit", "cursor"}}, (*api).listPoolTodos},

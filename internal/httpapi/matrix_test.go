@@ -118,6 +118,7 @@ var matrixOps = map[string]matrixOp{
 	"listPools":     {"GET", "/v1/pools", nil, ownScope(200), false},
 	"getPool":       {"GET", "/v1/pools/ann-pool-zq9", nil, theirs, false},
 	"deletePool":    {"DELETE", "/v1/pools/ann-pool-zq9", nil, theirs, false},
+	"updatePool":    {"PATCH", "/v1/pools/ann-pool-zq9", map[string]any{"members": []string{"x"}}, theirs, false},
 	"pushPoolTodo":  {"POST", "/v1/pools/ann-pool-zq9/todos", map[string]any{"queue": "q", "title": "x"}, theirs, false},
 	"listPoolTodos": {"GET", "/v1/pools/ann-pool-zq9/todos", nil, theirs, false},
 	// Pool grants: an admin manages any agent's (design: Pool grants) but

@@ -147,3 +147,47 @@ func TestPoolGrantsREST(t *testing.T) {
 		t.Errorf("audit actions %v, want one pool.grant and one pool.revoke_grant", seen)
 	}
 }
+
+// TestUpdatePool: PATCH /v1/pools/{name} replaces the members, with the
+// rules of a create; the name and queues stay; another person's pool is
+// not found (docs/design.md, "Pools").
+func TestUpdatePool(t *testing.T) {
+	e := newEnv(t)
+	e.vend(t, e.bob, app.VendInput{Handle: "up-a", Queues: []string{"review"}, Verbs: domain.ScopeVerbs})
+	b := e.vend(t, e.bob, app.VendInput{Handle: "up-b", Queues: []string{"review"}, Verbs: domain.ScopeVerbs})
+	e.vend(t, e.bob, app.VendInput{Handle: "up-other", Queues: []string{"other"}})
+	e.vend(t, e.admin, app.VendInput{Handle: "up-admins", Queues: []string{"review"}})
+	e.do(t, "POST", "/v1/pools", e.bob, map[string]any{"name": "team", "queues": []string{"review"}, "members": []string{"up-a"}}).want(t, http.StatusCreated, nil)
+
+	var p domain.Pool
+	e.do(t, "PATCH", "/v1/pools/team", e.bob, map[string]any{"members": []string{"up-b", "up-a"}}).want(t, http.StatusOK, &p)
+	if len(p.Members) != 2 || p.Name != "team" || len(p.Queues) != 1 {
+		t.Fatalf("updated pool %+v", p)
+	}
+	e.do(t, "PATCH", "/v1/pools/team", e.bob, map[string]any{"members": []string{"up-b"}}).want(t, http.StatusOK, &p)
+	if len(p.Members) != 1 || p.Members[0].AgentID != b.Agent.ID || p.Members[0].Handle != "up-b" {
+		t.Fatalf("pool after up-a left: %+v", p.Members)
+	}
+	for _, c := range []struct {
+		body    map[string]any
+		status  int
+		pointer string
+	}{
+		{map[string]any{"members": []string{}}, 400, "/members"},
+		{map[string]any{"members": []string{"up-b", "up-admins"}}, 400, "/members/1"},
+		{map[string]any{"members": []string{"up-other"}}, 400, "/members/0"},
+		{map[string]any{"members": []string{"up-b", "up-b"}}, 400, "/members/1"},
+		{map[string]any{"members": []string{"up-b"}, "queues": []string{"x"}}, 400, "/queues"},
+	} {
+		pr := e.do(t, "PATCH", "/v1/pools/team", e.bob, c.body).problem(t)
+		if pr.Status != c.status || pr.Pointer != c.pointer {
+			t.Errorf("PATCH /v1/pools/team %v: %d %q (%s), want %d %q", c.body, pr.Status, pr.Pointer, pr.Detail, c.status, c.pointer)
+		}
+	}
+	e.do(t, "PATCH", "/v1/pools/team", e.admin, map[string]any{"members": []string{"up-admins"}}).want(t, 404, nil)
+	e.do(t, "PATCH", "/v1/pools/nope", e.bob, map[string]any{"members": []string{"up-b"}}).want(t, 404, nil)
+	e.do(t, "GET", "/v1/pools/team", e.bob, nil).want(t, 200, &p)
+	if len(p.Members) != 1 || p.Members[0].Handle != "up-b" {
+		t.Errorf("a refused update changed the pool: %+v", p.Members)
+	}
+}

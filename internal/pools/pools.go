@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/rollcall/rollcall/api/wire"
@@ -90,31 +91,12 @@ func (ps *Pools) CreatePool(ctx context.Context, by domain.Person, in wire.PoolI
 		return domain.Pool{}, err
 	}
 	p := domain.Pool{ID: ps.newID(), OwnerID: by.ID, Name: in.Name, Queues: in.Queues, CreatedAt: ps.now()}
-	for i, ref := range in.Members {
-		ptr := fmt.Sprintf("/members/%d", i)
-		a, err := ps.poolMember(ctx, by, ref)
-		if domain.CodeOf(err) == domain.CodeNotFound {
-			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
-				"member %q is not one of your agents, nor one its owner granted you: another person's agent joins your pools once its owner runs `rollcall agent grant create %s %s` (POST /v1/agents/{ref}/pool-grants)", ref, ref, by.ID).At(ptr)
-		}
-		if err != nil {
-			return domain.Pool{}, err
-		}
-		if a.Revoked() {
-			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument, "member %s is revoked", a.Handle).At(ptr)
-		}
-		if p.HasMember(a.ID) {
-			return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument, "member %s is listed twice", a.Handle).At(ptr)
-		}
-		for _, q := range in.Queues {
-			if !a.Scope.HasQueue(q) {
-				return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument,
-					"member %s cannot take the pool's queue %q (not in its scope)", a.Handle, q).At(ptr) // names no other queue: the member may be another person's
-			}
-		}
-		p.Members = append(p.Members, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
+	members, err := ps.members(ctx, by, in.Members, in.Queues)
+	if err != nil {
+		return domain.Pool{}, err
 	}
-	err := ps.store.CreatePool(ctx, store.CreatePoolParams{Pool: p, Audit: domain.AuditRecord{
+	p.Members = members
+	err = ps.store.CreatePool(ctx, store.CreatePoolParams{Pool: p, Audit: domain.AuditRecord{
 		Actor: "operator:" + by.ID, Action: "pool.create",
 		Data: map[string]any{"pool_id": p.ID, "name": p.Name, "queues": p.Queues, "members": memberIDs(p)}}})
 	if err != nil {
@@ -122,6 +104,86 @@ func (ps *Pools) CreatePool(ctx context.Context, by domain.Person, in wire.PoolI
 	}
 	ps.log.Info("pool created", "pool_id", p.ID, "name", p.Name, "by", by.ID)
 	return ps.ownedPool(ctx, by, p.Name)
+}
+
+// members checks the member refs of a pool of the person with queues
+// (CreatePool's rules; pointers /members/N) and returns them in order.
+func (ps *Pools) members(ctx context.Context, by domain.Person, refs, queues []string) ([]domain.PoolMember, error) {
+	var out []domain.PoolMember
+	for i, ref := range refs {
+		ptr := fmt.Sprintf("/members/%d", i)
+		a, err := ps.poolMember(ctx, by, ref)
+		if domain.CodeOf(err) == domain.CodeNotFound {
+			return nil, domain.Errorf(domain.CodeInvalidArgument,
+				"member %q is not one of your agents, nor one its owner granted you: another person's agent joins your pools once its owner runs `rollcall agent grant create %s %s` (POST /v1/agents/{ref}/pool-grants)", ref, ref, by.ID).At(ptr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if a.Revoked() {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "member %s is revoked", a.Handle).At(ptr)
+		}
+		if slices.ContainsFunc(out, func(m domain.PoolMember) bool { return m.AgentID == a.ID }) {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "member %s is listed twice", a.Handle).At(ptr)
+		}
+		for _, q := range queues {
+			if !a.Scope.HasQueue(q) {
+				return nil, domain.Errorf(domain.CodeInvalidArgument,
+					"member %s cannot take the pool's queue %q (not in its scope)", a.Handle, q).At(ptr) // names no other queue: the member may be another person's
+			}
+		}
+		out = append(out, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
+	}
+	return out, nil
+}
+
+// UpdatePool replaces the members of one of the person's pools (its name
+// and queues stay): members as in CreatePool. A member that leaves stops
+// being rung at once — the pool's todos rung at it are routed again — and
+// keeps a todo it holds until it finishes it or its lease ends; a member
+// that joins is rung for the pool's held todos. Audited as pool.update.
+// Errors: not_found (no such pool), invalid_argument (with pointer).
+func (ps *Pools) UpdatePool(ctx context.Context, by domain.Person, name string, in wire.PoolUpdate) (domain.Pool, error) {
+	p, err := ps.ownedPoolRow(ctx, by, name)
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	if len(in.Members) == 0 || len(in.Members) > domain.MaxPoolMembers {
+		return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument, "a pool has 1 to %d members", domain.MaxPoolMembers).At("/members")
+	}
+	members, err := ps.members(ctx, by, in.Members, p.Queues)
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	ids := memberIDs(domain.Pool{Members: members})
+	err = ps.store.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: p.ID, Members: ids, Now: ps.now(),
+		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "pool.update",
+			Data: map[string]any{"pool_id": p.ID, "name": p.Name, "members": ids, "was": memberIDs(p)}}})
+	if err != nil {
+		return domain.Pool{}, domain.StoreError(err, "the pool was deleted, a member is gone, or its pool grant was revoked", "")
+	}
+	ps.log.Info("pool updated", "pool_id", p.ID, "name", p.Name, "members", len(ids), "by", by.ID)
+	got, err := ps.ownedPool(ctx, by, name)
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	ps.routeHeld(ctx, got)
+	return got, nil
+}
+
+// routeHeld routes the pool's held todos (pending, unclaimed, ringing
+// nobody; at most 100, oldest first) to its members as they are now.
+func (ps *Pools) routeHeld(ctx context.Context, p domain.Pool) {
+	ts, err := ps.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, State: domain.TodoPending, Limit: 100})
+	if err != nil {
+		ps.log.Warn("held pooled todos not routed", "pool_id", p.ID, "err", err)
+		return
+	}
+	for _, t := range ts {
+		if t.AgentID == "" && t.RingAgentID == "" {
+			ps.router.RoutePooledIn(ctx, t, &p)
+		}
+	}
 }
 
 // poolMember loads an agent the person may make a member of their pools:
@@ -231,7 +293,7 @@ func (ps *Pools) PushPoolTodo(ctx context.Context, by domain.Person, name string
 		return domain.Todo{}, false, domain.Errorf(domain.CodeInvalidArgument, "queue %q is not one of pool %s's queues %v", in.Queue, p.Name, p.Queues).At("/queue")
 	}
 	if len(p.Members) == 0 { // every grant it used was revoked: nobody could ever claim the todo
-		return domain.Todo{}, false, domain.Errorf(domain.CodeConflict, "pool %s has no members (their grants were revoked); add members or delete the pool", p.Name)
+		return domain.Todo{}, false, domain.Errorf(domain.CodeConflict, "pool %s has no members (their grants were revoked); add members with `rollcall pool update %s --member …` (PATCH /v1/pools/{name}) or delete the pool", p.Name, p.Name)
 	}
 	t, err := ps.agents.PushedTodo(by, in)
 	if err != nil {

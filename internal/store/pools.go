@@ -28,6 +28,15 @@ type PoolStore interface {
 	// the audit record. A pool with live todos (pending, claimed or
 	// waiting for a retry) returns ErrConflict; unknown ErrNotFound.
 	DeletePool(ctx context.Context, p DeletePoolParams) error
+	// SetPoolMembers makes Members (agent ids) the pool's members, in one
+	// transaction with the audit record: an agent no longer listed leaves
+	// (the pool's todos rung at it, pending and unclaimed, ring nobody:
+	// held; a todo it holds keeps its lease), a new one joins (another
+	// person's through its grant to the pool's owner, as in CreatePool);
+	// one that stays keeps its last_rung_at. An unknown pool, an unknown
+	// member or another person's agent without the grant returns
+	// ErrNotFound.
+	SetPoolMembers(ctx context.Context, p SetPoolMembersParams) error
 	// RouteRing rings a pooled todo at a member, one conditional statement
 	// (design: Pool routing): only while the todo is pending, unclaimed,
 	// has ring budget left (ring_attempts < domain.MaxRings), AgentID is a
@@ -56,6 +65,14 @@ type PoolStore interface {
 	// agent holds keeps its lease. It appends Audit(result) and returns
 	// the result. No such grant returns ErrNotFound.
 	RevokePoolGrant(ctx context.Context, p RevokePoolGrantParams) (RevokedPoolGrant, error)
+}
+
+// SetPoolMembersParams replaces the members of the pool PoolID.
+type SetPoolMembersParams struct {
+	PoolID  string
+	Members []string // agent ids, at least one, none twice
+	Audit   domain.AuditRecord
+	Now     time.Time // the audit record's time
 }
 
 // GrantPoolParams inserts a pool grant (every field set by the use case).

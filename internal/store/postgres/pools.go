@@ -119,6 +119,37 @@ func lockedLiveTodos(ctx context.Context, q *dbsqlc.Queries, id string) (int64, 
 	return q.CountPoolLiveTodos(ctx, id)
 }
 
+// SetPoolMembers implements store.PoolStore: the pool row locked first,
+// so a racing update or delete of the pool waits for this one.
+func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		q, id := dbsqlc.New(tx), p.PoolID
+		return storeutil.SetPoolMembers(mapErr, p.Members, func() ([]string, error) {
+			if _, err := q.LockPool(ctx, id); err != nil {
+				return nil, err
+			}
+			parts, err := q.PoolPartsOf(ctx, dbsqlc.PoolPartsOfParams{ID: id})
+			var had []string
+			for _, m := range poolOf(dbsqlc.Pool{}, parts).Members {
+				had = append(had, m.AgentID)
+			}
+			return had, err
+		}, func(agentID string) error {
+			arg := dbsqlc.UnringPoolMemberParams{PoolID: id, AgentID: agentID}
+			if _, err := q.UnringPoolMember(ctx, arg); err != nil {
+				return err
+			}
+			_, err := q.DeletePoolMember(ctx, dbsqlc.DeletePoolMemberParams(arg))
+			return err
+		}, func(agentID string) (int64, error) {
+			return q.InsertPoolMember(ctx, dbsqlc.InsertPoolMemberParams{PoolID: id, AgentID: agentID})
+		}, func() error {
+			_, err := appendAudit(ctx, tx, p.Now, p.Audit)
+			return err
+		})
+	})
+}
+
 // ListPools implements store.PoolStore.
 func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
 	var rows []dbsqlc.Pool

@@ -57,6 +57,36 @@ func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error 
 	})
 }
 
+// SetPoolMembers implements store.PoolStore (one write transaction).
+func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		q, id := s.txq(tx), p.PoolID
+		return storeutil.SetPoolMembers(mapErr, p.Members, func() ([]string, error) {
+			if _, err := q.GetPool(ctx, dbsqlc.GetPoolParams{ID: id}); err != nil {
+				return nil, err
+			}
+			rows, err := q.PoolMembers(ctx, id)
+			var had []string
+			for _, m := range rows {
+				had = append(had, m.AgentID)
+			}
+			return had, err
+		}, func(agentID string) error {
+			arg := dbsqlc.UnringPoolMemberParams{PoolID: id, AgentID: agentID}
+			if _, err := q.UnringPoolMember(ctx, arg); err != nil {
+				return err
+			}
+			_, err := q.DeletePoolMember(ctx, dbsqlc.DeletePoolMemberParams(arg))
+			return err
+		}, func(agentID string) (int64, error) {
+			return q.InsertPoolMember(ctx, dbsqlc.InsertPoolMemberParams{PoolID: id, AgentID: agentID})
+		}, func() error {
+			_, err := s.appendAudit(ctx, tx, p.Now, p.Audit)
+			return err
+		})
+	})
+}
+
 // ListPools implements store.PoolStore.
 func (s *Store) ListPools(ctx context.Context, p store.ListPoolsParams) ([]domain.Pool, error) {
 	var rows []dbsqlc.Pool

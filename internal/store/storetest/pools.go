@@ -24,6 +24,7 @@ var poolTests = []contractTest{
 	{"Pools/RouteRingRace", testPoolRouteRingRace},
 	{"Pools/DigestCountsRung", testPoolDigestCountsRung},
 	{"Pools/ListLive", testPoolListLive},
+	{"Pools/SetMembers", testPoolSetMembers},
 }
 
 func newPool(name string, queues []string, members ...vended) domain.Pool {
@@ -515,5 +516,60 @@ func testPoolListLive(t *testing.T, in Instance) {
 	wantIDs(t, "domain.Todo.Live over the whole list", ids(byRule), ids(live)...)
 	if len(all) != 5 {
 		t.Errorf("ListTodos(pool) = %d todos, want all 5", len(all))
+	}
+}
+
+// testPoolSetMembers: members are replaced in one audited transaction; a
+// member that leaves no longer rings (its rings on the pool's todos end:
+// held) while one that stays keeps its last_rung_at; unknown pools and
+// agents are refused and change nothing.
+func testPoolSetMembers(t *testing.T, in Instance) {
+	s, ctx := in.Store, t.Context()
+	a, b, p := pairPool(t, s, "team")
+	c := vend(t, s, newAgent("charlie", ownerID, "build"))
+	rungA := push(t, s, pooledTodo(p.ID, "build", at(time.Second)))
+	rungB := push(t, s, pooledTodo(p.ID, "build", at(2*time.Second)))
+	if !route(t, s, rungA.ID, a.ID, "", at(time.Minute)) || !route(t, s, rungB.ID, b.ID, "", at(time.Minute)) {
+		t.Fatal("RouteRing failed")
+	}
+	before := auditCount(t, s)
+	set := func(ids ...string) error {
+		return s.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: p.ID, Members: ids, Now: at(time.Hour),
+			Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.update"}})
+	}
+	must(t, "SetPoolMembers(b, c)", set(b.ID, c.ID))
+	pool, err := s.GetPool(ctx, store.GetPoolParams{ID: p.ID})
+	must(t, "GetPool", err)
+	var ids []string
+	for _, m := range pool.Members {
+		ids = append(ids, m.AgentID)
+		if m.AgentID == b.ID {
+			sameTime(t, "b's last_rung_at (stayed)", m.LastRungAt, at(time.Minute))
+		}
+	}
+	want := []string{b.ID, c.ID}
+	slices.Sort(want)
+	wantIDs(t, "members after the update", ids, want...)
+	if got := getTodo(t, s, rungA.ID); got.RingAgentID != "" || got.RingAttempts != 1 {
+		t.Errorf("the todo rung at the member that left: ring agent %q attempts %d, want held (none) and 1", got.RingAgentID, got.RingAttempts)
+	}
+	if got := getTodo(t, s, rungB.ID); got.RingAgentID != b.ID {
+		t.Errorf("the todo rung at the member that stayed: ring agent %q, want %s", got.RingAgentID, b.ID)
+	}
+	if got := auditCount(t, s) - before; got != 1 {
+		t.Errorf("audit entries appended = %d, want 1", got)
+	}
+	if route(t, s, rungA.ID, a.ID, "", at(2*time.Minute)) {
+		t.Error("RouteRing to the member that left succeeded")
+	}
+
+	wantErr(t, "SetPoolMembers(unknown agent)", set(b.ID, uuid.NewString()), domain.ErrNotFound)
+	err = s.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: uuid.NewString(), Members: []string{b.ID}, Now: at(time.Hour),
+		Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.update"}})
+	wantErr(t, "SetPoolMembers(unknown pool)", err, domain.ErrNotFound)
+	pool, err = s.GetPool(ctx, store.GetPoolParams{ID: p.ID})
+	must(t, "GetPool", err)
+	if len(pool.Members) != 2 || auditCount(t, s)-before != 1 {
+		t.Errorf("a refused update changed the pool: %+v, %d audit entries", pool.Members, auditCount(t, s)-before)
 	}
 }

@@ -3,6 +3,7 @@ package storeutil
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/rollcall/rollcall/internal/domain"
@@ -141,6 +142,34 @@ func RevokePoolGrant(mapErr func(string, error) error, get func() (domain.PoolGr
 		return store.RevokedPoolGrant{}, mapErr("revoke pool grant", err)
 	}
 	return res, mapErr("revoke pool grant: audit", audit(res))
+}
+
+// SetPoolMembers runs an adapter's SetPoolMembers in its transaction:
+// current reads the pool's members (after locking the pool where the
+// dialect needs it; ErrNotFound when there is no pool), leave takes one
+// out (ending its rings on the pool's todos), join adds one
+// (CreatePoolMember's insert), and audit appends the record.
+func SetPoolMembers(mapErr func(string, error) error, members []string, current func() ([]string, error),
+	leave func(agentID string) error, join func(agentID string) (int64, error), audit func() error) error {
+	had, err := current()
+	if err != nil {
+		return mapErr("set pool members", err)
+	}
+	for _, id := range had {
+		if !slices.Contains(members, id) {
+			if err := leave(id); err != nil {
+				return mapErr("set pool members: leave "+id, err)
+			}
+		}
+	}
+	for _, id := range members {
+		if !slices.Contains(had, id) {
+			if err := CreatePoolMember(func() (int64, error) { return join(id) }); err != nil {
+				return mapErr("set pool members: member "+id, err)
+			}
+		}
+	}
+	return mapErr("set pool members", audit())
 }
 
 // CreatePoolMember is the member insert of CreatePool: no row inserted

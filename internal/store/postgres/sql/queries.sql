@@ -526,6 +526,15 @@ WHERE (sqlc.arg(agent_id)::text = '' OR agent_id = sqlc.arg(agent_id)::text)
   AND (sqlc.arg(person_id)::text = '' OR person_id = sqlc.arg(person_id)::text)
 ORDER BY agent_id, created_at, person_id;
 
+-- name: DeletePoolMember :execrows
+DELETE FROM pool_members WHERE pool_id = sqlc.arg(pool_id)::text AND agent_id = sqlc.arg(agent_id)::text;
+
+-- name: UnringPoolMember :execrows
+-- Ends the rings at the agent of the pool's todos (pending, unclaimed):
+-- they are held.
+UPDATE todos SET ring_agent_id = NULL
+WHERE pool_id = sqlc.arg(pool_id)::text AND ring_agent_id = sqlc.arg(agent_id)::text AND agent_id IS NULL;
+
 -- name: GrantedPools :many
 -- The pools the agent joined through its grant to the person.
 SELECT pool_id FROM pool_members WHERE agent_id = sqlc.arg(agent_id)::text AND granted_to = sqlc.arg(person_id)::text ORDER BY pool_id;

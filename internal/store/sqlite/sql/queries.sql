@@ -457,6 +457,15 @@ WHERE (CAST(sqlc.arg(agent_id) AS TEXT) = '' OR agent_id = sqlc.arg(agent_id))
   AND (CAST(sqlc.arg(person_id) AS TEXT) = '' OR person_id = sqlc.arg(person_id))
 ORDER BY agent_id, created_at, person_id;
 
+-- name: DeletePoolMember :execrows
+DELETE FROM pool_members WHERE pool_id = CAST(sqlc.arg(pool_id) AS TEXT) AND agent_id = CAST(sqlc.arg(agent_id) AS TEXT);
+
+-- name: UnringPoolMember :execrows
+-- Ends the rings at the agent of the pool's todos (pending, unclaimed):
+-- they are held.
+UPDATE todos SET ring_agent_id = NULL
+WHERE pool_id = CAST(sqlc.arg(pool_id) AS TEXT) AND ring_agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND agent_id IS NULL;
+
 -- name: GrantedPools :many
 -- The pools the agent joined through its grant to the person.
 SELECT pool_id FROM pool_members WHERE agent_id = CAST(sqlc.arg(agent_id) AS TEXT) AND granted_to = CAST(sqlc.arg(person_id) AS TEXT) ORDER BY pool_id;

@@ -503,6 +503,23 @@ func (q *Queries) DeletePoolGrant(ctx context.Context, arg DeletePoolGrantParams
 	return result.RowsAffected()
 }
 
+const deletePoolMember = `-- name: DeletePoolMember :execrows
+DELETE FROM pool_members WHERE pool_id = CAST(?1 AS TEXT) AND agent_id = CAST(?2 AS TEXT)
+`
+
+type DeletePoolMemberParams struct {
+	PoolID  string
+	AgentID string
+}
+
+func (q *Queries) DeletePoolMember(ctx context.Context, arg DeletePoolMemberParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, deletePoolMember, arg.PoolID, arg.AgentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deliveryByKey = `-- name: DeliveryByKey :one
 SELECT id, hook_id, "key", event, "action", outcome, reason, todo_id, received_at FROM hook_deliveries WHERE hook_id = ? AND key = ?
 `
@@ -2623,6 +2640,26 @@ func (q *Queries) UnringGranted(ctx context.Context, arg UnringGrantedParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const unringPoolMember = `-- name: UnringPoolMember :execrows
+UPDATE todos SET ring_agent_id = NULL
+WHERE pool_id = CAST(?1 AS TEXT) AND ring_agent_id = CAST(?2 AS TEXT) AND agent_id IS NULL
+`
+
+type UnringPoolMemberParams struct {
+	PoolID  string
+	AgentID string
+}
+
+// Ends the rings at the agent of the pool's todos (pending, unclaimed):
+// they are held.
+func (q *Queries) UnringPoolMember(ctx context.Context, arg UnringPoolMemberParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, unringPoolMember, arg.PoolID, arg.AgentID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const updateAgent = `-- name: UpdateAgent :one
