@@ -1,8 +1,14 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
+	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +166,108 @@ func TestGroupCommitItemRefusedLateFailsAlone(t *testing.T) {
 	var live int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`).Scan(&live); err != nil || live != 0 {
 		t.Errorf("connections idle in transaction = %d, %v", live, err)
+	}
+}
+
+// cutAfterCommit relays PostgreSQL connections to target; once armed, the
+// first server answer "COMMIT" it relays is the last thing that connection
+// carries (the ReadyForQuery behind it is not sent, the connection is
+// closed): the backend committed, then the connection failed.
+type cutAfterCommit struct {
+	addr  string
+	armed atomic.Bool
+	cut   atomic.Int32
+}
+
+func newCutAfterCommit(t *testing.T, target string) *cutAfterCommit {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &cutAfterCommit{addr: ln.Addr().String()}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go r.serverToClient(up, c)
+		}
+	}()
+	return r
+}
+
+// serverToClient copies the server's messages (a type byte and a length;
+// sslmode=disable, so no unframed SSL answer comes first).
+func (r *cutAfterCommit) serverToClient(up, c net.Conn) {
+	defer func() { _ = c.Close(); _ = up.Close() }()
+	br := bufio.NewReader(up)
+	for {
+		head := make([]byte, 5)
+		if _, err := io.ReadFull(br, head); err != nil {
+			return
+		}
+		body := make([]byte, int(binary.BigEndian.Uint32(head[1:]))-4)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return
+		}
+		if _, err := c.Write(append(head, body...)); err != nil {
+			return
+		}
+		if head[0] == 'C' && string(body) == "COMMIT\x00" && r.armed.CompareAndSwap(true, false) {
+			r.cut.Add(1)
+			return
+		}
+	}
+}
+
+// TestGroupCommitAnsweredCommitIsCommitted: a group commit whose COMMIT
+// the server answered is reported committed even when the connection
+// fails right after (its callers were answered 503 for todos that exist,
+// and a retry without an idempotency key duplicated them).
+func TestGroupCommitAnsweredCommitIsCommitted(t *testing.T) {
+	direct, _, p, _ := raceFixture(t)
+	u, err := url.Parse(pgtest.AdminURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := newCutAfterCommit(t, u.Host)
+	var db string
+	if err := direct.pool.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	s := openT(t, "postgres://postgres@"+relay.addr+"/"+db+"?sslmode=disable")
+	ctx := t.Context()
+	push := func(id string) (domain.Todo, bool, error) {
+		return s.CreateTodo(ctx, store.CreateTodoParams{Todo: raceTodo(id, p, id), Audit: &domain.AuditRecord{
+			Actor: "operator:race-owner", Action: "todo.push_pool", Data: map[string]any{"pool_id": p, "todo_id": id}}})
+	}
+	if _, _, err := push("race-warm"); err != nil { // the commit pool's connection is open
+		t.Fatal(err)
+	}
+	relay.armed.Store(true)
+	got, created, err := push("race-cut")
+	if relay.cut.Load() != 1 {
+		t.Fatalf("the relay cut %d connections after a COMMIT, want 1", relay.cut.Load())
+	}
+	if err != nil || !created || got.ID != "race-cut" {
+		t.Fatalf("audited create whose COMMIT was answered, then the connection cut = %+v, %v, %v; want created", got, created, err)
+	}
+	if _, err := direct.GetTodo(ctx, "race-cut"); err != nil {
+		t.Fatalf("the todo reported created: %v", err)
+	}
+	if _, created, err := push("race-after"); err != nil || !created {
+		t.Fatalf("the next audited create = %v, %v", created, err)
+	}
+	if v, err := direct.VerifyAudit(ctx, store.VerifyAuditParams{}); err != nil || !v.OK || v.Checked != 3 {
+		t.Errorf("VerifyAudit = %+v, %v; want ok over 3 entries", v, err)
 	}
 }
