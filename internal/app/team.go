@@ -91,8 +91,11 @@ func (s *Service) GetPerson(ctx context.Context, by domain.Person, id string) (d
 // working (an admin may hand them over). Audited as person.update or
 // person.deactivate. Nobody deactivates themself (forbidden, reason
 // deactivate_self, also for the last admin). Errors: forbidden, not_found,
-// invalid_argument, conflict with reason last_admin.
+// invalid_argument, conflict with reason last_admin. id "me" is the caller.
 func (s *Service) UpdatePerson(ctx context.Context, by domain.Person, id string, in PersonUpdate) (domain.Person, error) {
+	if id == "me" {
+		id = by.ID
+	}
 	if err := requireAdmin(by, "changing a person"); err != nil {
 		return domain.Person{}, err
 	}

@@ -298,16 +298,55 @@ func (d *Engine) RouteHeld(ctx context.Context, agentIDs ...string) int {
 	n := 0
 	for i := range pools {
 		p := &pools[i]
-		ts, err := d.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, State: domain.TodoPending, Limit: maxHeldRoutes})
-		if err != nil {
-			d.log.Warn("held pooled todos not routed", "pool_id", p.ID, "err", err)
-			continue
-		}
-		for _, t := range ts {
-			if t.AgentID == "" && t.RingAgentID == "" && d.routeIn(ctx, t, "", p) {
+		d.eachHeld(ctx, p, func(t domain.Todo) bool {
+			if d.routeIn(ctx, t, "", p) {
 				n++
 			}
-		}
+			return true
+		})
 	}
 	return n
+}
+
+// RouteHeldOf routes the held todos of pool (as the caller has just read
+// it, with its members as they now are): each rings a member eligible
+// here, or every instance is told, as a push would (RoutePooledIn).
+func (d *Engine) RouteHeldOf(ctx context.Context, pool *domain.Pool) {
+	d.eachHeld(ctx, pool, func(t domain.Todo) bool {
+		d.RoutePooledIn(ctx, t, pool)
+		return true
+	})
+}
+
+// maxHeldScan bounds the pending todos of one pool eachHeld reads (in
+// pages of maxHeldRoutes).
+const maxHeldScan = 10 * maxHeldRoutes
+
+// eachHeld calls f with the pool's held todos that can still ring (ring
+// budget left), oldest first, at most maxHeldRoutes of them, until f
+// returns false. Pending todos that ring someone are read past, not
+// counted, so a pool whose oldest todos all ring (or spent their budget)
+// still reaches the held ones behind them, up to maxHeldScan read.
+func (d *Engine) eachHeld(ctx context.Context, pool *domain.Pool, f func(domain.Todo) bool) {
+	after, held := "", 0
+	for read := 0; read < maxHeldScan; {
+		ts, err := d.store.ListTodos(ctx, store.ListTodosParams{PoolID: pool.ID, State: domain.TodoPending, Limit: maxHeldRoutes, AfterID: after})
+		if err != nil {
+			d.log.Warn("held pooled todos not routed", "pool_id", pool.ID, "err", err)
+			return
+		}
+		for _, t := range ts {
+			if t.AgentID != "" || t.RingAgentID != "" || t.RingAttempts >= domain.MaxRings {
+				continue
+			}
+			if held++; !f(t) || held >= maxHeldRoutes {
+				return
+			}
+		}
+		if len(ts) < maxHeldRoutes {
+			return
+		}
+		read += len(ts)
+		after = ts[len(ts)-1].ID
+	}
 }

@@ -470,3 +470,31 @@ func TestPoolRoutingPassesOverOffline(t *testing.T) {
 	}
 	e.wantRung(t, t2.ID, e.members[2].ID, "once c is online again, t2")
 }
+
+// TestRouteHeldReadsPastRungTodos (design: Pool routing): a pool whose
+// oldest pending todos all ring someone still has the held todos behind
+// them routed when a member may have become eligible — the read goes past
+// the rung ones instead of stopping at the first page.
+func TestRouteHeldReadsPastRungTodos(t *testing.T) {
+	e := newPoolEnv(t)
+	ctx := t.Context()
+	const rung, held = 210, 7 // past two pages of the read (100 a page)
+	for i := range rung + held {
+		td := e.pushPooled(t, i+1)
+		if i < rung {
+			ok, err := e.st.RouteRing(ctx, store.RouteRingParams{TodoID: td.ID, AgentID: e.members[i%3].ID, At: e.clock.Now()})
+			if err != nil || !ok {
+				t.Fatalf("RouteRing %d: %v %v", i, ok, err)
+			}
+		}
+		e.clock.Advance(time.Millisecond)
+	}
+	if n := e.bell.RouteHeld(ctx, e.members[0].ID); n != held {
+		t.Fatalf("RouteHeld rang %d, want the %d held behind %d rung", n, held, rung)
+	}
+	for i := rung; i < rung+held; i++ {
+		if who, _ := e.ringsAt(t, fmt.Sprintf("00000000-0000-7000-8005-%012d", i+1)); who == "" {
+			t.Errorf("held todo %d still rings nobody", i+1)
+		}
+	}
+}

@@ -177,6 +177,8 @@ func TestUpdatePool(t *testing.T) {
 		{map[string]any{"members": []string{"up-b", "up-admins"}}, 400, "/members/1"},
 		{map[string]any{"members": []string{"up-other"}}, 400, "/members/0"},
 		{map[string]any{"members": []string{"up-b", "up-b"}}, 400, "/members/1"},
+		{map[string]any{"members": []any{"up-b", nil}}, 400, "/members/1"},
+		{map[string]any{"members": []string{""}}, 400, "/members/0"},
 		{map[string]any{"members": []string{"up-b"}, "queues": []string{"x"}}, 400, "/queues"},
 	} {
 		pr := e.do(t, "PATCH", "/v1/pools/team", e.bob, c.body).problem(t)

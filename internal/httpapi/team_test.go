@@ -115,6 +115,12 @@ func TestPersonsAndRoles(t *testing.T) {
 	if pr := r.problem(t); r.status != 403 || pr.Reason != "admin_required" {
 		t.Fatalf("member hands its own agent over: %d %+v", r.status, pr)
 	}
+	// An admin renames itself as "me".
+	var renamed domain.Person
+	e.do(t, "PATCH", "/v1/persons/me", e.admin, map[string]any{"name": "root"}).want(t, 200, &renamed)
+	if renamed.ID != admin.ID || renamed.Name != "root" {
+		t.Errorf("PATCH /v1/persons/me as the admin = %+v, want %s renamed root", renamed, admin.ID)
+	}
 	seen := e.auditActions(t)
 	for _, want := range []string{"person.create", "person.deactivate", "agent.hand_over"} {
 		if seen[want] == 0 {

@@ -39,6 +39,9 @@ type Router interface {
 	// RoutePooledID routes the pooled todo id again (its ring was taken
 	// from a member).
 	RoutePooledID(ctx context.Context, id string)
+	// RouteHeldOf routes the pool's held todos (ringing nobody) as pushes
+	// are routed.
+	RouteHeldOf(ctx context.Context, pool *domain.Pool)
 }
 
 // Metrics counts pool pushes.
@@ -112,6 +115,9 @@ func (ps *Pools) members(ctx context.Context, by domain.Person, refs, queues []s
 	var out []domain.PoolMember
 	for i, ref := range refs {
 		ptr := fmt.Sprintf("/members/%d", i)
+		if ref == "" {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "a member is an agent id or handle, not empty").At(ptr)
+		}
 		a, err := ps.poolMember(ctx, by, ref)
 		if domain.CodeOf(err) == domain.CodeNotFound {
 			return nil, domain.Errorf(domain.CodeInvalidArgument,
@@ -156,34 +162,25 @@ func (ps *Pools) UpdatePool(ctx context.Context, by domain.Person, name string, 
 		return domain.Pool{}, err
 	}
 	ids := memberIDs(domain.Pool{Members: members})
-	err = ps.store.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: p.ID, Members: ids, Now: ps.now(),
-		Audit: domain.AuditRecord{Actor: "operator:" + by.ID, Action: "pool.update",
-			Data: map[string]any{"pool_id": p.ID, "name": p.Name, "members": ids, "was": memberIDs(p)}}})
+	unrung, err := ps.store.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: p.ID, Members: ids, Now: ps.now(),
+		Audit: func(was []string) domain.AuditRecord {
+			return domain.AuditRecord{Actor: "operator:" + by.ID, Action: "pool.update",
+				Data: map[string]any{"pool_id": p.ID, "name": p.Name, "members": ids, "was": was}}
+		}})
 	if err != nil {
-		return domain.Pool{}, domain.StoreError(err, "the pool was deleted, a member is gone, or its pool grant was revoked", "")
+		return domain.Pool{}, domain.StoreError(err,
+			fmt.Sprintf("pool %q was deleted, or a member's agent or pool grant went, while it was updated; read the pool and try again", name), "")
 	}
-	ps.log.Info("pool updated", "pool_id", p.ID, "name", p.Name, "members", len(ids), "by", by.ID)
+	ps.log.Info("pool updated", "pool_id", p.ID, "name", p.Name, "members", len(ids), "unrung", len(unrung), "by", by.ID)
 	got, err := ps.ownedPool(ctx, by, name)
 	if err != nil {
 		return domain.Pool{}, err
 	}
-	ps.routeHeld(ctx, got)
+	for _, id := range unrung { // rung at a member that left: routed again at once, like a revoked grant's
+		ps.router.RoutePooledID(ctx, id)
+	}
+	ps.router.RouteHeldOf(ctx, &got) // and what was held, to the members as they now are
 	return got, nil
-}
-
-// routeHeld routes the pool's held todos (pending, unclaimed, ringing
-// nobody; at most 100, oldest first) to its members as they are now.
-func (ps *Pools) routeHeld(ctx context.Context, p domain.Pool) {
-	ts, err := ps.store.ListTodos(ctx, store.ListTodosParams{PoolID: p.ID, State: domain.TodoPending, Limit: 100})
-	if err != nil {
-		ps.log.Warn("held pooled todos not routed", "pool_id", p.ID, "err", err)
-		return
-	}
-	for _, t := range ts {
-		if t.AgentID == "" && t.RingAgentID == "" {
-			ps.router.RoutePooledIn(ctx, t, &p)
-		}
-	}
 }
 
 // poolMember loads an agent the person may make a member of their pools:

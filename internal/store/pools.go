@@ -33,10 +33,11 @@ type PoolStore interface {
 	// (the pool's todos rung at it, pending and unclaimed, ring nobody:
 	// held; a todo it holds keeps its lease), a new one joins (another
 	// person's through its grant to the pool's owner, as in CreatePool);
-	// one that stays keeps its last_rung_at. An unknown pool, an unknown
-	// member or another person's agent without the grant returns
+	// one that stays keeps its last_rung_at. It returns the ids of the
+	// todos whose ring ended (to be routed again). An unknown pool, an
+	// unknown member or another person's agent without the grant returns
 	// ErrNotFound.
-	SetPoolMembers(ctx context.Context, p SetPoolMembersParams) error
+	SetPoolMembers(ctx context.Context, p SetPoolMembersParams) (unrung []string, err error)
 	// RouteRing rings a pooled todo at a member, one conditional statement
 	// (design: Pool routing): only while the todo is pending, unclaimed,
 	// has ring budget left (ring_attempts < domain.MaxRings), AgentID is a
@@ -71,8 +72,10 @@ type PoolStore interface {
 type SetPoolMembersParams struct {
 	PoolID  string
 	Members []string // agent ids, at least one, none twice
-	Audit   domain.AuditRecord
-	Now     time.Time // the audit record's time
+	// Audit builds the audit record from the members the pool had (agent
+	// ids, sorted), as read under the transaction's lock.
+	Audit func(was []string) domain.AuditRecord
+	Now   time.Time // the audit record's time
 }
 
 // GrantPoolParams inserts a pool grant (every field set by the use case).

@@ -121,10 +121,10 @@ func lockedLiveTodos(ctx context.Context, q *dbsqlc.Queries, id string) (int64, 
 
 // SetPoolMembers implements store.PoolStore: the pool row locked first,
 // so a racing update or delete of the pool waits for this one.
-func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams) (unrung []string, err error) {
+	err = s.tx(ctx, func(tx pgx.Tx) (err error) {
 		q, id := dbsqlc.New(tx), p.PoolID
-		return storeutil.SetPoolMembers(mapErr, p.Members, func() ([]string, error) {
+		unrung, err = storeutil.SetPoolMembers(mapErr, p.Members, func() ([]string, error) {
 			if _, err := q.LockPool(ctx, id); err != nil {
 				return nil, err
 			}
@@ -134,20 +134,23 @@ func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams
 				had = append(had, m.AgentID)
 			}
 			return had, err
-		}, func(agentID string) error {
+		}, func(agentID string) ([]string, error) {
 			arg := dbsqlc.UnringPoolMemberParams{PoolID: id, AgentID: agentID}
-			if _, err := q.UnringPoolMember(ctx, arg); err != nil {
-				return err
+			ids, err := q.UnringPoolMember(ctx, arg)
+			if err != nil {
+				return nil, err
 			}
-			_, err := q.DeletePoolMember(ctx, dbsqlc.DeletePoolMemberParams(arg))
-			return err
+			_, err = q.DeletePoolMember(ctx, dbsqlc.DeletePoolMemberParams(arg))
+			return ids, err
 		}, func(agentID string) (int64, error) {
 			return q.InsertPoolMember(ctx, dbsqlc.InsertPoolMemberParams{PoolID: id, AgentID: agentID})
-		}, func() error {
-			_, err := appendAudit(ctx, tx, p.Now, p.Audit)
+		}, func(was []string) error {
+			_, err := appendAudit(ctx, tx, p.Now, p.Audit(was))
 			return err
 		})
+		return err
 	})
+	return unrung, err
 }
 
 // ListPools implements store.PoolStore.

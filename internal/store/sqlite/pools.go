@@ -58,10 +58,10 @@ func (s *Store) DeletePool(ctx context.Context, p store.DeletePoolParams) error 
 }
 
 // SetPoolMembers implements store.PoolStore (one write transaction).
-func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams) (unrung []string, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) (err error) {
 		q, id := s.txq(tx), p.PoolID
-		return storeutil.SetPoolMembers(mapErr, p.Members, func() ([]string, error) {
+		unrung, err = storeutil.SetPoolMembers(mapErr, p.Members, func() ([]string, error) {
 			if _, err := q.GetPool(ctx, dbsqlc.GetPoolParams{ID: id}); err != nil {
 				return nil, err
 			}
@@ -71,20 +71,23 @@ func (s *Store) SetPoolMembers(ctx context.Context, p store.SetPoolMembersParams
 				had = append(had, m.AgentID)
 			}
 			return had, err
-		}, func(agentID string) error {
+		}, func(agentID string) ([]string, error) {
 			arg := dbsqlc.UnringPoolMemberParams{PoolID: id, AgentID: agentID}
-			if _, err := q.UnringPoolMember(ctx, arg); err != nil {
-				return err
+			ids, err := q.UnringPoolMember(ctx, arg)
+			if err != nil {
+				return nil, err
 			}
-			_, err := q.DeletePoolMember(ctx, dbsqlc.DeletePoolMemberParams(arg))
-			return err
+			_, err = q.DeletePoolMember(ctx, dbsqlc.DeletePoolMemberParams(arg))
+			return ids, err
 		}, func(agentID string) (int64, error) {
 			return q.InsertPoolMember(ctx, dbsqlc.InsertPoolMemberParams{PoolID: id, AgentID: agentID})
-		}, func() error {
-			_, err := s.appendAudit(ctx, tx, p.Now, p.Audit)
+		}, func(was []string) error {
+			_, err := s.appendAudit(ctx, tx, p.Now, p.Audit(was))
 			return err
 		})
+		return err
 	})
+	return unrung, err
 }
 
 // ListPools implements store.PoolStore.

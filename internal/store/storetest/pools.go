@@ -533,11 +533,22 @@ func testPoolSetMembers(t *testing.T, in Instance) {
 		t.Fatal("RouteRing failed")
 	}
 	before := auditCount(t, s)
-	set := func(ids ...string) error {
-		return s.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: p.ID, Members: ids, Now: at(time.Hour),
-			Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.update"}})
+	var gotBefore []string
+	recordOf := func(prev []string) domain.AuditRecord {
+		gotBefore = prev
+		return domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.update"}
 	}
-	must(t, "SetPoolMembers(b, c)", set(b.ID, c.ID))
+	setMembers := func(ids ...string) ([]string, error) {
+		return s.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: p.ID, Members: ids, Now: at(time.Hour), Audit: recordOf})
+	}
+	unrungIDs, err := setMembers(b.ID, c.ID)
+	must(t, "SetPoolMembers(b, c)", err)
+	wantIDs(t, "the todos unrung", unrungIDs, rungA.ID)
+	wantBefore := []string{a.ID, b.ID}
+	slices.Sort(wantBefore)
+	if !slices.Equal(gotBefore, wantBefore) {
+		t.Errorf("members before the update, as the store read them: %v, want %v", gotBefore, wantBefore)
+	}
 	pool, err := s.GetPool(ctx, store.GetPoolParams{ID: p.ID})
 	must(t, "GetPool", err)
 	var ids []string
@@ -563,9 +574,9 @@ func testPoolSetMembers(t *testing.T, in Instance) {
 		t.Error("RouteRing to the member that left succeeded")
 	}
 
-	wantErr(t, "SetPoolMembers(unknown agent)", set(b.ID, uuid.NewString()), domain.ErrNotFound)
-	err = s.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: uuid.NewString(), Members: []string{b.ID}, Now: at(time.Hour),
-		Audit: domain.AuditRecord{Actor: "operator:" + ownerID, Action: "pool.update"}})
+	_, err = setMembers(b.ID, uuid.NewString())
+	wantErr(t, "SetPoolMembers(unknown agent)", err, domain.ErrNotFound)
+	_, err = s.SetPoolMembers(ctx, store.SetPoolMembersParams{PoolID: uuid.NewString(), Members: []string{b.ID}, Now: at(time.Hour), Audit: recordOf})
 	wantErr(t, "SetPoolMembers(unknown pool)", err, domain.ErrNotFound)
 	pool, err = s.GetPool(ctx, store.GetPoolParams{ID: p.ID})
 	must(t, "GetPool", err)

@@ -147,29 +147,34 @@ func RevokePoolGrant(mapErr func(string, error) error, get func() (domain.PoolGr
 // SetPoolMembers runs an adapter's SetPoolMembers in its transaction:
 // current reads the pool's members (after locking the pool where the
 // dialect needs it; ErrNotFound when there is no pool), leave takes one
-// out (ending its rings on the pool's todos), join adds one
-// (CreatePoolMember's insert), and audit appends the record.
+// out and returns the todos whose ring at it ended, join adds one
+// (CreatePoolMember's insert), and audit appends the record built from
+// the members the pool had. It returns the todos unrung.
 func SetPoolMembers(mapErr func(string, error) error, members []string, current func() ([]string, error),
-	leave func(agentID string) error, join func(agentID string) (int64, error), audit func() error) error {
+	leave func(agentID string) ([]string, error), join func(agentID string) (int64, error), audit func(was []string) error) ([]string, error) {
 	had, err := current()
 	if err != nil {
-		return mapErr("set pool members", err)
+		return nil, mapErr("set pool members", err)
 	}
+	slices.Sort(had)
+	var unrung []string
 	for _, id := range had {
 		if !slices.Contains(members, id) {
-			if err := leave(id); err != nil {
-				return mapErr("set pool members: leave "+id, err)
+			ids, err := leave(id)
+			if err != nil {
+				return nil, mapErr("set pool members: leave "+id, err)
 			}
+			unrung = append(unrung, ids...)
 		}
 	}
 	for _, id := range members {
 		if !slices.Contains(had, id) {
 			if err := CreatePoolMember(func() (int64, error) { return join(id) }); err != nil {
-				return mapErr("set pool members: member "+id, err)
+				return nil, mapErr("set pool members: member "+id, err)
 			}
 		}
 	}
-	return mapErr("set pool members", audit())
+	return unrung, mapErr("set pool members", audit(had))
 }
 
 // CreatePoolMember is the member insert of CreatePool: no row inserted

@@ -529,11 +529,12 @@ ORDER BY agent_id, created_at, person_id;
 -- name: DeletePoolMember :execrows
 DELETE FROM pool_members WHERE pool_id = sqlc.arg(pool_id)::text AND agent_id = sqlc.arg(agent_id)::text;
 
--- name: UnringPoolMember :execrows
+-- name: UnringPoolMember :many
 -- Ends the rings at the agent of the pool's todos (pending, unclaimed):
 -- they are held.
 UPDATE todos SET ring_agent_id = NULL
-WHERE pool_id = sqlc.arg(pool_id)::text AND ring_agent_id = sqlc.arg(agent_id)::text AND agent_id IS NULL;
+WHERE pool_id = sqlc.arg(pool_id)::text AND ring_agent_id = sqlc.arg(agent_id)::text AND agent_id IS NULL
+RETURNING id;
 
 -- name: GrantedPools :many
 -- The pools the agent joined through its grant to the person.

@@ -2764,9 +2764,10 @@ func (q *Queries) UnringGranted(ctx context.Context, arg UnringGrantedParams) ([
 	return items, nil
 }
 
-const unringPoolMember = `-- name: UnringPoolMember :execrows
+const unringPoolMember = `-- name: UnringPoolMember :many
 UPDATE todos SET ring_agent_id = NULL
 WHERE pool_id = $1::text AND ring_agent_id = $2::text AND agent_id IS NULL
+RETURNING id
 `
 
 type UnringPoolMemberParams struct {
@@ -2776,12 +2777,24 @@ type UnringPoolMemberParams struct {
 
 // Ends the rings at the agent of the pool's todos (pending, unclaimed):
 // they are held.
-func (q *Queries) UnringPoolMember(ctx context.Context, arg UnringPoolMemberParams) (int64, error) {
-	result, err := q.db.Exec(ctx, unringPoolMember, arg.PoolID, arg.AgentID)
+func (q *Queries) UnringPoolMember(ctx context.Context, arg UnringPoolMemberParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, unringPoolMember, arg.PoolID, arg.AgentID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const updateAgent = `-- name: UpdateAgent :one

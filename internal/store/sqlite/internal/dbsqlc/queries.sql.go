@@ -2642,9 +2642,10 @@ func (q *Queries) UnringGranted(ctx context.Context, arg UnringGrantedParams) ([
 	return items, nil
 }
 
-const unringPoolMember = `-- name: UnringPoolMember :execrows
+const unringPoolMember = `-- name: UnringPoolMember :many
 UPDATE todos SET ring_agent_id = NULL
 WHERE pool_id = CAST(?1 AS TEXT) AND ring_agent_id = CAST(?2 AS TEXT) AND agent_id IS NULL
+RETURNING id
 `
 
 type UnringPoolMemberParams struct {
@@ -2654,12 +2655,27 @@ type UnringPoolMemberParams struct {
 
 // Ends the rings at the agent of the pool's todos (pending, unclaimed):
 // they are held.
-func (q *Queries) UnringPoolMember(ctx context.Context, arg UnringPoolMemberParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, unringPoolMember, arg.PoolID, arg.AgentID)
+func (q *Queries) UnringPoolMember(ctx context.Context, arg UnringPoolMemberParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, unringPoolMember, arg.PoolID, arg.AgentID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected()
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const updateAgent = `-- name: UpdateAgent :one
