@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/rollcall/rollcall/api/wire"
@@ -112,7 +111,7 @@ func (ps *Pools) CreatePool(ctx context.Context, by domain.Person, in wire.PoolI
 // members checks the member refs of a pool of the person with queues
 // (CreatePool's rules; pointers /members/N) and returns them in order.
 func (ps *Pools) members(ctx context.Context, by domain.Person, refs, queues []string) ([]domain.PoolMember, error) {
-	var out []domain.PoolMember
+	var pool domain.Pool // the members so far
 	for i, ref := range refs {
 		ptr := fmt.Sprintf("/members/%d", i)
 		if ref == "" {
@@ -129,7 +128,7 @@ func (ps *Pools) members(ctx context.Context, by domain.Person, refs, queues []s
 		if a.Revoked() {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "member %s is revoked", a.Handle).At(ptr)
 		}
-		if slices.ContainsFunc(out, func(m domain.PoolMember) bool { return m.AgentID == a.ID }) {
+		if pool.HasMember(a.ID) {
 			return nil, domain.Errorf(domain.CodeInvalidArgument, "member %s is listed twice", a.Handle).At(ptr)
 		}
 		for _, q := range queues {
@@ -138,9 +137,9 @@ func (ps *Pools) members(ctx context.Context, by domain.Person, refs, queues []s
 					"member %s cannot take the pool's queue %q (not in its scope)", a.Handle, q).At(ptr) // names no other queue: the member may be another person's
 			}
 		}
-		out = append(out, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
+		pool.Members = append(pool.Members, domain.PoolMember{AgentID: a.ID, Handle: a.Handle})
 	}
-	return out, nil
+	return pool.Members, nil
 }
 
 // UpdatePool replaces the members of one of the person's pools (its name
@@ -154,8 +153,8 @@ func (ps *Pools) UpdatePool(ctx context.Context, by domain.Person, name string, 
 	if err != nil {
 		return domain.Pool{}, err
 	}
-	if len(in.Members) == 0 || len(in.Members) > domain.MaxPoolMembers {
-		return domain.Pool{}, domain.Errorf(domain.CodeInvalidArgument, "a pool has 1 to %d members", domain.MaxPoolMembers).At("/members")
+	if err := domain.ValidatePool(p.Name, p.Queues, len(in.Members)); err != nil { // the member bound of a create
+		return domain.Pool{}, err
 	}
 	members, err := ps.members(ctx, by, in.Members, p.Queues)
 	if err != nil {
